@@ -1,0 +1,108 @@
+// corolock::client: one logical connection to Redis, shared by every
+// coroutine of a process.
+//
+// The client connects on construction and keeps itself connected: it runs the
+// RESP3 handshake (HELLO 3 with AUTH and SETNAME, then SELECT), coalesces
+// commands issued concurrently into few writes (auto-pipelining), matches
+// replies in order, sends a health-check PING on a quiet connection, and
+// reconnects with capped, jittered exponential backoff. All of its state
+// lives on an internal strand, so it may be used from several threads.
+#pragma once
+
+#include <corolock/command.hpp>
+#include <corolock/config.hpp>
+#include <corolock/error.hpp>
+#include <corolock/reply.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <cstdint>
+#include <memory>
+
+namespace corolock {
+
+namespace detail { class client_impl; }
+
+// Counters for tests, benchmarks and monitoring. Read with client::stats().
+struct client_stats {
+    std::uint64_t commands_sent = 0;    // commands written to a socket
+    std::uint64_t writes = 0;           // socket writes (one write may carry many commands)
+    std::uint64_t replies = 0;          // replies matched to commands
+    std::uint64_t pushes = 0;           // RESP3 push messages received
+    std::uint64_t connects = 0;         // successful handshakes
+    std::uint64_t disconnects = 0;      // connections lost after a handshake
+    std::uint64_t timeouts = 0;         // commands completed with error::timeout
+    std::uint64_t retries = 0;          // idempotent commands re-sent after a disconnect
+    std::size_t queued = 0;             // commands waiting, written or abandoned right now
+};
+
+class client {
+public:
+    using executor_type = boost::asio::any_io_executor;
+    using exec_signature = void(error_code, reply);
+
+    // Starts connecting at once. The configuration is checked first; a bad
+    // one throws boost::system::system_error(error::invalid_argument).
+    client(executor_type ex, config cfg);
+    // Parses the URL with config::from_url.
+    client(executor_type ex, std::string_view url);
+
+    client(const client&) = delete;
+    client& operator=(const client&) = delete;
+    client(client&&) noexcept = default;
+    client& operator=(client&&) noexcept = default;
+
+    // Stops the client (see stop()). Never throws, never blocks.
+    ~client();
+
+    executor_type get_executor() const noexcept;
+    const config& get_config() const noexcept;
+
+    // Runs one command. Completes with the reply, or with:
+    //  - error::server_error / wrong_type / no_script / auth_failed, with the
+    //    server's error reply still passed as the reply (its text is the diagnostic);
+    //  - error::timeout when no reply came within config.command_timeout
+    //    (error::not_connected instead when the client never got connected
+    //    in that time);
+    //  - error::connection_lost when the connection dropped after the
+    //    command was written (an idempotent command is re-sent once instead);
+    //  - error::client_stopped after stop();
+    //  - boost::asio::error::operation_aborted on cancellation.
+    //
+    // Cancellation: any cancellation type removes a command that has not
+    // been written, and it is then never sent. A written command honours
+    // terminal and partial cancellation: it completes at once and its reply
+    // is discarded when it arrives.
+    //
+    // The handler runs on its associated executor, never inside this call.
+    template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
+    auto async_exec(command cmd, CompletionToken&& token = {}) {
+        return boost::asio::async_initiate<CompletionToken, exec_signature>(
+            initiate_exec{impl_}, token, std::move(cmd));
+    }
+
+    // Ends all background work: the socket is closed, timers are cancelled,
+    // pending commands complete with error::client_stopped and no coroutine
+    // of the client remains. Idempotent, thread-safe, never blocks.
+    void stop() noexcept;
+
+    bool is_connected() const noexcept;
+    client_stats stats() const;
+
+    // The shared implementation, for corolock's own layers (locks, watchdog).
+    const std::shared_ptr<detail::client_impl>& impl() const noexcept { return impl_; }
+
+private:
+    struct initiate_exec {
+        std::shared_ptr<detail::client_impl> impl;
+        void operator()(boost::asio::any_completion_handler<exec_signature> handler,
+                        command cmd) const;
+    };
+
+    std::shared_ptr<detail::client_impl> impl_;
+};
+
+}  // namespace corolock

@@ -1,0 +1,44 @@
+// One Redis command, serialized once at construction as a RESP array of bulk
+// strings. Arguments are binary-safe: NUL, CR, LF and empty strings survive.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+namespace corolock {
+
+class command {
+public:
+    command() = default;
+    command(std::initializer_list<std::string_view> args);
+
+    // Appends one more argument. Cheap: the header is rewritten on payload().
+    command& arg(std::string_view a);
+    command& arg(std::int64_t n);
+
+    std::size_t size() const noexcept { return argc_; }
+    bool empty() const noexcept { return argc_ == 0; }
+
+    // The RESP encoding: "*<argc>\r\n" followed by each "$<len>\r\n<bytes>\r\n".
+    std::string payload() const;
+    // Appends the RESP encoding to out without a temporary.
+    void append_to(std::string& out) const;
+
+    // The first argument, upper-cased (for logs and for pub/sub detection).
+    std::string name() const;
+
+    // A command that is safe to run twice (its effect does not change on a
+    // repeat) may be re-sent once after the connection is lost with it
+    // written. Commands are not idempotent unless marked.
+    command& idempotent(bool v = true) noexcept { idempotent_ = v; return *this; }
+    bool is_idempotent() const noexcept { return idempotent_; }
+
+private:
+    std::string body_;       // the bulk strings, without the array header
+    std::size_t argc_ = 0;
+    bool idempotent_ = false;
+};
+
+}  // namespace corolock

@@ -1,0 +1,68 @@
+// Client configuration: an aggregate of plain values and steady_clock
+// durations. Zero durations mean "use the documented default".
+#pragma once
+
+#include <corolock/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace spdlog { class logger; }
+
+namespace corolock {
+
+struct tls_config {
+    bool enabled = false;          // rediss:// sets this
+    bool verify_peer = true;       // verification is on unless turned off explicitly
+    std::string ca_file;           // PEM bundle; empty means the system's default paths
+    std::string cert_file;         // client certificate (mutual TLS), optional
+    std::string key_file;          // client private key, optional
+    std::string server_name;       // SNI and host-name check; empty means host
+};
+
+struct config {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 6379;
+    std::string username;          // ACL user; empty means "default"
+    std::string password;          // empty means no AUTH
+    int database = 0;              // SELECT after HELLO when non-zero
+    std::string client_name;       // CLIENT SETNAME (via HELLO SETNAME) when set
+    tls_config tls;
+
+    using duration = std::chrono::steady_clock::duration;
+    duration connect_timeout{};        // default 5 s: resolve + TCP + TLS + HELLO
+    duration command_timeout{};        // default 3 s: per command, from submission
+    duration health_check_interval{};  // default 2 s of read silence before a PING
+    duration reconnect_min{};          // default 50 ms: first backoff step
+    duration reconnect_max{};          // default 2 s: the backoff cap
+
+    std::size_t max_bulk_length = 0;   // default 512 MiB, as the server's proto-max-bulk-len
+    std::size_t max_nesting_depth = 0; // default 32
+    std::size_t max_aggregate_size = 0;// default 16 Mi elements
+
+    // Logger for connection events. Null means corolock's own quiet logger
+    // (level off unless COROLOCK_LOG_LEVEL names one).
+    std::shared_ptr<spdlog::logger> logger;
+
+    // Parses redis://[user[:password]@]host[:port][/db] and rediss://...
+    // Percent-escapes in user and password are decoded; an IPv6 host goes in
+    // brackets. Throws boost::system::system_error(error::invalid_url) whose
+    // what() names the problem.
+    static config from_url(std::string_view url);
+
+    // Non-throwing form. On failure returns error::invalid_url, leaves out
+    // untouched and puts the reason in why.
+    static error_code parse_url(std::string_view url, config& out, std::string& why);
+
+    // The same configuration with every zero field replaced by its default.
+    config with_defaults() const;
+
+    // Checks values that defaults cannot fix (an empty host, a negative
+    // duration, reconnect_min > reconnect_max). Empty why on success.
+    error_code validate(std::string& why) const;
+};
+
+}  // namespace corolock

@@ -1,0 +1,11 @@
+// The whole public surface of corolock.
+#pragma once
+
+#include <corolock/client.hpp>
+#include <corolock/command.hpp>
+#include <corolock/config.hpp>
+#include <corolock/error.hpp>
+#include <corolock/guard.hpp>
+#include <corolock/lock_options.hpp>
+#include <corolock/mutex.hpp>
+#include <corolock/reply.hpp>

@@ -1,0 +1,149 @@
+// The client's shared implementation. Internal: corolock's own layers (the
+// lock service, the watchdog) talk to it; users see corolock::client.
+//
+// Everything here runs on `strand()`. The connection is driven by one
+// coroutine (run) that connects, performs the handshake, then races a reader,
+// a writer and a health check until the connection fails, and starts over
+// after a jittered backoff. A separate coroutine expires timed-out commands,
+// so commands queued while disconnected still complete on time.
+#pragma once
+
+#include <corolock/client.hpp>
+#include <corolock/detail/request_queue.hpp>
+#include <corolock/detail/resp3_parser.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace spdlog { class logger; }
+
+namespace corolock::detail {
+
+// Implemented by layers that keep per-connection state (subscriptions).
+// Called on the client's strand.
+class connection_listener {
+public:
+    virtual ~connection_listener() = default;
+    // After each successful handshake, before any queued command is written:
+    // the place to re-queue SUBSCRIBEs with request_queue priority.
+    virtual void on_connected() = 0;
+    virtual void on_disconnected() = 0;
+    // An unsolicited RESP3 push (pub/sub message, invalidation, ...).
+    virtual void on_push(const reply& r) = 0;
+    // client::stop() was called: drop everything.
+    virtual void on_stopped() = 0;
+};
+
+class client_impl : public std::enable_shared_from_this<client_impl> {
+public:
+    using strand_type = boost::asio::strand<boost::asio::any_io_executor>;
+    using clock = std::chrono::steady_clock;
+
+    struct exec_options {
+        reply_kind kind = reply_kind::normal;
+        bool idempotent = false;
+        bool priority = false;
+        // Zero means config.command_timeout.
+        clock::duration timeout{};
+    };
+
+    client_impl(boost::asio::any_io_executor ex, config cfg);
+    ~client_impl();
+
+    void start();
+    void stop() noexcept;
+
+    // Queues RESP bytes for one command. Any thread; the handler's
+    // cancellation slot is honoured as documented on client::async_exec.
+    void exec(std::string payload, exec_options opts, exec_handler handler);
+
+    const strand_type& strand() const noexcept { return strand_; }
+    boost::asio::any_io_executor get_executor() const noexcept { return executor_; }
+    const config& cfg() const noexcept { return cfg_; }
+    spdlog::logger& log() const noexcept { return *logger_; }
+    bool connected() const noexcept { return connected_.load(std::memory_order_acquire); }
+    bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
+    client_stats stats() const;
+
+    // On the strand only.
+    void add_listener(std::weak_ptr<connection_listener> l);
+
+    // A slot for the lock layer's per-client service, created on first use.
+    // On the strand only.
+    std::shared_ptr<void>& lock_service_slot() noexcept { return lock_service_; }
+
+private:
+    using tcp = boost::asio::ip::tcp;
+    template <class T> using awaitable = boost::asio::awaitable<T>;
+
+    awaitable<void> run();
+    awaitable<error_code> connect_once();
+    awaitable<error_code> handshake();
+    awaitable<error_code> reader();
+    awaitable<error_code> writer();
+    awaitable<error_code> health_check();
+    awaitable<void> expire_loop();
+
+    awaitable<std::pair<error_code, std::size_t>> read_some(char* data, std::size_t size);
+    awaitable<std::pair<error_code, std::size_t>> write_all(const std::string& data);
+
+    void push_request(std::string payload, exec_options opts, exec_handler handler);
+    void run_completions(completions& done);
+    void handle_reply(reply&& r);
+    void close_socket() noexcept;
+    void notify_writer() noexcept;
+    clock::duration next_backoff();
+    template <class F> void for_each_listener(F&& f);
+
+    boost::asio::any_io_executor executor_;
+    strand_type strand_;
+    config cfg_;
+    std::shared_ptr<spdlog::logger> logger_;
+
+    std::optional<boost::asio::ssl::context> ssl_ctx_;
+    std::optional<tcp::socket> socket_;
+    std::optional<boost::asio::ssl::stream<tcp::socket&>> tls_;
+    tcp::resolver resolver_;
+
+    request_queue queue_;
+    resp3_parser parser_;
+    boost::asio::steady_timer write_signal_;   // a condition variable: cancel() to wake the writer
+    boost::asio::steady_timer expire_timer_;
+    boost::asio::steady_timer backoff_timer_;
+
+    std::vector<std::weak_ptr<connection_listener>> listeners_;
+    std::shared_ptr<void> lock_service_;
+
+    clock::time_point last_read_{};
+    clock::duration backoff_{};
+    std::minstd_rand rng_;
+    error_code last_connect_error_;
+    std::string last_connect_diagnostic_;
+    bool started_ = false;
+
+    std::atomic<bool> connected_{false};
+    std::atomic<bool> stopped_{false};
+
+    struct atomic_stats {
+        std::atomic<std::uint64_t> commands_sent{0}, writes{0}, replies{0}, pushes{0},
+            connects{0}, disconnects{0}, timeouts{0}, retries{0};
+        std::atomic<std::size_t> queued{0};
+    } stats_;
+};
+
+// Maps a server error reply's text to a corolock error code.
+error_code classify_server_error(std::string_view message) noexcept;
+
+}  // namespace corolock::detail

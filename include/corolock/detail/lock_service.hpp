@@ -1,0 +1,146 @@
+// The lock layer's per-client machinery, on the client's strand:
+//  - the unlock-channel subscriptions and local waiters (unlock_waiters),
+//  - the watchdog (watchdog_schedule plus one timer),
+//  - script execution with the NOSCRIPT fallback,
+//  - releases handed over by dropped guards.
+// lock_state is the shared state of one mutex handle (one owner).
+#pragma once
+
+#include <corolock/detail/client_impl.hpp>
+#include <corolock/detail/scripts.hpp>
+#include <corolock/detail/unlock_waiters.hpp>
+#include <corolock/detail/watchdog_schedule.hpp>
+#include <corolock/guard.hpp>
+#include <corolock/lock_options.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace corolock::detail {
+
+class lock_service;
+
+struct lock_state : std::enable_shared_from_this<lock_state> {
+    using clock = std::chrono::steady_clock;
+
+    lock_state(std::shared_ptr<client_impl> c, std::string lock_name, std::string owner_id);
+
+    const std::shared_ptr<client_impl> client;
+    const std::string name;
+    const lock_keys keys;
+    const std::string owner;
+    const std::uint64_t watch_id;  // this handle's id in the watchdog schedule
+
+    // --- strand only ---
+    std::uint64_t next_level = 1;
+    std::map<std::uint64_t, std::uint64_t> levels;  // level id -> token, held now
+    std::uint64_t tenure = 0;       // bumps each time the handle goes from 0 to 1 levels
+    clock::duration lease{};
+    clock::duration renew_every{};  // zero: watchdog off
+    boost::asio::steady_timer lost_signal;  // a condition variable: cancel() on lost
+
+    // --- any thread ---
+    std::atomic<clock::rep> deadline_rep{0};
+    std::atomic<std::uint64_t> lost_tenure{0};
+    std::atomic<std::size_t> held{0};
+
+    clock::time_point deadline() const noexcept {
+        return clock::time_point(clock::duration(deadline_rep.load(std::memory_order_acquire)));
+    }
+    void set_deadline(clock::time_point t) noexcept {
+        deadline_rep.store(t.time_since_epoch().count(), std::memory_order_release);
+    }
+};
+
+// Result of one acquire script run.
+struct acquire_reply {
+    bool acquired = false;
+    std::uint64_t token = 0;
+    std::int64_t levels = 0;
+    std::int64_t pttl = -2;
+};
+
+class lock_service : public connection_listener,
+                     public std::enable_shared_from_this<lock_service> {
+public:
+    using clock = std::chrono::steady_clock;
+    using script_handler = std::function<void(error_code, reply)>;
+
+    explicit lock_service(std::shared_ptr<client_impl> c);
+
+    // The service of a client, created on first use. Strand only.
+    static std::shared_ptr<lock_service> of(client_impl& c);
+
+    // Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT. Strand only.
+    void run_script(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
+                    bool idempotent, script_handler handler);
+
+    // One acquire attempt; the handler gets the parsed reply.
+    void try_acquire_once(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                          clock::duration lease,
+                          std::function<void(error_code, acquire_reply)> handler);
+
+    // Registers a level granted at `sent`; starts or refreshes the watchdog.
+    void on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level, std::uint64_t token,
+                     clock::time_point sent, const lock_options& opts);
+
+    // Drops a level locally (stopping renewal synchronously when it was the
+    // last), then runs the owner-checked release script.
+    void release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                       std::function<void(error_code)> handler);
+
+    // Waiters.
+    void add_waiter(unlock_waiters::waiter& w, const std::string& channel);
+    void remove_waiter(unlock_waiters::waiter& w, bool acquired);
+    void rearm_waiter(unlock_waiters::waiter& w) noexcept { waiters_.rearm(w); }
+
+    // Cancellation hooks of live acquire operations, run on stop().
+    std::uint64_t register_stop_hook(std::function<void()> f);
+    void unregister_stop_hook(std::uint64_t id) noexcept;
+
+    std::size_t background_releases() const noexcept { return background_releases_; }
+    const unlock_waiters& waiters() const noexcept { return waiters_; }
+    const watchdog_schedule& schedule() const noexcept { return schedule_; }
+    std::uint64_t renew_batches() const noexcept { return renew_batches_; }
+    bool stopped() const noexcept { return stopped_; }
+
+    // connection_listener
+    void on_connected() override;
+    void on_disconnected() override;
+    void on_push(const reply& r) override;
+    void on_stopped() override;
+
+    void note_background_release(int delta) noexcept { background_releases_ += delta; }
+
+private:
+    void arm_watchdog();
+    void on_watchdog_tick();
+    void fire_lost(const std::shared_ptr<lock_state>& st, const char* why);
+    void send_subscribe(const std::string& channel, bool subscribe, bool priority);
+
+    std::weak_ptr<client_impl> client_;
+    client_impl& impl_;
+    unlock_waiters waiters_;
+    watchdog_schedule schedule_;
+    std::map<std::uint64_t, std::weak_ptr<lock_state>> watched_;
+    boost::asio::steady_timer watchdog_timer_;
+    clock::time_point armed_at_ = clock::time_point::max();
+    std::map<std::uint64_t, std::function<void()>> stop_hooks_;
+    std::uint64_t next_hook_ = 1;
+    std::size_t background_releases_ = 0;
+    std::uint64_t renew_batches_ = 0;
+    bool stopped_ = false;
+};
+
+// A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.
+std::string random_owner_id();
+
+}  // namespace corolock::detail

@@ -1,0 +1,134 @@
+// The request queue behind auto-pipelining, without any I/O.
+//
+// Entries stay in submission order. From the front: written entries (waiting
+// for their reply), staged entries (in the buffer being written now), then
+// waiting entries. Replies are matched to the front entry, FIFO. A cancelled
+// entry that was not yet written becomes a tombstone that is skipped when
+// staging, so it is never sent; a cancelled or timed-out entry that was
+// written stays as "abandoned" so that its reply is still consumed in order.
+//
+// The queue never runs a handler itself: every operation that completes
+// requests appends them to a `completions` list that the caller runs once the
+// queue is consistent again, so handlers may re-enter the client freely.
+#pragma once
+
+#include <corolock/error.hpp>
+#include <corolock/reply.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+namespace corolock::detail {
+
+using exec_handler = boost::asio::any_completion_handler<void(error_code, reply)>;
+
+struct completion {
+    exec_handler handler;
+    error_code ec;
+    reply result;
+};
+using completions = std::vector<completion>;
+
+// How a request's reply is recognised.
+enum class reply_kind : std::uint8_t {
+    normal,     // the next non-push reply
+    subscribe,  // a RESP3 subscribe/unsubscribe confirmation push (or an error reply)
+};
+
+class request_queue {
+public:
+    using clock = std::chrono::steady_clock;
+    using id_type = std::uint64_t;
+
+    struct options {
+        reply_kind kind = reply_kind::normal;
+        bool idempotent = false;
+        // Sent ahead of every waiting request (re-subscriptions after a
+        // reconnect must precede retried commands). Dropped, not retried,
+        // when the connection is lost: whoever queued it re-queues it.
+        bool priority = false;
+        clock::time_point deadline = clock::time_point::max();
+    };
+
+    // Queues one command's RESP bytes. Priority entries go in front of all
+    // waiting entries (after any written ones).
+    id_type push(std::string payload, exec_handler handler, options opts);
+
+    // True when staging would produce bytes.
+    bool has_writable() const noexcept { return waiting_ > 0; }
+
+    // Moves waiting entries into the write buffer, returning it (empty when
+    // there is nothing to write). Only one write may be in flight: call
+    // on_write_done() before staging again.
+    const std::string& stage();
+    std::size_t staged_count() const noexcept { return staged_commands_; }
+    void on_write_done();
+
+    enum class match_result {
+        matched,     // the reply completed (or was discarded for) the front entry
+        push,        // an unsolicited push: route it to the pub/sub layer
+        unexpected,  // a reply with no written request: the stream is out of step
+    };
+    match_result on_reply(reply&& r, completions& out);
+
+    // Cancels one entry. A waiting one is never sent; a written one completes
+    // now and its reply is dropped later. Returns false when the entry is
+    // already complete, or is written and `written_too` is false.
+    bool cancel(id_type id, error_code ec, bool written_too, completions& out);
+
+    // Completes every entry whose deadline is at or before `now` with `ec`.
+    // Returns the earliest deadline still pending (time_point::max() if none).
+    clock::time_point expire(clock::time_point now, error_code ec, completions& out);
+    clock::time_point next_deadline() const noexcept;
+
+    // The connection dropped. Written and staged entries fail with `ec`,
+    // except idempotent ones not yet retried, which go back to waiting (the
+    // count is returned). Priority entries are dropped. Waiting entries stay.
+    std::size_t on_disconnect(error_code ec, completions& out);
+
+    // Fails everything (client stopped).
+    void fail_all(error_code ec, completions& out);
+
+    std::size_t size() const noexcept { return entries_.size(); }
+    std::size_t written_count() const noexcept { return written_; }  // includes tombstones
+    bool empty() const noexcept { return entries_.empty(); }
+
+private:
+    // cancelled: a tombstone that was never sent (skipped, never matched).
+    // written with an empty handler: abandoned, its reply is dropped.
+    enum class state : std::uint8_t { waiting, staged, written, cancelled, done };
+    struct entry {
+        id_type id;
+        std::string payload;
+        exec_handler handler;          // empty once completed
+        clock::time_point deadline;
+        reply_kind kind;
+        state st;
+        bool idempotent;
+        bool retried;
+        bool priority;
+    };
+
+    static bool is_subscribe_confirmation(const reply& r) noexcept;
+    entry* find(id_type id) noexcept;
+    void complete(entry& e, error_code ec, reply r, completions& out);
+    void pop_done_front() noexcept;
+
+    // Regions, front to back: [0, written_) written or tombstones,
+    // [written_, written_ + staged_) staged or tombstones, then waiting or
+    // tombstones. waiting_ counts live waiting entries only.
+    std::deque<entry> entries_;
+    std::size_t written_ = 0;
+    std::size_t staged_ = 0;
+    std::size_t waiting_ = 0;
+    std::string write_buffer_;
+    std::size_t staged_commands_ = 0;
+    id_type next_id_ = 1;
+};
+
+}  // namespace corolock::detail

@@ -1,0 +1,48 @@
+// The Lua scripts of the lock protocol, in one place. docs/protocol.md
+// describes the same layout; keep the two in step.
+//
+// Keys of one lock share the hash tag {name}, so a lock works on Redis Cluster:
+//   corolock:{name}         hash: owner, fence (last token), l:<level> = token
+//   corolock:{name}:fence   integer: the fencing-token counter (never expires)
+//   corolock:{name}:unlock  pub/sub channel: a message on every full release
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace corolock::detail {
+
+struct script {
+    std::string_view name;
+    std::string_view source;
+    std::string sha1;  // lowercase hex, computed once
+};
+
+const script& acquire_script();
+const script& release_script();
+const script& renew_script();
+const script& status_script();
+const script& break_script();
+
+struct lock_keys {
+    std::string lock;     // the hash
+    std::string fence;    // the token counter
+    std::string channel;  // the unlock channel
+};
+lock_keys keys_for(std::string_view name);
+
+// Script return codes, mirrored from the Lua comments.
+enum class release_status : int {
+    released = 1,         // last level gone: lock deleted, unlock published
+    level_released = 2,   // this level gone, the owner still holds other levels
+    already_released = 3, // this level was gone already (a retry); lock still ours
+    expired = 0,          // no lock at all
+    not_owner = -1,       // another owner holds it
+};
+enum class renew_status : int { renewed = 1, expired = 0, not_owner = -1 };
+
+// The level argument that makes the release script drop every level of the
+// owner at once (cleanup after a lost lease).
+inline constexpr std::string_view all_levels = "*";
+
+}  // namespace corolock::detail

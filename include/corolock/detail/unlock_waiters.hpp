@@ -1,0 +1,56 @@
+// Local waiters of every lock, per unlock channel, without any I/O.
+//
+// There is one SUBSCRIBE per channel per process however many coroutines
+// wait: add() says when the first waiter arrives (subscribe) and remove()
+// when the last leaves (unsubscribe). An unlock message wakes one waiter, the
+// longest-waiting one not already woken; a woken waiter that leaves without
+// using its wake-up passes it on, so a release is never swallowed.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <list>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace corolock::detail {
+
+class unlock_waiters {
+public:
+    struct waiter {
+        std::function<void()> wake;  // called at most once per wake-up
+        bool woken = false;
+        bool registered = false;
+        std::string channel;
+        std::list<waiter*>::iterator pos;
+    };
+
+    // Returns true when w is the channel's first waiter: subscribe now.
+    bool add(waiter& w, std::string_view channel);
+    // Returns true when w was the last waiter: unsubscribe now. A woken
+    // waiter that did not acquire passes its wake-up to the next one.
+    bool remove(waiter& w, bool acquired);
+    // A woken waiter that lost the race goes back to waiting, keeping its place.
+    void rearm(waiter& w) noexcept { w.woken = false; }
+
+    // An unlock message on `channel`: wakes one waiter. False if none could be woken.
+    bool on_message(std::string_view channel);
+    // After a reconnect messages may have been lost: wake one per channel.
+    void wake_one_per_channel();
+    // Every channel with waiters (to re-subscribe after a reconnect).
+    std::vector<std::string> channels() const;
+
+    std::size_t channel_count() const noexcept { return channels_.size(); }
+    std::size_t waiter_count(std::string_view channel) const;
+    std::size_t total_waiters() const noexcept { return total_; }
+
+private:
+    bool wake_first(std::list<waiter*>& list);
+
+    std::unordered_map<std::string, std::list<waiter*>> channels_;
+    std::size_t total_ = 0;
+};
+
+}  // namespace corolock::detail

@@ -1,0 +1,66 @@
+// The watchdog's timetable for every held lock of a client, without I/O.
+//
+// Each entry is one held lock (one handle). Its lease deadline is computed
+// from when the last successful acquire or renewal was *sent*, minus a drift
+// allowance, so the local deadline always falls before the server could
+// expire the key. One timer per client wakes at next_wake(); due() batches
+// every renewal that falls due within a quarter period, so many locks share
+// one pipelined round trip instead of owning a timer each.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+namespace corolock::detail {
+
+class watchdog_schedule {
+public:
+    using clock = std::chrono::steady_clock;
+    using id_type = std::uint64_t;
+
+    // How much of a lease we give up for clock-rate differences and
+    // scheduling: 1% of the lease plus 2 ms, as RedLock does.
+    static clock::duration drift(clock::duration lease) noexcept {
+        return lease / 100 + std::chrono::milliseconds(2);
+    }
+    static clock::time_point deadline_for(clock::time_point sent, clock::duration lease) noexcept {
+        return sent + lease - drift(lease);
+    }
+
+    // `sent`: when the acquire that granted the lease was sent. A zero
+    // renew_every means no renewals (watchdog off): only the deadline is watched.
+    void add(id_type id, clock::time_point sent, clock::duration lease,
+             clock::duration renew_every);
+    void remove(id_type id) noexcept;
+    bool contains(id_type id) const noexcept { return entries_.count(id) != 0; }
+
+    struct due_list {
+        std::vector<id_type> renew;  // send a renewal now (marked in flight)
+        std::vector<id_type> lost;   // deadline passed unconfirmed: removed
+    };
+    due_list due(clock::time_point now);
+
+    // A renewal sent at `sent` was confirmed.
+    void on_renewed(id_type id, clock::time_point sent) noexcept;
+    // A renewal failed for a transient reason: try again soon; the deadline
+    // stays where it was.
+    void on_renew_failed(id_type id, clock::time_point now) noexcept;
+
+    clock::time_point deadline(id_type id) const noexcept;
+    clock::time_point next_wake() const noexcept;
+    std::size_t size() const noexcept { return entries_.size(); }
+
+private:
+    struct entry {
+        clock::duration lease;
+        clock::duration renew_every;  // zero: no renewals
+        clock::time_point deadline;
+        clock::time_point next_renew;
+        bool in_flight = false;
+    };
+    std::unordered_map<id_type, entry> entries_;
+};
+
+}  // namespace corolock::detail

@@ -1,0 +1,113 @@
+// corolock::guard: proof of holding one level of a lock.
+//
+// A guard is move-only. It carries the fencing token minted when this level
+// was acquired, and the local steady_clock time until which the lease is
+// known to be valid. Dropping a guard without release() hands the release to
+// the client's background work: the destructor never blocks and never throws.
+#pragma once
+
+#include <corolock/error.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace corolock {
+
+class guard;
+namespace detail {
+struct lock_state;
+guard make_guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint64_t token,
+                 std::uint64_t tenure) noexcept;
+}  // namespace detail
+
+class guard {
+public:
+    using clock = std::chrono::steady_clock;
+
+    guard() noexcept = default;
+    guard(guard&& other) noexcept;
+    guard& operator=(guard&& other) noexcept;
+    guard(const guard&) = delete;
+    guard& operator=(const guard&) = delete;
+    ~guard();
+
+    // True while this guard holds its level (not released, not moved from).
+    // A lost lease still owns_lock() until released: check lost().
+    bool owns_lock() const noexcept;
+    explicit operator bool() const noexcept { return owns_lock(); }
+
+    // The fencing token: strictly larger than every token minted for this
+    // lock name before it, by any owner. Pass it to the protected resource.
+    std::uint64_t token() const noexcept { return token_; }
+
+    // The local monotonic time until which the lease is known to be valid:
+    // when the last successful acquire or renewal was *sent*, plus the lease,
+    // minus a drift allowance. Renewals move it forward.
+    clock::time_point lease_deadline() const noexcept;
+
+    // True once the lease is known or presumed lost.
+    bool lost() const noexcept;
+
+    // The lock's name, and how many levels this guard's owner holds.
+    const std::string& name() const noexcept;
+
+    // Completes with error::lock_lost when the lease is lost. If the guard
+    // is released while waiting, it does not complete on its own (there is
+    // nothing left to lose): bind it to work with ||, which cancels it.
+    // Completes at once with error::released on an empty or released guard,
+    // with error::client_stopped after the client stops, and with
+    // operation_aborted when cancelled.
+    template <class CompletionToken>
+    auto async_until_lost(CompletionToken&& token) const {
+        return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+            [](auto handler, std::shared_ptr<detail::lock_state> st, std::uint64_t epoch) {
+                until_lost_impl(std::move(st), epoch,
+                                boost::asio::any_completion_handler<void(error_code)>(
+                                    std::move(handler)));
+            },
+            token, state_, epoch_);
+    }
+    // Coroutine form: returns when the lease is lost; throws
+    // boost::system::system_error for every other outcome.
+    boost::asio::awaitable<void> until_lost() const;
+
+    // Releases this level: owner-checked, idempotent, bounded by the command
+    // timeout. Completes with success when released, error::expired when the
+    // lease had already ended (whatever was done after the deadline was not
+    // protected), error::not_owner when someone else holds the lock now,
+    // error::released when this guard was released already or is empty.
+    // Renewal of the lock stops before the release is sent.
+    template <class CompletionToken>
+    auto async_release(CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+            [](auto handler, guard* self) {
+                self->release_impl(boost::asio::any_completion_handler<void(error_code)>(
+                    std::move(handler)));
+            },
+            token, this);
+    }
+    boost::asio::awaitable<error_code> release();
+
+private:
+    friend guard detail::make_guard(std::shared_ptr<detail::lock_state>, std::uint64_t,
+                                    std::uint64_t, std::uint64_t) noexcept;
+    guard(std::shared_ptr<detail::lock_state> st, std::uint64_t level, std::uint64_t token,
+          std::uint64_t epoch) noexcept;
+
+    static void until_lost_impl(std::shared_ptr<detail::lock_state> st, std::uint64_t epoch,
+                                boost::asio::any_completion_handler<void(error_code)> handler);
+    void release_impl(boost::asio::any_completion_handler<void(error_code)> handler);
+
+    std::shared_ptr<detail::lock_state> state_;
+    std::uint64_t level_ = 0;
+    std::uint64_t token_ = 0;
+    std::uint64_t epoch_ = 0;
+};
+
+}  // namespace corolock

@@ -1,0 +1,32 @@
+// Options for one acquire. Zero or absent fields mean the documented default.
+#pragma once
+
+#include <chrono>
+#include <optional>
+
+namespace corolock {
+
+struct lock_options {
+    using duration = std::chrono::steady_clock::duration;
+
+    // How long the server keeps the lock without a renewal. Default 30 s.
+    // Must be at least 10 ms when given.
+    duration lease{};
+
+    // acquire(): how long to wait for the lock. Absent: until cancelled.
+    // Zero: do not wait (like try_acquire). Negative: invalid.
+    // try_acquire() ignores it.
+    std::optional<duration> wait;
+
+    // Renew the lease in the background while the guard is held.
+    bool watchdog = true;
+
+    // How often the watchdog renews. Default lease / 3. Must be below the lease.
+    duration renew_interval{};
+};
+
+// Lock names are binary-safe byte strings of 1 to this many bytes, without
+// '{' or '}' (the name becomes the keys' Redis Cluster hash tag).
+inline constexpr std::size_t max_lock_name_length = 512;
+
+}  // namespace corolock

@@ -1,0 +1,583 @@
+#include <corolock/client.hpp>
+#include <corolock/detail/client_impl.hpp>
+#include <corolock/detail/logging.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <openssl/ssl.h>
+
+#include <array>
+
+namespace corolock {
+namespace detail {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+error_code classify_server_error(std::string_view message) noexcept {
+    auto starts = [&](std::string_view prefix) { return message.substr(0, prefix.size()) == prefix; };
+    if (starts("WRONGTYPE")) return error::wrong_type;
+    if (starts("NOSCRIPT")) return error::no_script;
+    if (starts("WRONGPASS") || starts("NOAUTH") || starts("NOPERM")) return error::auth_failed;
+    if (message.find("invalid password") != std::string_view::npos ||
+        message.find("invalid username-password") != std::string_view::npos)
+        return error::auth_failed;
+    return error::server_error;
+}
+
+namespace {
+
+// A plain command built without corolock::command, for the handshake.
+std::string resp_command(std::initializer_list<std::string_view> args) {
+    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+    for (auto a : args) {
+        out += "$" + std::to_string(a.size()) + "\r\n";
+        out.append(a);
+        out += "\r\n";
+    }
+    return out;
+}
+
+bool is_ip_literal(const std::string& host) {
+    error_code ec;
+    asio::ip::make_address(host, ec);
+    return !ec;
+}
+
+}  // namespace
+
+client_impl::client_impl(asio::any_io_executor ex, config cfg)
+    : executor_(ex),
+      strand_(asio::make_strand(ex)),
+      cfg_(cfg.with_defaults()),
+      logger_(cfg_.logger ? cfg_.logger : default_logger()),
+      resolver_(strand_),
+      parser_(parser_limits{cfg_.max_bulk_length, cfg_.max_nesting_depth, cfg_.max_aggregate_size}),
+      write_signal_(strand_, clock::time_point::max()),
+      expire_timer_(strand_, clock::time_point::max()),
+      backoff_timer_(strand_),
+      rng_(std::random_device{}()) {
+    if (cfg_.tls.enabled) {
+        ssl_ctx_.emplace(asio::ssl::context::tls_client);
+        ssl_ctx_->set_options(asio::ssl::context::default_workarounds |
+                              asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                              asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1);
+        if (cfg_.tls.ca_file.empty())
+            ssl_ctx_->set_default_verify_paths();
+        else
+            ssl_ctx_->load_verify_file(cfg_.tls.ca_file);
+        if (!cfg_.tls.cert_file.empty())
+            ssl_ctx_->use_certificate_chain_file(cfg_.tls.cert_file);
+        if (!cfg_.tls.key_file.empty())
+            ssl_ctx_->use_private_key_file(cfg_.tls.key_file, asio::ssl::context::pem);
+        if (cfg_.tls.verify_peer) {
+            ssl_ctx_->set_verify_mode(asio::ssl::verify_peer);
+            const std::string& name =
+                cfg_.tls.server_name.empty() ? cfg_.host : cfg_.tls.server_name;
+            ssl_ctx_->set_verify_callback(asio::ssl::host_name_verification(name));
+        } else {
+            ssl_ctx_->set_verify_mode(asio::ssl::verify_none);
+        }
+    }
+}
+
+client_impl::~client_impl() = default;
+
+void client_impl::start() {
+    asio::dispatch(strand_, [self = shared_from_this()] {
+        if (self->started_ || self->stopped()) return;
+        self->started_ = true;
+        auto on_exit = [self](std::exception_ptr e) {
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                self->logger_->critical("client background task failed: {}", ex.what());
+            } catch (...) {
+                self->logger_->critical("client background task failed");
+            }
+        };
+        asio::co_spawn(self->strand_, self->run(), on_exit);
+        asio::co_spawn(self->strand_, self->expire_loop(), on_exit);
+    });
+}
+
+void client_impl::stop() noexcept {
+    if (stopped_.exchange(true, std::memory_order_acq_rel)) return;
+    try {
+        asio::dispatch(strand_, [self = shared_from_this()] {
+            self->logger_->debug("client stopping");
+            self->close_socket();
+            self->resolver_.cancel();
+            self->write_signal_.cancel();
+            self->expire_timer_.cancel();
+            self->backoff_timer_.cancel();
+            completions done;
+            self->queue_.fail_all(error::client_stopped, done);
+            self->run_completions(done);
+            self->for_each_listener([](connection_listener& l) { l.on_stopped(); });
+            self->listeners_.clear();
+            self->lock_service_.reset();
+            self->connected_.store(false, std::memory_order_release);
+        });
+    } catch (...) {
+        // Only allocation can fail here; the flag is set, so every background
+        // loop ends at its next step anyway.
+    }
+}
+
+void client_impl::add_listener(std::weak_ptr<connection_listener> l) {
+    listeners_.push_back(std::move(l));
+}
+
+template <class F>
+void client_impl::for_each_listener(F&& f) {
+    // Copy first: a listener may add or drop listeners while being called.
+    auto copy = listeners_;
+    for (auto& weak : copy)
+        if (auto l = weak.lock()) f(*l);
+    std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+}
+
+client_stats client_impl::stats() const {
+    client_stats s;
+    s.commands_sent = stats_.commands_sent.load(std::memory_order_relaxed);
+    s.writes = stats_.writes.load(std::memory_order_relaxed);
+    s.replies = stats_.replies.load(std::memory_order_relaxed);
+    s.pushes = stats_.pushes.load(std::memory_order_relaxed);
+    s.connects = stats_.connects.load(std::memory_order_relaxed);
+    s.disconnects = stats_.disconnects.load(std::memory_order_relaxed);
+    s.timeouts = stats_.timeouts.load(std::memory_order_relaxed);
+    s.retries = stats_.retries.load(std::memory_order_relaxed);
+    s.queued = stats_.queued.load(std::memory_order_relaxed);
+    return s;
+}
+
+// ---- submitting commands ----
+
+void client_impl::exec(std::string payload, exec_options opts, exec_handler handler) {
+    asio::dispatch(strand_, [self = shared_from_this(), payload = std::move(payload), opts,
+                             handler = std::move(handler)]() mutable {
+        self->push_request(std::move(payload), opts, std::move(handler));
+    });
+}
+
+void client_impl::push_request(std::string payload, exec_options opts, exec_handler handler) {
+    if (stopped()) {
+        // Never complete inside the initiating call: post.
+        // post() hands over to the handler's own associated executor.
+        asio::post(executor_, asio::append(std::move(handler), error_code(error::client_stopped), reply{}));
+        return;
+    }
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    const auto timeout = opts.timeout.count() > 0 ? opts.timeout : cfg_.command_timeout;
+    request_queue::options qo;
+    qo.kind = opts.kind;
+    qo.idempotent = opts.idempotent;
+    qo.priority = opts.priority;
+    qo.deadline = clock::now() + timeout;
+    const auto id = queue_.push(std::move(payload), std::move(handler), qo);
+    stats_.queued.store(queue_.size(), std::memory_order_relaxed);
+
+    if (slot.is_connected()) {
+        slot.assign([weak = weak_from_this(), id](asio::cancellation_type type) {
+            auto self = weak.lock();
+            if (!self) return;
+            const bool written_too =
+                (type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) !=
+                asio::cancellation_type::none;
+            // Posted, not dispatched: the slot must not be cleared from
+            // inside its own handler, which completing the command does.
+            asio::post(self->strand_, [self, id, written_too] {
+                completions done;
+                self->queue_.cancel(id, asio::error::operation_aborted, written_too, done);
+                self->run_completions(done);
+            });
+        });
+    }
+    if (qo.deadline < expire_timer_.expiry()) expire_timer_.cancel();
+    notify_writer();
+}
+
+void client_impl::run_completions(completions& done) {
+    stats_.queued.store(queue_.size(), std::memory_order_relaxed);
+    for (auto& c : done) {
+        auto slot = asio::get_associated_cancellation_slot(c.handler);
+        if (slot.is_connected()) slot.clear();
+        if (!c.ec && c.result.is_error()) c.ec = classify_server_error(c.result.str);
+        if (c.ec == error::timeout || c.ec == error::not_connected)
+            stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
+        auto ex = asio::get_associated_executor(c.handler, executor_);
+        asio::dispatch(ex, asio::append(std::move(c.handler), c.ec, std::move(c.result)));
+    }
+    done.clear();
+}
+
+void client_impl::notify_writer() noexcept { write_signal_.cancel(); }
+
+// ---- the connection loop ----
+
+client_impl::clock::duration client_impl::next_backoff() {
+    // Exponential with "equal jitter": half fixed, half random, so retries
+    // spread out but never collapse to zero.
+    backoff_ = backoff_.count() == 0 ? cfg_.reconnect_min
+                                     : std::min(backoff_ * 2, cfg_.reconnect_max);
+    const auto half = backoff_ / 2;
+    std::uniform_int_distribution<clock::rep> jitter(0, half.count());
+    return half + clock::duration(jitter(rng_));
+}
+
+asio::awaitable<void> client_impl::run() {
+    auto self = shared_from_this();
+    while (!stopped()) {
+        const error_code ec = co_await connect_once();
+        if (stopped()) break;
+        if (ec) {
+            last_connect_error_ = ec;
+            logger_->warn("connect to {}:{} failed: {}{}{}", cfg_.host, cfg_.port, ec.message(),
+                          last_connect_diagnostic_.empty() ? "" : ": ", last_connect_diagnostic_);
+            close_socket();
+            if (ec == error::auth_failed || ec == error::tls_handshake_failed) {
+                // Queued commands cannot succeed with these credentials or
+                // this certificate: fail them now, with the reason, instead
+                // of letting them time out. Reconnecting goes on, in case
+                // the server side is fixed.
+                completions done;
+                queue_.fail_all(ec, done);
+                run_completions(done);
+            }
+        } else {
+            last_connect_error_ = {};
+            last_connect_diagnostic_.clear();
+            backoff_ = {};
+            connected_.store(true, std::memory_order_release);
+            stats_.connects.fetch_add(1, std::memory_order_relaxed);
+            logger_->info("connected to {}:{}", cfg_.host, cfg_.port);
+            for_each_listener([](connection_listener& l) { l.on_connected(); });
+
+            const auto result = co_await (reader() || writer() || health_check());
+            const error_code why = std::visit([](const error_code& e) { return e; }, result);
+
+            connected_.store(false, std::memory_order_release);
+            close_socket();
+            if (stopped()) break;
+            stats_.disconnects.fetch_add(1, std::memory_order_relaxed);
+            logger_->warn("connection to {}:{} lost: {}", cfg_.host, cfg_.port, why.message());
+            completions done;
+            const auto retried = queue_.on_disconnect(error::connection_lost, done);
+            stats_.retries.fetch_add(retried, std::memory_order_relaxed);
+            run_completions(done);
+            for_each_listener([](connection_listener& l) { l.on_disconnected(); });
+        }
+        if (stopped()) break;
+        const auto delay = next_backoff();
+        logger_->debug("reconnecting in {} ms",
+                       std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
+        backoff_timer_.expires_after(delay);
+        co_await backoff_timer_.async_wait(use_nothrow);
+    }
+}
+
+void client_impl::close_socket() noexcept {
+    tls_.reset();
+    if (socket_) {
+        error_code ignored;
+        socket_->shutdown(tcp::socket::shutdown_both, ignored);
+        socket_->close(ignored);
+        socket_.reset();
+    }
+}
+
+asio::awaitable<error_code> client_impl::connect_once() {
+    last_connect_diagnostic_.clear();
+    asio::steady_timer deadline(strand_);
+    deadline.expires_after(cfg_.connect_timeout);
+
+    auto [rec, endpoints] = co_await resolver_.async_resolve(
+        cfg_.host, std::to_string(cfg_.port), use_nothrow);
+    if (rec) {
+        last_connect_diagnostic_ = rec.message();
+        co_return error::resolve_failed;
+    }
+    if (stopped()) co_return error::client_stopped;
+
+    socket_.emplace(strand_);
+    auto connected = co_await (asio::async_connect(*socket_, endpoints, use_nothrow) ||
+                               deadline.async_wait(use_nothrow));
+    if (connected.index() == 1) co_return error::connect_timeout;
+    if (auto [cec, ep] = std::get<0>(connected); cec) {
+        last_connect_diagnostic_ = cec.message();
+        co_return cec;
+    }
+    socket_->set_option(tcp::no_delay(true));
+
+    if (ssl_ctx_) {
+        tls_.emplace(*socket_, *ssl_ctx_);
+        const std::string& sni = cfg_.tls.server_name.empty() ? cfg_.host : cfg_.tls.server_name;
+        if (!is_ip_literal(sni)) SSL_set_tlsext_host_name(tls_->native_handle(), sni.c_str());
+        auto hs = co_await (tls_->async_handshake(asio::ssl::stream_base::client, use_nothrow) ||
+                            deadline.async_wait(use_nothrow));
+        if (hs.index() == 1) co_return error::connect_timeout;
+        if (auto [hec] = std::get<0>(hs); hec) {
+            last_connect_diagnostic_ = hec.message();
+            co_return error::tls_handshake_failed;
+        }
+    }
+
+    auto hello = co_await (handshake() || deadline.async_wait(use_nothrow));
+    if (hello.index() == 1) co_return error::connect_timeout;
+    co_return std::get<0>(hello);
+}
+
+asio::awaitable<error_code> client_impl::handshake() {
+    // HELLO 3 switches to RESP3, authenticates and names the connection in
+    // one round trip; SELECT follows when a database is chosen.
+    std::string out;
+    {
+        std::vector<std::string_view> args{"HELLO", "3"};
+        if (!cfg_.password.empty()) {
+            args.insert(args.end(), {"AUTH", cfg_.username.empty() ? std::string_view("default")
+                                                                   : std::string_view(cfg_.username),
+                                     cfg_.password});
+        }
+        if (!cfg_.client_name.empty()) args.insert(args.end(), {"SETNAME", cfg_.client_name});
+        out = "*" + std::to_string(args.size()) + "\r\n";
+        for (auto a : args) {
+            out += "$" + std::to_string(a.size()) + "\r\n";
+            out.append(a);
+            out += "\r\n";
+        }
+    }
+    std::size_t expected = 1;
+    const std::string db = std::to_string(cfg_.database);
+    if (cfg_.database != 0) {
+        out += resp_command({"SELECT", db});
+        ++expected;
+    }
+    if (auto [ec, n] = co_await write_all(out); ec) {
+        last_connect_diagnostic_ = ec.message();
+        co_return error::connection_lost;
+    }
+
+    parser_.reset();
+    std::array<char, 4096> buf;
+    std::vector<reply> replies;
+    while (replies.size() < expected) {
+        auto [ec, n] = co_await read_some(buf.data(), buf.size());
+        if (ec) {
+            last_connect_diagnostic_ = ec.message();
+            co_return error::connection_lost;
+        }
+        error_code pec;
+        parser_.consume(std::string_view(buf.data(), n), pec);
+        if (pec) {
+            last_connect_diagnostic_ = parser_.diagnostic();
+            co_return pec;
+        }
+        while (parser_.has_reply()) {
+            reply r = parser_.pop();
+            if (r.type == resp3_type::push) continue;  // nothing is subscribed yet
+            replies.push_back(std::move(r));
+        }
+    }
+    if (replies[0].is_error()) {
+        last_connect_diagnostic_ = replies[0].str;
+        const auto ec = classify_server_error(replies[0].str);
+        co_return ec == error::auth_failed ? ec : error_code(error::handshake_failed);
+    }
+    if (expected > 1 && replies[1].is_error()) {
+        last_connect_diagnostic_ = "SELECT " + db + ": " + replies[1].str;
+        co_return error::handshake_failed;
+    }
+    // Anything the server sent beyond the handshake replies would be out of
+    // step with the queue.
+    if (parser_.has_reply()) co_return error::protocol_error;
+    last_read_ = clock::now();
+    co_return error_code{};
+}
+
+asio::awaitable<std::pair<error_code, std::size_t>> client_impl::read_some(char* data,
+                                                                           std::size_t size) {
+    auto buffer = asio::buffer(data, size);
+    if (tls_) {
+        auto [ec, n] = co_await tls_->async_read_some(buffer, use_nothrow);
+        co_return std::pair{ec, n};
+    }
+    auto [ec, n] = co_await socket_->async_read_some(buffer, use_nothrow);
+    co_return std::pair{ec, n};
+}
+
+asio::awaitable<std::pair<error_code, std::size_t>> client_impl::write_all(const std::string& data) {
+    if (tls_) {
+        auto [ec, n] = co_await asio::async_write(*tls_, asio::buffer(data), use_nothrow);
+        co_return std::pair{ec, n};
+    }
+    auto [ec, n] = co_await asio::async_write(*socket_, asio::buffer(data), use_nothrow);
+    co_return std::pair{ec, n};
+}
+
+void client_impl::handle_reply(reply&& r) {
+    completions done;
+    switch (queue_.on_reply(std::move(r), done)) {
+    case request_queue::match_result::matched:
+        stats_.replies.fetch_add(1, std::memory_order_relaxed);
+        run_completions(done);
+        break;
+    case request_queue::match_result::push:
+        stats_.pushes.fetch_add(1, std::memory_order_relaxed);
+        for_each_listener([&](connection_listener& l) { l.on_push(r); });
+        break;
+    case request_queue::match_result::unexpected:
+        // on_reply left r intact: it did not match anything.
+        logger_->error("unsolicited reply {}; resetting the connection", to_string(r));
+        close_socket();
+        break;
+    }
+}
+
+asio::awaitable<error_code> client_impl::reader() {
+    std::array<char, 16 * 1024> buf;
+    for (;;) {
+        if (!socket_) co_return error::connection_lost;
+        auto [ec, n] = co_await read_some(buf.data(), buf.size());
+        if (ec) co_return ec;
+        last_read_ = clock::now();
+        error_code pec;
+        parser_.consume(std::string_view(buf.data(), n), pec);
+        // Replies parsed before an error are still delivered in order.
+        while (parser_.has_reply()) {
+            handle_reply(parser_.pop());
+            if (!socket_) co_return error::protocol_error;  // an unexpected reply closed it
+        }
+        if (pec) {
+            logger_->error("protocol error: {}", parser_.diagnostic());
+            co_return pec;
+        }
+    }
+}
+
+asio::awaitable<error_code> client_impl::writer() {
+    for (;;) {
+        if (!queue_.has_writable()) {
+            write_signal_.expires_at(clock::time_point::max());
+            auto [ec] = co_await write_signal_.async_wait(use_nothrow);
+            if (stopped()) co_return error::client_stopped;
+            // A cancelled wait is the wake-up signal; the || operator's own
+            // cancellation ends this loop through the stopped socket below.
+            (void)ec;
+            if (!socket_) co_return error::connection_lost;
+            continue;
+        }
+        const std::string& bytes = queue_.stage();
+        const auto count = queue_.staged_count();
+        auto [ec, n] = co_await write_all(bytes);
+        if (ec) co_return ec;
+        queue_.on_write_done();
+        stats_.commands_sent.fetch_add(count, std::memory_order_relaxed);
+        stats_.writes.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+asio::awaitable<error_code> client_impl::health_check() {
+    asio::steady_timer timer(strand_);
+    const auto interval = cfg_.health_check_interval;
+    for (;;) {
+        timer.expires_after(interval);
+        auto [ec] = co_await timer.async_wait(use_nothrow);
+        if (ec) co_return ec;
+        if (clock::now() - last_read_ < interval) continue;
+        // Quiet for a whole interval: ask. PING is answered even while the
+        // connection is subscribed under RESP3.
+        auto [pec, r] = co_await asio::async_initiate<decltype(use_nothrow),
+                                                      void(error_code, reply)>(
+            [this](auto handler) {
+                exec_options opts;
+                opts.timeout = cfg_.command_timeout;
+                push_request(resp_command({"PING"}), opts, exec_handler(std::move(handler)));
+            },
+            use_nothrow);
+        if (pec == error::timeout || pec == error::not_connected) {
+            logger_->warn("health check: no PING reply within {} ms",
+                          std::chrono::duration_cast<std::chrono::milliseconds>(
+                              cfg_.command_timeout)
+                              .count());
+            co_return error::timeout;
+        }
+        if (pec) co_return pec;
+    }
+}
+
+asio::awaitable<void> client_impl::expire_loop() {
+    auto self = shared_from_this();
+    while (!stopped()) {
+        expire_timer_.expires_at(queue_.next_deadline());
+        co_await expire_timer_.async_wait(use_nothrow);
+        if (stopped()) break;
+        completions done;
+        // A command that timed out while the client could not connect says so.
+        const error_code ec = connected() ? error_code(error::timeout)
+                                          : error_code(error::not_connected);
+        queue_.expire(clock::now(), ec, done);
+        run_completions(done);
+    }
+}
+
+}  // namespace detail
+
+// ---- corolock::client ----
+
+namespace {
+config checked(config cfg) {
+    std::string why;
+    if (auto ec = cfg.validate(why); ec) throw boost::system::system_error(ec, why);
+    return cfg;
+}
+}  // namespace
+
+client::client(executor_type ex, config cfg)
+    : impl_(std::make_shared<detail::client_impl>(ex, checked(std::move(cfg)))) {
+    impl_->start();
+}
+
+client::client(executor_type ex, std::string_view url) : client(ex, config::from_url(url)) {}
+
+client::~client() {
+    if (impl_) impl_->stop();
+}
+
+client::executor_type client::get_executor() const noexcept { return impl_->get_executor(); }
+const config& client::get_config() const noexcept { return impl_->cfg(); }
+void client::stop() noexcept {
+    if (impl_) impl_->stop();
+}
+bool client::is_connected() const noexcept { return impl_ && impl_->connected(); }
+client_stats client::stats() const { return impl_ ? impl_->stats() : client_stats{}; }
+
+void client::initiate_exec::operator()(
+    boost::asio::any_completion_handler<exec_signature> handler, command cmd) const {
+    detail::client_impl::exec_options opts;
+    opts.idempotent = cmd.is_idempotent();
+    const auto name = cmd.name();
+    if (name == "SUBSCRIBE" || name == "UNSUBSCRIBE" || name == "PSUBSCRIBE" ||
+        name == "PUNSUBSCRIBE" || name == "SSUBSCRIBE" || name == "SUNSUBSCRIBE") {
+        // Answered by a confirmation push per channel; one channel per command.
+        opts.kind = detail::reply_kind::subscribe;
+    }
+    impl->exec(cmd.payload(), opts, std::move(handler));
+}
+
+}  // namespace corolock

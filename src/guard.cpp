@@ -1,0 +1,166 @@
+#include <corolock/guard.hpp>
+
+#include <corolock/detail/lock_service.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+namespace corolock {
+
+namespace asio = boost::asio;
+using detail::lock_service;
+using detail::lock_state;
+
+namespace {
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+// Never completes inside the initiating call. post() runs the handler on
+// its own associated executor; `via` only schedules the hand-over.
+template <class Handler>
+void complete_later(Handler&& h, error_code ec, const asio::any_io_executor& via = {}) {
+    if (via)
+        asio::post(via, asio::append(std::forward<Handler>(h), ec));
+    else
+        asio::post(asio::system_executor(), asio::append(std::forward<Handler>(h), ec));
+}
+
+// Hands a level's release to the client's background work, without waiting.
+void release_detached(std::shared_ptr<lock_state> st, std::uint64_t level) noexcept {
+    try {
+        if (st->client->stopped()) return;  // nothing can be sent; the TTL frees it
+        auto strand = st->client->strand();
+        asio::post(strand, [st = std::move(st), level] {
+            auto svc = lock_service::of(*st->client);
+            if (svc->stopped()) return;
+            svc->note_background_release(+1);
+            svc->release_level(st, level, [svc](error_code) { svc->note_background_release(-1); });
+        });
+    } catch (...) {
+        // Allocation failed: the lease expires by itself within its TTL.
+    }
+}
+}  // namespace
+
+guard detail::make_guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint64_t token,
+                         std::uint64_t tenure) noexcept {
+    return guard(std::move(st), level, token, tenure);
+}
+
+guard::guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint64_t token,
+             std::uint64_t epoch) noexcept
+    : state_(std::move(st)), level_(level), token_(token), epoch_(epoch) {}
+
+guard::guard(guard&& other) noexcept
+    : state_(std::move(other.state_)),
+      level_(std::exchange(other.level_, 0)),
+      token_(other.token_),
+      epoch_(other.epoch_) {}
+
+guard& guard::operator=(guard&& other) noexcept {
+    if (this != &other) {
+        if (state_ && level_ != 0) release_detached(std::move(state_), level_);
+        state_ = std::move(other.state_);
+        level_ = std::exchange(other.level_, 0);
+        token_ = other.token_;
+        epoch_ = other.epoch_;
+    }
+    return *this;
+}
+
+guard::~guard() {
+    if (state_ && level_ != 0) release_detached(std::move(state_), level_);
+}
+
+bool guard::owns_lock() const noexcept { return state_ && level_ != 0; }
+
+guard::clock::time_point guard::lease_deadline() const noexcept {
+    return state_ ? state_->deadline() : clock::time_point::min();
+}
+
+bool guard::lost() const noexcept {
+    return state_ && epoch_ != 0 &&
+           state_->lost_tenure.load(std::memory_order_acquire) >= epoch_;
+}
+
+const std::string& guard::name() const noexcept {
+    static const std::string empty;
+    return state_ ? state_->name : empty;
+}
+
+void guard::release_impl(asio::any_completion_handler<void(error_code)> handler) {
+    if (!owns_lock()) {
+        complete_later(std::move(handler), error::released,
+                       state_ ? state_->client->get_executor() : asio::any_io_executor{});
+        return;
+    }
+    auto st = state_;
+    const auto level = std::exchange(level_, 0);
+    if (st->client->stopped()) {
+        complete_later(std::move(handler), error::client_stopped, st->client->get_executor());
+        return;
+    }
+    asio::post(st->client->strand(), [st, level, handler = std::move(handler)]() mutable {
+        auto svc = lock_service::of(*st->client);
+        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
+        svc->release_level(st, level, [st, shared](error_code ec) {
+            auto ex = asio::get_associated_executor(*shared, st->client->get_executor());
+            asio::dispatch(ex, asio::append(std::move(*shared), ec));
+        });
+    });
+}
+
+void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::uint64_t epoch,
+                            asio::any_completion_handler<void(error_code)> handler) {
+    if (!st || epoch == 0) {
+        complete_later(std::move(handler), error::released);
+        return;
+    }
+    asio::post(st->client->strand(), [st, epoch, handler = std::move(handler)]() mutable {
+        auto ex = asio::get_associated_executor(handler, st->client->get_executor());
+        if (st->lost_tenure.load(std::memory_order_acquire) >= epoch) {
+            asio::dispatch(ex, asio::append(std::move(handler), error_code(error::lock_lost)));
+            return;
+        }
+        if (st->client->stopped() || lock_service::of(*st->client)->stopped()) {
+            asio::dispatch(ex, asio::append(std::move(handler), error_code(error::client_stopped)));
+            return;
+        }
+        if (st->tenure != epoch || st->levels.empty()) {
+            asio::dispatch(ex, asio::append(std::move(handler), error_code(error::released)));
+            return;
+        }
+        // lost_signal is a condition variable: it is cancelled when the lease
+        // is lost or the client stops. The caller's own cancellation reaches
+        // this wait through its slot.
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        st->lost_signal.async_wait(asio::bind_cancellation_slot(
+            slot, [st, epoch, handler = std::move(handler)](error_code) mutable {
+                auto ex2 = asio::get_associated_executor(handler, st->client->get_executor());
+                error_code result = asio::error::operation_aborted;
+                if (st->lost_tenure.load(std::memory_order_acquire) >= epoch)
+                    result = error::lock_lost;
+                else if (st->client->stopped())
+                    result = error::client_stopped;
+                asio::dispatch(ex2, asio::append(std::move(handler), result));
+            }));
+    });
+}
+
+asio::awaitable<void> guard::until_lost() const {
+    auto [ec] = co_await async_until_lost(use_nothrow);
+    if (ec != error::lock_lost) throw boost::system::system_error(ec, "corolock: until_lost");
+}
+
+asio::awaitable<error_code> guard::release() {
+    auto [ec] = co_await async_release(use_nothrow);
+    co_return ec;
+}
+
+}  // namespace corolock

@@ -1,0 +1,350 @@
+#include <corolock/detail/lock_service.hpp>
+
+#include <corolock/command.hpp>
+
+#include <boost/asio/bind_executor.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <sys/random.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <stdexcept>
+
+namespace corolock::detail {
+
+namespace asio = boost::asio;
+
+std::string random_owner_id() {
+    std::array<unsigned char, 16> bytes{};
+    std::size_t got = 0;
+    // getrandom() on 16 bytes only returns short or fails with EINTR before
+    // the pool is ready; bound the retries anyway.
+    for (int attempt = 0; attempt < 100 && got < bytes.size(); ++attempt) {
+        const ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
+        if (n > 0) got += static_cast<std::size_t>(n);
+        else if (n < 0 && errno != EINTR) break;
+    }
+    if (got < bytes.size()) throw std::runtime_error("corolock: the OS random source failed");
+    std::string hex;
+    hex.reserve(32);
+    constexpr char digits[] = "0123456789abcdef";
+    for (unsigned char b : bytes) {
+        hex.push_back(digits[b >> 4]);
+        hex.push_back(digits[b & 0xf]);
+    }
+    return hex;
+}
+
+namespace {
+std::atomic<std::uint64_t> next_watch_id{1};
+
+std::int64_t as_int(const reply& r) {
+    if (r.type == resp3_type::integer) return r.integer;
+    return 0;
+}
+}  // namespace
+
+lock_state::lock_state(std::shared_ptr<client_impl> c, std::string lock_name, std::string owner_id)
+    : client(std::move(c)),
+      name(std::move(lock_name)),
+      keys(keys_for(name)),
+      owner(std::move(owner_id)),
+      watch_id(next_watch_id.fetch_add(1, std::memory_order_relaxed)),
+      lost_signal(client->strand(), clock::time_point::max()) {}
+
+lock_service::lock_service(std::shared_ptr<client_impl> c)
+    : client_(c), impl_(*c), watchdog_timer_(c->strand()) {}
+
+std::shared_ptr<lock_service> lock_service::of(client_impl& c) {
+    auto& slot = c.lock_service_slot();
+    if (!slot) {
+        auto svc = std::make_shared<lock_service>(c.shared_from_this());
+        c.add_listener(svc);
+        slot = svc;
+        if (c.stopped()) svc->stopped_ = true;
+    }
+    return std::static_pointer_cast<lock_service>(slot);
+}
+
+// ---- scripts ----
+
+void lock_service::run_script(const script& s, std::vector<std::string> keys,
+                              std::vector<std::string> args, bool idempotent,
+                              script_handler handler) {
+    auto build = [&s, &keys, &args](bool by_sha) {
+        command cmd{by_sha ? std::string_view("EVALSHA") : std::string_view("EVAL"),
+                    by_sha ? std::string_view(s.sha1) : s.source};
+        cmd.arg(static_cast<std::int64_t>(keys.size()));
+        for (const auto& k : keys) cmd.arg(k);
+        for (const auto& a : args) cmd.arg(a);
+        return cmd.payload();
+    };
+    client_impl::exec_options opts;
+    opts.idempotent = idempotent;
+    auto fallback_payload = std::make_shared<std::string>();
+    auto first = build(true);
+    // EVAL is only needed after NOSCRIPT (a restarted server, SCRIPT FLUSH);
+    // building it lazily would need the arguments kept anyway, so keep them
+    // serialized once.
+    *fallback_payload = build(false);
+    auto weak = client_;
+    // Bound to the strand: every lock-layer callback runs there.
+    impl_.exec(std::move(first), opts,
+               exec_handler(asio::bind_executor(impl_.strand(), [weak, fallback_payload, opts, handler = std::move(handler)](
+                                error_code ec, reply r) mutable {
+                   if (ec != error::no_script) {
+                       handler(ec, std::move(r));
+                       return;
+                   }
+                   auto c = weak.lock();
+                   if (!c) {
+                       handler(error::client_stopped, {});
+                       return;
+                   }
+                   c->exec(std::move(*fallback_payload), opts,
+                           exec_handler(asio::bind_executor(
+                               c->strand(), [handler = std::move(handler)](error_code ec2, reply r2) {
+                                   handler(ec2, std::move(r2));
+                               })));
+               })));
+}
+
+void lock_service::try_acquire_once(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                                    clock::duration lease,
+                                    std::function<void(error_code, acquire_reply)> handler) {
+    const auto lease_ms = std::chrono::duration_cast<std::chrono::milliseconds>(lease).count();
+    run_script(acquire_script(), {st->keys.lock, st->keys.fence},
+               {st->owner, std::to_string(lease_ms), std::to_string(level)},
+               /*idempotent=*/false, [handler = std::move(handler)](error_code ec, reply r) {
+                   acquire_reply out;
+                   if (!ec && (r.type != resp3_type::array || r.elements.size() != 4))
+                       ec = error::unexpected_reply;
+                   if (ec) {
+                       handler(ec, out);
+                       return;
+                   }
+                   out.acquired = as_int(r.elements[0]) == 1;
+                   out.token = static_cast<std::uint64_t>(as_int(r.elements[1]));
+                   out.levels = as_int(r.elements[2]);
+                   out.pttl = as_int(r.elements[3]);
+                   handler(ec, out);
+               });
+}
+
+// ---- holding ----
+
+void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                               std::uint64_t token, clock::time_point sent,
+                               const lock_options& opts) {
+    const bool first = st->levels.empty();
+    st->levels.emplace(level, token);
+    st->held.store(st->levels.size(), std::memory_order_release);
+    st->lease = opts.lease;
+    st->renew_every = opts.watchdog ? opts.renew_interval : clock::duration::zero();
+    if (first) {
+        ++st->tenure;
+        schedule_.add(st->watch_id, sent, st->lease, st->renew_every);
+        watched_[st->watch_id] = st;
+    } else {
+        // Re-entry refreshed the TTL to at least this lease.
+        schedule_.on_renewed(st->watch_id, sent);
+    }
+    st->set_deadline(schedule_.deadline(st->watch_id));
+    arm_watchdog();
+}
+
+void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                                 std::function<void(error_code)> handler) {
+    if (st->levels.erase(level) != 0) {
+        st->held.store(st->levels.size(), std::memory_order_release);
+        if (st->levels.empty()) {
+            // Stop renewing before the release is even sent: no zombie renewals.
+            schedule_.remove(st->watch_id);
+            watched_.erase(st->watch_id);
+            arm_watchdog();
+        }
+    }
+    run_script(release_script(), {st->keys.lock, st->keys.channel},
+               {st->owner, std::to_string(level)}, /*idempotent=*/true,
+               [st, level, handler = std::move(handler)](error_code ec, reply r) {
+                   if (!ec && r.type != resp3_type::integer) ec = error::unexpected_reply;
+                   if (!ec) {
+                       switch (static_cast<release_status>(r.integer)) {
+                       case release_status::released:
+                       case release_status::level_released:
+                       case release_status::already_released: break;
+                       case release_status::expired: ec = error::expired; break;
+                       case release_status::not_owner: ec = error::not_owner; break;
+                       default: ec = error::unexpected_reply; break;
+                       }
+                   }
+                   st->client->log().debug("release {} level {}: {}", st->name, level,
+                                           ec ? ec.message() : "ok");
+                   handler(ec);
+               });
+}
+
+// ---- waiters ----
+
+void lock_service::send_subscribe(const std::string& channel, bool subscribe, bool priority) {
+    command cmd{subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", channel};
+    client_impl::exec_options opts;
+    opts.kind = reply_kind::subscribe;
+    opts.priority = priority;
+    auto self = weak_from_this();
+    impl_.exec(cmd.payload(), opts,
+               exec_handler(asio::bind_executor(impl_.strand(), [self, channel, subscribe](error_code ec, reply) {
+                   auto s = self.lock();
+                   if (!s || !ec || ec == error::client_stopped) return;
+                   // A failed SUBSCRIBE only costs latency: every wait is
+                   // capped at the lock's TTL, so waiters still get through.
+                   s->impl_.log().warn("{} {} failed: {}", subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
+                                       channel, ec.message());
+               })));
+}
+
+void lock_service::add_waiter(unlock_waiters::waiter& w, const std::string& channel) {
+    if (waiters_.add(w, channel)) send_subscribe(channel, true, false);
+}
+
+void lock_service::remove_waiter(unlock_waiters::waiter& w, bool acquired) {
+    const std::string channel = w.channel;
+    if (waiters_.remove(w, acquired) && !stopped_) send_subscribe(channel, false, false);
+}
+
+std::uint64_t lock_service::register_stop_hook(std::function<void()> f) {
+    const auto id = next_hook_++;
+    stop_hooks_.emplace(id, std::move(f));
+    return id;
+}
+
+void lock_service::unregister_stop_hook(std::uint64_t id) noexcept { stop_hooks_.erase(id); }
+
+// ---- connection events ----
+
+void lock_service::on_connected() {
+    // Subscriptions died with the old connection. Re-subscribe ahead of any
+    // queued acquire, then give one waiter per lock a fresh try, because an
+    // unlock message may have been published while we were away.
+    for (const auto& channel : waiters_.channels()) send_subscribe(channel, true, true);
+    waiters_.wake_one_per_channel();
+}
+
+void lock_service::on_disconnected() {}
+
+void lock_service::on_push(const reply& r) {
+    if (r.elements.size() != 3) return;
+    if (r.elements[0].str != "message") return;
+    waiters_.on_message(r.elements[1].str);
+}
+
+void lock_service::on_stopped() {
+    stopped_ = true;
+    watchdog_timer_.cancel();
+    auto hooks = std::move(stop_hooks_);
+    stop_hooks_.clear();
+    for (auto& [id, f] : hooks) f();
+    for (auto& [id, weak] : watched_) {
+        if (auto st = weak.lock()) st->lost_signal.cancel();
+    }
+    watched_.clear();
+}
+
+// ---- the watchdog ----
+
+void lock_service::arm_watchdog() {
+    if (stopped_) return;
+    const auto next = schedule_.next_wake();
+    if (next == armed_at_) return;
+    armed_at_ = next;
+    if (next == clock::time_point::max()) {
+        watchdog_timer_.cancel();
+        return;
+    }
+    watchdog_timer_.expires_at(next);
+    watchdog_timer_.async_wait([weak = weak_from_this(), next](error_code ec) {
+        auto self = weak.lock();
+        if (!self || ec || self->stopped_) return;
+        if (self->armed_at_ != next) return;  // superseded by a later arm
+        self->armed_at_ = clock::time_point::max();
+        self->on_watchdog_tick();
+    });
+}
+
+void lock_service::fire_lost(const std::shared_ptr<lock_state>& st, const char* why) {
+    if (st->levels.empty()) return;
+    impl_.log().warn("lock {} lost: {}", st->name, why);
+    st->lost_tenure.store(st->tenure, std::memory_order_release);
+    st->levels.clear();
+    st->held.store(0, std::memory_order_release);
+    schedule_.remove(st->watch_id);
+    watched_.erase(st->watch_id);
+    st->lost_signal.cancel();
+    // If the lease was only presumed lost (renewals unconfirmed), the key may
+    // still be ours: remove it, owner-checked, so it cannot outlive us. It is
+    // queued now, so it reaches the server before any later re-acquire.
+    note_background_release(+1);
+    auto self = weak_from_this();
+    run_script(release_script(), {st->keys.lock, st->keys.channel},
+               {st->owner, std::string(all_levels)}, true, [self](error_code, reply) {
+                   if (auto s = self.lock()) s->note_background_release(-1);
+               });
+}
+
+void lock_service::on_watchdog_tick() {
+    const auto now = clock::now();
+    auto due = schedule_.due(now);
+    for (auto id : due.lost) {
+        auto it = watched_.find(id);
+        if (it == watched_.end()) continue;
+        if (auto st = it->second.lock()) {
+            fire_lost(st, "the lease deadline passed without a confirmed renewal");
+        } else {
+            watched_.erase(it);
+        }
+    }
+    if (!due.renew.empty()) ++renew_batches_;
+    for (auto id : due.renew) {
+        auto it = watched_.find(id);
+        auto st = it == watched_.end() ? nullptr : it->second.lock();
+        if (!st) {
+            schedule_.remove(id);
+            if (it != watched_.end()) watched_.erase(it);
+            continue;
+        }
+        const auto sent = clock::now();
+        const auto tenure = st->tenure;
+        const auto lease_ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(st->lease).count();
+        auto self = weak_from_this();
+        run_script(renew_script(), {st->keys.lock}, {st->owner, std::to_string(lease_ms)},
+                   /*idempotent=*/true,
+                   [self, weak_st = std::weak_ptr<lock_state>(st), id, sent, tenure](
+                       error_code ec, reply r) {
+                       auto s = self.lock();
+                       auto st = weak_st.lock();
+                       if (!s || !st || s->stopped_) return;
+                       // Released, lost or re-acquired since: this reply is stale.
+                       if (st->tenure != tenure || !s->schedule_.contains(id)) return;
+                       if (!ec && r.type == resp3_type::integer &&
+                           r.integer == static_cast<int>(renew_status::renewed)) {
+                           s->schedule_.on_renewed(id, sent);
+                           st->set_deadline(s->schedule_.deadline(id));
+                       } else if (!ec && r.type == resp3_type::integer) {
+                           s->fire_lost(st, r.integer == 0 ? "the lock expired on the server"
+                                                           : "another owner holds the lock");
+                       } else {
+                           s->impl_.log().warn("renewal of {} failed: {}", st->name,
+                                               ec ? ec.message() : to_string(r));
+                           s->schedule_.on_renew_failed(id, clock::now());
+                       }
+                       s->arm_watchdog();
+                   });
+    }
+    arm_watchdog();
+}
+
+}  // namespace corolock::detail

@@ -1,0 +1,195 @@
+#include <corolock/detail/request_queue.hpp>
+
+#include <algorithm>
+#include <cassert>
+
+namespace corolock::detail {
+
+request_queue::id_type request_queue::push(std::string payload, exec_handler handler,
+                                           options opts) {
+    const id_type id = next_id_++;
+    entry e{id,           std::move(payload), std::move(handler), opts.deadline,
+            opts.kind,    state::waiting,     opts.idempotent,    false,
+            opts.priority};
+    if (opts.priority) {
+        // In front of every waiting entry, but behind written and staged ones.
+        entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(written_ + staged_),
+                        std::move(e));
+    } else {
+        entries_.push_back(std::move(e));
+    }
+    ++waiting_;
+    return id;
+}
+
+const std::string& request_queue::stage() {
+    assert(staged_ == 0 && "one write at a time");
+    write_buffer_.clear();
+    staged_commands_ = 0;
+    std::size_t i = written_;
+    for (; i < entries_.size(); ++i) {
+        entry& e = entries_[i];
+        if (e.st == state::waiting) {
+            write_buffer_.append(e.payload);
+            e.st = state::staged;
+            ++staged_commands_;
+            --waiting_;
+            // The bytes now live in the write buffer; the entry keeps its
+            // payload only while a retry may still need it.
+            if (!e.idempotent || e.retried) std::string().swap(e.payload);
+        } else if (e.st != state::cancelled) {
+            break;  // cannot happen: everything after written_ is waiting or a tombstone
+        }
+    }
+    staged_ = i - written_;
+    return write_buffer_;
+}
+
+void request_queue::on_write_done() {
+    for (std::size_t i = written_; i < written_ + staged_; ++i)
+        if (entries_[i].st == state::staged) entries_[i].st = state::written;
+    written_ += staged_;
+    staged_ = 0;
+    staged_commands_ = 0;
+    write_buffer_.clear();
+}
+
+bool request_queue::is_subscribe_confirmation(const reply& r) noexcept {
+    if (r.type != resp3_type::push || r.elements.empty()) return false;
+    const std::string& kind = r.elements.front().str;
+    return kind == "subscribe" || kind == "unsubscribe" || kind == "psubscribe" ||
+           kind == "punsubscribe" || kind == "ssubscribe" || kind == "sunsubscribe";
+}
+
+void request_queue::pop_done_front() noexcept {
+    while (written_ > 0) {
+        const state st = entries_.front().st;
+        if (st != state::cancelled && st != state::done) break;
+        entries_.pop_front();
+        --written_;
+    }
+}
+
+request_queue::match_result request_queue::on_reply(reply&& r, completions& out) {
+    pop_done_front();
+    const bool is_push = r.type == resp3_type::push;
+    if (written_ == 0) return is_push ? match_result::push : match_result::unexpected;
+    entry& front = entries_.front();
+    assert(front.st == state::written);
+    if (is_push) {
+        // A subscribe request is answered by its confirmation push; every
+        // other push (messages, invalidations) belongs to the pub/sub layer.
+        if (front.kind != reply_kind::subscribe || !is_subscribe_confirmation(r))
+            return match_result::push;
+    }
+    if (front.handler) complete(front, {}, std::move(r), out);
+    front.st = state::done;
+    pop_done_front();
+    return match_result::matched;
+}
+
+request_queue::entry* request_queue::find(id_type id) noexcept {
+    // Priority inserts and retries break id order, so search linearly;
+    // cancellation is rare next to sending.
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [id](const entry& e) { return e.id == id; });
+    return it == entries_.end() ? nullptr : &*it;
+}
+
+void request_queue::complete(entry& e, error_code ec, reply r, completions& out) {
+    out.push_back(completion{std::move(e.handler), ec, std::move(r)});
+    e.handler = {};
+    std::string().swap(e.payload);
+}
+
+bool request_queue::cancel(id_type id, error_code ec, bool written_too, completions& out) {
+    entry* e = find(id);
+    if (e == nullptr || !e->handler) return false;
+    switch (e->st) {
+    case state::waiting:
+        complete(*e, ec, {}, out);
+        e->st = state::cancelled;
+        --waiting_;
+        return true;
+    case state::staged:
+    case state::written:
+        if (!written_too) return false;
+        complete(*e, ec, {}, out);  // stays in place, so its reply is still consumed
+        return true;
+    case state::cancelled:
+    case state::done:
+        return false;
+    }
+    return false;
+}
+
+request_queue::clock::time_point request_queue::expire(clock::time_point now, error_code ec,
+                                                       completions& out) {
+    auto next = clock::time_point::max();
+    for (auto& e : entries_) {
+        if (!e.handler) continue;
+        if (e.deadline <= now) {
+            complete(e, ec, {}, out);
+            if (e.st == state::waiting) {
+                e.st = state::cancelled;
+                --waiting_;
+            }
+        } else {
+            next = std::min(next, e.deadline);
+        }
+    }
+    pop_done_front();
+    return next;
+}
+
+request_queue::clock::time_point request_queue::next_deadline() const noexcept {
+    auto next = clock::time_point::max();
+    for (const auto& e : entries_)
+        if (e.handler) next = std::min(next, e.deadline);
+    return next;
+}
+
+std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
+    const std::size_t sent = written_ + staged_;
+    std::deque<entry> retry;
+    for (std::size_t i = 0; i < sent; ++i) {
+        entry& e = entries_[i];
+        if (e.st == state::cancelled || !e.handler) continue;
+        if (e.idempotent && !e.retried && !e.priority && !e.payload.empty()) {
+            e.retried = true;
+            e.st = state::waiting;
+            retry.push_back(std::move(e));
+        } else {
+            complete(e, ec, {}, out);
+        }
+    }
+    entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(sent));
+    written_ = staged_ = staged_commands_ = 0;
+    write_buffer_.clear();
+
+    // Unsent priority entries belong to the connection that is gone.
+    for (auto& e : entries_) {
+        if (e.priority && e.st == state::waiting && e.handler) {
+            complete(e, ec, {}, out);
+            e.st = state::cancelled;
+            --waiting_;
+        }
+    }
+    const std::size_t retried = retry.size();
+    waiting_ += retried;
+    entries_.insert(entries_.begin(), std::make_move_iterator(retry.begin()),
+                    std::make_move_iterator(retry.end()));
+    // Drop leading tombstones so the queue does not grow across reconnects.
+    while (!entries_.empty() && entries_.front().st == state::cancelled) entries_.pop_front();
+    return retried;
+}
+
+void request_queue::fail_all(error_code ec, completions& out) {
+    for (auto& e : entries_)
+        if (e.handler) complete(e, ec, {}, out);
+    entries_.clear();
+    written_ = staged_ = staged_commands_ = waiting_ = 0;
+    write_buffer_.clear();
+}
+
+}  // namespace corolock::detail

@@ -1,0 +1,69 @@
+#include <corolock/detail/unlock_waiters.hpp>
+
+#include <cassert>
+
+namespace corolock::detail {
+
+bool unlock_waiters::add(waiter& w, std::string_view channel) {
+    assert(!w.registered);
+    auto [it, inserted] = channels_.try_emplace(std::string(channel));
+    w.channel = it->first;
+    w.woken = false;
+    w.registered = true;
+    w.pos = it->second.insert(it->second.end(), &w);
+    ++total_;
+    return inserted;
+}
+
+bool unlock_waiters::remove(waiter& w, bool acquired) {
+    if (!w.registered) return false;
+    auto it = channels_.find(w.channel);
+    assert(it != channels_.end());
+    it->second.erase(w.pos);
+    w.registered = false;
+    --total_;
+    const bool pass_on = w.woken && !acquired;
+    w.woken = false;
+    if (it->second.empty()) {
+        channels_.erase(it);
+        return true;
+    }
+    if (pass_on) wake_first(it->second);
+    return false;
+}
+
+bool unlock_waiters::wake_first(std::list<waiter*>& list) {
+    for (waiter* w : list) {
+        if (w->woken) continue;
+        w->woken = true;
+        if (w->wake) w->wake();
+        return true;
+    }
+    return false;
+}
+
+bool unlock_waiters::on_message(std::string_view channel) {
+    auto it = channels_.find(std::string(channel));
+    if (it == channels_.end()) return false;
+    return wake_first(it->second);
+}
+
+void unlock_waiters::wake_one_per_channel() {
+    // wake() may not add or remove waiters (callers defer that work), so the
+    // map is stable while we walk it.
+    for (auto& [name, list] : channels_) wake_first(list);
+}
+
+std::vector<std::string> unlock_waiters::channels() const {
+    std::vector<std::string> out;
+    out.reserve(channels_.size());
+    for (const auto& [name, list] : channels_) out.push_back(name);
+    return out;
+}
+
+std::size_t unlock_waiters::waiter_count(std::string_view channel) const {
+    auto it = channels_.find(std::string(channel));
+    return it == channels_.end() ? 0 : it->second.size();
+}
+
+}  // namespace corolock::detail

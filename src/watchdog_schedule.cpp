@@ -1,0 +1,73 @@
+#include <corolock/detail/watchdog_schedule.hpp>
+
+#include <algorithm>
+
+namespace corolock::detail {
+
+void watchdog_schedule::add(id_type id, clock::time_point sent, clock::duration lease,
+                            clock::duration renew_every) {
+    entry e;
+    e.lease = lease;
+    e.renew_every = renew_every;
+    e.deadline = deadline_for(sent, lease);
+    e.next_renew = renew_every.count() > 0 ? sent + renew_every : clock::time_point::max();
+    entries_[id] = e;
+}
+
+void watchdog_schedule::remove(id_type id) noexcept { entries_.erase(id); }
+
+watchdog_schedule::due_list watchdog_schedule::due(clock::time_point now) {
+    due_list out;
+    for (auto it = entries_.begin(); it != entries_.end();) {
+        entry& e = it->second;
+        if (e.deadline <= now) {
+            out.lost.push_back(it->first);
+            it = entries_.erase(it);
+            continue;
+        }
+        // Renew everything due within a quarter period, so that locks taken
+        // at different moments fall into a few shared batches.
+        if (!e.in_flight && e.renew_every.count() > 0 && e.next_renew <= now + e.renew_every / 4) {
+            e.in_flight = true;
+            out.renew.push_back(it->first);
+        }
+        ++it;
+    }
+    return out;
+}
+
+void watchdog_schedule::on_renewed(id_type id, clock::time_point sent) noexcept {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    entry& e = it->second;
+    e.in_flight = false;
+    // A late confirmation of an older renewal never moves the deadline back.
+    e.deadline = std::max(e.deadline, deadline_for(sent, e.lease));
+    e.next_renew = sent + e.renew_every;
+}
+
+void watchdog_schedule::on_renew_failed(id_type id, clock::time_point now) noexcept {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    entry& e = it->second;
+    e.in_flight = false;
+    // Retry a few times before the deadline rather than waiting a full period.
+    const auto retry = std::max<clock::duration>(e.renew_every / 4, std::chrono::milliseconds(10));
+    e.next_renew = now + retry;
+}
+
+watchdog_schedule::clock::time_point watchdog_schedule::deadline(id_type id) const noexcept {
+    auto it = entries_.find(id);
+    return it == entries_.end() ? clock::time_point::min() : it->second.deadline;
+}
+
+watchdog_schedule::clock::time_point watchdog_schedule::next_wake() const noexcept {
+    auto next = clock::time_point::max();
+    for (const auto& [id, e] : entries_) {
+        next = std::min(next, e.deadline);
+        if (!e.in_flight) next = std::min(next, e.next_renew);
+    }
+    return next;
+}
+
+}  // namespace corolock::detail

@@ -1,0 +1,580 @@
+// The lock against a live redis-server: mutual exclusion, fencing, pub/sub
+// handoff, re-entry, the watchdog, the lost signal, crashes and cancellation.
+#include <corolock/corolock.hpp>
+#include <corolock/detail/lock_service.hpp>
+
+#include "support/async_test.hpp"
+#include "support/child_process.hpp"
+#include "support/redis_server.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <time.h>
+
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
+using corolock::command;
+using corolock::error;
+using corolock::error_code;
+using corolock::guard;
+using corolock::lock_options;
+using corolock::test::redis_server;
+using corolock::test::run_async;
+using corolock::test::sleep_for;
+
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+corolock::config config_for(const redis_server& server) {
+    auto cfg = corolock::config::from_url(server.url());
+    cfg.command_timeout = 2s;
+    cfg.connect_timeout = 2s;
+    cfg.reconnect_min = 20ms;
+    cfg.reconnect_max = 200ms;
+    return cfg;
+}
+
+long long mono_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+std::string lock_key(const std::string& name) { return "corolock:{" + name + "}"; }
+
+// Bounded wait for a condition on the event loop (other coroutines run).
+template <class Pred>
+asio::awaitable<bool> eventually(Pred pred, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() >= deadline) co_return false;
+        co_await sleep_for(2ms);
+    }
+    co_return true;
+}
+
+// Reads a line from a child's output, bounded in time.
+std::string wait_for_line(corolock::test::child_process& p, const std::string& prefix,
+                          std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+        std::istringstream in(p.output());
+        for (std::string line; std::getline(in, line);)
+            if (line.rfind(prefix, 0) == 0) return line;
+        std::this_thread::sleep_for(5ms);
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("lock: mutual exclusion with fencing across coroutines and processes",
+          "[lock][integration]") {
+    redis_server server;
+    const std::string names = "me:a,me:b,me:c,me:d";
+    // 4 worker processes with 8 coroutines each, 10 rounds each.
+    std::vector<std::unique_ptr<corolock::test::child_process>> workers;
+    for (int p = 0; p < 4; ++p) {
+        workers.push_back(std::make_unique<corolock::test::child_process>(std::vector<std::string>{
+            COROLOCK_TEST_WORKER, "increment", server.url(), names, "count:", "8", "10", "2000"}));
+    }
+    // And 64 coroutines on one client in this process, 10 rounds each.
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    int done = 0;
+    long violations = 0;
+    std::map<std::string, std::vector<std::uint64_t>> tokens;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        const std::vector<std::string> list{"me:a", "me:b", "me:c", "me:d"};
+        for (int t = 0; t < 64; ++t) {
+            asio::co_spawn(ex, [&, t]() -> asio::awaitable<void> {
+                const std::string& name = list[static_cast<std::size_t>(t) % 4];
+                corolock::mutex m(c, name);  // one owner per coroutine
+                for (int i = 0; i < 10; ++i) {
+                    auto g = co_await m.acquire({.lease = 2s, .wait = 60s});
+                    tokens[name].push_back(g.token());
+                    auto last = co_await c.async_exec(command{"GET", "count:" + name + ":last"},
+                                                      asio::use_awaitable);
+                    if (!last.is_null() && std::stoull(last.str) >= g.token()) ++violations;
+                    co_await c.async_exec(command{"SET", "count:" + name + ":last",
+                                                  std::to_string(g.token())},
+                                          asio::use_awaitable);
+                    auto v = co_await c.async_exec(command{"GET", "count:" + name}, asio::use_awaitable);
+                    const long n = v.is_null() ? 0 : std::stol(v.str);
+                    co_await c.async_exec(command{"SET", "count:" + name, std::to_string(n + 1)},
+                                          asio::use_awaitable);
+                    if (co_await g.release()) ++violations;
+                }
+                ++done;
+            }, asio::detached);
+        }
+        CHECK(co_await eventually([&] { return done == 64; }, 90s));
+    }, 100s);
+    for (auto& w : workers) {
+        auto status = w->wait_for(60s);
+        REQUIRE(status);
+        CHECK(WIFEXITED(*status));
+        CHECK(WEXITSTATUS(*status) == 0);
+        CHECK(w->output().find("violations 0") != std::string::npos);
+    }
+    CHECK(violations == 0);
+    long total = 0;
+    for (const auto& name : {"me:a", "me:b", "me:c", "me:d"}) {
+        total += std::stol(server.cmd1({"GET", std::string("count:") + name}));
+        // Tokens rise strictly in this process's acquisition order.
+        const auto& seen = tokens[name];
+        CHECK(std::is_sorted(seen.begin(), seen.end()));
+        CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+    }
+    // The non-atomic counters end exact: 4 processes x 8 x 10 + 64 x 10.
+    CHECK(total == 4 * 8 * 10 + 64 * 10);
+    c.stop();
+}
+
+TEST_CASE("lock: a release hands over by pub/sub, not by TTL", "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+
+    SECTION("to a waiter in the same process") {
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            corolock::mutex holder(c, "handoff"), waiter(c, "handoff");
+            auto g = co_await holder.acquire({.lease = 30s});
+            std::optional<long long> got_at;
+            auto ex = co_await asio::this_coro::executor;
+            asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+                auto g2 = co_await waiter.acquire({.lease = 30s, .wait = 10s});
+                got_at = mono_ns();
+                co_await g2.release();
+            }, asio::detached);
+            co_await sleep_for(300ms);
+            const auto released_at = mono_ns();
+            co_await g.release();
+            CHECK(co_await eventually([&] { return got_at.has_value(); }, 5s));
+            CHECK(*got_at - released_at < 100'000'000LL);
+        });
+    }
+    SECTION("to a waiter in another process") {
+        corolock::test::child_process w({COROLOCK_TEST_WORKER, "wait", server.url(), "handoff", "20000"});
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            corolock::mutex holder(c, "handoff");
+            auto g = co_await holder.acquire({.lease = 30s});
+            REQUIRE_FALSE(wait_for_line(w, "waiting", 10s).empty());
+            // Let the worker subscribe and find the lock held.
+            CHECK(co_await eventually([&] {
+                return server.cmd({"PUBSUB", "NUMSUB", "corolock:{handoff}:unlock"}).back() == "1";
+            }, 5s));
+            const auto released_at = mono_ns();
+            co_await g.release();
+            auto line = wait_for_line(w, "acquired", 5000ms);
+            REQUIRE_FALSE(line.empty());
+            std::istringstream in(line);
+            std::string word;
+            std::uint64_t token = 0;
+            long long at = 0;
+            in >> word >> token >> at;
+            CHECK(token > g.token());
+            CHECK(at - released_at < 100'000'000LL);
+        }, 30s);
+        auto st = w.wait_for(10s);
+        REQUIRE(st);
+        CHECK(WEXITSTATUS(*st) == 0);
+    }
+    c.stop();
+}
+
+TEST_CASE("lock: one SUBSCRIBE per lock per process, and one waiter woken per release",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    const std::string channel = "corolock:{crowd}:unlock";
+    auto evalsha_calls = [&] {
+        const std::string info = server.cmd1({"INFO", "commandstats"});
+        const auto pos = info.find("cmdstat_evalsha:calls=");
+        if (pos == std::string::npos) return 0L;
+        return std::stol(info.substr(pos + 22));
+    };
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex holder(c, "crowd");
+        auto g = co_await holder.acquire({.lease = 30s});
+        auto ex = co_await asio::this_coro::executor;
+        int acquired = 0;
+        asio::cancellation_signal stop_all;
+        std::vector<std::unique_ptr<corolock::mutex>> handles;
+        std::vector<std::unique_ptr<asio::cancellation_signal>> signals;
+        for (int i = 0; i < 1000; ++i) {
+            handles.push_back(std::make_unique<corolock::mutex>(c, "crowd"));
+            signals.push_back(std::make_unique<asio::cancellation_signal>());
+            auto& m = *handles.back();
+            m.async_acquire({.lease = 30s},
+                            asio::bind_cancellation_slot(signals.back()->slot(),
+                                                         [&](error_code ec, guard g2) {
+                                                             if (!ec) {
+                                                                 ++acquired;
+                                                                 // Hand it back at once, in the background.
+                                                                 guard drop = std::move(g2);
+                                                             }
+                                                         }));
+        }
+        auto svc_waiters = [&] {
+            return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
+        };
+        CHECK(co_await eventually([&] { return svc_waiters() == 1000; }, 20s));
+        CHECK(server.cmd({"PUBSUB", "NUMSUB", channel}).back() == "1");
+
+        // Each release wakes one waiter: two script calls per handoff
+        // (the release and the woken waiter's acquire), not a thousand.
+        const long before = evalsha_calls();
+        co_await g.release();
+        CHECK(co_await eventually([&] { return acquired == 1; }, 5s));
+        // The first waiter drops its guard; its background release wakes the next.
+        CHECK(co_await eventually([&] { return acquired >= 3; }, 5s));
+        co_await sleep_for(100ms);
+        const long calls = evalsha_calls() - before;
+        const int handoffs = acquired;
+        CHECK(calls <= 2L * handoffs + 2);
+
+        // Cancelling the rest drops the subscription.
+        for (auto& s : signals) s->emit(asio::cancellation_type::terminal);
+        CHECK(co_await eventually([&] { return svc_waiters() == 0; }, 10s));
+        CHECK(co_await eventually([&] {
+            return server.cmd({"PUBSUB", "NUMSUB", channel}).back() == "0";
+        }, 5s));
+        (void)ex;
+    }, 60s);
+    c.stop();
+}
+
+TEST_CASE("lock: re-entry on one handle counts levels and mints tokens", "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "reentrant"), other(c, "reentrant");
+        auto g1 = co_await m.acquire();
+        auto g2 = co_await m.acquire();
+        auto g3 = co_await m.acquire();
+        CHECK(m.held_levels() == 3);
+        CHECK(g1.token() < g2.token());
+        CHECK(g2.token() < g3.token());
+        CHECK(server.cmd1({"HLEN", lock_key("reentrant")}) == "5");  // owner, fence, 3 levels
+        // Another handle is another owner, even in this coroutine.
+        CHECK_FALSE(co_await other.try_acquire());
+        // Levels release in any order; the lock stays until the last.
+        CHECK_FALSE(co_await g2.release());
+        CHECK_FALSE(co_await g1.release());
+        CHECK(server.cmd1({"EXISTS", lock_key("reentrant")}) == "1");
+        CHECK_FALSE(co_await other.try_acquire());
+        CHECK_FALSE(co_await g3.release());
+        CHECK(server.cmd1({"EXISTS", lock_key("reentrant")}) == "0");
+        auto g4 = co_await other.try_acquire();
+        REQUIRE(g4);
+        CHECK(g4->token() > g3.token());
+    });
+    c.stop();
+}
+
+TEST_CASE("lock: the watchdog keeps a short lease alive; without it the lease expires",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex renewed(c, "wd:on"), unrenewed(c, "wd:off");
+        auto g = co_await renewed.acquire({.lease = 1s});
+        auto g2 = co_await unrenewed.acquire({.lease = 1s, .watchdog = false});
+        const auto first_deadline = g.lease_deadline();
+        co_await sleep_for(5s);
+        CHECK(server.cmd1({"EXISTS", lock_key("wd:on")}) == "1");
+        CHECK_FALSE(g.lost());
+        CHECK(g.lease_deadline() > first_deadline + 3s);
+        CHECK(std::stol(server.cmd1({"PTTL", lock_key("wd:on")})) > 0);
+        CHECK(server.cmd1({"EXISTS", lock_key("wd:off")}) == "0");
+        CHECK(g2.lost());
+        CHECK(co_await g2.release() == error::expired);
+        CHECK_FALSE(co_await g.release());
+        // Renewal stopped with the release: the key stays gone.
+        co_await sleep_for(700ms);
+        CHECK(server.cmd1({"EXISTS", lock_key("wd:on")}) == "0");
+    }, 30s);
+    c.stop();
+}
+
+TEST_CASE("lock: deleting the key behind the holder fires until_lost within a renewal period",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "lost");
+        auto g = co_await m.acquire({.lease = 3s});  // renewal every 1 s
+        const auto deadline = g.lease_deadline();
+        server.cmd({"DEL", lock_key("lost")});
+        const auto start = std::chrono::steady_clock::now();
+        auto result = co_await (g.until_lost() || sleep_for(5s));
+        const auto took = std::chrono::steady_clock::now() - start;
+        CHECK(result.index() == 0);
+        CHECK(took < 1500ms);
+        CHECK(g.lost());
+        CHECK(std::chrono::steady_clock::now() < deadline);  // long before the lease would end
+        // Bound work: work() || until_lost() is cancelled by the loss.
+        auto [ec] = co_await g.async_until_lost(use_nothrow);
+        CHECK(ec == error::lock_lost);
+    }, 30s);
+    c.stop();
+}
+
+TEST_CASE("lock: a holder killed with SIGKILL frees the lock within TTL plus 200 ms",
+          "[lock][integration]") {
+    redis_server server;
+    corolock::test::child_process holder({COROLOCK_TEST_WORKER, "hold", server.url(), "crash", "1000"});
+    REQUIRE_FALSE(wait_for_line(holder, "acquired", 10s).empty());
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "crash");
+        // Let the holder's watchdog renew once, so the kill is mid-lease.
+        co_await sleep_for(400ms);
+        holder.kill9();
+        const auto killed = std::chrono::steady_clock::now();
+        auto g = co_await m.acquire({.wait = 5s});
+        const auto took = std::chrono::steady_clock::now() - killed;
+        CHECK(took < 1000ms + 200ms);
+        CHECK(g.owns_lock());
+    }, 30s);
+    c.stop();
+}
+
+TEST_CASE("lock: cancelling waiters at random points never leaves a lock held by nobody",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    std::mt19937 rng(12345);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex holder(c, "cancel"), waiter(c, "cancel");
+        int got = 0, aborted = 0;
+        for (int trial = 0; trial < 100; ++trial) {
+            auto g = co_await holder.acquire({.lease = 5s});
+            asio::cancellation_signal signal;
+            std::optional<error_code> result;
+            guard won;
+            waiter.async_acquire({.lease = 5s}, asio::bind_cancellation_slot(
+                                                    signal.slot(), [&](error_code ec, guard g2) {
+                                                        result = ec;
+                                                        won = std::move(g2);
+                                                    }));
+            const auto release_after = std::chrono::microseconds(rng() % 3000);
+            const auto cancel_after = std::chrono::microseconds(rng() % 3000);
+            if (release_after < cancel_after) {
+                co_await sleep_for(release_after);
+                co_await g.release();
+                co_await sleep_for(cancel_after - release_after);
+                signal.emit(asio::cancellation_type::terminal);
+            } else {
+                co_await sleep_for(cancel_after);
+                signal.emit(asio::cancellation_type::terminal);
+                co_await sleep_for(release_after - cancel_after);
+                co_await g.release();
+            }
+            REQUIRE(co_await eventually([&] { return result.has_value(); }, 3s));
+            if (!*result) {
+                ++got;
+                CHECK(won.owns_lock());
+                CHECK_FALSE(co_await won.release());
+            } else {
+                ++aborted;
+                CHECK(*result == asio::error::operation_aborted);
+            }
+            // Whatever happened, nobody holds the lock once things settle.
+            const bool free = co_await eventually([&] {
+                return server.cmd1({"EXISTS", lock_key("cancel")}) == "0";
+            }, 2s);
+            CHECK(free);
+            if (!free) break;
+        }
+        CHECK(got + aborted == 100);
+    }, 120s);
+    c.stop();
+}
+
+TEST_CASE("lock: a lock granted after its acquire was cancelled is released at once",
+          "[lock][integration][fault]") {
+    redis_server server;
+    asio::io_context ioc;
+    auto cfg = config_for(server);
+    cfg.command_timeout = 5s;
+    corolock::client c(ioc.get_executor(), cfg);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "late");
+        co_await c.async_exec(command{"PING"}, asio::use_awaitable);
+        server.pause();  // the acquire is written but not answered
+        asio::cancellation_signal signal;
+        std::optional<error_code> result;
+        m.async_acquire({.lease = 30s}, asio::bind_cancellation_slot(signal.slot(),
+                                                                     [&](error_code ec, guard) {
+                                                                         result = ec;
+                                                                     }));
+        co_await sleep_for(100ms);
+        signal.emit(asio::cancellation_type::terminal);
+        // The caller hears back at once, while the command is still in flight.
+        CHECK(co_await eventually([&] { return result.has_value(); }, 500ms));
+        CHECK(*result == asio::error::operation_aborted);
+        server.resume();
+        // The server granted it, and the lock layer hands it straight back.
+        CHECK(co_await eventually([&] {
+            return server.cmd1({"EXISTS", lock_key("late")}) == "0";
+        }, 3s));
+        CHECK(server.cmd1({"GET", lock_key("late") + ":fence"}) == "1");  // it was granted once
+    }, 30s);
+    c.stop();
+}
+
+TEST_CASE("lock: waiters get through after CLIENT KILL TYPE pubsub and SCRIPT FLUSH",
+          "[lock][integration][fault]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex holder(c, "recover"), waiter(c, "recover");
+        for (const bool kill_pubsub : {true, false}) {
+            auto g = co_await holder.acquire({.lease = 30s});
+            std::optional<error_code> result;
+            guard won;
+            waiter.async_acquire({.lease = 30s, .wait = 10s}, [&](error_code ec, guard g2) {
+                result = ec;
+                won = std::move(g2);
+            });
+            CHECK(co_await eventually([&] {
+                return server.cmd({"PUBSUB", "NUMSUB", "corolock:{recover}:unlock"}).back() == "1";
+            }, 5s));
+            if (kill_pubsub)
+                server.cmd({"CLIENT", "KILL", "TYPE", "pubsub"});
+            else
+                server.cmd({"SCRIPT", "FLUSH"});
+            co_await sleep_for(100ms);
+            const auto start = std::chrono::steady_clock::now();
+            co_await g.release();
+            REQUIRE(co_await eventually([&] { return result.has_value(); }, 8s));
+            CHECK_FALSE(*result);
+            // Well before the 30 s TTL would have let it through.
+            CHECK(std::chrono::steady_clock::now() - start < 3s);
+            CHECK_FALSE(co_await won.release());
+        }
+    }, 60s);
+    c.stop();
+}
+
+TEST_CASE("lock: releasing twice, after expiry, and after someone else took over",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex a(c, "rel"), b(c, "rel");
+        auto g = co_await a.acquire();
+        CHECK_FALSE(co_await g.release());
+        CHECK(co_await g.release() == error::released);
+        guard empty;
+        CHECK(co_await empty.release() == error::released);
+
+        auto g2 = co_await a.acquire({.lease = 200ms, .watchdog = false});
+        co_await sleep_for(400ms);
+        CHECK(co_await g2.release() == error::expired);
+
+        auto g3 = co_await a.acquire({.lease = 200ms, .watchdog = false});
+        co_await sleep_for(400ms);
+        auto gb = co_await b.acquire({.lease = 10s});
+        // a's release must not touch b's lock.
+        CHECK(co_await g3.release() == error::not_owner);
+        CHECK(server.cmd1({"EXISTS", lock_key("rel")}) == "1");
+        CHECK_FALSE(co_await gb.release());
+    });
+    c.stop();
+}
+
+TEST_CASE("lock: bad input gets a clear error and touches nothing", "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    CHECK_THROWS_AS(corolock::mutex(c, ""), boost::system::system_error);
+    CHECK_THROWS_AS(corolock::mutex(c, std::string(600, 'n')), boost::system::system_error);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "input");
+        auto [ec1, g1] = co_await m.async_acquire({.lease = -1s}, use_nothrow);
+        CHECK(ec1 == error::invalid_argument);
+        auto [ec2, g2] = co_await m.async_acquire({.lease = 5ms}, use_nothrow);
+        CHECK(ec2 == error::invalid_argument);
+        auto [ec3, g3] = co_await m.async_acquire({.wait = -1s}, use_nothrow);
+        CHECK(ec3 == error::invalid_argument);
+        auto [ec4, g4] = co_await m.async_acquire({.lease = 1s, .renew_interval = 2s}, use_nothrow);
+        CHECK(ec4 == error::invalid_argument);
+        CHECK(server.cmd1({"EXISTS", lock_key("input")}) == "0");
+
+        // A name whose key holds another type.
+        co_await c.async_exec(command{"SET", lock_key("typed"), "x"}, asio::use_awaitable);
+        corolock::mutex typed(c, "typed");
+        auto [ec5, g5] = co_await typed.async_acquire({}, use_nothrow);
+        CHECK(ec5 == error::wrong_type);
+        CHECK(server.cmd1({"GET", lock_key("typed")}) == "x");
+
+        // try_acquire on a held lock, with deferred.
+        corolock::mutex x(c, "held"), y(c, "held");
+        auto gx = co_await x.acquire();
+        auto [ec6, g6] = co_await y.async_try_acquire({}, asio::deferred)(use_nothrow);
+        CHECK(ec6 == error::lock_held);
+        auto [ec7, g7] = co_await y.async_acquire({.wait = 100ms}, use_nothrow);
+        CHECK(ec7 == error::wait_timeout);
+        CHECK_FALSE(co_await gx.release());
+    });
+    c.stop();
+}
+
+TEST_CASE("lock: a guard outliving its client is harmless", "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    guard g;
+    std::optional<error_code> lost_result;
+    {
+        corolock::client c(ioc.get_executor(), config_for(server));
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            corolock::mutex m(c, "outlive");
+            g = co_await m.acquire({.lease = 1s});
+        });
+        g.async_until_lost([&](error_code ec) { lost_result = ec; });
+        ioc.run_for(50ms);
+        c.stop();
+        ioc.run_for(200ms);
+    }
+    // A waiter on the lost signal hears that the client stopped.
+    REQUIRE(lost_result);
+    CHECK(*lost_result == error::client_stopped);
+    CHECK(g.owns_lock());
+    std::optional<error_code> rel;
+    g.async_release([&](error_code ec) { rel = ec; });
+    ioc.restart();
+    ioc.run_for(1s);
+    REQUIRE(rel);
+    CHECK(*rel == error::client_stopped);
+    // Dropping it afterwards neither throws nor blocks.
+    g = guard{};
+}

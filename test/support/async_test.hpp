@@ -1,0 +1,38 @@
+// Runs a coroutine test body on an io_context with a hard time limit.
+// Every integration test goes through this, so none can hang.
+#pragma once
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <exception>
+#include <optional>
+
+namespace corolock::test {
+
+template <class F>
+void run_async(boost::asio::io_context& ioc, F&& body,
+               std::chrono::steady_clock::duration limit = std::chrono::seconds(30)) {
+    bool done = false;
+    std::exception_ptr failure;
+    boost::asio::co_spawn(ioc, std::forward<F>(body)(), [&](std::exception_ptr e) {
+        done = true;
+        failure = e;
+    });
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+        if (ioc.run_one_until(deadline) == 0 && ioc.stopped()) break;  // out of work: stuck
+    }
+    if (ioc.stopped()) ioc.restart();
+    if (failure) std::rethrow_exception(failure);
+    REQUIRE(done);  // false: the test body did not finish within its limit
+}
+
+// Sleeps inside a coroutine (for pacing fault scenarios, never for
+// synchronising with the code under test).
+boost::asio::awaitable<void> sleep_for(std::chrono::steady_clock::duration d);
+
+}  // namespace corolock::test

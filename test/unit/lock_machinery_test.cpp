@@ -1,0 +1,164 @@
+// The lock layer's sans-I/O parts: unlock waiters and the watchdog schedule.
+#include <corolock/detail/scripts.hpp>
+#include <corolock/detail/unlock_waiters.hpp>
+#include <corolock/detail/watchdog_schedule.hpp>
+#include <corolock/mutex.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+using namespace corolock::detail;
+using namespace std::chrono_literals;
+using clock_type = watchdog_schedule::clock;
+
+TEST_CASE("unlock_waiters: one subscription per channel, reference-counted", "[waiters]") {
+    unlock_waiters w;
+    unlock_waiters::waiter a, b, c;
+    CHECK(w.add(a, "ch1"));       // first: subscribe
+    CHECK_FALSE(w.add(b, "ch1"));  // second: no new subscription
+    CHECK(w.add(c, "ch2"));
+    CHECK(w.channel_count() == 2);
+    CHECK(w.waiter_count("ch1") == 2);
+    CHECK_FALSE(w.remove(a, false));  // b still waits
+    CHECK(w.remove(b, false));        // last: unsubscribe
+    CHECK(w.channel_count() == 1);
+    CHECK(w.remove(c, true));
+    CHECK(w.total_waiters() == 0);
+}
+
+TEST_CASE("unlock_waiters: a message wakes one waiter, oldest first", "[waiters]") {
+    unlock_waiters w;
+    std::vector<int> woken;
+    unlock_waiters::waiter a, b, c;
+    a.wake = [&] { woken.push_back(1); };
+    b.wake = [&] { woken.push_back(2); };
+    c.wake = [&] { woken.push_back(3); };
+    w.add(a, "ch");
+    w.add(b, "ch");
+    w.add(c, "ch");
+    CHECK(w.on_message("ch"));
+    CHECK(woken == std::vector<int>{1});
+    // A second release while a is still retrying wakes the next one.
+    CHECK(w.on_message("ch"));
+    CHECK(woken == std::vector<int>{1, 2});
+    CHECK_FALSE(w.on_message("other"));
+    // a lost the race and goes back to waiting, keeping its place.
+    w.rearm(a);
+    CHECK(w.on_message("ch"));
+    CHECK(woken == std::vector<int>{1, 2, 1});
+}
+
+TEST_CASE("unlock_waiters: a woken waiter that leaves passes its wake-up on", "[waiters]") {
+    unlock_waiters w;
+    int b_woken = 0;
+    unlock_waiters::waiter a, b;
+    b.wake = [&] { ++b_woken; };
+    w.add(a, "ch");
+    w.add(b, "ch");
+    w.on_message("ch");  // wakes a
+    CHECK(b_woken == 0);
+    w.remove(a, /*acquired=*/false);  // a was cancelled before using it
+    CHECK(b_woken == 1);
+    // One that acquired keeps the wake-up: nothing is passed on.
+    unlock_waiters::waiter d;
+    w.add(d, "ch");
+    w.rearm(b);
+    w.on_message("ch");  // wakes b
+    w.remove(b, /*acquired=*/true);
+    CHECK(b_woken == 2);
+}
+
+TEST_CASE("unlock_waiters: after a reconnect one waiter per channel gets a fresh try",
+          "[waiters]") {
+    unlock_waiters w;
+    int woken = 0;
+    unlock_waiters::waiter a, b, c;
+    a.wake = b.wake = c.wake = [&] { ++woken; };
+    w.add(a, "x");
+    w.add(b, "x");
+    w.add(c, "y");
+    auto channels = w.channels();
+    std::sort(channels.begin(), channels.end());
+    CHECK(channels == std::vector<std::string>{"x", "y"});
+    w.wake_one_per_channel();
+    CHECK(woken == 2);
+}
+
+TEST_CASE("watchdog_schedule: renewals are batched and move the deadline", "[watchdog]") {
+    watchdog_schedule s;
+    const auto t0 = clock_type::now();
+    const auto lease = 3s;
+    // Three locks taken at slightly different times share one batch.
+    s.add(1, t0, lease, 1s);
+    s.add(2, t0 + 100ms, lease, 1s);
+    s.add(3, t0 + 200ms, lease, 1s);
+    CHECK(s.next_wake() == t0 + 1s);
+    CHECK(s.due(t0 + 500ms).renew.empty());
+    auto d = s.due(t0 + 1s);
+    CHECK(d.renew.size() == 3);
+    CHECK(d.lost.empty());
+    // In flight: not due again, and not part of next_wake.
+    CHECK(s.due(t0 + 1100ms).renew.empty());
+    const auto before = s.deadline(1);
+    CHECK(before == t0 + lease - watchdog_schedule::drift(lease));
+    s.on_renewed(1, t0 + 1s);
+    CHECK(s.deadline(1) == t0 + 1s + lease - watchdog_schedule::drift(lease));
+    // A stale confirmation never moves the deadline back.
+    s.on_renewed(1, t0);
+    CHECK(s.deadline(1) == t0 + 1s + lease - watchdog_schedule::drift(lease));
+}
+
+TEST_CASE("watchdog_schedule: an unconfirmed lease is lost before the server could expire it",
+          "[watchdog]") {
+    watchdog_schedule s;
+    const auto t0 = clock_type::now();
+    const auto lease = 1s;
+    s.add(7, t0, lease, 333ms);
+    auto d = s.due(t0 + 333ms);
+    REQUIRE(d.renew == std::vector<std::uint64_t>{7});
+    s.on_renew_failed(7, t0 + 400ms);
+    // Retried sooner than a full period.
+    CHECK(s.next_wake() < t0 + 400ms + 333ms);
+    // The deadline is strictly before sent + lease: lost fires first (I5).
+    const auto deadline = s.deadline(7);
+    CHECK(deadline < t0 + lease);
+    CHECK(s.due(deadline - 1ms).lost.empty());
+    d = s.due(deadline);
+    CHECK(d.lost == std::vector<std::uint64_t>{7});
+    CHECK_FALSE(s.contains(7));
+}
+
+TEST_CASE("watchdog_schedule: with renewals off only the deadline is watched", "[watchdog]") {
+    watchdog_schedule s;
+    const auto t0 = clock_type::now();
+    s.add(1, t0, 1s, clock_type::duration::zero());
+    CHECK(s.next_wake() == watchdog_schedule::deadline_for(t0, 1s));
+    CHECK(s.due(t0 + 900ms).renew.empty());
+    s.remove(1);
+    CHECK(s.next_wake() == clock_type::time_point::max());
+}
+
+TEST_CASE("lock names and keys", "[protocol]") {
+    std::string why;
+    CHECK_FALSE(corolock::validate_lock_name("orders:42", why));
+    CHECK(corolock::validate_lock_name("", why) == corolock::error::invalid_argument);
+    CHECK_THAT(why, Catch::Contains("empty"));
+    CHECK(corolock::validate_lock_name(std::string(513, 'x'), why) ==
+          corolock::error::invalid_argument);
+    CHECK_THAT(why, Catch::Contains("513"));
+    CHECK_FALSE(corolock::validate_lock_name(std::string(512, 'x'), why));
+    CHECK(corolock::validate_lock_name("a{b", why) == corolock::error::invalid_argument);
+    CHECK_FALSE(corolock::validate_lock_name(std::string("bin\0ary", 7), why));
+
+    const auto keys = keys_for("stock:sku1");
+    CHECK(keys.lock == "corolock:{stock:sku1}");
+    CHECK(keys.fence == "corolock:{stock:sku1}:fence");
+    CHECK(keys.channel == "corolock:{stock:sku1}:unlock");
+    // Every script has a SHA1 and says what its KEYS are.
+    for (const auto* s : {&acquire_script(), &release_script(), &renew_script(), &status_script(),
+                          &break_script()}) {
+        CHECK(s->sha1.size() == 40);
+        CHECK(s->source.find("KEYS[1]") != std::string_view::npos);
+    }
+}

@@ -1,0 +1,244 @@
+#include <corolock/detail/request_queue.hpp>
+
+#include <boost/asio/io_context.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <optional>
+
+using corolock::error;
+using corolock::error_code;
+using corolock::reply;
+using corolock::resp3_type;
+using namespace corolock::detail;
+using clock_type = request_queue::clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Records how each request completed, by name.
+struct recorder {
+    std::map<std::string, std::pair<error_code, reply>> results;
+
+    exec_handler handler(std::string name) {
+        return exec_handler([this, name](error_code ec, reply r) { results[name] = {ec, std::move(r)}; });
+    }
+    void run(completions& done) {
+        for (auto& c : done) std::move(c.handler)(c.ec, std::move(c.result));
+        done.clear();
+    }
+    bool has(const std::string& name) const { return results.count(name) != 0; }
+};
+
+reply simple(std::string s) {
+    reply r;
+    r.type = resp3_type::simple_string;
+    r.str = std::move(s);
+    return r;
+}
+
+reply push(std::initializer_list<std::string> parts) {
+    reply r;
+    r.type = resp3_type::push;
+    for (const auto& p : parts) {
+        reply e;
+        e.type = resp3_type::bulk_string;
+        e.str = p;
+        r.elements.push_back(e);
+    }
+    return r;
+}
+
+request_queue::options opts(clock_type::time_point deadline = clock_type::time_point::max()) {
+    request_queue::options o;
+    o.deadline = deadline;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("request_queue: coalesces waiting requests into one write and matches FIFO",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    q.push("A", rec.handler("a"), opts());
+    q.push("B", rec.handler("b"), opts());
+    q.push("C", rec.handler("c"), opts());
+    REQUIRE(q.has_writable());
+    CHECK(q.stage() == "ABC");
+    CHECK(q.staged_count() == 3);
+    q.on_write_done();
+    CHECK_FALSE(q.has_writable());
+
+    CHECK(q.on_reply(simple("1"), done) == request_queue::match_result::matched);
+    CHECK(q.on_reply(simple("2"), done) == request_queue::match_result::matched);
+    rec.run(done);
+    CHECK(rec.results["a"].second.str == "1");
+    CHECK(rec.results["b"].second.str == "2");
+    CHECK_FALSE(rec.has("c"));
+    CHECK(q.on_reply(simple("3"), done) == request_queue::match_result::matched);
+    rec.run(done);
+    CHECK(rec.results["c"].second.str == "3");
+    CHECK(q.empty());
+    // A reply with nothing written is out of step.
+    CHECK(q.on_reply(simple("x"), done) == request_queue::match_result::unexpected);
+}
+
+TEST_CASE("request_queue: a cancelled waiting request is never sent", "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    q.push("A", rec.handler("a"), opts());
+    const auto b = q.push("B", rec.handler("b"), opts());
+    q.push("C", rec.handler("c"), opts());
+    CHECK(q.cancel(b, boost::asio::error::operation_aborted, false, done));
+    rec.run(done);
+    CHECK(rec.results["b"].first == boost::asio::error::operation_aborted);
+    CHECK(q.stage() == "AC");
+    q.on_write_done();
+    q.on_reply(simple("ra"), done);
+    q.on_reply(simple("rc"), done);
+    rec.run(done);
+    CHECK(rec.results["a"].second.str == "ra");
+    CHECK(rec.results["c"].second.str == "rc");
+    CHECK(q.empty());
+}
+
+TEST_CASE("request_queue: a cancelled written request keeps its place for the reply",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    const auto a = q.push("A", rec.handler("a"), opts());
+    q.push("B", rec.handler("b"), opts());
+    q.stage();
+    q.on_write_done();
+    // Total cancellation may not touch a written request...
+    CHECK_FALSE(q.cancel(a, boost::asio::error::operation_aborted, false, done));
+    // ...terminal may: it completes now and its reply is dropped later.
+    CHECK(q.cancel(a, boost::asio::error::operation_aborted, true, done));
+    rec.run(done);
+    CHECK(rec.results["a"].first == boost::asio::error::operation_aborted);
+    CHECK(q.on_reply(simple("for-a"), done) == request_queue::match_result::matched);
+    CHECK(done.empty());
+    q.on_reply(simple("for-b"), done);
+    rec.run(done);
+    CHECK(rec.results["b"].second.str == "for-b");
+}
+
+TEST_CASE("request_queue: pushes go to pub/sub unless they confirm a subscribe",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    request_queue::options sub = opts();
+    sub.kind = reply_kind::subscribe;
+    q.push("SUB", rec.handler("sub"), sub);
+    q.push("GET", rec.handler("get"), opts());
+    q.stage();
+    q.on_write_done();
+    CHECK(q.on_reply(push({"message", "ch", "x"}), done) == request_queue::match_result::push);
+    CHECK(q.on_reply(push({"subscribe", "ch", "1"}), done) == request_queue::match_result::matched);
+    // A message while a normal request waits is still a push.
+    CHECK(q.on_reply(push({"message", "ch", "y"}), done) == request_queue::match_result::push);
+    CHECK(q.on_reply(simple("value"), done) == request_queue::match_result::matched);
+    rec.run(done);
+    CHECK(rec.results["sub"].second.elements.at(0).str == "subscribe");
+    CHECK(rec.results["get"].second.str == "value");
+}
+
+TEST_CASE("request_queue: a disconnect fails written requests and retries idempotent ones once",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    request_queue::options idem = opts();
+    idem.idempotent = true;
+    q.push("W", rec.handler("written"), opts());
+    q.push("I", rec.handler("idempotent"), idem);
+    q.stage();
+    q.on_write_done();
+    q.push("Q", rec.handler("queued"), opts());
+
+    CHECK(q.on_disconnect(error::connection_lost, done) == 1);
+    rec.run(done);
+    CHECK(rec.results["written"].first == error::connection_lost);
+    CHECK_FALSE(rec.has("idempotent"));
+    CHECK_FALSE(rec.has("queued"));
+    // The retried request goes first, then the one that was never written.
+    CHECK(q.stage() == "IQ");
+    q.on_write_done();
+    // A second loss: the idempotent request was retried already, so it fails.
+    CHECK(q.on_disconnect(error::connection_lost, done) == 0);
+    rec.run(done);
+    CHECK(rec.results["idempotent"].first == error::connection_lost);
+    CHECK(rec.results["queued"].first == error::connection_lost);
+    CHECK(q.empty());
+}
+
+TEST_CASE("request_queue: priority requests go ahead of waiting ones and die with the connection",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    q.push("A", rec.handler("a"), opts());
+    request_queue::options prio = opts();
+    prio.priority = true;
+    q.push("P", rec.handler("p"), prio);
+    CHECK(q.stage() == "PA");
+    q.on_write_done();
+    q.push("P2", rec.handler("p2"), prio);
+    q.on_disconnect(error::connection_lost, done);
+    rec.run(done);
+    CHECK(rec.results["p"].first == error::connection_lost);
+    CHECK(rec.results["p2"].first == error::connection_lost);
+    CHECK(rec.results["a"].first == error::connection_lost);
+    CHECK(q.empty());
+}
+
+TEST_CASE("request_queue: deadlines expire waiting and written requests", "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    const auto t0 = clock_type::now();
+    q.push("A", rec.handler("a"), opts(t0 + 10ms));
+    q.stage();
+    q.on_write_done();
+    q.push("B", rec.handler("b"), opts(t0 + 20ms));
+    q.push("C", rec.handler("c"), opts(t0 + 30ms));
+    CHECK(q.next_deadline() == t0 + 10ms);
+    CHECK(q.expire(t0 + 20ms, error::timeout, done) == t0 + 30ms);
+    rec.run(done);
+    CHECK(rec.results["a"].first == error::timeout);
+    CHECK(rec.results["b"].first == error::timeout);
+    CHECK_FALSE(rec.has("c"));
+    // B timed out before being written, so it is never sent.
+    CHECK(q.stage() == "C");
+    q.on_write_done();
+    // A's late reply is consumed without effect, C gets its own.
+    q.on_reply(simple("late-a"), done);
+    CHECK(done.empty());
+    q.on_reply(simple("c"), done);
+    rec.run(done);
+    CHECK(rec.results["c"].second.str == "c");
+    CHECK(q.empty());
+}
+
+TEST_CASE("request_queue: fail_all completes everything once", "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    q.push("A", rec.handler("a"), opts());
+    q.stage();
+    q.on_write_done();
+    q.push("B", rec.handler("b"), opts());
+    q.fail_all(error::client_stopped, done);
+    CHECK(done.size() == 2);
+    rec.run(done);
+    CHECK(rec.results["a"].first == error::client_stopped);
+    CHECK(rec.results["b"].first == error::client_stopped);
+    CHECK(q.empty());
+    CHECK_FALSE(q.has_writable());
+}
