@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what corolock needs to build and test, from Debian 12's own
+# packages. Idempotent: when everything is present it only checks, which
+# takes well under a second.
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config            # toolchain
+  libboost1.81-dev libboost-system1.81-dev  # Asio and System
+  libspdlog-dev                         # logging
+  catch2                                # tests: Catch2 v2.13
+  libssl-dev openssl                    # TLS, and test certificates
+  redis-server redis-tools              # the test server, redis-cli, redis-benchmark
+)
+# Extra packages a caller needs on top (for example clang for the fuzzer).
+if [[ -n "${COROLOCK_EXTRA_PACKAGES:-}" ]]; then
+  read -r -a extra <<<"$COROLOCK_EXTRA_PACKAGES"
+  packages+=("${extra[@]}")
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  # dpkg-query prints "install ok installed" only for a fully installed package.
+  if [[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]]; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+"${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
+
+# The packaged redis-server starts a system service on port 6379 where an
+# init system runs; the tests never use it (they start their own servers on
+# free ports), so it is left alone.
+echo "setup: done"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds corolock and runs its whole test suite: unit tests, integration
+# tests against throwaway redis-servers the tests start themselves on free
+# loopback ports, and the packaging test.
+#
+#   scripts/test.sh                  # RelWithDebInfo build in ./build
+#   BUILD_DIR=out scripts/test.sh    # another build folder
+#   scripts/test.sh -R lock          # extra arguments go to ctest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh
+
+build_dir=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
+  ${CMAKE_ARGS:-}
+cmake --build "$build_dir" -j "$jobs"
+
+# Unit tests run in parallel; tests that start servers or processes are
+# marked RUN_SERIAL in test/CMakeLists.txt, so ctest runs them one by one.
+cd "$build_dir"
+ctest --output-on-failure -j "$jobs" "$@"
