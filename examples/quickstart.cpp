@@ -18,18 +18,22 @@ using namespace std::chrono_literals;
 // The protected store checks the token: a write carrying an older token than
 // one it has already seen is refused, so a holder whose lease ran out cannot
 // overwrite its successor's work.
+//
+// KEYS[1] the stock hash   ARGV[1] the fencing token
+// Returns the units left, or -1 when the token is stale.
+constexpr std::string_view fenced_decrement = R"lua(
+    local last = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+    if tonumber(ARGV[1]) <= last then return -1 end
+    redis.call('HSET', KEYS[1], 'fence', ARGV[1])
+    return redis.call('HINCRBY', KEYS[1], 'units', -1)
+)lua";
+
 asio::awaitable<bool> write_stock(corolock::client& redis, const std::string& sku,
                                   std::uint64_t token) {
-    static constexpr std::string_view fenced_decrement = R"lua(
-        local last = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
-        if tonumber(ARGV[1]) <= last then return -1 end
-        redis.call('HSET', KEYS[1], 'fence', ARGV[1])
-        return redis.call('HINCRBY', KEYS[1], 'units', -1)
-    )lua";
-    auto r = co_await redis.async_exec(
-        corolock::command{"EVAL", fenced_decrement, "1", "stock:{" + sku + "}"}.arg(
-            static_cast<std::int64_t>(token)),
-        asio::use_awaitable);
+    const std::string key = "stock:{" + sku + "}";
+    corolock::command cmd{"EVAL", fenced_decrement, "1", key};
+    cmd.arg(static_cast<std::int64_t>(token));
+    auto r = co_await redis.async_exec(std::move(cmd), asio::use_awaitable);
     co_return r.integer >= 0;
 }
 

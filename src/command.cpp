@@ -14,12 +14,7 @@ void append_bulk(std::string& out, std::string_view a) {
 }
 }  // namespace
 
-command::command(std::initializer_list<std::string_view> args) {
-    std::size_t bytes = 0;
-    for (auto a : args) bytes += a.size() + 16;
-    body_.reserve(bytes);
-    for (auto a : args) arg(a);
-}
+void command::reserve(std::size_t argc) { body_.reserve(argc * 24); }
 
 command& command::arg(std::string_view a) {
     append_bulk(body_, a);

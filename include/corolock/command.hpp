@@ -2,17 +2,32 @@
 // strings. Arguments are binary-safe: NUL, CR, LF and empty strings survive.
 #pragma once
 
+#include <concepts>
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <string_view>
 
 namespace corolock {
 
+// What a command argument may be: bytes, or an integer written in decimal.
+template <class T>
+concept command_argument =
+    std::convertible_to<T, std::string_view> || std::integral<std::remove_cvref_t<T>>;
+
 class command {
 public:
     command() = default;
-    command(std::initializer_list<std::string_view> args);
+
+    // command{"SET", key, value}: each argument is a string or an integer.
+    // A variadic constructor rather than an initializer_list: g++ 12 fails to
+    // compile an initializer_list of temporaries inside a co_await expression
+    // ("array used as initializer"), which is exactly where commands are built.
+    template <class... Args>
+        requires(sizeof...(Args) > 0 && (command_argument<Args> && ...))
+    explicit command(Args&&... args) {
+        reserve(sizeof...(Args));
+        (append(std::forward<Args>(args)), ...);
+    }
 
     // Appends one more argument. Cheap: the header is rewritten on payload().
     command& arg(std::string_view a);
@@ -36,6 +51,15 @@ public:
     bool is_idempotent() const noexcept { return idempotent_; }
 
 private:
+    template <class T>
+    void append(T&& a) {
+        if constexpr (std::convertible_to<T, std::string_view>)
+            arg(std::string_view(a));
+        else
+            arg(static_cast<std::int64_t>(a));
+    }
+    void reserve(std::size_t argc);
+
     std::string body_;       // the bulk strings, without the array header
     std::size_t argc_ = 0;
     bool idempotent_ = false;

@@ -16,7 +16,7 @@ struct lock_options {
     // acquire(): how long to wait for the lock. Absent: until cancelled.
     // Zero: do not wait (like try_acquire). Negative: invalid.
     // try_acquire() ignores it.
-    std::optional<duration> wait;
+    std::optional<duration> wait{};
 
     // Renew the lease in the background while the guard is held.
     bool watchdog = true;

@@ -126,7 +126,10 @@ TEST_CASE("lock: mutual exclusion with fencing across coroutines and processes",
                 ++done;
             }, asio::detached);
         }
-        CHECK(co_await eventually([&] { return done == 64; }, 90s));
+        {
+            const auto awaited = co_await eventually([&] { return done == 64; }, 90s);
+                CHECK(awaited);
+            }
     }, 100s);
     for (auto& w : workers) {
         auto status = w->wait_for(60s);
@@ -168,7 +171,10 @@ TEST_CASE("lock: a release hands over by pub/sub, not by TTL", "[lock][integrati
             co_await sleep_for(300ms);
             const auto released_at = mono_ns();
             co_await g.release();
-            CHECK(co_await eventually([&] { return got_at.has_value(); }, 5s));
+            {
+                const auto awaited = co_await eventually([&] { return got_at.has_value(); }, 5s);
+                    CHECK(awaited);
+                }
             CHECK(*got_at - released_at < 100'000'000LL);
         });
     }
@@ -179,9 +185,12 @@ TEST_CASE("lock: a release hands over by pub/sub, not by TTL", "[lock][integrati
             auto g = co_await holder.acquire({.lease = 30s});
             REQUIRE_FALSE(wait_for_line(w, "waiting", 10s).empty());
             // Let the worker subscribe and find the lock held.
-            CHECK(co_await eventually([&] {
-                return server.cmd({"PUBSUB", "NUMSUB", "corolock:{handoff}:unlock"}).back() == "1";
-            }, 5s));
+            {
+                const auto awaited = co_await eventually([&] {
+                    return server.cmd({"PUBSUB", "NUMSUB", "corolock:{handoff}:unlock"}).back() == "1";
+                }, 5s);
+                CHECK(awaited);
+            }
             const auto released_at = mono_ns();
             co_await g.release();
             auto line = wait_for_line(w, "acquired", 5000ms);
@@ -238,16 +247,25 @@ TEST_CASE("lock: one SUBSCRIBE per lock per process, and one waiter woken per re
         auto svc_waiters = [&] {
             return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
         };
-        CHECK(co_await eventually([&] { return svc_waiters() == 1000; }, 20s));
+        {
+            const auto awaited = co_await eventually([&] { return svc_waiters() == 1000; }, 20s);
+                CHECK(awaited);
+            }
         CHECK(server.cmd({"PUBSUB", "NUMSUB", channel}).back() == "1");
 
         // Each release wakes one waiter: two script calls per handoff
         // (the release and the woken waiter's acquire), not a thousand.
         const long before = evalsha_calls();
         co_await g.release();
-        CHECK(co_await eventually([&] { return acquired == 1; }, 5s));
+        {
+            const auto awaited = co_await eventually([&] { return acquired == 1; }, 5s);
+                CHECK(awaited);
+            }
         // The first waiter drops its guard; its background release wakes the next.
-        CHECK(co_await eventually([&] { return acquired >= 3; }, 5s));
+        {
+            const auto awaited = co_await eventually([&] { return acquired >= 3; }, 5s);
+                CHECK(awaited);
+            }
         co_await sleep_for(100ms);
         const long calls = evalsha_calls() - before;
         const int handoffs = acquired;
@@ -255,10 +273,16 @@ TEST_CASE("lock: one SUBSCRIBE per lock per process, and one waiter woken per re
 
         // Cancelling the rest drops the subscription.
         for (auto& s : signals) s->emit(asio::cancellation_type::terminal);
-        CHECK(co_await eventually([&] { return svc_waiters() == 0; }, 10s));
-        CHECK(co_await eventually([&] {
-            return server.cmd({"PUBSUB", "NUMSUB", channel}).back() == "0";
-        }, 5s));
+        {
+            const auto awaited = co_await eventually([&] { return svc_waiters() == 0; }, 10s);
+                CHECK(awaited);
+            }
+        {
+            const auto awaited = co_await eventually([&] {
+                return server.cmd({"PUBSUB", "NUMSUB", channel}).back() == "0";
+            }, 5s);
+            CHECK(awaited);
+        }
         (void)ex;
     }, 60s);
     c.stop();
@@ -278,13 +302,28 @@ TEST_CASE("lock: re-entry on one handle counts levels and mints tokens", "[lock]
         CHECK(g2.token() < g3.token());
         CHECK(server.cmd1({"HLEN", lock_key("reentrant")}) == "5");  // owner, fence, 3 levels
         // Another handle is another owner, even in this coroutine.
-        CHECK_FALSE(co_await other.try_acquire());
+        {
+            const auto awaited = co_await other.try_acquire();
+            CHECK_FALSE(awaited);
+        }
         // Levels release in any order; the lock stays until the last.
-        CHECK_FALSE(co_await g2.release());
-        CHECK_FALSE(co_await g1.release());
+        {
+            const auto awaited = co_await g2.release();
+            CHECK_FALSE(awaited);
+        }
+        {
+            const auto awaited = co_await g1.release();
+            CHECK_FALSE(awaited);
+        }
         CHECK(server.cmd1({"EXISTS", lock_key("reentrant")}) == "1");
-        CHECK_FALSE(co_await other.try_acquire());
-        CHECK_FALSE(co_await g3.release());
+        {
+            const auto awaited = co_await other.try_acquire();
+            CHECK_FALSE(awaited);
+        }
+        {
+            const auto awaited = co_await g3.release();
+            CHECK_FALSE(awaited);
+        }
         CHECK(server.cmd1({"EXISTS", lock_key("reentrant")}) == "0");
         auto g4 = co_await other.try_acquire();
         REQUIRE(g4);
@@ -310,8 +349,14 @@ TEST_CASE("lock: the watchdog keeps a short lease alive; without it the lease ex
         CHECK(std::stol(server.cmd1({"PTTL", lock_key("wd:on")})) > 0);
         CHECK(server.cmd1({"EXISTS", lock_key("wd:off")}) == "0");
         CHECK(g2.lost());
-        CHECK(co_await g2.release() == error::expired);
-        CHECK_FALSE(co_await g.release());
+        {
+            const auto awaited = co_await g2.release() == error::expired;
+            CHECK(awaited);
+        }
+        {
+            const auto awaited = co_await g.release();
+            CHECK_FALSE(awaited);
+        }
         // Renewal stopped with the release: the key stays gone.
         co_await sleep_for(700ms);
         CHECK(server.cmd1({"EXISTS", lock_key("wd:on")}) == "0");
@@ -396,11 +441,17 @@ TEST_CASE("lock: cancelling waiters at random points never leaves a lock held by
                 co_await sleep_for(release_after - cancel_after);
                 co_await g.release();
             }
-            REQUIRE(co_await eventually([&] { return result.has_value(); }, 3s));
+            {
+                const auto awaited = co_await eventually([&] { return result.has_value(); }, 3s);
+                    REQUIRE(awaited);
+                }
             if (!*result) {
                 ++got;
                 CHECK(won.owns_lock());
-                CHECK_FALSE(co_await won.release());
+                {
+                    const auto awaited = co_await won.release();
+                    CHECK_FALSE(awaited);
+                }
             } else {
                 ++aborted;
                 CHECK(*result == asio::error::operation_aborted);
@@ -437,13 +488,19 @@ TEST_CASE("lock: a lock granted after its acquire was cancelled is released at o
         co_await sleep_for(100ms);
         signal.emit(asio::cancellation_type::terminal);
         // The caller hears back at once, while the command is still in flight.
-        CHECK(co_await eventually([&] { return result.has_value(); }, 500ms));
+        {
+            const auto awaited = co_await eventually([&] { return result.has_value(); }, 500ms);
+                CHECK(awaited);
+            }
         CHECK(*result == asio::error::operation_aborted);
         server.resume();
         // The server granted it, and the lock layer hands it straight back.
-        CHECK(co_await eventually([&] {
-            return server.cmd1({"EXISTS", lock_key("late")}) == "0";
-        }, 3s));
+        {
+            const auto awaited = co_await eventually([&] {
+                return server.cmd1({"EXISTS", lock_key("late")}) == "0";
+            }, 3s);
+            CHECK(awaited);
+        }
         CHECK(server.cmd1({"GET", lock_key("late") + ":fence"}) == "1");  // it was granted once
     }, 30s);
     c.stop();
@@ -464,9 +521,12 @@ TEST_CASE("lock: waiters get through after CLIENT KILL TYPE pubsub and SCRIPT FL
                 result = ec;
                 won = std::move(g2);
             });
-            CHECK(co_await eventually([&] {
-                return server.cmd({"PUBSUB", "NUMSUB", "corolock:{recover}:unlock"}).back() == "1";
-            }, 5s));
+            {
+                const auto awaited = co_await eventually([&] {
+                    return server.cmd({"PUBSUB", "NUMSUB", "corolock:{recover}:unlock"}).back() == "1";
+                }, 5s);
+                CHECK(awaited);
+            }
             if (kill_pubsub)
                 server.cmd({"CLIENT", "KILL", "TYPE", "pubsub"});
             else
@@ -474,11 +534,17 @@ TEST_CASE("lock: waiters get through after CLIENT KILL TYPE pubsub and SCRIPT FL
             co_await sleep_for(100ms);
             const auto start = std::chrono::steady_clock::now();
             co_await g.release();
-            REQUIRE(co_await eventually([&] { return result.has_value(); }, 8s));
+            {
+                const auto awaited = co_await eventually([&] { return result.has_value(); }, 8s);
+                    REQUIRE(awaited);
+                }
             CHECK_FALSE(*result);
             // Well before the 30 s TTL would have let it through.
             CHECK(std::chrono::steady_clock::now() - start < 3s);
-            CHECK_FALSE(co_await won.release());
+            {
+                const auto awaited = co_await won.release();
+                CHECK_FALSE(awaited);
+            }
         }
     }, 60s);
     c.stop();
@@ -492,22 +558,40 @@ TEST_CASE("lock: releasing twice, after expiry, and after someone else took over
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex a(c, "rel"), b(c, "rel");
         auto g = co_await a.acquire();
-        CHECK_FALSE(co_await g.release());
-        CHECK(co_await g.release() == error::released);
+        {
+            const auto awaited = co_await g.release();
+            CHECK_FALSE(awaited);
+        }
+        {
+            const auto awaited = co_await g.release() == error::released;
+            CHECK(awaited);
+        }
         guard empty;
-        CHECK(co_await empty.release() == error::released);
+        {
+            const auto awaited = co_await empty.release() == error::released;
+            CHECK(awaited);
+        }
 
         auto g2 = co_await a.acquire({.lease = 200ms, .watchdog = false});
         co_await sleep_for(400ms);
-        CHECK(co_await g2.release() == error::expired);
+        {
+            const auto awaited = co_await g2.release() == error::expired;
+            CHECK(awaited);
+        }
 
         auto g3 = co_await a.acquire({.lease = 200ms, .watchdog = false});
         co_await sleep_for(400ms);
         auto gb = co_await b.acquire({.lease = 10s});
         // a's release must not touch b's lock.
-        CHECK(co_await g3.release() == error::not_owner);
+        {
+            const auto awaited = co_await g3.release() == error::not_owner;
+            CHECK(awaited);
+        }
         CHECK(server.cmd1({"EXISTS", lock_key("rel")}) == "1");
-        CHECK_FALSE(co_await gb.release());
+        {
+            const auto awaited = co_await gb.release();
+            CHECK_FALSE(awaited);
+        }
     });
     c.stop();
 }
@@ -544,7 +628,10 @@ TEST_CASE("lock: bad input gets a clear error and touches nothing", "[lock][inte
         CHECK(ec6 == error::lock_held);
         auto [ec7, g7] = co_await y.async_acquire({.wait = 100ms}, use_nothrow);
         CHECK(ec7 == error::wait_timeout);
-        CHECK_FALSE(co_await gx.release());
+        {
+            const auto awaited = co_await gx.release();
+            CHECK_FALSE(awaited);
+        }
     });
     c.stop();
 }

@@ -1,5 +1,10 @@
 // Runs a coroutine test body on an io_context with a hard time limit.
 // Every integration test goes through this, so none can hang.
+//
+// Never write co_await inside a Catch2 assertion (CHECK(co_await x)): the
+// macros repeat their argument in a short-circuited expression, and g++ 12's
+// coroutine lowering still runs the co_await there, so x runs twice. Await
+// into a local, then check the local.
 #pragma once
 
 #include <boost/asio/co_spawn.hpp>

@@ -1,0 +1,706 @@
+#include "support/redis_server.hpp"
+
+#include "support/child_process.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+namespace corolock::test {
+
+namespace {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+using deadline_type = clock_type::time_point;
+
+std::runtime_error sys_error(const std::string& what, int err) {
+    return std::runtime_error(what + ": " + std::strerror(err));
+}
+
+// Owns one file descriptor.
+class unique_fd {
+public:
+    explicit unique_fd(int fd = -1) noexcept : fd_(fd) {}
+    ~unique_fd() { reset(); }
+    unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {}
+    unique_fd& operator=(unique_fd&& other) noexcept {
+        if (this != &other) {
+            reset();
+            fd_ = other.release();
+        }
+        return *this;
+    }
+    int get() const noexcept { return fd_; }
+    int release() noexcept { return std::exchange(fd_, -1); }
+    void reset() noexcept {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+
+private:
+    int fd_;
+};
+
+// ---------------------------------------------------------------------------
+// Free ports.
+//
+// Ports are drawn at random from BELOW the kernel's ephemeral range, not
+// taken from bind(port 0). A port in the ephemeral range can be handed out as
+// the source port of an outgoing connection, and while a test has killed the
+// server, a client reconnecting to 127.0.0.1:P may be given P itself as its
+// source port: TCP then connects the socket to itself, the "server" answers
+// the client's own bytes, and restart() finds the port taken. Outside the
+// ephemeral range that cannot happen. Each candidate is checked by binding
+// it; the remaining race with other processes is handled by retrying the
+// start on new ports.
+
+std::pair<int, int> ephemeral_range() {
+    std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+    int lo = 0, hi = 0;
+    if (in >> lo >> hi && lo > 0 && hi >= lo && hi <= 65535) return {lo, hi};
+    return {32768, 60999};  // Linux's default
+}
+
+bool port_bindable(std::uint16_t port) {
+    unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) return false;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+}
+
+// A port from bind(port 0), for when no non-ephemeral window is usable. The
+// socket stays open (in `held`) so consecutive picks differ.
+std::uint16_t port_from_kernel(std::vector<unique_fd>& held) {
+    unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) throw sys_error("redis_server: socket", errno);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = 0;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
+        throw sys_error("redis_server: bind 127.0.0.1:0", errno);
+    socklen_t len = sizeof addr;
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+        throw sys_error("redis_server: getsockname", errno);
+    held.emplace_back(fd.release());
+    return ntohs(addr.sin_port);
+}
+
+std::vector<std::uint16_t> pick_ports(std::size_t n) {
+    thread_local std::mt19937 rng([] {
+        std::random_device rd;
+        std::seed_seq seq{rd(), static_cast<unsigned>(::getpid()),
+                          static_cast<unsigned>(clock_type::now().time_since_epoch().count())};
+        return std::mt19937(seq);
+    }());
+    const auto [lo, hi] = ephemeral_range();
+    int first = 0, last = -1;
+    constexpr int window_min = 1000;
+    if (lo - 1 - 10000 >= window_min) {
+        first = 10000;
+        last = lo - 1;
+    } else if (65535 - (hi + 1) >= window_min) {
+        first = hi + 1;
+        last = 65535;
+    }
+    std::vector<std::uint16_t> ports;
+    if (last >= first) {
+        std::uniform_int_distribution<int> dist(first, last);
+        for (int tries = 0; tries < 200 && ports.size() < n; ++tries) {
+            const auto p = static_cast<std::uint16_t>(dist(rng));
+            if (std::find(ports.begin(), ports.end(), p) == ports.end() && port_bindable(p))
+                ports.push_back(p);
+        }
+    }
+    std::vector<unique_fd> held;
+    while (ports.size() < n) ports.push_back(port_from_kernel(held));
+    return ports;
+}
+
+// ---------------------------------------------------------------------------
+// The admin connection: a minimal blocking RESP2 client, independent of the
+// library under test. The socket is non-blocking and every wait goes through
+// poll() against one deadline per command, so a paused or dead server costs
+// at most admin_timeout, however the bytes trickle in.
+
+int ms_until(deadline_type d) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(d - clock_type::now()).count();
+    return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
+}
+
+void wait_fd(int fd, short events, deadline_type deadline, const char* what) {
+    while (true) {
+        pollfd p{fd, events, 0};
+        const int r = ::poll(&p, 1, ms_until(deadline));
+        if (r > 0) return;  // ready, or an error the next call reports
+        if (r == 0) throw std::runtime_error(std::string("timed out ") + what);
+        if (errno != EINTR) throw sys_error("poll", errno);
+    }
+}
+
+unique_fd connect_loopback(std::uint16_t port, deadline_type deadline) {
+    unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) throw sys_error("socket", errno);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const std::string where = "connect 127.0.0.1:" + std::to_string(port);
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+        if (errno != EINPROGRESS) throw sys_error(where, errno);
+        wait_fd(fd.get(), POLLOUT, deadline, ("in " + where).c_str());
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+        if (err != 0) throw sys_error(where, err);
+    }
+    const int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+void send_all(int fd, const std::string& data, deadline_type deadline) {
+    std::size_t sent = 0;
+    while (sent < data.size()) {
+        const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+        if (n > 0) {
+            sent += static_cast<std::size_t>(n);
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            wait_fd(fd, POLLOUT, deadline, "sending a command");
+        } else if (n < 0 && errno != EINTR) {
+            throw sys_error("send", errno);
+        }
+    }
+}
+
+// Appends piece by piece: GCC 12 at -O3 misreports `"$" + std::to_string(n)`
+// as an overlapping memcpy (-Wrestrict, GCC bug 105329).
+std::string encode(const std::vector<std::string>& args) {
+    std::string out;
+    out += '*';
+    out += std::to_string(args.size());
+    out += "\r\n";
+    for (const auto& a : args) {
+        out += '$';
+        out += std::to_string(a.size());
+        out += "\r\n";
+        out += a;
+        out += "\r\n";
+    }
+    return out;
+}
+
+class reply_reader {
+public:
+    reply_reader(int fd, deadline_type deadline) : fd_(fd), deadline_(deadline) {}
+
+    // Reads one whole reply, flattened into out. An error reply, even one
+    // nested in an array, is thrown only after the whole reply is read, so
+    // the connection stays in step and can be reused.
+    void read(std::vector<std::string>& out) {
+        std::optional<std::string> error;
+        read_value(out, error, 0);
+        if (error) throw redis_reply_error(*error);
+        if (pos_ != buf_.size())  // RESP2 without pub/sub sends nothing unasked
+            throw std::runtime_error("unexpected bytes after the reply");
+    }
+
+private:
+    void read_value(std::vector<std::string>& out, std::optional<std::string>& error, int depth) {
+        if (depth > 32) throw std::runtime_error("reply nested too deeply");
+        const std::string l = line();
+        if (l.empty()) throw std::runtime_error("malformed reply: empty line");
+        const std::string rest = l.substr(1);
+        switch (l[0]) {
+            case '+':
+            case ':':
+                out.push_back(rest);
+                return;
+            case '-':
+                if (!error) error = rest;
+                return;
+            case '$': {
+                const long long n = number(rest);
+                if (n < 0) {
+                    out.emplace_back();  // nil bulk string
+                    return;
+                }
+                if (n > 512LL * 1024 * 1024) throw std::runtime_error("bulk string too long");
+                out.push_back(bytes(static_cast<std::size_t>(n)));
+                return;
+            }
+            case '*': {
+                const long long n = number(rest);
+                for (long long i = 0; i < n; ++i) read_value(out, error, depth + 1);
+                return;  // n < 0: a nil array adds nothing
+            }
+            default:
+                throw std::runtime_error("unexpected reply type '" + l.substr(0, 1) + "'");
+        }
+    }
+
+    static long long number(const std::string& s) {
+        long long v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec != std::errc{} || end != s.data() + s.size())
+            throw std::runtime_error("malformed length in reply: " + s);
+        return v;
+    }
+
+    void fill() {
+        wait_fd(fd_, POLLIN, deadline_, "waiting for a reply");
+        char tmp[16384];
+        const ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+        if (n > 0) {
+            buf_.append(tmp, static_cast<std::size_t>(n));
+        } else if (n == 0) {
+            throw std::runtime_error("connection closed by the server");
+        } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            throw sys_error("recv", errno);
+        }
+    }
+
+    std::string line() {
+        while (true) {
+            const auto end = buf_.find("\r\n", pos_);
+            if (end != std::string::npos) {
+                std::string l = buf_.substr(pos_, end - pos_);
+                pos_ = end + 2;
+                return l;
+            }
+            if (buf_.size() - pos_ > (1u << 20)) throw std::runtime_error("reply line too long");
+            fill();
+        }
+    }
+
+    std::string bytes(std::size_t n) {
+        while (buf_.size() - pos_ < n + 2) fill();
+        if (buf_.compare(pos_ + n, 2, "\r\n") != 0)
+            throw std::runtime_error("malformed bulk string in reply");
+        std::string s = buf_.substr(pos_, n);
+        pos_ += n + 2;
+        return s;
+    }
+
+    int fd_;
+    deadline_type deadline_;
+    std::string buf_;
+    std::size_t pos_ = 0;
+};
+
+std::vector<std::string> roundtrip(int fd, const std::vector<std::string>& args,
+                                   deadline_type deadline) {
+    send_all(fd, encode(args), deadline);
+    std::vector<std::string> out;
+    reply_reader(fd, deadline).read(out);
+    return out;
+}
+
+// A kept connection is reusable if nothing is waiting on it: readable means
+// the server closed it (killed, restarted, CLIENT KILL) or sent stray bytes.
+bool still_usable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+}
+
+// ---------------------------------------------------------------------------
+// Files and processes.
+
+std::string make_temp_dir() {
+    const char* env = std::getenv("TMPDIR");
+    std::string base = env != nullptr && *env != '\0' ? env : "/tmp";
+    std::string tmpl = base + "/corolock-redis-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) throw sys_error("redis_server: mkdtemp " + tmpl, errno);
+    // redis-server resolves --logfile before it changes to --dir, so every
+    // path given to it must be absolute.
+    return std::filesystem::absolute(tmpl).string();
+}
+
+std::uintmax_t file_size_or_zero(const std::string& path) {
+    std::error_code ec;
+    const auto n = std::filesystem::file_size(path, ec);
+    return ec ? 0 : n;
+}
+
+std::string read_file_from(const std::string& path, std::uintmax_t offset) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return {};
+    in.seekg(static_cast<std::streamoff>(offset));
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+std::string tail(const std::string& s, std::size_t max_bytes) {
+    return s.size() <= max_bytes ? s : s.substr(s.size() - max_bytes);
+}
+
+std::string describe_status(std::optional<int> st) {
+    if (!st) return "still running";
+    if (WIFEXITED(*st)) return "exit status " + std::to_string(WEXITSTATUS(*st));
+    if (WIFSIGNALED(*st)) return std::string("killed by signal ") + ::strsignal(WTERMSIG(*st));
+    return "wait status " + std::to_string(*st);
+}
+
+// The process state letter from /proc/PID/stat ('T' when stopped).
+char process_state(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto paren = stat.rfind(')');  // the command name may itself hold ')'
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
+    return stat[paren + 2];
+}
+
+// Extensions come from our own file rather than the system's openssl.cnf, so
+// the certificates are the same on every machine.
+constexpr const char* openssl_config = R"(# written by corolock's test fixture
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = corolock-test
+[v3_ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[v3_server]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1,DNS:localhost
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+)";
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+
+redis_server::redis_server(redis_server_options opts)
+    : opts_(std::move(opts)), admin_timeout_(opts_.admin_timeout) {
+    const char* env = std::getenv("COROLOCK_REDIS_SERVER");
+    redis_bin_ = find_executable(env != nullptr && *env != '\0' ? env : "redis-server");
+    if (redis_bin_.empty())
+        throw std::runtime_error(
+            "redis_server: redis-server not found; put it on PATH or set COROLOCK_REDIS_SERVER");
+    dir_ = make_temp_dir();
+    log_file_ = dir_ + "/redis.log";
+    try {
+        if (opts_.tls) generate_tls_files();
+        // Another process can take the port between our check and the
+        // server's bind; each such loss costs one more attempt.
+        constexpr int attempts = 5;
+        for (int i = 0; i < attempts; ++i) {
+            const auto ports = pick_ports(opts_.tls ? 2 : 1);
+            port_ = ports[0];
+            tls_port_ = opts_.tls ? ports[1] : 0;
+            if (start_once(clock_type::now() + opts_.start_timeout) == start_result::ready) return;
+        }
+        throw std::runtime_error("redis_server: every port tried was taken\n" + log_tail());
+    } catch (...) {
+        drop_process();
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+        throw;
+    }
+}
+
+redis_server::~redis_server() {
+    close_admin();
+    drop_process();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);  // best effort; a leftover temp dir is harmless
+}
+
+std::string redis_server::url() const {
+    if (opts_.tls) return "rediss://127.0.0.1:" + std::to_string(tls_port_);
+    return "redis://127.0.0.1:" + std::to_string(port_);
+}
+
+pid_t redis_server::pid() const noexcept { return proc_ ? proc_->pid() : -1; }
+
+std::string redis_server::ca_file() const { return opts_.tls ? dir_ + "/ca.crt" : std::string(); }
+
+std::string redis_server::wrong_ca_file() const {
+    return opts_.tls ? dir_ + "/wrong-ca.crt" : std::string();
+}
+
+bool redis_server::running() const { return proc_ && proc_->running(); }
+
+void redis_server::set_admin_timeout(std::chrono::milliseconds t) {
+    std::lock_guard lock(admin_mu_);
+    admin_timeout_ = t;
+}
+
+namespace {
+
+// AUTH as the default user when it has a password, else as the ACL user if
+// there is one; with neither, the default user needs no AUTH.
+std::optional<std::vector<std::string>> auth_command(const redis_server_options& o) {
+    if (!o.password.empty()) return std::vector<std::string>{"AUTH", o.password};
+    if (!o.acl_user.empty() && !o.acl_password.empty())
+        return std::vector<std::string>{"AUTH", o.acl_user, o.acl_password};
+    return std::nullopt;
+}
+
+unique_fd open_admin(std::uint16_t port, const redis_server_options& o, deadline_type deadline) {
+    unique_fd fd = connect_loopback(port, deadline);
+    if (auto auth = auth_command(o)) roundtrip(fd.get(), *auth, deadline);
+    return fd;
+}
+
+}  // namespace
+
+std::vector<std::string> redis_server::cmd(const std::vector<std::string>& args) const {
+    std::lock_guard lock(admin_mu_);
+    const auto deadline = clock_type::now() + admin_timeout_;
+    if (admin_fd_ >= 0 && !still_usable(admin_fd_)) {
+        ::close(admin_fd_);
+        admin_fd_ = -1;
+    }
+    try {
+        if (admin_fd_ < 0) admin_fd_ = open_admin(port_, opts_, deadline).release();
+        return roundtrip(admin_fd_, args, deadline);
+    } catch (const redis_reply_error&) {
+        throw;  // the reply was read whole: the connection is still good
+    } catch (const std::exception& e) {
+        // Timed out or broken: the connection's state is unknown, so drop it.
+        // (A command that timed out may still run once a paused server resumes.)
+        if (admin_fd_ >= 0) ::close(admin_fd_);
+        admin_fd_ = -1;
+        const std::string name = args.empty() ? std::string("(empty)") : args.front();
+        throw std::runtime_error("redis_server 127.0.0.1:" + std::to_string(port_) + " " + name +
+                                 ": " + e.what());
+    }
+}
+
+std::string redis_server::cmd1(const std::vector<std::string>& args) const {
+    auto r = cmd(args);
+    return r.empty() ? std::string() : std::move(r.front());
+}
+
+void redis_server::close_admin() const noexcept {
+    std::lock_guard lock(admin_mu_);
+    if (admin_fd_ >= 0) ::close(admin_fd_);
+    admin_fd_ = -1;
+}
+
+redis_server::start_result redis_server::start_once(deadline_type deadline) {
+    std::vector<std::string> argv{redis_bin_,
+                                  "--port", std::to_string(port_),
+                                  "--bind", "127.0.0.1",
+                                  "--save", "",
+                                  "--appendonly", "no",
+                                  "--daemonize", "no",
+                                  "--dir", dir_,
+                                  "--logfile", log_file_};
+    if (opts_.tls) {
+        argv.insert(argv.end(), {"--tls-port", std::to_string(tls_port_),
+                                 "--tls-cert-file", dir_ + "/server.crt",
+                                 "--tls-key-file", dir_ + "/server.key",
+                                 "--tls-ca-cert-file", dir_ + "/ca.crt",
+                                 "--tls-auth-clients", "no"});
+    }
+    if (!opts_.password.empty()) argv.insert(argv.end(), {"--requirepass", opts_.password});
+    if (!opts_.acl_user.empty()) {
+        // redis 7 joins the words after --user into one "user ..." directive.
+        argv.insert(argv.end(), {"--user", opts_.acl_user, "on",
+                                 opts_.acl_password.empty() ? "nopass" : ">" + opts_.acl_password,
+                                 "~*", "&*", "+@all"});
+    }
+    argv.insert(argv.end(), opts_.extra_args.begin(), opts_.extra_args.end());
+
+    close_admin();
+    const auto log_offset = file_size_or_zero(log_file_);
+    proc_ = std::make_unique<child_process>(argv);
+    paused_ = false;
+
+    std::string last_error = "no attempt";
+    auto nap = 2ms;
+    while (true) {
+        if (!proc_->running()) {
+            const std::string said = read_file_from(log_file_, log_offset) + proc_->output();
+            const auto st = proc_->status();
+            drop_process();
+            if (said.find("Address already in use") != std::string::npos)
+                return start_result::address_in_use;
+            throw std::runtime_error("redis_server: redis-server exited during startup (" +
+                                     describe_status(st) + "):\n" + log_tail());
+        }
+        try {
+            const auto attempt_deadline = std::min(deadline, clock_type::now() + 1s);
+            unique_fd fd = open_admin(port_, opts_, attempt_deadline);
+            const auto pong = roundtrip(fd.get(), {"PING"}, attempt_deadline);
+            if (pong.size() == 1 && pong[0] == "PONG") {
+                std::lock_guard lock(admin_mu_);
+                admin_fd_ = fd.release();  // keep it for cmd()
+                return start_result::ready;
+            }
+            last_error = "unexpected PING reply";
+        } catch (const std::exception& e) {
+            last_error = e.what();  // not listening yet, or LOADING: try again
+        }
+        const auto now = clock_type::now();
+        if (now >= deadline) {
+            const auto limit_ms = std::to_string(opts_.start_timeout.count());
+            drop_process();
+            throw std::runtime_error("redis_server: no PONG from 127.0.0.1:" +
+                                     std::to_string(port_) + " within " + limit_ms +
+                                     " ms (last error: " + last_error + "):\n" + log_tail());
+        }
+        std::this_thread::sleep_for(std::min<clock_type::duration>(nap, deadline - now));
+        nap = std::min(nap * 2, std::chrono::milliseconds(50));
+    }
+}
+
+void redis_server::drop_process() noexcept {
+    if (!proc_) return;
+    try {
+        if (proc_->running()) {
+            // A stopped process would leave SIGTERM pending forever.
+            proc_->signal(SIGTERM);
+            proc_->signal(SIGCONT);
+            if (!proc_->wait_for(5s)) proc_->kill9(2s);
+        }
+        earlier_output_ += proc_->output();
+    } catch (...) {
+        // Nothing more can be done; child_process's destructor SIGKILLs.
+    }
+    proc_.reset();
+    paused_ = false;
+}
+
+void redis_server::stop() {
+    close_admin();
+    drop_process();
+}
+
+void redis_server::kill9() {
+    close_admin();
+    if (!proc_) return;
+    const auto st = proc_->kill9(5s);
+    if (!st) throw std::runtime_error("redis_server: pid " + std::to_string(proc_->pid()) +
+                                      " survived SIGKILL for 5 s");
+    earlier_output_ += proc_->output();
+    proc_.reset();
+    paused_ = false;
+}
+
+void redis_server::restart() {
+    stop();
+    // The old server's socket is closed once it is reaped, and redis sets
+    // SO_REUSEADDR, so the port is normally free at once; the retry covers
+    // anything else briefly holding it. The whole restart is bounded.
+    const auto deadline = clock_type::now() + opts_.start_timeout;
+    while (true) {
+        if (start_once(deadline) == start_result::ready) return;
+        if (clock_type::now() >= deadline)
+            throw std::runtime_error("redis_server: port " + std::to_string(port_) +
+                                     " stayed in use; cannot restart\n" + log_tail());
+        std::this_thread::sleep_for(50ms);
+    }
+}
+
+void redis_server::pause() {
+    if (!proc_ || paused_) return;
+    proc_->signal(SIGSTOP);
+    paused_ = true;
+    // SIGSTOP takes effect asynchronously; wait until it has, so a test's
+    // next step really meets a frozen server.
+    const auto deadline = clock_type::now() + 2s;
+    while (true) {
+        const char state = process_state(proc_->pid());
+        if (state == 'T' || state == 't') return;
+        if (clock_type::now() >= deadline)
+            throw std::runtime_error("redis_server: pid " + std::to_string(proc_->pid()) +
+                                     " did not stop after SIGSTOP (state " + state + ")");
+        std::this_thread::sleep_for(1ms);
+    }
+}
+
+void redis_server::resume() {
+    if (!proc_ || !paused_) return;
+    proc_->signal(SIGCONT);
+    paused_ = false;
+}
+
+std::string redis_server::log_tail(std::size_t max_bytes) const {
+    std::string out = "--- " + log_file_ + " ---\n";
+    const auto size = file_size_or_zero(log_file_);
+    out += read_file_from(log_file_, size > max_bytes ? size - max_bytes : 0);
+    const std::string printed = earlier_output_ + (proc_ ? proc_->output() : std::string());
+    if (!printed.empty()) out += "--- redis-server stdout/stderr ---\n" + tail(printed, max_bytes);
+    return out;
+}
+
+void redis_server::generate_tls_files() {
+    const char* env = std::getenv("COROLOCK_OPENSSL");
+    const std::string openssl = find_executable(env != nullptr && *env != '\0' ? env : "openssl");
+    if (openssl.empty())
+        throw std::runtime_error("redis_server: TLS needs the openssl command; none on PATH");
+    const std::string cnf = dir_ + "/openssl.cnf";
+    {
+        std::ofstream out(cnf);
+        out << openssl_config;
+        if (!out) throw std::runtime_error("redis_server: cannot write " + cnf);
+    }
+    auto run = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), openssl);
+        child_process p(args, {{"OPENSSL_CONF", cnf}});
+        const auto st = p.wait_for(30s);
+        if (!st || child_process::exit_code(*st) != 0) {
+            std::string line;
+            for (const auto& a : args) line += a + " ";
+            throw std::runtime_error("redis_server: openssl failed (" + describe_status(st) +
+                                     "): " + line + "\n" + p.output());
+        }
+    };
+    // P-256 keys: much faster to generate than RSA, and redis takes them.
+    const std::vector<std::string> new_key{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                                           "-nodes"};
+    auto make_ca = [&](const std::string& name, const std::string& cn) {
+        std::vector<std::string> a{"req", "-x509", "-config", cnf, "-extensions", "v3_ca"};
+        a.insert(a.end(), new_key.begin(), new_key.end());
+        a.insert(a.end(), {"-keyout", dir_ + "/" + name + ".key", "-out", dir_ + "/" + name + ".crt",
+                           "-days", "3", "-subj", "/CN=" + cn});
+        run(a);
+    };
+    make_ca("ca", "corolock test CA");
+    // Same shape, unrelated key: a client trusting only this must reject the server.
+    make_ca("wrong-ca", "corolock unrelated CA");
+    std::vector<std::string> csr{"req", "-new", "-config", cnf};
+    csr.insert(csr.end(), new_key.begin(), new_key.end());
+    csr.insert(csr.end(), {"-keyout", dir_ + "/server.key", "-out", dir_ + "/server.csr", "-subj",
+                           "/CN=localhost"});
+    run(csr);
+    run({"x509", "-req", "-in", dir_ + "/server.csr", "-CA", dir_ + "/ca.crt", "-CAkey",
+         dir_ + "/ca.key", "-set_serial", "1", "-extfile", cnf, "-extensions", "v3_server",
+         "-days", "3", "-out", dir_ + "/server.crt"});
+}
+
+}  // namespace corolock::test
