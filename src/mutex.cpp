@@ -81,6 +81,12 @@ auto acquire_once(lock_service& svc, const std::shared_ptr<lock_state>& st, std:
         use_nothrow);
 }
 
+// Worth another attempt within the caller's wait: the connection came back
+// or will; the command itself was fine.
+bool is_transient(const error_code& ec) {
+    return ec == error::timeout || ec == error::connection_lost || ec == error::not_connected;
+}
+
 bool is_ambiguous(const error_code& ec) {
     // The command may have run on the server even though we got no answer.
     return ec == error::timeout || ec == error::connection_lost ||
@@ -101,9 +107,10 @@ asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
     const auto start = clock::now();
     const auto wait_deadline =
         op->opts.wait ? start + *op->opts.wait : clock::time_point::max();
-    const std::uint64_t level = st->next_level++;
+    std::uint64_t level = st->next_level++;
     bool subscribed = false;
     bool acquired = false;
+    auto retry_delay = st->client->cfg().reconnect_min;
 
     op->waiter.wake = [raw = op.get()] { raw->wake.cancel(); };
     op->stop_hook = svc->register_stop_hook([raw = op.get()] { raw->abandon(error::client_stopped); });
@@ -128,7 +135,24 @@ asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
             break;
         }
         if (ec) {
+            // The script may have run: give that level back. It is owner- and
+            // level-checked, so it is harmless if nothing was granted.
             if (is_ambiguous(ec) && !svc->stopped()) release_in_background(*svc, st, level);
+            const auto now = clock::now();
+            if (is_transient(ec) && !op->try_once && !op->completed() && now < wait_deadline &&
+                !svc->stopped()) {
+                // A lost connection or an unanswered command does not end a
+                // wait: try again (with a fresh level, the old one is being
+                // released) once the client has had time to reconnect.
+                st->client->log().info("acquire {}: {}; retrying", st->name, ec.message());
+                level = st->next_level++;
+                op->wake.expires_at(std::min(now + retry_delay, wait_deadline));
+                retry_delay = std::min(retry_delay * 2, st->client->cfg().reconnect_max);
+                co_await op->wake.async_wait(use_nothrow);
+                if (op->completed()) break;
+                if (subscribed) svc->rearm_waiter(op->waiter);
+                continue;
+            }
             st->client->log().debug("acquire {} failed: {}", st->name, ec.message());
             op->complete(ec, {});
             break;
