@@ -311,6 +311,40 @@ TEST_CASE("client: an unanswered command times out", "[client][integration][faul
     c.stop();
 }
 
+TEST_CASE("client: an idle connection is health-checked, and a silent server is dropped",
+          "[client][integration][fault]") {
+    redis_server server;
+    asio::io_context ioc;
+    auto cfg = config_for(server);
+    cfg.health_check_interval = 100ms;
+    cfg.command_timeout = 300ms;
+    corolock::client c(ioc.get_executor(), cfg);
+    auto pings = [&] {
+        const std::string info = server.cmd1({"INFO", "commandstats"});
+        const auto pos = info.find("cmdstat_ping:calls=");
+        return pos == std::string::npos ? 0L : std::stol(info.substr(pos + 19));
+    };
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        co_await wait_connected(c);
+        // Idle: the client asks on its own, about once an interval.
+        const long before = pings();
+        co_await corolock::test::sleep_for(1s);
+        const long idle_pings = pings() - before;
+        CHECK(idle_pings >= 3);
+        CHECK(idle_pings <= 12);
+        // A frozen server: the unanswered PING tears the connection down.
+        const auto drops = c.stats().disconnects;
+        server.pause();
+        const auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (c.stats().disconnects == drops && std::chrono::steady_clock::now() < deadline)
+            co_await corolock::test::sleep_for(10ms);
+        server.resume();
+        CHECK(c.stats().disconnects == drops + 1);
+        co_await wait_connected(c);
+    }, 30s);
+    c.stop();
+}
+
 TEST_CASE("client: a cancelled command that was not written is never sent",
           "[client][integration]") {
     redis_server server;
