@@ -62,20 +62,26 @@ bool request_queue::is_subscribe_confirmation(const reply& r) noexcept {
 }
 
 void request_queue::pop_done_front() noexcept {
-    while (written_ > 0) {
+    // Written entries come first, then staged ones; both are in flight.
+    while (written_ + staged_ > 0) {
         const state st = entries_.front().st;
         if (st != state::cancelled && st != state::done) break;
         entries_.pop_front();
-        --written_;
+        if (written_ > 0)
+            --written_;
+        else
+            --staged_;
     }
 }
 
 request_queue::match_result request_queue::on_reply(reply&& r, completions& out) {
     pop_done_front();
     const bool is_push = r.type == resp3_type::push;
-    if (written_ == 0) return is_push ? match_result::push : match_result::unexpected;
+    // A staged entry may be answered too: its bytes can reach the server and
+    // the reply come back before the write's own completion has run.
+    if (written_ + staged_ == 0) return is_push ? match_result::push : match_result::unexpected;
     entry& front = entries_.front();
-    assert(front.st == state::written);
+    assert(front.st == state::written || front.st == state::staged);
     if (is_push) {
         // A subscribe request is answered by its confirmation push; every
         // other push (messages, invalidations) belongs to the pub/sub layer.

@@ -86,6 +86,32 @@ TEST_CASE("request_queue: coalesces waiting requests into one write and matches 
     CHECK(q.on_reply(simple("x"), done) == request_queue::match_result::unexpected);
 }
 
+TEST_CASE("request_queue: a reply may arrive before its write has completed",
+          "[request_queue]") {
+    // The reader and the writer complete independently: a fast server can
+    // answer bytes whose write completion has not run yet.
+    request_queue q;
+    recorder rec;
+    completions done;
+    q.push("A", rec.handler("a"), opts());
+    q.push("B", rec.handler("b"), opts());
+    CHECK(q.stage() == "AB");
+    CHECK(q.on_reply(simple("1"), done) == request_queue::match_result::matched);
+    rec.run(done);
+    CHECK(rec.results["a"].second.str == "1");
+    // Another command queued meanwhile waits for the next write.
+    q.push("C", rec.handler("c"), opts());
+    q.on_write_done();
+    CHECK(q.stage() == "C");
+    q.on_write_done();
+    CHECK(q.on_reply(simple("2"), done) == request_queue::match_result::matched);
+    CHECK(q.on_reply(simple("3"), done) == request_queue::match_result::matched);
+    rec.run(done);
+    CHECK(rec.results["b"].second.str == "2");
+    CHECK(rec.results["c"].second.str == "3");
+    CHECK(q.empty());
+}
+
 TEST_CASE("request_queue: a cancelled waiting request is never sent", "[request_queue]") {
     request_queue q;
     recorder rec;
