@@ -122,23 +122,31 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::uint64_t epoch,
         complete_later(std::move(handler), error::released);
         return;
     }
-    asio::post(st->client->strand(), [st, epoch, handler = std::move(handler)]() mutable {
+    // The wait is registered on the strand, later. A cancellation emitted
+    // before then (work() || until_lost() where work() finishes at once) must
+    // not be lost: note it now, and let the strand side see the note.
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto cancelled_early = std::make_shared<bool>(false);
+    if (slot.is_connected())
+        slot.assign([cancelled_early](asio::cancellation_type) { *cancelled_early = true; });
+
+    asio::post(st->client->strand(), [st, epoch, cancelled_early,
+                                      handler = std::move(handler)]() mutable {
         auto ex = asio::get_associated_executor(handler, st->client->get_executor());
-        if (st->lost_tenure.load(std::memory_order_acquire) >= epoch) {
-            asio::dispatch(ex, asio::append(std::move(handler), error_code(error::lock_lost)));
-            return;
-        }
-        if (st->client->stopped() || lock_service::of(*st->client)->stopped()) {
-            asio::dispatch(ex, asio::append(std::move(handler), error_code(error::client_stopped)));
-            return;
-        }
-        if (st->tenure != epoch || st->levels.empty()) {
-            asio::dispatch(ex, asio::append(std::move(handler), error_code(error::released)));
-            return;
-        }
+        auto finish = [&](error_code ec) {
+            auto s = asio::get_associated_cancellation_slot(handler);
+            if (s.is_connected()) s.clear();
+            asio::dispatch(ex, asio::append(std::move(handler), ec));
+        };
+        if (*cancelled_early) return finish(asio::error::operation_aborted);
+        if (st->lost_tenure.load(std::memory_order_acquire) >= epoch)
+            return finish(error::lock_lost);
+        if (st->client->stopped() || lock_service::of(*st->client)->stopped())
+            return finish(error::client_stopped);
+        if (st->tenure != epoch || st->levels.empty()) return finish(error::released);
         // lost_signal is a condition variable: it is cancelled when the lease
-        // is lost or the client stops. The caller's own cancellation reaches
-        // this wait through its slot.
+        // is lost or the client stops. From here the caller's cancellation
+        // reaches this one wait through its slot (which replaces the note).
         auto slot = asio::get_associated_cancellation_slot(handler);
         st->lost_signal.async_wait(asio::bind_cancellation_slot(
             slot, [st, epoch, handler = std::move(handler)](error_code) mutable {

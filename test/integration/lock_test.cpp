@@ -400,6 +400,33 @@ TEST_CASE("lock: deleting the key behind the holder fires until_lost within a re
     c.stop();
 }
 
+TEST_CASE("lock: work that finishes first cancels until_lost, and the lock stays held",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "bound");
+        auto g = co_await m.acquire({.lease = 3s});
+        // Work that completes at once: the cancellation of until_lost() then
+        // arrives before its wait is even registered, and must not be lost.
+        auto instant = []() -> asio::awaitable<int> { co_return 7; };
+        for (int i = 0; i < 20; ++i) {
+            auto result = co_await (instant() || g.until_lost());
+            REQUIRE(result.index() == 0);
+            CHECK(std::get<0>(result) == 7);
+        }
+        // And work that takes a while, with the wait registered first.
+        auto result = co_await (sleep_for(50ms) || g.until_lost());
+        CHECK(result.index() == 0);
+        CHECK_FALSE(g.lost());
+        CHECK(server.cmd1({"EXISTS", lock_key("bound")}) == "1");
+        const auto released = co_await g.release();
+        CHECK_FALSE(released);
+    }, 20s);
+    c.stop();
+}
+
 TEST_CASE("lock: a holder killed with SIGKILL frees the lock within TTL plus 200 ms",
           "[lock][integration]") {
     redis_server server;
