@@ -4,6 +4,7 @@
 #include <corolock/detail/client_impl.hpp>
 
 #include "support/async_test.hpp"
+#include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -27,34 +28,10 @@ using corolock::command;
 using corolock::error;
 using corolock::error_code;
 using corolock::reply;
-using corolock::test::redis_server;
-using corolock::test::run_async;
+using namespace corolock::test;
 
 namespace {
-
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-corolock::config config_for(const redis_server& server) {
-    auto cfg = corolock::config::from_url(server.url());
-    cfg.command_timeout = 2s;
-    cfg.connect_timeout = 2s;
-    cfg.reconnect_min = 20ms;
-    cfg.reconnect_max = 200ms;
-    return cfg;
-}
-
-// Waits (bounded) until the client reports a live connection.
-asio::awaitable<void> wait_connected(corolock::client& c, std::chrono::milliseconds limit = 5s) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    asio::steady_timer t(co_await asio::this_coro::executor);
-    while (!c.is_connected() && std::chrono::steady_clock::now() < deadline) {
-        // Polls the client's own flag, which the test cannot be notified of.
-        t.expires_after(5ms);
-        co_await t.async_wait(asio::use_awaitable);
-    }
-    REQUIRE(c.is_connected());
-}
-
 }  // namespace
 
 TEST_CASE("client: 1,000 coroutines issue 10,000 commands and each gets its own reply",
@@ -185,7 +162,7 @@ TEST_CASE("client: a killed and restarted server fails written commands and the 
             auto [ec, r] = co_await c.async_exec(command{"BLPOP", "never", "1.5"}, use_nothrow);
             blocked_result = ec;
         }, asio::detached);
-        co_await corolock::test::sleep_for(100ms);
+        co_await sleep_for(100ms);
         server.kill9();
         asio::steady_timer t(ex);
         for (int i = 0; i < 400 && !blocked_result; ++i) {
@@ -221,7 +198,7 @@ TEST_CASE("client: an idempotent command is re-sent once after the connection dr
                                                  use_nothrow);
             result = ec;
         }, asio::detached);
-        co_await corolock::test::sleep_for(100ms);
+        co_await sleep_for(100ms);
         // Drop the connection from the server side.
         server.cmd({"CLIENT", "KILL", "TYPE", "normal"});
         asio::steady_timer t(ex);
@@ -328,7 +305,7 @@ TEST_CASE("client: an idle connection is health-checked, and a silent server is 
         co_await wait_connected(c);
         // Idle: the client asks on its own, about once an interval.
         const long before = pings();
-        co_await corolock::test::sleep_for(1s);
+        co_await sleep_for(1s);
         const long idle_pings = pings() - before;
         CHECK(idle_pings >= 3);
         CHECK(idle_pings <= 12);
@@ -337,7 +314,7 @@ TEST_CASE("client: an idle connection is health-checked, and a silent server is 
         server.pause();
         const auto deadline = std::chrono::steady_clock::now() + 5s;
         while (c.stats().disconnects == drops && std::chrono::steady_clock::now() < deadline)
-            co_await corolock::test::sleep_for(10ms);
+            co_await sleep_for(10ms);
         server.resume();
         CHECK(c.stats().disconnects == drops + 1);
         co_await wait_connected(c);
@@ -354,7 +331,7 @@ TEST_CASE("client: a cancelled command that was not written is never sent",
         co_await wait_connected(c);
         server.kill9();
         // Wait until the client notices, so the next command is queued, not written.
-        for (int i = 0; i < 400 && c.is_connected(); ++i) co_await corolock::test::sleep_for(5ms);
+        for (int i = 0; i < 400 && c.is_connected(); ++i) co_await sleep_for(5ms);
         REQUIRE_FALSE(c.is_connected());
 
         asio::cancellation_signal signal;
@@ -363,9 +340,9 @@ TEST_CASE("client: a cancelled command that was not written is never sent",
                      asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, reply) {
                          result = ec;
                      }));
-        co_await corolock::test::sleep_for(20ms);
+        co_await sleep_for(20ms);
         signal.emit(asio::cancellation_type::total);
-        for (int i = 0; i < 100 && !result; ++i) co_await corolock::test::sleep_for(5ms);
+        for (int i = 0; i < 100 && !result; ++i) co_await sleep_for(5ms);
         REQUIRE(result);
         CHECK(*result == asio::error::operation_aborted);
 
@@ -389,7 +366,7 @@ TEST_CASE("client: stop() ends every background task", "[client][integration]") 
             auto [ec, r] = co_await c.async_exec(command{"BLPOP", "never", "5"}, use_nothrow);
             pending = ec;
         }, asio::detached);
-        co_await corolock::test::sleep_for(50ms);
+        co_await sleep_for(50ms);
     });
     c.stop();
     // With the client stopped and nothing else queued, run() must return by

@@ -5,6 +5,7 @@
 
 #include "support/async_test.hpp"
 #include "support/child_process.hpp"
+#include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -34,55 +35,10 @@ using corolock::error;
 using corolock::error_code;
 using corolock::guard;
 using corolock::lock_options;
-using corolock::test::redis_server;
-using corolock::test::run_async;
-using corolock::test::sleep_for;
+using namespace corolock::test;
 
 namespace {
-
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-corolock::config config_for(const redis_server& server) {
-    auto cfg = corolock::config::from_url(server.url());
-    cfg.command_timeout = 2s;
-    cfg.connect_timeout = 2s;
-    cfg.reconnect_min = 20ms;
-    cfg.reconnect_max = 200ms;
-    return cfg;
-}
-
-long long mono_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
-}
-
-std::string lock_key(const std::string& name) { return "corolock:{" + name + "}"; }
-
-// Bounded wait for a condition on the event loop (other coroutines run).
-template <class Pred>
-asio::awaitable<bool> eventually(Pred pred, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= deadline) co_return false;
-        co_await sleep_for(2ms);
-    }
-    co_return true;
-}
-
-// Reads a line from a child's output, bounded in time.
-std::string wait_for_line(corolock::test::child_process& p, const std::string& prefix,
-                          std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-        std::istringstream in(p.output());
-        for (std::string line; std::getline(in, line);)
-            if (line.rfind(prefix, 0) == 0) return line;
-        std::this_thread::sleep_for(5ms);
-    }
-    return {};
-}
-
 }  // namespace
 
 TEST_CASE("lock: mutual exclusion with fencing across coroutines and processes",

@@ -1,0 +1,57 @@
+#include "support/lock_testing.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <time.h>
+
+#include <sstream>
+#include <thread>
+
+namespace corolock::test {
+
+using namespace std::chrono_literals;
+
+corolock::config config_for(const redis_server& server) {
+    auto cfg = corolock::config::from_url(server.url());
+    cfg.command_timeout = 2s;
+    cfg.connect_timeout = 2s;
+    cfg.reconnect_min = 20ms;
+    cfg.reconnect_max = 200ms;
+    return cfg;
+}
+
+long long mono_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+std::string lock_key(const std::string& name) { return "corolock:{" + name + "}"; }
+
+boost::asio::awaitable<void> wait_connected(corolock::client& c, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    boost::asio::steady_timer t(co_await boost::asio::this_coro::executor);
+    while (!c.is_connected() && std::chrono::steady_clock::now() < deadline) {
+        t.expires_after(5ms);
+        co_await t.async_wait(boost::asio::use_awaitable);
+    }
+    REQUIRE(c.is_connected());
+}
+
+std::string wait_for_line(child_process& p, const std::string& prefix,
+                          std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+        std::istringstream in(p.output());
+        for (std::string line; std::getline(in, line);)
+            if (line.rfind(prefix, 0) == 0) return line;
+        std::this_thread::sleep_for(5ms);
+    }
+    return {};
+}
+
+}  // namespace corolock::test

@@ -1,0 +1,52 @@
+// Helpers shared by the tests that talk to a live server: a client
+// configuration tuned for tests, bounded waits, and the lock's key names.
+#pragma once
+
+#include <corolock/client.hpp>
+#include <corolock/config.hpp>
+
+#include "support/async_test.hpp"
+#include "support/child_process.hpp"
+#include "support/redis_server.hpp"
+
+#include <boost/asio/awaitable.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace corolock::test {
+
+// The server's URL with short timeouts and a fast reconnect, so a fault
+// costs a test milliseconds, not the library's production defaults.
+corolock::config config_for(const redis_server& server);
+
+// CLOCK_MONOTONIC in nanoseconds: the clock every process on this machine
+// shares, so events of several processes can be ordered exactly.
+long long mono_ns();
+
+// The lock's hash key (see docs/protocol.md).
+std::string lock_key(const std::string& name);
+
+// Waits, bounded, until pred() holds; other coroutines run meanwhile.
+// Returns whether it held in time.
+template <class Pred>
+boost::asio::awaitable<bool> eventually(Pred pred, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() >= deadline) co_return false;
+        co_await sleep_for(std::chrono::milliseconds(2));
+    }
+    co_return true;
+}
+
+// Waits, bounded, until the client reports a live connection (it offers no
+// notification, so this polls its flag); fails the test if it does not.
+boost::asio::awaitable<void> wait_connected(corolock::client& c,
+                                            std::chrono::milliseconds limit = std::chrono::seconds(5));
+
+// The first line of a child's output starting with prefix, waiting up to
+// limit for it; empty when none came.
+std::string wait_for_line(child_process& p, const std::string& prefix,
+                          std::chrono::milliseconds limit);
+
+}  // namespace corolock::test
