@@ -19,6 +19,7 @@
 # stale write refused, the lost signal fired).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/throwaway_redis.sh
 
 build_dir=${BUILD_DIR:-build}
 tmp_dir=""
@@ -30,17 +31,9 @@ demo_pid=""
 cleanup() {
   local status=$?
   trap - EXIT INT TERM HUP
-  if [[ -n $demo_pid ]] && kill -0 "$demo_pid" 2>/dev/null; then
-    # The demo stops its own workers when told to.
-    kill -TERM "$demo_pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$demo_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$demo_pid" 2>/dev/null || true
-  fi
-  if [[ -n $server_pid ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null || true
-  fi
+  # The demo stops its own workers when told to.
+  stop_pid "$demo_pid"
+  stop_pid "$server_pid"
   [[ -n $tmp_dir ]] && rm -rf "$tmp_dir"
   exit "$status"
 }
@@ -68,34 +61,10 @@ fi
 if [[ -n ${REDIS_URL:-} ]]; then
   url=$REDIS_URL
 else
-  command -v redis-server >/dev/null ||
-    { echo "demo: redis-server is not installed (scripts/setup.sh installs it)" >&2; exit 2; }
   tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-demo.XXXXXX")
-  # A random port below Linux's ephemeral range; if it is taken the server
-  # exits at once and we try another. Binding is the only reliable check.
-  port=""
-  for _ in $(seq 20); do
-    candidate=$((20000 + RANDOM % 12000))
-    : >"$tmp_dir/redis.log"
-    redis-server --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
-      --dir "$tmp_dir" --logfile "$tmp_dir/redis.log" --daemonize no &
-    server_pid=$!
-    # Up to 5 s for the server to say it listens, or to die trying.
-    for _ in $(seq 100); do
-      grep -q 'Ready to accept connections' "$tmp_dir/redis.log" && break
-      kill -0 "$server_pid" 2>/dev/null || break
-      sleep 0.05
-    done
-    if kill -0 "$server_pid" 2>/dev/null && grep -q 'Ready to accept connections' "$tmp_dir/redis.log"; then
-      port=$candidate
-      break
-    fi
-    kill -KILL "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  done
-  [[ -n $port ]] || { echo "demo: could not start redis-server on a free port" >&2;
-                      cat "$tmp_dir/redis.log" >&2; exit 2; }
+  throwaway_redis_start "$tmp_dir" || exit 2
+  server_pid=$REDIS_PID
+  port=$REDIS_PORT
   url="redis://127.0.0.1:$port"
   echo "demo: throwaway redis-server (pid $server_pid) on 127.0.0.1:$port"
 fi

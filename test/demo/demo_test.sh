@@ -12,8 +12,8 @@ set -euo pipefail
 
 source_dir=${1:?usage: demo_test.sh SOURCE_DIR safe|no-lock}
 mode=${2:?usage: demo_test.sh SOURCE_DIR safe|no-lock}
-redis_server=${COROLOCK_REDIS_SERVER:-redis-server}
 : "${COROLOCK_DEMO_BIN:?COROLOCK_DEMO_BIN must name the built corolock_demo}"
+source "$source_dir/scripts/lib/throwaway_redis.sh"
 
 tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-demo-test.XXXXXX")
 server_pid=""
@@ -21,11 +21,8 @@ demo_pid=""
 cleanup() {
   local status=$?
   trap - EXIT INT TERM
-  for pid in $demo_pid $server_pid; do
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  stop_pid "$demo_pid"
+  stop_pid "$server_pid"
   rm -rf "$tmp_dir"
   exit "$status"
 }
@@ -35,27 +32,9 @@ trap 'exit 143' TERM
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-port=""
-for _ in $(seq 20); do
-  candidate=$((20000 + RANDOM % 12000))
-  : >"$tmp_dir/redis.log"
-  "$redis_server" --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$tmp_dir" --logfile "$tmp_dir/redis.log" --daemonize no &
-  server_pid=$!
-  for _ in $(seq 100); do
-    grep -q 'Ready to accept connections' "$tmp_dir/redis.log" && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  if kill -0 "$server_pid" 2>/dev/null && grep -q 'Ready to accept connections' "$tmp_dir/redis.log"; then
-    port=$candidate
-    break
-  fi
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=""
-done
-[[ -n $port ]] || { cat "$tmp_dir/redis.log" >&2; fail "could not start redis-server"; }
+throwaway_redis_start "$tmp_dir" || fail "could not start redis-server"
+server_pid=$REDIS_PID
+port=$REDIS_PORT
 
 args=()
 [[ $mode == no-lock ]] && args+=(--no-lock)
