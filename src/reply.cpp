@@ -6,79 +6,129 @@ namespace corolock {
 
 namespace {
 
+// Replies can be huge (a bulk of hundreds of MiB, an aggregate of millions
+// of elements); a log line should not be. Rendering stops once past this.
 constexpr std::size_t max_rendered = 512;
 
-void append_escaped(std::string& out, std::string_view s) {
-    out.push_back('"');
-    for (char c : s) {
-        if (out.size() > max_rendered) break;
-        const auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out.push_back('\\');
-            out.push_back(c);
-        } else if (u >= 0x20 && u < 0x7f) {
-            out.push_back(c);
-        } else {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", u);
-            out.append(buf);
-        }
-    }
-    out.push_back('"');
-}
+class renderer {
+public:
+    bool full() const noexcept { return out_.size() > max_rendered; }
 
-void render(std::string& out, const reply& r) {
-    if (out.size() > max_rendered) return;
-    switch (r.type) {
-    case resp3_type::simple_string:
-    case resp3_type::bulk_string:
-    case resp3_type::verbatim_string: append_escaped(out, r.str); break;
-    case resp3_type::simple_error:
-    case resp3_type::blob_error:
-        out.append("(error) ");
-        out.append(r.str.substr(0, max_rendered));
-        break;
-    case resp3_type::integer: out.append("(integer) " + std::to_string(r.integer)); break;
-    case resp3_type::null: out.append("(nil)"); break;
-    case resp3_type::boolean: out.append(r.integer ? "(true)" : "(false)"); break;
-    case resp3_type::double_type: out.append("(double) " + r.str); break;
-    case resp3_type::big_number: out.append("(big number) " + r.str); break;
-    case resp3_type::map: {
-        out.push_back('{');
-        for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
-            if (i) out.append(", ");
-            render(out, r.elements[i]);
-            out.append(": ");
-            render(out, r.elements[i + 1]);
+    // Server bytes are arbitrary: escape everything that could garble a log
+    // line or a terminal.
+    void escaped(std::string_view s) {
+        for (char c : s) {
+            if (full()) return;
+            const auto u = static_cast<unsigned char>(c);
+            switch (c) {
+            case '"': out_.append("\\\""); break;
+            case '\\': out_.append("\\\\"); break;
+            case '\r': out_.append("\\r"); break;
+            case '\n': out_.append("\\n"); break;
+            case '\t': out_.append("\\t"); break;
+            default:
+                if (u >= 0x20 && u < 0x7f) {
+                    out_.push_back(c);
+                } else {
+                    char buf[8];
+                    std::snprintf(buf, sizeof buf, "\\x%02x", u);
+                    out_.append(buf);
+                }
+            }
         }
-        out.push_back('}');
-        break;
     }
-    case resp3_type::array:
-    case resp3_type::set:
-    case resp3_type::push: {
-        if (r.type == resp3_type::push) out.append("(push) ");
-        out.push_back(r.type == resp3_type::set ? '(' : '[');
-        for (std::size_t i = 0; i < r.elements.size(); ++i) {
-            if (i) out.append(", ");
-            render(out, r.elements[i]);
+
+    void quoted(std::string_view s) {
+        out_.push_back('"');
+        escaped(s);
+        out_.push_back('"');
+    }
+
+    void map_body(const std::vector<reply>& kv) {
+        out_.push_back('{');
+        for (std::size_t i = 0; i < kv.size() && !full(); i += 2) {
+            if (i) out_.append(", ");
+            value(kv[i]);
+            out_.append(": ");
+            if (i + 1 < kv.size()) value(kv[i + 1]);
         }
-        out.push_back(r.type == resp3_type::set ? ')' : ']');
-        break;
+        out_.push_back('}');
     }
+
+    void list_body(const std::vector<reply>& el) {
+        out_.push_back('[');
+        for (std::size_t i = 0; i < el.size() && !full(); ++i) {
+            if (i) out_.append(", ");
+            value(el[i]);
+        }
+        out_.push_back(']');
     }
-}
+
+    void value(const reply& r) {
+        if (full()) return;
+        if (!r.attributes.empty()) {
+            out_.append("(attributes ");
+            map_body(r.attributes);
+            out_.append(") ");
+        }
+        switch (r.type) {
+        case resp3_type::simple_string:
+        case resp3_type::bulk_string:
+        case resp3_type::verbatim_string: quoted(r.str); break;
+        case resp3_type::simple_error:
+        case resp3_type::blob_error:
+            out_.append("(error) ");
+            escaped(r.str);
+            break;
+        case resp3_type::integer: out_.append("(integer) " + std::to_string(r.integer)); break;
+        case resp3_type::null: out_.append("(nil)"); break;
+        case resp3_type::boolean: out_.append(r.integer ? "(true)" : "(false)"); break;
+        case resp3_type::double_type:
+            out_.append("(double) ");
+            // The parser keeps the server's text; a hand-built reply may not.
+            if (r.str.empty()) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "%.17g", r.number);
+                out_.append(buf);
+            } else {
+                escaped(r.str);
+            }
+            break;
+        case resp3_type::big_number:
+            out_.append("(big number) ");
+            escaped(r.str);
+            break;
+        case resp3_type::map: map_body(r.elements); break;
+        case resp3_type::array: list_body(r.elements); break;
+        case resp3_type::set:
+            out_.append("(set) ");
+            list_body(r.elements);
+            break;
+        case resp3_type::push:
+            out_.append("(push) ");
+            list_body(r.elements);
+            break;
+        }
+    }
+
+    std::string take() {
+        if (full()) {
+            out_.resize(max_rendered);
+            out_.append("...");
+        }
+        return std::move(out_);
+    }
+
+private:
+    std::string out_;
+};
 
 }  // namespace
 
 std::string to_string(const reply& r) {
-    std::string out;
-    render(out, r);
-    if (out.size() > max_rendered) {
-        out.resize(max_rendered);
-        out.append("...");
-    }
-    return out;
+    renderer out;
+    out.value(r);
+    return out.take();
 }
 
 }  // namespace corolock

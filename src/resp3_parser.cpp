@@ -1,7 +1,8 @@
 #include <corolock/detail/resp3_parser.hpp>
 
+#include <algorithm>
 #include <charconv>
-#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 
@@ -15,55 +16,144 @@ constexpr std::size_t default_max_aggregate_size = 16u * 1024 * 1024;
 // Header lines of numeric types are short; a longer one is garbage, and
 // capping it keeps a stream without CRLF from growing the buffer forever.
 constexpr std::size_t max_numeric_line = 128;
-// An untrusted element count never reserves more than this up front.
-constexpr std::size_t max_reserve = 1024;
+// An untrusted element count never reserves more than this up front; larger
+// aggregates grow as their elements actually arrive.
+constexpr std::size_t max_reserve = 256;
+// Below this the buffer's capacity is not worth giving back; well above
+// a socket read, so ordinary traffic never shrinks and regrows it.
+constexpr std::size_t keep_capacity = 256 * 1024;
+// How much of an offending line a diagnostic quotes.
+constexpr std::size_t max_quoted = 32;
 
+bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+bool all_digits(std::string_view s) noexcept {
+    return !s.empty() && std::all_of(s.begin(), s.end(), is_digit);
+}
+
+// Diagnostics end up in logs: never copy raw server bytes into them.
 std::string printable(char c) {
-    if (c >= 0x21 && c <= 0x7e) return std::string("'") + c + "'";
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x21 && u <= 0x7e) return std::string("'") + c + "'";
     char buf[8];
-    std::snprintf(buf, sizeof buf, "0x%02x", static_cast<unsigned char>(c));
+    std::snprintf(buf, sizeof buf, "0x%02x", u);
     return buf;
 }
 
-// Strict decimal: optional '-', then digits only, fitting int64.
-bool parse_int64(std::string_view s, std::int64_t& out) {
-    if (s.empty() || s == "-") return false;
-    const std::size_t digits_from = s.front() == '-' ? 1 : 0;
-    for (std::size_t i = digits_from; i < s.size(); ++i)
-        if (s[i] < '0' || s[i] > '9') return false;
+std::string quoted(std::string_view s) {
+    std::string out = "\"";
+    for (char c : s.substr(0, max_quoted)) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u >= 0x20 && u < 0x7f && c != '"' && c != '\\') {
+            out.push_back(c);
+        } else {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out.append(buf);
+        }
+    }
+    out.push_back('"');
+    if (s.size() > max_quoted) out.append("...");
+    return out;
+}
+
+std::string header_of(char type) { return std::string(" in '") + type + "' header"; }
+
+// Decimal fitting int64: an optional '-' (or '+' where the RESP3 grammar
+// allows one, i.e. for integer values but not for lengths), then digits.
+bool parse_int64(std::string_view s, bool allow_plus, std::int64_t& out) noexcept {
+    std::string_view digits = s;
+    if (!s.empty() && (s.front() == '-' || (allow_plus && s.front() == '+'))) {
+        digits.remove_prefix(1);
+        // from_chars takes a '-' but not a '+'.
+        if (s.front() == '+') s.remove_prefix(1);
+    }
+    if (!all_digits(digits)) return false;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
     return ec == std::errc() && end == s.data() + s.size();
 }
 
-bool parse_double(std::string_view s, double& out) {
-    if (s == "inf" || s == "+inf") {
-        out = std::numeric_limits<double>::infinity();
+// For a syntactically valid decimal that from_chars found out of range:
+// whether it is too large (rather than too small). Compares the decimal
+// exponent of its first significant digit with zero.
+bool overflows(std::string_view mantissa, std::string_view exponent) noexcept {
+    std::int64_t e = 0;
+    const bool negative_exp = !exponent.empty() && exponent.front() == '-';
+    if (!exponent.empty() && (exponent.front() == '-' || exponent.front() == '+'))
+        exponent.remove_prefix(1);
+    // Saturate: the line is capped, so anything this large is decisive.
+    for (char c : exponent) e = std::min<std::int64_t>(e * 10 + (c - '0'), 1'000'000);
+    if (negative_exp) e = -e;
+    const std::size_t dot = std::min(mantissa.find('.'), mantissa.size());
+    const std::size_t first = mantissa.find_first_not_of("0.");
+    if (first == std::string_view::npos) return false;
+    const auto magnitude = first < dot ? static_cast<std::int64_t>(dot - first - 1)
+                                       : -static_cast<std::int64_t>(first - dot);
+    return magnitude + e >= 0;
+}
+
+// RESP3 doubles: [+|-]digits[.digits][(e|E)[+|-]digits], or inf, -inf, nan.
+// from_chars alone would also take "infinity", hex floats and ".5".
+bool parse_double(std::string_view s, double& out) noexcept {
+    bool negative = false;
+    if (!s.empty() && (s.front() == '+' || s.front() == '-')) {
+        negative = s.front() == '-';
+        s.remove_prefix(1);
+    }
+    if (s == "inf") {
+        out = negative ? -std::numeric_limits<double>::infinity()
+                       : std::numeric_limits<double>::infinity();
         return true;
     }
-    if (s == "-inf") {
-        out = -std::numeric_limits<double>::infinity();
-        return true;
-    }
-    if (s == "nan" || s == "-nan") {
+    if (s == "nan") {
         out = std::numeric_limits<double>::quiet_NaN();
         return true;
     }
-    if (s.empty()) return false;
-    // from_chars would also take "infinity" and hex floats; RESP3 doubles are
-    // plain decimal with an optional exponent.
-    for (char c : s)
-        if (!((c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'))
-            return false;
+    std::size_t i = 0;
+    auto skip_digits = [&] {
+        const std::size_t from = i;
+        while (i < s.size() && is_digit(s[i])) ++i;
+        return i > from;
+    };
+    if (!skip_digits()) return false;
+    if (i < s.size() && s[i] == '.') {
+        ++i;
+        if (!skip_digits()) return false;
+    }
+    const std::size_t mantissa_end = i;
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+        ++i;
+        if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+        if (!skip_digits()) return false;
+    }
+    if (i != s.size()) return false;
     auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && end == s.data() + s.size();
+    if (ec == std::errc::result_out_of_range) {
+        // Valid syntax, just beyond double: saturate instead of dropping the
+        // connection; the exact text stays in reply::str.
+        const auto exponent = mantissa_end < s.size() ? s.substr(mantissa_end + 1) : std::string_view();
+        out = overflows(s.substr(0, mantissa_end), exponent) ? std::numeric_limits<double>::infinity()
+                                                             : 0.0;
+    } else if (ec != std::errc() || end != s.data() + s.size()) {
+        return false;
+    }
+    if (negative) out = -out;
+    return true;
 }
 
-bool is_big_number(std::string_view s) {
-    const std::size_t from = !s.empty() && s.front() == '-' ? 1 : 0;
-    if (s.size() == from) return false;
-    for (std::size_t i = from; i < s.size(); ++i)
-        if (s[i] < '0' || s[i] > '9') return false;
-    return true;
+bool is_big_number(std::string_view s) noexcept {
+    if (!s.empty() && (s.front() == '-' || s.front() == '+')) s.remove_prefix(1);
+    return all_digits(s);
+}
+
+bool is_type_byte(char c) noexcept {
+    switch (c) {
+    case '+': case '-': case ':': case '$': case '*': case '_': case ',': case '#':
+    case '(': case '!': case '=': case '%': case '~': case '>': case '|':
+        return true;
+    default:
+        return false;
+    }
 }
 
 }  // namespace
@@ -75,7 +165,9 @@ resp3_parser::resp3_parser(parser_limits limits) : limits_(limits) {
 }
 
 void resp3_parser::reset() noexcept {
-    buffer_.clear();
+    // Swapped out rather than cleared: after a large reply, a reconnect
+    // should not keep its buffer alive.
+    std::string().swap(buffer_);
     pos_ = 0;
     scanned_ = 0;
     base_offset_ = 0;
@@ -92,28 +184,42 @@ reply resp3_parser::pop() {
     return r;
 }
 
+void resp3_parser::compact() {
+    const std::size_t tail = buffer_.size() - pos_;
+    if (buffer_.capacity() > keep_capacity && buffer_.capacity() / 4 > tail) {
+        // A large frame is gone: give its memory back. Copying the tail is
+        // paid for by the growth that made the buffer this large.
+        std::string smaller;
+        smaller.reserve(std::max(tail, keep_capacity));
+        smaller.append(buffer_, pos_, tail);
+        buffer_.swap(smaller);
+    } else if (pos_ > 0 && pos_ >= tail) {
+        // Moving the tail costs no more than the bytes parsed before it, so
+        // compaction stays linear overall and the buffer holds at most twice
+        // the partial frame.
+        buffer_.erase(0, pos_);
+    } else {
+        return;
+    }
+    base_offset_ += pos_;
+    pos_ = 0;
+}
+
 void resp3_parser::consume(std::string_view data, error_code& ec) {
     if (error_) {
         ec = error_;
         return;
-    }
-    // Drop what was parsed before appending, so the buffer holds at most one
-    // partial frame plus the new chunk.
-    if (pos_ == buffer_.size()) {
-        base_offset_ += pos_;
-        buffer_.clear();
-        pos_ = 0;
-    } else if (pos_ > 0 && pos_ >= buffer_.size() / 2) {
-        base_offset_ += pos_;
-        buffer_.erase(0, pos_);
-        pos_ = 0;
     }
     buffer_.append(data);
     // Each successful step consumes at least one header line, so this ends.
     for (;;) {
         switch (parse_one()) {
         case step::done: continue;
-        case step::need_more: ec = {}; return;
+        case step::need_more:
+            // Between calls, hold only the partial frame.
+            compact();
+            ec = {};
+            return;
         case step::failed: ec = error_; return;
         }
     }
@@ -125,13 +231,13 @@ resp3_parser::step resp3_parser::fail(error e, std::string what, std::size_t at)
     return step::failed;
 }
 
-void resp3_parser::open(reply&& node, std::size_t count, bool is_attribute) {
-    if (count == 0) {
-        if (!is_attribute) finish_value(std::move(node));
-        return;
-    }
-    node.elements.reserve(std::min(count, max_reserve));
-    stack_.push_back(open_aggregate{std::move(node), count, is_attribute});
+reply resp3_parser::make(resp3_type t) {
+    reply r;
+    r.type = t;
+    // A new value takes the attributes that preceded it.
+    r.attributes = std::move(pending_attributes_);
+    pending_attributes_.clear();
+    return r;
 }
 
 void resp3_parser::finish_value(reply&& value) {
@@ -148,8 +254,12 @@ void resp3_parser::finish_value(reply&& value) {
         stack_.pop_back();
         if (done.is_attribute) {
             // An attribute is not an element of its parent: it annotates the
-            // next value at this level.
-            for (auto& e : done.node.elements) pending_attributes_.push_back(std::move(e));
+            // next value at this level, together with any attribute that
+            // came right before it.
+            std::vector<reply> attrs = std::move(done.node.attributes);
+            for (auto& e : done.node.elements) attrs.push_back(std::move(e));
+            for (auto& e : pending_attributes_) attrs.push_back(std::move(e));
+            pending_attributes_ = std::move(attrs);
             return;
         }
         value = std::move(done.node);
@@ -160,50 +270,43 @@ resp3_parser::step resp3_parser::parse_one() {
     if (pos_ >= buffer_.size()) return step::need_more;
     const std::size_t start = pos_;
     const char type = buffer_[start];
-    switch (type) {
-    case '+': case '-': case ':': case '$': case '*': case '_': case ',': case '#':
-    case '(': case '!': case '=': case '%': case '~': case '>': case '|':
-        break;
-    default:
+    // Checked before the line is complete, so garbage fails at its first byte.
+    if (!is_type_byte(type))
         return fail(error::protocol_error, "unknown RESP3 type byte " + printable(type), start);
-    }
 
-    // The header line: type byte, text, CRLF.
+    // The header line: type byte, text, CRLF. Simple strings, errors and big
+    // numbers carry their value in the line, so they get the bulk limit;
+    // every other header is a short number.
     const bool long_line = type == '+' || type == '-' || type == '(';
     const std::size_t line_cap = long_line ? limits_.max_bulk_length : max_numeric_line;
-    const std::size_t lf = buffer_.find('\n', start + 1 + scanned_);
-    if (lf == std::string::npos) {
-        scanned_ = buffer_.size() - start - 1;
-        if (scanned_ > line_cap + 1)
-            return fail(long_line ? error::reply_too_large : error::protocol_error,
-                        std::string("header line of '") + type + "' longer than " +
-                            std::to_string(line_cap) + " bytes",
-                        start);
+    auto too_long = [&] {
+        return fail(long_line ? error::reply_too_large : error::protocol_error,
+                    "line longer than " + std::to_string(line_cap) + " bytes" + header_of(type),
+                    start);
+    };
+    // The CR may come at most line_cap bytes after the type byte. Nothing
+    // past that is looked at, so the error found does not depend on how
+    // much of the stream has arrived.
+    const std::size_t room = buffer_.size() - start - 1;
+    const std::size_t scan_end = room > line_cap ? start + 2 + line_cap : buffer_.size();
+    std::size_t cr = start + 1 + scanned_;
+    while (cr < scan_end && buffer_[cr] != '\r' && buffer_[cr] != '\n') ++cr;
+    if (cr == scan_end) {
+        if (room > line_cap) return too_long();
+        scanned_ = cr - start - 1;  // resume the scan here
         return step::need_more;
     }
+    if (buffer_[cr] == '\n')
+        return fail(error::protocol_error, "line ended by LF without CR" + header_of(type), cr);
+    if (cr + 1 == buffer_.size()) {
+        scanned_ = cr - start - 1;  // the CR is the last byte: resume at it
+        return step::need_more;
+    }
+    if (buffer_[cr + 1] != '\n')
+        return fail(error::protocol_error, "CR not followed by LF" + header_of(type), cr);
     scanned_ = 0;
-    if (lf < start + 2 || buffer_[lf - 1] != '\r')
-        return fail(error::protocol_error, "line not terminated by CRLF", lf);
-    const std::string_view text(buffer_.data() + start + 1, lf - 1 - (start + 1));
-    if (text.size() > line_cap)
-        return fail(long_line ? error::reply_too_large : error::protocol_error,
-                    std::string("header line of '") + type + "' longer than " +
-                        std::to_string(line_cap) + " bytes",
-                    start);
-    if (text.find('\r') != std::string_view::npos)
-        return fail(error::protocol_error, "stray CR inside a line", start);
-    const std::size_t after_line = lf + 1;
-
-    // A new value takes the attributes that preceded it.
-    auto make = [this](resp3_type t) {
-        reply r;
-        r.type = t;
-        if (!pending_attributes_.empty()) {
-            r.attributes = std::move(pending_attributes_);
-            pending_attributes_.clear();
-        }
-        return r;
-    };
+    const std::string_view text(buffer_.data() + start + 1, cr - start - 1);
+    const std::size_t after_line = cr + 2;
 
     switch (type) {
     case '+':
@@ -216,8 +319,9 @@ resp3_parser::step resp3_parser::parse_one() {
     }
     case ':': {
         std::int64_t v = 0;
-        if (!parse_int64(text, v))
-            return fail(error::protocol_error, "invalid integer \"" + std::string(text) + "\"", start);
+        if (!parse_int64(text, true, v))
+            return fail(error::protocol_error, "invalid integer " + quoted(text) + header_of(type),
+                        start);
         reply r = make(resp3_type::integer);
         r.integer = v;
         pos_ = after_line;
@@ -225,14 +329,16 @@ resp3_parser::step resp3_parser::parse_one() {
         return step::done;
     }
     case '_': {
-        if (!text.empty()) return fail(error::protocol_error, "null with a payload", start);
+        if (!text.empty())
+            return fail(error::protocol_error, "null with a payload " + quoted(text), start);
         pos_ = after_line;
         finish_value(make(resp3_type::null));
         return step::done;
     }
     case '#': {
         if (text != "t" && text != "f")
-            return fail(error::protocol_error, "invalid boolean \"" + std::string(text) + "\"", start);
+            return fail(error::protocol_error, "invalid boolean " + quoted(text) + header_of(type),
+                        start);
         reply r = make(resp3_type::boolean);
         r.integer = text == "t" ? 1 : 0;
         pos_ = after_line;
@@ -242,7 +348,8 @@ resp3_parser::step resp3_parser::parse_one() {
     case ',': {
         double d = 0;
         if (!parse_double(text, d))
-            return fail(error::protocol_error, "invalid double \"" + std::string(text) + "\"", start);
+            return fail(error::protocol_error, "invalid double " + quoted(text) + header_of(type),
+                        start);
         reply r = make(resp3_type::double_type);
         r.number = d;
         r.str.assign(text);
@@ -252,7 +359,8 @@ resp3_parser::step resp3_parser::parse_one() {
     }
     case '(': {
         if (!is_big_number(text))
-            return fail(error::protocol_error, "invalid big number", start);
+            return fail(error::protocol_error,
+                        "invalid big number " + quoted(text) + header_of(type), start);
         reply r = make(resp3_type::big_number);
         r.str.assign(text);
         pos_ = after_line;
@@ -261,89 +369,118 @@ resp3_parser::step resp3_parser::parse_one() {
     }
     case '$':
     case '!':
-    case '=': {
-        if (text == "?")
-            return fail(error::protocol_error, "streamed strings are not supported", start);
-        std::int64_t len = 0;
-        if (!parse_int64(text, len))
-            return fail(error::protocol_error, "invalid length \"" + std::string(text) + "\"", start);
-        if (len == -1 && type == '$') {  // RESP2 null bulk string
-            pos_ = after_line;
-            finish_value(make(resp3_type::null));
-            return step::done;
-        }
-        if (len < 0)
-            return fail(error::protocol_error, "negative length " + std::to_string(len), start);
-        if (static_cast<std::uint64_t>(len) > limits_.max_bulk_length)
-            return fail(error::reply_too_large,
-                        "string of " + std::to_string(len) + " bytes exceeds the limit of " +
-                            std::to_string(limits_.max_bulk_length),
-                        start);
-        const auto n = static_cast<std::size_t>(len);
-        if (buffer_.size() - after_line < n + 2) return step::need_more;  // header re-read next time
-        if (buffer_[after_line + n] != '\r' || buffer_[after_line + n + 1] != '\n')
-            return fail(error::protocol_error, "string payload not followed by CRLF", after_line + n);
-        const std::string_view payload(buffer_.data() + after_line, n);
-        reply r;
-        if (type == '=') {
-            if (n < 4 || payload[3] != ':')
-                return fail(error::protocol_error, "verbatim string without a \"fmt:\" prefix", start);
-            r = make(resp3_type::verbatim_string);
-            r.format.assign(payload.substr(0, 3));
-            r.str.assign(payload.substr(4));
-        } else {
-            r = make(type == '$' ? resp3_type::bulk_string : resp3_type::blob_error);
-            r.str.assign(payload);
-        }
-        pos_ = after_line + n + 2;
-        finish_value(std::move(r));
+    case '=':
+        return parse_string(type, text, start, after_line);
+    default:  // * % ~ > |
+        return parse_aggregate(type, text, start, after_line);
+    }
+}
+
+resp3_parser::step resp3_parser::parse_string(char type, std::string_view header,
+                                              std::size_t start, std::size_t payload_at) {
+    if (header == "?")
+        return fail(error::protocol_error,
+                    "streamed string" + header_of(type) + " (never sent by Redis) is not supported",
+                    start);
+    std::int64_t len = 0;
+    if (!parse_int64(header, false, len))
+        return fail(error::protocol_error, "invalid length " + quoted(header) + header_of(type),
+                    start);
+    if (len == -1 && type == '$') {  // the RESP2 null bulk string
+        pos_ = payload_at;
+        finish_value(make(resp3_type::null));
         return step::done;
     }
-    default: {  // aggregates: * % ~ > |
-        if (text == "?")
-            return fail(error::protocol_error, "streamed aggregates are not supported", start);
-        std::int64_t count = 0;
-        if (!parse_int64(text, count))
-            return fail(error::protocol_error, "invalid element count \"" + std::string(text) + "\"",
-                        start);
-        if (count == -1 && type == '*') {  // RESP2 null array
-            pos_ = after_line;
-            finish_value(make(resp3_type::null));
-            return step::done;
-        }
-        if (count < 0)
-            return fail(error::protocol_error, "negative element count " + std::to_string(count), start);
-        const bool pairs = type == '%' || type == '|';
-        const auto max = limits_.max_aggregate_size;
-        const auto ucount = static_cast<std::uint64_t>(count);
-        if (ucount > max || (pairs && ucount * 2 > max))
-            return fail(error::reply_too_large,
-                        "aggregate of " + std::to_string(count) + (pairs ? " pairs" : " elements") +
-                            " exceeds the limit of " + std::to_string(max) + " elements",
-                        start);
-        if (stack_.size() + 1 > limits_.max_nesting_depth)
-            return fail(error::nesting_too_deep,
-                        "aggregates nested deeper than " + std::to_string(limits_.max_nesting_depth),
-                        start);
-        resp3_type t = resp3_type::array;
-        switch (type) {
-        case '%': t = resp3_type::map; break;
-        case '~': t = resp3_type::set; break;
-        case '>': t = resp3_type::push; break;
-        default: break;
-        }
-        const bool is_attribute = type == '|';
-        reply node;
-        if (is_attribute) {
-            node.type = resp3_type::map;  // never delivered itself
-        } else {
-            node = make(t);
-        }
+    if (len < 0)
+        return fail(error::protocol_error,
+                    "negative length " + std::to_string(len) + header_of(type), start);
+    if (static_cast<std::uint64_t>(len) > limits_.max_bulk_length)
+        return fail(error::reply_too_large,
+                    "length " + std::to_string(len) + header_of(type) + " exceeds the limit of " +
+                        std::to_string(limits_.max_bulk_length) + " bytes",
+                    start);
+    const auto n = static_cast<std::size_t>(len);
+    // Incomplete: the short header is read again when more bytes come, the
+    // payload is only counted, so a large string costs linear time.
+    if (buffer_.size() - payload_at < n + 2) return step::need_more;
+    if (buffer_[payload_at + n] != '\r' || buffer_[payload_at + n + 1] != '\n')
+        return fail(error::protocol_error,
+                    "payload of " + std::to_string(n) + " bytes not followed by CRLF" +
+                        header_of(type),
+                    payload_at + n);
+    const std::string_view payload(buffer_.data() + payload_at, n);
+    reply r;
+    if (type == '=') {
+        if (n < 4 || payload[3] != ':')
+            return fail(error::protocol_error,
+                        "verbatim string without a \"fmt:\" prefix" + header_of(type), payload_at);
+        r = make(resp3_type::verbatim_string);
+        r.format.assign(payload.substr(0, 3));
+        r.str.assign(payload.substr(4));
+    } else {
+        r = make(type == '$' ? resp3_type::bulk_string : resp3_type::blob_error);
+        r.str.assign(payload);
+    }
+    pos_ = payload_at + n + 2;
+    finish_value(std::move(r));
+    return step::done;
+}
+
+resp3_parser::step resp3_parser::parse_aggregate(char type, std::string_view header,
+                                                 std::size_t start, std::size_t after_line) {
+    if (header == "?")
+        return fail(error::protocol_error,
+                    "streamed aggregate" + header_of(type) + " (never sent by Redis) is not supported",
+                    start);
+    std::int64_t count = 0;
+    if (!parse_int64(header, false, count))
+        return fail(error::protocol_error,
+                    "invalid element count " + quoted(header) + header_of(type), start);
+    if (count == -1 && type == '*') {  // the RESP2 null array
         pos_ = after_line;
-        open(std::move(node), static_cast<std::size_t>(pairs ? ucount * 2 : ucount), is_attribute);
+        finish_value(make(resp3_type::null));
         return step::done;
     }
+    if (count < 0)
+        return fail(error::protocol_error,
+                    "negative element count " + std::to_string(count) + header_of(type), start);
+    // Maps and attributes count pairs; the limit is on elements.
+    const bool pairs = type == '%' || type == '|';
+    const auto max = limits_.max_aggregate_size;
+    const auto ucount = static_cast<std::uint64_t>(count);
+    if (ucount > max || (pairs && ucount > max / 2))
+        return fail(error::reply_too_large,
+                    "aggregate of " + std::to_string(count) + (pairs ? " pairs" : " elements") +
+                        header_of(type) + " exceeds the limit of " + std::to_string(max) +
+                        " elements",
+                    start);
+    if (stack_.size() >= limits_.max_nesting_depth)
+        return fail(error::nesting_too_deep,
+                    "aggregates nested deeper than " + std::to_string(limits_.max_nesting_depth),
+                    start);
+    resp3_type t = resp3_type::array;
+    switch (type) {
+    case '%': case '|': t = resp3_type::map; break;
+    case '~': t = resp3_type::set; break;
+    case '>': t = resp3_type::push; break;
+    default: break;
     }
+    const bool is_attribute = type == '|';
+    const auto elements = static_cast<std::size_t>(pairs ? ucount * 2 : ucount);
+    // For an attribute this keeps the attributes already pending with it
+    // (see open_aggregate), for anything else they annotate the aggregate.
+    reply node = make(t);
+    pos_ = after_line;
+    if (elements == 0) {
+        if (is_attribute)
+            pending_attributes_ = std::move(node.attributes);
+        else
+            finish_value(std::move(node));
+        return step::done;
+    }
+    node.elements.reserve(std::min(elements, max_reserve));
+    stack_.push_back(open_aggregate{std::move(node), elements, is_attribute});
+    return step::done;
 }
 
 }  // namespace corolock::detail

@@ -10,6 +10,9 @@
 // than the limit puts the parser in a failed state that reset() clears; the
 // diagnostic names the problem and its byte offset in the stream. Replies
 // completed before the error remain poppable.
+//
+// Streamed strings and aggregates ($?, *? and friends) are rejected: Redis
+// never sends them, and supporting them would only widen the fuzzing surface.
 #pragma once
 
 #include <corolock/error.hpp>
@@ -52,6 +55,8 @@ public:
 
 private:
     struct open_aggregate {
+        // For an attribute map, node.attributes holds attributes that were
+        // already pending when it opened: both sets annotate the same value.
         reply node;
         std::size_t remaining;  // elements still to come
         bool is_attribute;      // an attribute map: attaches to the next value
@@ -59,8 +64,13 @@ private:
 
     enum class step { done, need_more, failed };
     step parse_one();
+    step parse_string(char type, std::string_view header, std::size_t start,
+                      std::size_t payload_at);
+    step parse_aggregate(char type, std::string_view header, std::size_t start,
+                         std::size_t after_line);
+    reply make(resp3_type t);
     void finish_value(reply&& value);
-    void open(reply&& node, std::size_t count, bool is_attribute);
+    void compact();
     step fail(error e, std::string what, std::size_t at);
 
     parser_limits limits_;
