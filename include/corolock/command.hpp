@@ -10,9 +10,12 @@
 namespace corolock {
 
 // What a command argument may be: bytes, or an integer written in decimal.
+// A char or a bool is refused rather than written as a number by surprise.
 template <class T>
 concept command_argument =
-    std::convertible_to<T, std::string_view> || std::integral<std::remove_cvref_t<T>>;
+    std::convertible_to<T, std::string_view> ||
+    (std::integral<std::remove_cvref_t<T>> && !std::same_as<std::remove_cvref_t<T>, char> &&
+     !std::same_as<std::remove_cvref_t<T>, bool>);
 
 class command {
 public:
