@@ -1,9 +1,17 @@
+// config: URL parsing, defaults and validation.
+//
+// The URL grammar is redis[s]://[user[:password]@]host[:port][/db]. The
+// parser is strict (anything it does not understand is an error naming the
+// problem) because a half-understood URL would connect somewhere else, or as
+// someone else, than the caller meant. Error messages never contain the
+// password, nor any text that may be a password.
 #include <corolock/config.hpp>
 
+#include <boost/asio/ip/address_v6.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <charconv>
-#include <limits>
+#include <utility>
 
 namespace corolock {
 
@@ -11,6 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// The defaults documented in config.hpp.
 constexpr auto default_connect_timeout = 5s;
 constexpr auto default_command_timeout = 3s;
 constexpr auto default_health_check_interval = 2s;
@@ -21,8 +30,43 @@ constexpr std::size_t default_max_nesting_depth = 32;
 constexpr std::size_t default_max_aggregate_size = 16u * 1024 * 1024;
 
 // Quotes a URL part for an error message, so that empty and odd values are
-// visible.
+// visible. Only for parts that cannot hold a password.
 std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+// Names one character for a message: printable ones as 'c', others by code
+// (the callers have already refused control characters, but be safe).
+std::string char_name(char c) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u > 0x20 && u < 0x7f) return std::string("'") + c + "'";
+    static constexpr char digits[] = "0123456789ABCDEF";
+    return std::string("byte 0x") + digits[u >> 4] + digits[u & 0xf];
+}
+
+bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
+
+bool all_digits(std::string_view s) noexcept {
+    for (char c : s)
+        if (!is_digit(c)) return false;
+    return !s.empty();
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+        if (lower(a[i]) != lower(b[i])) return false;
+    }
+    return true;
+}
+
+// scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), RFC 3986, 3.1.
+bool is_scheme(std::string_view s) noexcept {
+    auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+    if (s.empty() || !alpha(s.front())) return false;
+    for (char c : s)
+        if (!alpha(c) && !is_digit(c) && c != '+' && c != '-' && c != '.') return false;
+    return true;
+}
 
 int hex_value(char c) noexcept {
     if (c >= '0' && c <= '9') return c - '0';
@@ -55,18 +99,13 @@ bool percent_decode(std::string_view in, std::string& out, const char* what, std
     return true;
 }
 
-template <class Int>
-bool parse_decimal(std::string_view s, Int& out) {
-    if (s.empty()) return false;
-    for (char c : s)
-        if (c < '0' || c > '9') return false;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    return ec == std::errc() && end == s.data() + s.size();
+// A host name as DNS and /etc/hosts know it: letters, digits, '-', '.', and
+// '_' (container and service-discovery names use it). Anything else, such as
+// a stray '%' or '!', is more likely a typo than a name.
+bool is_host_char(char c) noexcept {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
+           c == '.' || c == '_';
 }
-
-// True when `d` is zero, so the default applies.
-template <class D>
-bool unset(D d) noexcept { return d.count() == 0; }
 
 }  // namespace
 
@@ -77,9 +116,14 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         return error_code(error::invalid_url);
     };
 
-    for (unsigned char c : url) {
+    // Everything is parsed into locals and copied into `out` only at the end,
+    // so a failure leaves `out` as it was.
+    if (url.empty()) return fail("the URL is empty: expected redis://host[:port][/db] or rediss://...");
+    for (std::size_t i = 0; i < url.size(); ++i) {
+        const auto c = static_cast<unsigned char>(url[i]);
         if (c <= 0x20 || c == 0x7f)
-            return fail("the URL contains whitespace or a control character");
+            return fail("the URL contains whitespace or a control character at offset " +
+                        std::to_string(i));
     }
 
     const auto scheme_end = url.find("://");
@@ -87,26 +131,38 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         return fail("the URL has no scheme: expected redis://host[:port][/db] or rediss://...");
     const std::string_view scheme = url.substr(0, scheme_end);
     bool tls = false;
-    if (scheme == "redis") {
+    // Schemes are case-insensitive (RFC 3986, 3.1).
+    if (iequals(scheme, "redis")) {
         tls = false;
-    } else if (scheme == "rediss") {
+    } else if (iequals(scheme, "rediss")) {
         tls = true;
+    } else if (!is_scheme(scheme)) {
+        // Text such as "user:secret@host/x://" has a "://" that is no
+        // scheme's; what precedes it may hold a password, so it is not echoed.
+        return fail("the URL has no scheme: expected redis://host[:port][/db] or rediss://...");
     } else {
         return fail("unsupported URL scheme " + quoted(scheme) + ": expected redis or rediss");
     }
-    std::string_view rest = url.substr(scheme_end + 3);
+    const std::string_view rest = url.substr(scheme_end + 3);
 
-    if (rest.find_first_of("?#") != std::string_view::npos)
+    // The authority ends at the first '/', '?' or '#' (RFC 3986, 3.2). An '@'
+    // after that point means a user name or password holds one of those
+    // characters unencoded; splitting there would mistake part of the
+    // password for the port or database (and echo it), so refuse instead.
+    const auto authority_end = rest.find_first_of("/?#");
+    const std::string_view authority = rest.substr(0, authority_end);
+    const std::string_view tail =
+        authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
+    if (tail.find('@') != std::string_view::npos)
+        return fail("unexpected '@' after the URL's host: percent-encode '/', '?' and '#' in the "
+                    "user name and password (as %2F, %3F and %23)");
+    if (tail.find_first_of("?#") != std::string_view::npos)
         return fail("query strings and fragments are not supported in the URL");
+    // Without '?' and '#', the tail is empty or "/db".
+    const std::string_view path = tail.empty() ? tail : tail.substr(1);
 
-    // authority [/db]
-    const auto slash = rest.find('/');
-    const std::string_view authority = rest.substr(0, slash);
-    const std::string_view path =
-        slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-
-    // userinfo@hostport: the last '@' separates them, since a password may
-    // contain '@' only percent-encoded, but be lenient about a raw one.
+    // userinfo@hostport. The last '@' separates them: a host cannot contain
+    // '@', so a raw '@' in the password is unambiguous and tolerated.
     std::string username, password;
     std::string_view hostport = authority;
     if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
@@ -118,12 +174,14 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         if (colon != std::string_view::npos &&
             !percent_decode(userinfo.substr(colon + 1), password, "password", why))
             return error::invalid_url;
-        if (colon == std::string_view::npos && !username.empty()) {
-            // redis://secret@host: a bare userinfo is a password in the
-            // Redis URL convention only with a leading ':'; a lone name
-            // without a password cannot authenticate.
+        // The client sends AUTH only with a password, so a user name without
+        // one would silently connect as "default": refuse it rather than
+        // authenticate as someone the caller did not name.
+        if (!username.empty() && password.empty()) {
             return fail("the URL names user " + quoted(username) +
-                        " without a password (use user:password@ or :password@)");
+                        (colon == std::string_view::npos ? " without a password"
+                                                         : " with an empty password") +
+                        " (use user:password@ or :password@)");
         }
     }
 
@@ -143,6 +201,14 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
             has_port = true;
         }
         if (host.empty()) return fail("the URL has an empty host");
+        // Brackets are for IPv6 literals only (RFC 3986, 3.2.2); a name or an
+        // IPv4 address in them is a mistake worth reporting, not guessing at.
+        boost::system::error_code aec;
+        (void)boost::asio::ip::make_address_v6(host, aec);
+        if (aec)
+            return fail("the URL's bracketed host " + quoted(host) +
+                        " is not an IPv6 address (write host names and IPv4 addresses "
+                        "without brackets)");
     } else {
         if (hostport.find_first_of("[]") != std::string_view::npos)
             return fail("unbalanced bracket in the URL's host");
@@ -155,22 +221,38 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
             has_port = true;
         }
         if (host.empty()) return fail("the URL has an empty host");
+        for (char c : host)
+            if (!is_host_char(c)) return fail("invalid character " + char_name(c) + " in the URL's host");
     }
 
     std::uint16_t port = 6379;
     if (has_port) {
-        unsigned long value = 0;
         if (port_text.empty()) return fail("empty port after ':' in the URL");
-        if (!parse_decimal(port_text, value) || value == 0 || value > 65535)
+        // A port that is not a number is echoed only as "not a number":
+        // "redis://user:secret" (the "@host" forgotten) parses as host "user"
+        // with port "secret", and that is a password.
+        if (!all_digits(port_text))
+            return fail("invalid port in the URL: not a decimal number (expected 1-65535)");
+        unsigned long value = 0;
+        const auto [end, ec] =
+            std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+        if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 ||
+            value > 65535)
             return fail("invalid port " + quoted(port_text) + " in the URL: must be 1-65535");
         port = static_cast<std::uint16_t>(value);
     }
 
+    // An empty path ("redis://h" or "redis://h/") is database 0.
     int database = 0;
     if (!path.empty()) {
-        if (!parse_decimal(path, database) || database < 0)
+        if (!all_digits(path))
             return fail("invalid database " + quoted(path) +
-                        " in the URL: must be a non-negative integer");
+                        " in the URL: must be a non-negative decimal integer");
+        // from_chars into int refuses anything that does not fit, which is
+        // far beyond any real server's `databases` setting anyway.
+        const auto [end, ec] = std::from_chars(path.data(), path.data() + path.size(), database);
+        if (ec != std::errc() || end != path.data() + path.size())
+            return fail("invalid database " + quoted(path) + " in the URL: out of range");
     }
 
     out.host = std::move(host);
@@ -191,11 +273,14 @@ config config::from_url(std::string_view url) {
 
 config config::with_defaults() const {
     config c = *this;
-    if (unset(c.connect_timeout)) c.connect_timeout = default_connect_timeout;
-    if (unset(c.command_timeout)) c.command_timeout = default_command_timeout;
-    if (unset(c.health_check_interval)) c.health_check_interval = default_health_check_interval;
-    if (unset(c.reconnect_min)) c.reconnect_min = default_reconnect_min;
-    if (unset(c.reconnect_max)) c.reconnect_max = default_reconnect_max;
+    auto fill = [](duration& d, duration fallback) {
+        if (d == duration::zero()) d = fallback;
+    };
+    fill(c.connect_timeout, default_connect_timeout);
+    fill(c.command_timeout, default_command_timeout);
+    fill(c.health_check_interval, default_health_check_interval);
+    fill(c.reconnect_min, default_reconnect_min);
+    fill(c.reconnect_max, default_reconnect_max);
     if (c.max_bulk_length == 0) c.max_bulk_length = default_max_bulk_length;
     if (c.max_nesting_depth == 0) c.max_nesting_depth = default_max_nesting_depth;
     if (c.max_aggregate_size == 0) c.max_aggregate_size = default_max_aggregate_size;
@@ -218,10 +303,15 @@ error_code config::validate(std::string& why) const {
         {"reconnect_max", reconnect_max},
     };
     for (const auto& [name, d] : durations)
-        if (d.count() < 0) return fail(std::string("config.") + name + " is negative");
+        if (d < duration::zero()) return fail(std::string("config.") + name + " is negative");
+    // Compared after defaults: reconnect_min = 5 s with reconnect_max unset
+    // is as wrong as with reconnect_max = 2 s set explicitly.
     const config full = with_defaults();
     if (full.reconnect_min > full.reconnect_max)
-        return fail("config.reconnect_min is above config.reconnect_max");
+        return fail("config.reconnect_min is above config.reconnect_max (after defaults: "
+                    "reconnect_max defaults to 2 s)");
+    // A certificate without its key (or the reverse) cannot be loaded; say so
+    // here rather than as an OpenSSL error at connect time.
     if (tls.cert_file.empty() != tls.key_file.empty())
         return fail("config.tls.cert_file and config.tls.key_file must be given together");
     why.clear();

@@ -1,3 +1,4 @@
+// corolock's error category, its generic conditions and the fatal-error test.
 #include <corolock/error.hpp>
 
 #include <boost/asio/error.hpp>
@@ -11,6 +12,7 @@ class error_category_impl final : public boost::system::error_category {
 public:
     const char* name() const noexcept override { return "corolock"; }
 
+    // Messages are distinct, so a log line alone tells which code it was.
     std::string message(int ev) const override {
         switch (static_cast<error>(ev)) {
         case error::invalid_argument: return "invalid argument";
@@ -41,21 +43,45 @@ public:
         return "unknown corolock error " + std::to_string(ev);
     }
 
-    // The condition category does the mapping, in both directions; see
-    // condition_category_impl::equivalent.
+    // No default_error_condition override: a code may belong to two
+    // conditions (connect_timeout, wait_timeout), which a single default
+    // condition cannot express. The condition category's `equivalent` does
+    // the whole mapping instead; Boost consults it for `ec == condition`.
 };
 
-// Which generic conditions a code belongs to. One code may belong to two
-// (connect_timeout is both a timeout and a connection failure), which is why
-// this is `equivalent` rather than a single default_error_condition.
-bool in_condition(condition c, const error_code& ec) noexcept {
+// The codes from the socket layer that mean the connection failed or is gone.
+// errno-based codes are compared as generic conditions, so both the system
+// category (what Asio produces) and the generic category match.
+bool is_socket_failure(const error_code& ec) noexcept {
     namespace ae = boost::asio::error;
-    using boost::system::errc::make_error_code;
     using errc = boost::system::errc::errc_t;
+    for (errc e : {errc::connection_refused, errc::connection_reset, errc::connection_aborted,
+                   errc::broken_pipe, errc::not_connected, errc::host_unreachable,
+                   errc::network_unreachable, errc::network_down, errc::network_reset,
+                   // ETIMEDOUT from a socket is the kernel giving up on the peer
+                   // (connect or retransmission), not a corolock deadline.
+                   errc::timed_out}) {
+        if (ec == boost::system::errc::make_error_condition(e)) return true;
+    }
+    // The peer closed the stream (Asio's misc category).
+    if (ec == ae::eof) return true;
+    // Resolver failures: the name did not resolve, so nothing was connected.
+    if (ec.category() == ae::get_netdb_category()) return true;
+    return false;
+}
+
+bool is_socket_timeout(const error_code& ec) noexcept {
+    return ec == boost::system::errc::make_error_condition(boost::system::errc::timed_out);
+}
+
+// Whether a code belongs to a generic condition. One code may belong to two:
+// connect_timeout is both a timeout and a connection failure, wait_timeout
+// both a timeout and "the lock is not available", as error.hpp documents.
+bool in_condition(condition c, const error_code& ec) noexcept {
     if (ec.category() == error_category()) {
         switch (static_cast<error>(ec.value())) {
-        case error::timeout:
-        case error::wait_timeout: return c == condition::timeout;
+        case error::timeout: return c == condition::timeout;
+        case error::wait_timeout: return c == condition::timeout || c == condition::lock_unavailable;
         case error::connect_timeout:
             return c == condition::timeout || c == condition::connection_failure;
         case error::connection_lost:
@@ -66,19 +92,14 @@ bool in_condition(condition c, const error_code& ec) noexcept {
         case error::not_owner:
         case error::expired:
         case error::lock_lost: return c == condition::lease_gone;
+        // released is the caller's own doing, not a lost lease; client_stopped
+        // likewise is no failure of the connection.
         default: return false;
         }
     }
     switch (c) {
-    case condition::timeout:
-        return ec == ae::timed_out || ec == make_error_code(errc::timed_out);
-    case condition::connection_failure:
-        return ec == ae::connection_refused || ec == ae::connection_reset ||
-               ec == ae::connection_aborted || ec == ae::broken_pipe || ec == ae::eof ||
-               ec == ae::host_unreachable || ec == ae::network_unreachable ||
-               ec == ae::not_connected || ec == ae::host_not_found ||
-               ec == make_error_code(errc::connection_refused) ||
-               ec == make_error_code(errc::connection_reset);
+    case condition::timeout: return is_socket_timeout(ec);
+    case condition::connection_failure: return is_socket_failure(ec);
     default: return false;
     }
 }
@@ -118,7 +139,9 @@ bool is_fatal_connection_error(const error_code& ec) noexcept {
     if (!ec) return false;
     if (ec.category() == error_category()) {
         switch (static_cast<error>(ec.value())) {
-        // The byte stream can no longer be trusted or is gone: reconnect.
+        // No usable connection was made, or the byte stream can no longer be
+        // trusted (the parser stopped mid-reply, so the next byte's place in
+        // the stream is unknown): only a new connection helps.
         case error::connection_lost:
         case error::not_connected:
         case error::connect_timeout:
@@ -129,12 +152,17 @@ bool is_fatal_connection_error(const error_code& ec) noexcept {
         case error::protocol_error:
         case error::reply_too_large:
         case error::nesting_too_deep: return true;
-        // A timeout of one command says nothing about the stream by itself;
-        // the health check decides whether the connection is dead.
+        // A command's timeout says nothing about the stream by itself (the
+        // reply may still come, and is matched and dropped); the health
+        // check decides whether the connection is dead. Server errors, wrong
+        // types, lock outcomes and a well-formed unexpected reply all arrived
+        // over a healthy connection. client_stopped is deliberate.
         default: return false;
         }
     }
-    return in_condition(condition::connection_failure, ec);
+    // Asio/system codes: the socket failures above. Cancellation
+    // (operation_aborted) is local and leaves the connection as it was.
+    return is_socket_failure(ec);
 }
 
 }  // namespace corolock
