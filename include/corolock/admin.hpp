@@ -1,0 +1,121 @@
+// Operator tools for a lock name: read its state, or force-release it.
+//
+// These are for people and scripts looking at a lock from outside (the
+// `corolock status` and `corolock break` commands), not for holders: a
+// holder knows its own state from its guard. Both run one script on the
+// client's connection, so they are bounded by config.command_timeout.
+//
+// Breaking a lock is unsafe by design: the holder keeps running until its
+// watchdog notices (at most one renewal period), so for that long two
+// processes may both believe they hold it. Fencing tokens are what protect
+// the resource in that window; break is for clearing a lock whose holder is
+// known to be gone, sooner than its lease would.
+#pragma once
+
+#include <corolock/client.hpp>
+#include <corolock/error.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace corolock {
+
+struct lock_status {
+    // True when some owner holds the lock now.
+    bool held = false;
+    // The holder's owner id (a mutex handle's owner_id()); empty when not held.
+    std::string owner;
+    // Remaining lease as the server sees it. Zero when not held; -1 ms when
+    // the key exists without a TTL (never the case for corolock's own locks).
+    // async_break_lock does not report it (zero).
+    std::chrono::milliseconds ttl{0};
+    // Re-entry count: how many levels the holder has acquired and not released.
+    std::int64_t levels = 0;
+    // The last fencing token minted for this name by anyone, held or not;
+    // 0 when no token was ever minted. async_break_lock does not report it (zero).
+    std::uint64_t last_token = 0;
+};
+
+namespace detail {
+using lock_status_handler = boost::asio::any_completion_handler<void(error_code, lock_status)>;
+void lock_status_impl(client& c, std::string name, lock_status_handler handler);
+void break_lock_impl(client& c, std::string name, lock_status_handler handler);
+void release_owner_impl(client& c, std::string name, std::string owner,
+                        boost::asio::any_completion_handler<void(error_code)> handler);
+}  // namespace detail
+
+// Reads a lock's state in one atomic script run (read-only, so it is retried
+// once if the connection drops with it written).
+//
+// Completes with the status, or with: error::invalid_argument for a bad
+// name (see validate_lock_name); error::wrong_type when the name's key holds
+// something that is not a corolock lock; the connection errors of
+// client::async_exec (timeout, not_connected, connection_lost,
+// client_stopped); operation_aborted on cancellation.
+//
+// Cancellation (terminal and partial): the operation completes at once with
+// operation_aborted; the script may still run, which is harmless here.
+template <class CompletionToken>
+auto async_lock_status(client& c, std::string_view name, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, lock_status)>(
+        [](auto handler, client* cl, std::string n) {
+            detail::lock_status_impl(*cl, std::move(n),
+                                     detail::lock_status_handler(std::move(handler)));
+        },
+        token, &c, std::string(name));
+}
+
+// Force-releases a lock whoever holds it: deletes the lock's key and
+// publishes on its unlock channel, so waiters everywhere wake at once rather
+// than at the lease's end. The fencing counter is kept, so tokens go on
+// rising. Completes with what was removed: held, owner and levels as they
+// were just before (held == false when there was nothing to remove; ttl and
+// last_token are not reported). Errors as for async_lock_status.
+//
+// Not idempotent: it is never re-sent after a connection loss, because a
+// second run could break the *next* holder. A connection_lost or timeout
+// result means it may or may not have run; check with async_lock_status.
+//
+// Cancellation (terminal and partial): completes at once with
+// operation_aborted, but a script already written may still break the lock.
+template <class CompletionToken>
+auto async_break_lock(client& c, std::string_view name, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, lock_status)>(
+        [](auto handler, client* cl, std::string n) {
+            detail::break_lock_impl(*cl, std::move(n),
+                                    detail::lock_status_handler(std::move(handler)));
+        },
+        token, &c, std::string(name));
+}
+
+// Releases every level that `owner` holds on the lock, and nothing else:
+// the owner-checked form of async_break_lock ("break it only if it is still
+// held by X"). Completes with success when the lock was released (waiters
+// are woken), error::expired when nobody holds it, error::not_owner when
+// another owner holds it (untouched), or the errors of async_lock_status.
+//
+// Idempotent, so it is retried once after a connection loss. Because it is
+// queued behind every command the client has already queued, it also undoes
+// an acquire by the same owner that is still in flight: the CLI uses it after
+// giving up on an acquire, so the lock cannot outlive the process.
+//
+// Cancellation (terminal and partial): completes at once with
+// operation_aborted; a script already written may still run.
+template <class CompletionToken>
+auto async_release_owner(client& c, std::string_view name, std::string_view owner,
+                         CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+        [](auto handler, client* cl, std::string n, std::string o) {
+            detail::release_owner_impl(
+                *cl, std::move(n), std::move(o),
+                boost::asio::any_completion_handler<void(error_code)>(std::move(handler)));
+        },
+        token, &c, std::string(name), std::string(owner));
+}
+
+}  // namespace corolock
