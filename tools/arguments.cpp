@@ -1,0 +1,391 @@
+// Command-line parsing. Every rejection says exactly what was wrong, because
+// the tool is mostly run from scripts, where "usage error" alone costs a
+// debugging session.
+#include "cli.hpp"
+
+#include <corolock/mutex.hpp>
+
+#include <cstdlib>
+#include <limits>
+
+namespace corolock::cli {
+
+namespace {
+
+constexpr std::string_view default_url = "redis://127.0.0.1:6379";
+// A lease so short that renewals (every lease/3) race the command timeout
+// makes no sense for a process lock; the library's own floor is 10 ms.
+constexpr duration min_run_lease = std::chrono::milliseconds(100);
+// Anything longer is surely a typo, and it keeps the arithmetic far from overflow.
+constexpr duration max_duration = std::chrono::hours(24 * 365);
+
+std::string quoted(std::string_view s) {
+    std::string out = "'";
+    out.append(s);
+    out.push_back('\'');
+    return out;
+}
+
+// One option as typed: "--lease 5s", "--lease=5s", "-v", "-vv".
+struct option_token {
+    std::string_view name;                 // "--lease", "-v"
+    std::optional<std::string_view> value; // from "=value"
+};
+
+option_token split_option(std::string_view tok) {
+    if (tok.substr(0, 2) == "--") {
+        const auto eq = tok.find('=');
+        if (eq != std::string_view::npos) return {tok.substr(0, eq), tok.substr(eq + 1)};
+    }
+    return {tok, std::nullopt};
+}
+
+bool is_option(std::string_view tok) { return tok.size() > 1 && tok[0] == '-'; }
+
+// Reads the common and command-specific options of one command. Positionals
+// go to `positionals`; for `run`, what follows the first "--" goes to
+// `rest` and `saw_separator` is set.
+class option_reader {
+public:
+    option_reader(std::string command, const std::vector<std::string_view>& args, bool run_style)
+        : command_(std::move(command)), args_(args), run_style_(run_style) {}
+
+    // Calls on_option(opt) for every option; it returns false for an unknown
+    // one. Stops at the first error.
+    template <class OnOption>
+    std::optional<usage_error> read(OnOption&& on_option) {
+        bool options_done = false;
+        for (index_ = 0; index_ < args_.size(); ++index_) {
+            const auto tok = args_[index_];
+            if (tok == "--") {
+                if (run_style_) {
+                    saw_separator = true;
+                    rest.assign(args_.begin() + static_cast<std::ptrdiff_t>(index_) + 1,
+                                args_.end());
+                    return std::nullopt;
+                }
+                if (!options_done) {
+                    options_done = true;
+                    continue;
+                }
+            }
+            if (options_done || !is_option(tok)) {
+                positionals.push_back(tok);
+                continue;
+            }
+            current_ = split_option(tok);
+            if (auto err = on_option(current_); err) return err;
+        }
+        return std::nullopt;
+    }
+
+    // The option's value: "=value", or the next argument.
+    std::optional<usage_error> value(std::string_view& out) {
+        if (current_.value) {
+            out = *current_.value;
+            return std::nullopt;
+        }
+        if (index_ + 1 >= args_.size() || (run_style_ && args_[index_ + 1] == "--"))
+            return error("option " + std::string(current_.name) + " needs a value");
+        out = args_[++index_];
+        return std::nullopt;
+    }
+
+    std::optional<usage_error> no_value() {
+        if (current_.value)
+            return error("option " + std::string(current_.name) + " takes no value");
+        return std::nullopt;
+    }
+
+    std::optional<usage_error> duration_value(duration& out, std::string& text) {
+        std::string_view v;
+        if (auto err = value(v); err) return err;
+        std::string why;
+        auto d = parse_duration(v, why);
+        if (!d) return error("bad " + std::string(current_.name) + " value " + quoted(v) + ": " + why);
+        out = *d;
+        text = std::string(v);
+        return std::nullopt;
+    }
+
+    usage_error error(std::string message) const { return {command_, std::move(message)}; }
+
+    usage_error unknown() const {
+        return error("unknown option " + quoted(current_.name));
+    }
+
+    std::vector<std::string_view> positionals;
+    std::vector<std::string_view> rest;
+    bool saw_separator = false;
+
+private:
+    std::string command_;
+    const std::vector<std::string_view>& args_;
+    bool run_style_;
+    std::size_t index_ = 0;
+    option_token current_;
+};
+
+// -v, -vv, --verbose, --url: shared by every command. Returns true when the
+// option was one of these (err set on a bad value).
+bool common_option(option_reader& r, const option_token& opt, common_options& o,
+                   std::optional<usage_error>& err, std::optional<std::string_view>& url) {
+    if (opt.name == "--verbose") {
+        err = r.no_value();
+        ++o.verbosity;
+        return true;
+    }
+    if (opt.name.size() >= 2 && opt.name[0] == '-' && opt.name[1] == 'v' &&
+        opt.name.find_first_not_of('v', 1) == std::string_view::npos) {
+        o.verbosity += static_cast<int>(opt.name.size() - 1);
+        return true;
+    }
+    if (opt.name == "--url") {
+        std::string_view v;
+        err = r.value(v);
+        if (!err) url = v;
+        return true;
+    }
+    return false;
+}
+
+// Resolves --url / $REDIS_URL / the default and parses it.
+std::optional<usage_error> resolve_url(const std::string& command,
+                                       std::optional<std::string_view> from_option,
+                                       common_options& o) {
+    if (from_option) {
+        o.url = std::string(*from_option);
+        o.url_from = "--url";
+    } else if (const char* env = std::getenv("REDIS_URL"); env != nullptr && *env != 0) {
+        o.url = env;
+        o.url_from = "REDIS_URL";
+    } else {
+        o.url = std::string(default_url);
+        o.url_from = "the default URL";
+    }
+    std::string why;
+    if (auto ec = config::parse_url(o.url, o.cfg, why); ec) {
+        // The URL is not echoed: it may carry a password.
+        return usage_error{command, "malformed Redis URL in " + o.url_from + ": " +
+                                        (why.empty() ? ec.message() : why)};
+    }
+    return std::nullopt;
+}
+
+std::optional<usage_error> check_name(const std::string& command, std::string_view name) {
+    std::string why;
+    if (validate_lock_name(name, why))
+        return usage_error{command, "bad lock NAME " + quoted(name) + ": " + why};
+    return std::nullopt;
+}
+
+bool asks_for_help(const std::vector<std::string_view>& args) {
+    for (auto tok : args) {
+        if (tok == "--") return false;  // beyond here it is COMMAND's (run) or a NAME
+        if (tok == "--help" || tok == "-h") return true;
+    }
+    return false;
+}
+
+std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, run_options& o) {
+    const std::string cmd = "run";
+    option_reader r(cmd, args, /*run_style=*/true);
+    std::optional<std::string_view> url;
+    bool no_wait = false;
+    bool wait_given = false;
+    auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
+        std::optional<usage_error> e;
+        if (common_option(r, opt, o.common, e, url)) return e;
+        if (opt.name == "--lease") return r.duration_value(o.lease, o.lease_text);
+        if (opt.name == "--grace") {
+            std::string ignored;
+            return r.duration_value(o.grace, ignored);
+        }
+        if (opt.name == "--wait") {
+            duration d{};
+            if (auto e2 = r.duration_value(d, o.wait_text); e2) return e2;
+            o.wait = d;
+            wait_given = true;
+            return std::nullopt;
+        }
+        if (opt.name == "--no-wait") {
+            no_wait = true;
+            return r.no_value();
+        }
+        if (opt.name == "--on-lost") {
+            std::string_view v;
+            if (auto e2 = r.value(v); e2) return e2;
+            if (v == "kill")
+                o.on_lost = on_lost_action::kill;
+            else if (v == "ignore")
+                o.on_lost = on_lost_action::ignore;
+            else
+                return r.error("bad --on-lost value " + quoted(v) + ": expected kill or ignore");
+            return std::nullopt;
+        }
+        return r.unknown();
+    });
+    if (err) return err;
+    if (wait_given && no_wait) return r.error("--wait and --no-wait cannot be used together");
+    if (no_wait) {
+        o.wait = duration::zero();
+        o.wait_text = "0s";
+    }
+    if (o.lease < min_run_lease)
+        return r.error("--lease must be at least " + format_duration(min_run_lease) + " (got " +
+                       o.lease_text + ")");
+
+    if (r.positionals.empty())
+        return r.error(r.saw_separator ? "missing NAME before '--'" : "missing NAME");
+    if (r.positionals.size() > 1) {
+        return r.error(r.saw_separator
+                           ? "unexpected argument " + quoted(r.positionals[1]) +
+                                 " (only one NAME goes before '--')"
+                           : "unexpected argument " + quoted(r.positionals[1]) +
+                                 " after NAME: put '--' before COMMAND");
+    }
+    if (!r.saw_separator) return r.error("missing '--' and COMMAND after NAME");
+    if (r.rest.empty()) return r.error("missing COMMAND after '--'");
+    o.name = std::string(r.positionals[0]);
+    if (auto e = check_name(cmd, o.name); e) return e;
+    o.command.assign(r.rest.begin(), r.rest.end());
+    return resolve_url(cmd, url, o.common);
+}
+
+// status and break: [options] NAME
+template <class Options, class Extra>
+std::optional<usage_error> parse_name_command(const std::string& cmd,
+                                              const std::vector<std::string_view>& args,
+                                              Options& o, Extra&& extra) {
+    option_reader r(cmd, args, /*run_style=*/false);
+    std::optional<std::string_view> url;
+    auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
+        std::optional<usage_error> e;
+        if (common_option(r, opt, o.common, e, url)) return e;
+        if (extra(r, opt, e)) return e;
+        return r.unknown();
+    });
+    if (err) return err;
+    if (r.positionals.empty()) return r.error("missing NAME");
+    if (r.positionals.size() > 1)
+        return r.error("unexpected argument " + quoted(r.positionals[1]) +
+                       " (give exactly one NAME)");
+    o.name = std::string(r.positionals[0]);
+    if (auto e = check_name(cmd, o.name); e) return e;
+    return resolve_url(cmd, url, o.common);
+}
+
+}  // namespace
+
+std::optional<duration> parse_duration(std::string_view text, std::string& why) {
+    constexpr std::string_view hint = "expected a whole number and a unit: 500ms, 10s, 2m or 1h";
+    std::size_t digits = 0;
+    while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+    if (text.empty()) {
+        why = "empty duration; " + std::string(hint);
+        return std::nullopt;
+    }
+    if (digits == 0) {
+        why = std::string(hint);
+        return std::nullopt;
+    }
+    const auto unit = text.substr(digits);
+    if (unit.empty()) {
+        why = "no unit; " + std::string(hint);
+        return std::nullopt;
+    }
+    std::chrono::milliseconds::rep per_unit = 0;
+    if (unit == "ms") per_unit = 1;
+    else if (unit == "s") per_unit = 1000;
+    else if (unit == "m") per_unit = 60 * 1000;
+    else if (unit == "h") per_unit = 60 * 60 * 1000;
+    else {
+        why = "unknown unit " + quoted(unit) + "; " + std::string(hint);
+        return std::nullopt;
+    }
+    std::chrono::milliseconds::rep value = 0;
+    for (std::size_t i = 0; i < digits; ++i) {
+        value = value * 10 + (text[i] - '0');
+        // Checked per digit, so the multiplication below cannot overflow.
+        if (value > max_duration.count()) break;
+    }
+    if (value > max_duration.count() / per_unit) {
+        why = "too long; the limit is " + format_duration(max_duration);
+        return std::nullopt;
+    }
+    why.clear();
+    return duration(value * per_unit);
+}
+
+std::string format_duration(duration d) {
+    const auto ms = d.count();
+    if (ms != 0 && ms % (60 * 60 * 1000) == 0) return std::to_string(ms / (60 * 60 * 1000)) + "h";
+    if (ms != 0 && ms % (60 * 1000) == 0) return std::to_string(ms / (60 * 1000)) + "m";
+    if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+    return std::to_string(ms) + "ms";
+}
+
+std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
+                                              parsed_command& out) {
+    using kind = parsed_command::kind;
+    if (args.empty()) return usage_error{"", "missing COMMAND (run, status, break or help)"};
+    const auto first = args[0];
+    const std::vector<std::string_view> rest(args.begin() + 1, args.end());
+
+    if (first == "--help" || first == "-h" || first == "help") {
+        out.what = kind::help;
+        if (first != "help") {
+            if (!rest.empty())
+                return usage_error{"", "unexpected argument " + quoted(rest[0]) + " after " +
+                                           std::string(first)};
+            return std::nullopt;
+        }
+        if (rest.size() > 1)
+            return usage_error{"", "unexpected argument " + quoted(rest[1]) +
+                                       " (help takes at most one COMMAND)"};
+        if (!rest.empty()) {
+            if (help_text(rest[0]).empty())
+                return usage_error{"", "no help for unknown command " + quoted(rest[0])};
+            out.help_topic = std::string(rest[0]);
+        }
+        return std::nullopt;
+    }
+    if (first == "--version" || first == "-V") {
+        if (!rest.empty())
+            return usage_error{"", "unexpected argument " + quoted(rest[0]) + " after " +
+                                       std::string(first)};
+        out.what = kind::version;
+        return std::nullopt;
+    }
+    if (first == "run" || first == "status" || first == "break") {
+        if (asks_for_help(rest)) {
+            out.what = kind::help;
+            out.help_topic = std::string(first);
+            return std::nullopt;
+        }
+        if (first == "run") {
+            out.what = kind::run;
+            return parse_run(rest, out.run);
+        }
+        if (first == "status") {
+            out.what = kind::status;
+            return parse_name_command(
+                "status", rest, out.status,
+                [&](option_reader& r, const option_token& opt, std::optional<usage_error>& e) {
+                    if (opt.name != "--json") return false;
+                    e = r.no_value();
+                    out.status.json = true;
+                    return true;
+                });
+        }
+        out.what = kind::break_lock;
+        return parse_name_command(
+            "break", rest, out.brk,
+            [](option_reader&, const option_token&, std::optional<usage_error>&) { return false; });
+    }
+    if (is_option(first)) return usage_error{"", "unknown option " + quoted(first)};
+    return usage_error{"", "unknown command " + quoted(first) +
+                               " (commands: run, status, break, help)"};
+}
+
+}  // namespace corolock::cli

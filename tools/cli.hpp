@@ -1,0 +1,145 @@
+// The corolock command-line tool: shared declarations.
+//
+//   arguments.cpp   command-line parsing (durations, options, usage errors)
+//   help.cpp        --help texts
+//   session.cpp     connecting: config, logger, the reachability check, exit codes
+//   run_command.cpp corolock run
+//   inspect_commands.cpp  corolock status / corolock break
+//   main.cpp        dispatch
+#pragma once
+
+#include <corolock/config.hpp>
+#include <corolock/error.hpp>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace corolock { class client; }
+namespace spdlog { class logger; }
+
+namespace corolock::cli {
+
+using duration = std::chrono::milliseconds;
+
+// Exit statuses of the tool itself, sysexits(3) style where one fits, so a
+// caller can tell "the lock was busy" from "Redis is down" from "you typed it
+// wrong". `run` otherwise passes the command's own status through, which is
+// why these stay clear of the small numbers commands use.
+namespace exit_status {
+inline constexpr int ok = 0;
+inline constexpr int usage = 64;          // EX_USAGE: bad command line
+inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis cannot be reached
+inline constexpr int lease_lost = 70;     // run: the lease was lost while COMMAND ran
+inline constexpr int os_error = 71;       // EX_OSERR: spawning failed, or an internal error
+inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: the lock was not acquired in time
+inline constexpr int remote_error = 76;   // EX_PROTOCOL: Redis answered with an error
+inline constexpr int cannot_execute = 126;// COMMAND found but not executable (as shells do)
+inline constexpr int not_found = 127;     // COMMAND not found (as shells do)
+inline constexpr int signal_base = 128;   // + signal number
+}  // namespace exit_status
+
+// A usage error: what was wrong, in words a user can act on.
+struct usage_error {
+    std::string command;  // "run", "status", ... or empty for the top level
+    std::string message;
+};
+
+// Options every command that talks to Redis takes.
+struct common_options {
+    std::string url;       // resolved: --url, else $REDIS_URL, else the default
+    std::string url_from;  // "--url", "REDIS_URL" or "default", for messages
+    config cfg;            // parsed from url
+    int verbosity = 0;     // -v: info, -vv: debug
+};
+
+enum class on_lost_action { kill, ignore };
+
+struct run_options {
+    common_options common;
+    std::string name;
+    duration lease = std::chrono::seconds(30);
+    std::string lease_text = "30s";
+    std::optional<duration> wait;  // absent: wait until signalled
+    std::string wait_text;
+    on_lost_action on_lost = on_lost_action::kill;
+    duration grace = std::chrono::seconds(5);
+    std::vector<std::string> command;
+};
+
+struct status_options {
+    common_options common;
+    std::string name;
+    bool json = false;
+};
+
+struct break_options {
+    common_options common;
+    std::string name;
+};
+
+// What the command line asked for.
+struct parsed_command {
+    enum class kind { help, version, run, status, break_lock } what = kind::help;
+    std::string help_topic;  // kind::help: "" for the overview, or a command name
+    run_options run;
+    status_options status;
+    break_options brk;
+};
+
+// Parses argv (without argv[0]). Returns the usage error on failure.
+std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
+                                              parsed_command& out);
+
+// "500ms", "10s", "2m", "1h": a whole number and a unit. Empty why on success.
+std::optional<duration> parse_duration(std::string_view text, std::string& why);
+std::string format_duration(duration d);
+
+// Help texts (help.cpp). Empty topic: the overview. Unknown topic: empty string.
+std::string help_text(std::string_view topic);
+std::string_view version_text();
+
+// ---- session.cpp ----
+
+// A logger for -v/-vv on stderr; null when verbosity is 0 (the library's own
+// quiet default then applies, which COROLOCK_LOG_LEVEL can still turn up).
+std::shared_ptr<spdlog::logger> make_logger(int verbosity);
+
+// The client configuration the tool uses: the parsed URL plus timeouts short
+// enough that an unreachable server is reported within a few seconds.
+config tool_config(const common_options& o);
+
+// "host:port" for messages (never the password).
+std::string describe_server(const config& cfg);
+
+// Sends one PING: success once Redis answers. Bounded by the command timeout.
+// Cancellation through `slot` (terminal) ends it early with operation_aborted.
+boost::asio::awaitable<error_code> check_reachable(client& c,
+                                                   boost::asio::cancellation_slot slot = {});
+
+// Maps a library error to the tool's exit status.
+int exit_status_for(const error_code& ec);
+
+// Prints "corolock: <message>" to stderr.
+void report_error(std::string_view message);
+// Prints "corolock: warning: <message>" to stderr.
+void report_warning(std::string_view message);
+
+// Explains a failure to reach or use Redis and returns the exit status.
+int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec);
+
+// JSON string literal for arbitrary bytes (inspect_commands.cpp).
+std::string json_string(std::string_view bytes);
+
+// ---- the commands ----
+int run_command(const run_options& o);
+int status_command(const status_options& o);
+int break_command(const break_options& o);
+
+}  // namespace corolock::cli

@@ -1,0 +1,170 @@
+// corolock status and corolock break: one script run each.
+#include "cli.hpp"
+
+#include <corolock/admin.hpp>
+#include <corolock/client.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <functional>
+
+namespace corolock::cli {
+
+namespace asio = boost::asio;
+
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+// Runs body(client) on a fresh single-threaded client and returns its exit
+// status. Every wait inside is bounded by the client's command timeout, so
+// this returns within a few seconds whatever Redis does.
+int with_client(const common_options& o,
+                const std::function<asio::awaitable<int>(client&)>& body) {
+    asio::io_context ioc(1);
+    std::optional<client> c;
+    try {
+        c.emplace(ioc.get_executor(), tool_config(o));
+    } catch (const std::exception& e) {
+        report_error(std::string("bad configuration: ") + e.what());
+        return exit_status::usage;
+    }
+    int status = exit_status::os_error;
+    asio::co_spawn(ioc, body(*c), [&](std::exception_ptr e, int result) {
+        status = result;
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                report_error(std::string("internal error: ") + ex.what());
+            } catch (...) {
+                report_error("internal error");
+            }
+            status = exit_status::os_error;
+        }
+        c->stop();
+        // The client's reconnect loop never runs out of work by itself.
+        ioc.stop();
+    });
+    ioc.run();
+    return status;
+}
+
+std::string plural_levels(std::int64_t n) {
+    return std::to_string(n) + (n == 1 ? " level" : " levels");
+}
+
+}  // namespace
+
+std::string json_string(std::string_view bytes) {
+    // Valid UTF-8 passes through; control characters, quotes and backslashes
+    // are escaped; a byte that is not part of valid UTF-8 (names and owner
+    // ids are binary-safe) is written as \u00XX, i.e. read as Latin-1, so
+    // the output is always valid JSON.
+    std::string out = "\"";
+    constexpr char hex[] = "0123456789abcdef";
+    auto escape_byte = [&](unsigned char c) {
+        out += "\\u00";
+        out.push_back(hex[c >> 4]);
+        out.push_back(hex[c & 0xf]);
+    };
+    std::size_t i = 0;
+    while (i < bytes.size()) {
+        const auto c = static_cast<unsigned char>(bytes[i]);
+        if (c < 0x80) {
+            switch (c) {
+            case '"': out += "\\\""; break;
+            case '\\': out += "\\\\"; break;
+            case '\n': out += "\\n"; break;
+            case '\r': out += "\\r"; break;
+            case '\t': out += "\\t"; break;
+            case '\b': out += "\\b"; break;
+            case '\f': out += "\\f"; break;
+            default:
+                if (c < 0x20 || c == 0x7f) escape_byte(c);
+                else out.push_back(static_cast<char>(c));
+            }
+            ++i;
+            continue;
+        }
+        // Length of a well-formed UTF-8 sequence starting here, or 0.
+        std::size_t len = 0;
+        std::uint32_t cp = 0;
+        if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+        else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+        else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+        bool valid = len != 0 && i + len <= bytes.size();
+        for (std::size_t k = 1; valid && k < len; ++k) {
+            const auto cc = static_cast<unsigned char>(bytes[i + k]);
+            if ((cc & 0xc0) != 0x80) valid = false;
+            cp = (cp << 6) | (cc & 0x3f);
+        }
+        // Overlong forms, surrogates and code points past U+10FFFF are invalid.
+        if (valid && ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+                      (cp >= 0xd800 && cp <= 0xdfff)))
+            valid = false;
+        if (!valid) {
+            escape_byte(c);
+            ++i;
+            continue;
+        }
+        out.append(bytes.substr(i, len));
+        i += len;
+    }
+    out.push_back('"');
+    return out;
+}
+
+int status_command(const status_options& o) {
+    return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
+        auto [ec, st] = co_await async_lock_status(c, o.name, use_nothrow);
+        if (ec) co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec);
+        if (o.json) {
+            std::string line = "{\"name\":" + json_string(o.name) +
+                               ",\"held\":" + (st.held ? "true" : "false") +
+                               ",\"owner\":" + json_string(st.owner) +
+                               ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
+                               ",\"levels\":" + std::to_string(st.levels) +
+                               ",\"last_token\":" + std::to_string(st.last_token) + "}\n";
+            std::fputs(line.c_str(), stdout);
+            co_return exit_status::ok;
+        }
+        std::string ttl = "-";
+        if (st.held)
+            ttl = st.ttl.count() < 0 ? "none (the key has no expiry)"
+                                     : std::to_string(st.ttl.count()) + " ms";
+        std::printf("lock:       %s\n", o.name.c_str());
+        std::printf("held:       %s\n", st.held ? "yes" : "no");
+        std::printf("owner:      %s\n", st.held ? st.owner.c_str() : "-");
+        std::printf("ttl:        %s\n", ttl.c_str());
+        std::printf("levels:     %lld\n", static_cast<long long>(st.levels));
+        std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
+        co_return exit_status::ok;
+    });
+}
+
+int break_command(const break_options& o) {
+    return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
+        auto [ec, removed] = co_await async_break_lock(c, o.name, use_nothrow);
+        if (ec) {
+            const int status = report_redis_failure(o.common, "break lock '" + o.name + "'", ec);
+            if (ec == error::connection_lost || ec == error::timeout)
+                report_error("the break may or may not have happened; check with "
+                             "'corolock status'");
+            co_return status;
+        }
+        if (removed.held)
+            std::printf("removed lock %s held by %s (%s)\n", o.name.c_str(),
+                        removed.owner.c_str(), plural_levels(removed.levels).c_str());
+        else
+            std::printf("lock %s was not held\n", o.name.c_str());
+        co_return exit_status::ok;
+    });
+}
+
+}  // namespace corolock::cli

@@ -1,0 +1,37 @@
+// corolock: the command-line tool. See `corolock --help` and docs/cli.md.
+#include "cli.hpp"
+
+#include <cstdio>
+#include <exception>
+
+int main(int argc, char** argv) {
+    namespace cli = corolock::cli;
+    std::vector<std::string_view> args;
+    for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+
+    cli::parsed_command cmd;
+    if (auto err = cli::parse_command_line(args, cmd)) {
+        const std::string prefix = err->command.empty() ? "" : err->command + ": ";
+        cli::report_error(prefix + err->message);
+        std::fprintf(stderr, "Try 'corolock %s--help' for more information.\n",
+                     err->command.empty() ? "" : (err->command + " ").c_str());
+        return cli::exit_status::usage;
+    }
+    try {
+        switch (cmd.what) {
+        case cli::parsed_command::kind::help:
+            std::fputs(cli::help_text(cmd.help_topic).c_str(), stdout);
+            return cli::exit_status::ok;
+        case cli::parsed_command::kind::version:
+            std::fwrite(cli::version_text().data(), 1, cli::version_text().size(), stdout);
+            return cli::exit_status::ok;
+        case cli::parsed_command::kind::run: return cli::run_command(cmd.run);
+        case cli::parsed_command::kind::status: return cli::status_command(cmd.status);
+        case cli::parsed_command::kind::break_lock: return cli::break_command(cmd.brk);
+        }
+    } catch (const std::exception& e) {
+        // Setting up the event loop or the signal handling failed.
+        cli::report_error(std::string("internal error: ") + e.what());
+    }
+    return cli::exit_status::os_error;
+}

@@ -1,0 +1,106 @@
+#include "cli.hpp"
+
+#include <corolock/client.hpp>
+#include <corolock/command.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+namespace corolock::cli {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr duration cli_connect_timeout = std::chrono::seconds(2);
+constexpr duration cli_command_timeout = std::chrono::seconds(3);
+}  // namespace
+
+std::shared_ptr<spdlog::logger> make_logger(int verbosity) {
+    if (verbosity <= 0) return nullptr;
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    auto logger = std::make_shared<spdlog::logger>("corolock", std::move(sink));
+    logger->set_level(verbosity >= 2 ? spdlog::level::debug : spdlog::level::info);
+    logger->set_pattern("corolock: [%H:%M:%S.%e] [%l] %v");
+    return logger;
+}
+
+config tool_config(const common_options& o) {
+    config cfg = o.cfg;
+    // A command-line tool must say "Redis is down" promptly instead of
+    // retrying in silence: the reachability check is one PING bounded by the
+    // command timeout (3 s), and a connect attempt that hangs (a black-holed
+    // address) is cut at 2 s so that at least one attempt fits in it.
+    if (cfg.connect_timeout.count() == 0) cfg.connect_timeout = cli_connect_timeout;
+    if (cfg.command_timeout.count() == 0) cfg.command_timeout = cli_command_timeout;
+    cfg.logger = make_logger(o.verbosity);
+    if (cfg.client_name.empty()) cfg.client_name = "corolock-cli";
+    return cfg;
+}
+
+std::string describe_server(const config& cfg) {
+    std::string host = cfg.host;
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6
+    return host + ":" + std::to_string(cfg.port);
+}
+
+asio::awaitable<error_code> check_reachable(client& c, asio::cancellation_slot slot) {
+    // PING is answered in any state (even by a server still loading), so it
+    // tests exactly "connected and authenticated". Idempotent: a dropped
+    // connection may retry it once.
+    command ping{"PING"};
+    ping.idempotent();
+    auto [ec, r] = co_await c.async_exec(
+        std::move(ping), asio::bind_cancellation_slot(slot, asio::as_tuple(asio::use_awaitable)));
+    co_return ec;
+}
+
+int exit_status_for(const error_code& ec) {
+    if (!ec) return exit_status::ok;
+    if (ec == error::wait_timeout || ec == error::lock_held) return exit_status::not_acquired;
+    if (ec == error::invalid_argument || ec == error::invalid_url) return exit_status::usage;
+    if (ec == error::timeout || ec == error::not_connected || ec == error::connection_lost ||
+        ec == error::connect_timeout || ec == error::resolve_failed ||
+        ec == error::tls_handshake_failed || ec == error::auth_failed ||
+        ec == error::handshake_failed)
+        return exit_status::unavailable;
+    if (ec.category() != error_category()) return exit_status::unavailable;  // socket errors
+    if (ec == error::client_stopped) return exit_status::os_error;
+    // server_error, wrong_type, no_script, protocol errors, unexpected replies.
+    return exit_status::remote_error;
+}
+
+void report_error(std::string_view message) {
+    std::fprintf(stderr, "corolock: %.*s\n", static_cast<int>(message.size()), message.data());
+}
+
+void report_warning(std::string_view message) {
+    std::fprintf(stderr, "corolock: warning: %.*s\n", static_cast<int>(message.size()),
+                 message.data());
+}
+
+int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec) {
+    const int status = exit_status_for(ec);
+    std::string why = ec.message();
+    if (ec == error::not_connected) {
+        why = "no connection within " + format_duration(cli_command_timeout) +
+              " (is Redis running there? -v shows each attempt)";
+    }
+    std::string message = std::string(doing) + ": ";
+    const std::string where = describe_server(o.cfg) + " (from " + o.url_from + ")";
+    if (ec == error::auth_failed)
+        message += "Redis at " + where + " rejected the credentials";
+    else if (status == exit_status::unavailable)
+        message += "cannot reach Redis at " + where + ": " + why;
+    else
+        message += why;
+    report_error(message);
+    return status;
+}
+
+}  // namespace corolock::cli
