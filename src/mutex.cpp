@@ -23,7 +23,6 @@ using clock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-constexpr auto default_lease = std::chrono::seconds(30);
 constexpr auto min_lease = std::chrono::milliseconds(10);
 
 // One acquire in progress. The caller's handler is completed at most once:
@@ -212,11 +211,11 @@ error_code validate_lock_name(std::string_view name, std::string& why) {
 namespace {
 error_code normalize(lock_options& o, std::string& why) {
     using std::chrono::milliseconds;
-    if (o.lease.count() < 0 || (o.lease.count() > 0 && o.lease < min_lease)) {
-        why = "lease must be at least 10 ms";
+    if (o.lease < min_lease) {
+        why = o.lease.count() <= 0 ? "lease must be positive (at least 10 ms)"
+                                   : "lease must be at least 10 ms";
         return error::invalid_argument;
     }
-    if (o.lease.count() == 0) o.lease = default_lease;
     if (o.wait && o.wait->count() < 0) {
         why = "wait must not be negative";
         return error::invalid_argument;

@@ -1,4 +1,4 @@
-// Options for one acquire. Zero or absent fields mean the documented default.
+// Options for one acquire. Every field has a documented default.
 #pragma once
 
 #include <chrono>
@@ -10,8 +10,8 @@ struct lock_options {
     using duration = std::chrono::steady_clock::duration;
 
     // How long the server keeps the lock without a renewal. Default 30 s.
-    // Must be at least 10 ms when given.
-    duration lease{};
+    // At least 10 ms: zero or a negative lease is invalid_argument.
+    duration lease = std::chrono::seconds(30);
 
     // acquire(): how long to wait for the lock. Absent: until cancelled.
     // Zero: do not wait (like try_acquire). Negative: invalid.
@@ -21,7 +21,8 @@ struct lock_options {
     // Renew the lease in the background while the guard is held.
     bool watchdog = true;
 
-    // How often the watchdog renews. Default lease / 3. Must be below the lease.
+    // How often the watchdog renews. Zero (the default) means lease / 3.
+    // Otherwise it must be positive and below the lease.
     duration renew_interval{};
 };
 
