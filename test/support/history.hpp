@@ -155,6 +155,25 @@ struct check_options {
     bool check_i5 = true;
 };
 
+// One holder as the checker rebuilt it (for tests that look closer).
+struct holder_info {
+    long long pid = 0;
+    int task = 0;
+    std::string lock;
+    std::uint64_t token = 0;
+    long long acquire_invoked = -1;  // -1: absent
+    long long acquire_ok = 0;
+    long long window_end = 0;        // == acquire_ok for an empty window
+    long long deadline = 0;          // the last deadline the checker accepted
+    long long release_invoked = -1;
+    std::string release_outcome;     // "ok", the error text, or "" (none seen)
+    long long lost = -1;
+    // The holder's last oracle write: "accepted", "rejected", "failed",
+    // "pending" (invoked, no reply) or "" (none); done = when it completed.
+    std::string write_outcome;
+    long long write_done = -1;
+};
+
 struct check_result {
     // Human-readable violations, keyed "format", "I1", "I2", "I3", "I5",
     // "counter". Empty vectors are not stored.
@@ -176,6 +195,7 @@ struct check_result {
     // signals that were subject to I5; 0 when there were none.
     long long lost_minus_deadline_min_ns = 0;
     long long lost_minus_deadline_max_ns = 0;
+    std::vector<holder_info> holder_list;  // in acquire_ok order
 
     bool ok() const noexcept { return violations.empty(); }
     std::size_t count(const std::string& invariant) const;
