@@ -402,7 +402,7 @@ std::string check_result::report() const {
         << releases_ok << " releases ok, " << lost_signals << " lost signals, " << writes_accepted
         << " writes accepted, " << writes_rejected << " rejected (" << late_writes_rejected << " of "
         << late_writes << " late writes rejected)";
-    if (lost_signals > 0) {
+    if (lost_signals_checked > 0) {
         out << "; lost - deadline in [" << ms(lost_minus_deadline_min_ns) << ", "
             << ms(lost_minus_deadline_max_ns) << "]";
     }
@@ -482,7 +482,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
                 if (e.deadline == 0 || e.lease_ns <= 0)
                     violation("format", "acquire_ok without deadline or lease_ns at " + e.source);
                 const auto key = std::make_tuple(e.pid, e.task, e.token);
-                if (by_token.count(key)) {
+                if (by_token.count(key) && options.check_i2) {
                     violation("I2", "the same actor got token " + std::to_string(e.token) +
                                         " twice, at " + holders[by_token[key]].source + " and " +
                                         e.source);
@@ -601,8 +601,12 @@ check_result check_history(const std::vector<event>& input, const check_options&
             }
         }
 
-        // ---- I2: tokens.
-        if (options.check_i2) {
+        // ---- I2: tokens. The oracle's figures are counted even when the
+        // rule is off (a test of an honest limit still reports them).
+        {
+            auto violation = [&](const std::string& inv, std::string msg) {
+                if (options.check_i2) r.violations[inv].push_back(std::move(msg));
+            };
             std::map<std::uint64_t, const holder*> seen;
             for (const holder* h : hs) {
                 const auto [it, fresh] = seen.emplace(h->token, h);
@@ -743,7 +747,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
     }
 
     // ---- I5: honest deadlines; lost before the server could expire the key.
-    bool first_lost = true;
+    int lost_checked = 0;
     for (const auto& h : holders) {
         if (h.lost >= 0) ++r.lost_signals;
         if (!options.check_i5) continue;
@@ -761,10 +765,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
         if (paused_during(pauses, h.pid, d - slack, expiry + slack)) continue;
         if (h.lost >= 0) {
             const long long late = h.lost - d;
-            if (first_lost) {
-                r.lost_minus_deadline_min_ns = r.lost_minus_deadline_max_ns = late;
-                first_lost = false;
-            }
+            if (lost_checked++ == 0) r.lost_minus_deadline_min_ns = r.lost_minus_deadline_max_ns = late;
             r.lost_minus_deadline_min_ns = std::min(r.lost_minus_deadline_min_ns, late);
             r.lost_minus_deadline_max_ns = std::max(r.lost_minus_deadline_max_ns, late);
             if (h.lost > expiry + slack && (h.release_invoked < 0 || h.release_invoked > expiry + slack)) {
@@ -781,6 +782,8 @@ check_result check_history(const std::vector<event>& input, const check_options&
             }
         }
     }
+
+    r.lost_signals_checked = lost_checked;
 
     // ---- The counter.
     for (const auto& [lock, final_value] : options.counters) {

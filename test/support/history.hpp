@@ -191,8 +191,10 @@ struct check_result {
     int writes_rejected = 0;
     int late_writes = 0;          // writes completed outside their holder's window
     int late_writes_rejected = 0;
-    // Lost signal time minus the last confirmed deadline (ns), over the lost
-    // signals that were subject to I5; 0 when there were none.
+    // Lost signal time minus the last confirmed deadline (ns), over the
+    // lost_signals_checked lost signals that were subject to I5 (not exempt
+    // by a pause of their process); 0 when there were none.
+    int lost_signals_checked = 0;
     long long lost_minus_deadline_min_ns = 0;
     long long lost_minus_deadline_max_ns = 0;
     std::vector<holder_info> holder_list;  // in acquire_ok order

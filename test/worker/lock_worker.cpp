@@ -11,23 +11,44 @@
 //   lock_worker wait URL NAME WAIT_MS
 //       Acquires (waiting up to WAIT_MS), prints "acquired TOKEN MONO_NS",
 //       where MONO_NS is CLOCK_MONOTONIC at the moment acquire returned.
+//   lock_worker cycle URL NAME COUNTER_KEY ORACLE_KEY LEASE_MS HOLD_MS DURATION_MS LOG [SEED]
+//       For the fault tests: until DURATION_MS have passed, loops acquire ->
+//       critical section -> release on lock NAME. The critical section is a
+//       non-atomic GET/SET increment of COUNTER_KEY, then a pause of HOLD_MS/2
+//       to HOLD_MS (drawn from SEED), then a fenced write of the token to
+//       the oracle at ORACLE_KEY (test/support/history.hpp's oracle_lua). It
+//       deliberately does not check for a lost lease before writing: the
+//       oracle is what must refuse a late write. A failed acquire is retried
+//       after a short pause. Prints "running PID" at start and "done N"
+//       (completed cycles) at the end; exits 0.
 //
-// Events go as JSON lines to LOG when given (the history checker's input).
+// Events go as JSON lines to LOG when given: the history checker's input,
+// in the format documented in test/support/history.hpp. Times are
+// CLOCK_MONOTONIC ns; lease deadlines are guard::lease_deadline() converted
+// with time_since_epoch(), which is the same clock because libstdc++'s
+// steady_clock reads CLOCK_MONOTONIC on Linux (checked at start-up).
 #include <corolock/corolock.hpp>
+
+#include "../support/history.hpp"  // oracle_lua only (header-only part)
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,20 +71,197 @@ std::vector<std::string> split(const std::string& s, char sep) {
     return out;
 }
 
+long long to_mono_ns(std::chrono::steady_clock::time_point tp) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(tp.time_since_epoch()).count();
+}
+
+// Lease deadlines are logged on the CLOCK_MONOTONIC scale; that is only
+// right while steady_clock is that clock. Two readings bracket one another.
+bool steady_clock_is_monotonic() {
+    const long long before = mono_ns();
+    const long long steady = to_mono_ns(std::chrono::steady_clock::now());
+    const long long after = mono_ns();
+    return steady >= before && steady <= after;
+}
+
+// Only names of this program's own making go into the log (lock names and
+// error names), so no escaping beyond quotes and backslashes is needed.
+std::string quoted(const std::string& s) {
+    std::string out = "\"";
+    for (const char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += (static_cast<unsigned char>(c) < 0x20) ? ' ' : c;
+    }
+    return out + "\"";
+}
+
+// The optional fields of an event.
+struct extra {
+    long long deadline = 0;
+    long long lease_ns = 0;
+    long long prev = -1;
+    std::string error;
+};
+extra with_deadline(long long deadline, long long lease_ns = 0) {
+    extra x;
+    x.deadline = deadline;
+    x.lease_ns = lease_ns;
+    return x;
+}
+extra with_prev(long long prev) {
+    extra x;
+    x.prev = prev;
+    return x;
+}
+extra with_error(std::string error) {
+    extra x;
+    x.error = std::move(error);
+    return x;
+}
+
 struct event_log {
     std::ofstream out;
-    void write(const std::string& ev, int task, const std::string& lock, std::uint64_t token) {
+    // One line per event, flushed at once: a kill -9 may cut only the line
+    // being written, which the checker's loader then skips.
+    void write(const std::string& ev, int task, const std::string& lock, std::uint64_t token,
+               const extra& x = extra()) {
         if (!out.is_open()) return;
-        out << "{\"ev\":\"" << ev << "\",\"pid\":" << ::getpid() << ",\"task\":" << task
-            << ",\"lock\":\"" << lock << "\",\"token\":" << token << ",\"t\":" << mono_ns()
-            << "}\n";
+        std::string line = "{\"ev\":\"" + ev + "\",\"pid\":" + std::to_string(::getpid()) +
+                           ",\"task\":" + std::to_string(task) + ",\"lock\":" + quoted(lock) +
+                           ",\"token\":" + std::to_string(token) + ",\"t\":" + std::to_string(mono_ns());
+        if (x.deadline != 0) line += ",\"deadline\":" + std::to_string(x.deadline);
+        if (x.lease_ns != 0) line += ",\"lease_ns\":" + std::to_string(x.lease_ns);
+        if (x.prev >= 0) line += ",\"prev\":" + std::to_string(x.prev);
+        if (!x.error.empty()) line += ",\"error\":" + quoted(x.error);
+        line += "}\n";
+        out << line << std::flush;
+    }
+    void acquired(int task, const std::string& lock, const corolock::guard& g,
+                  std::chrono::steady_clock::duration lease) {
+        write("acquire_ok", task, lock, g.token(),
+              with_deadline(to_mono_ns(g.lease_deadline()),
+                            std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count()));
     }
 };
 
+// A short, stable name for the errors the checker reads.
+std::string error_name(const corolock::error_code& ec) {
+    if (ec == corolock::error::expired) return "expired";
+    if (ec == corolock::error::not_owner) return "not_owner";
+    if (ec == corolock::error::timeout) return "timeout";
+    if (ec == corolock::error::wait_timeout) return "wait_timeout";
+    if (ec == corolock::error::lock_lost) return "lock_lost";
+    if (ec == corolock::error::released) return "released";
+    return ec.message();
+}
+
 int usage() {
-    std::cerr << "usage: lock_worker increment|hold|wait ...\n";
+    std::cerr << "usage: lock_worker increment|hold|wait|cycle ...\n";
     return 64;
 }
+
+// The fault tests' workload (mode "cycle"); see the top of this file.
+struct cycle_worker {
+    corolock::client& c;
+    std::string name;
+    std::string counter_key;
+    std::string oracle_key;
+    std::chrono::milliseconds lease;
+    std::chrono::milliseconds hold;
+    std::chrono::steady_clock::time_point until;
+    event_log& log;
+    std::mt19937 rng;
+    long cycles = 0;
+
+    template <class Duration>
+    static asio::awaitable<void> pause_for(Duration d) {
+        asio::steady_timer t(co_await asio::this_coro::executor, d);
+        co_await t.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+
+    // Logs the lost signal (guard::until_lost) and every move of the lease
+    // deadline (renewals), polled every 5 ms, until the section is over.
+    asio::awaitable<void> watch(const corolock::guard& g, const bool& holding) {
+        using namespace asio::experimental::awaitable_operators;
+        auto lost = [&]() -> asio::awaitable<void> {
+            auto [ec] = co_await g.async_until_lost(asio::as_tuple(asio::use_awaitable));
+            if (ec == corolock::error::lock_lost) log.write("lost", 0, name, g.token());
+        };
+        auto deadlines = [&]() -> asio::awaitable<void> {
+            long long last = to_mono_ns(g.lease_deadline());
+            while (holding) {
+                co_await pause_for(5ms);
+                const long long now = to_mono_ns(g.lease_deadline());
+                if (now != last && holding) {
+                    log.write("lease", 0, name, g.token(), with_deadline(now));
+                    last = now;
+                }
+            }
+        };
+        // The lost wait ends the watch; so does the end of the section, which
+        // cancels the wait (a released guard's wait never completes by itself).
+        co_await (lost() || deadlines());
+    }
+
+    asio::awaitable<void> section(corolock::guard& g, bool& holding) {
+        const auto token = g.token();
+        log.write("increment_invoked", 0, name, token);
+        auto [ec1, v] = co_await c.async_exec(corolock::command{"GET", counter_key},
+                                              asio::as_tuple(asio::use_awaitable));
+        if (ec1) {
+            log.write("increment_failed", 0, name, token, with_error(error_name(ec1)));
+        } else {
+            const long n = v.is_null() ? 0 : std::stol(v.str);
+            auto [ec2, ok] = co_await c.async_exec(
+                corolock::command{"SET", counter_key, std::to_string(n + 1)},
+                asio::as_tuple(asio::use_awaitable));
+            if (ec2) log.write("increment_failed", 0, name, token, with_error(error_name(ec2)));
+            else log.write("increment_ok", 0, name, token);
+        }
+
+        std::uniform_int_distribution<long> spread(hold.count() / 2, hold.count());
+        co_await pause_for(std::chrono::milliseconds(spread(rng)));
+
+        log.write("write_invoked", 0, name, token);
+        auto [ec3, w] = co_await c.async_exec(
+            corolock::command{"EVAL", std::string(corolock::test::history::oracle_lua), "1",
+                              oracle_key, std::to_string(token)},
+            asio::as_tuple(asio::use_awaitable));
+        if (ec3 || w.elements.size() != 2) {
+            log.write("write_failed", 0, name, token,
+                      with_error(ec3 ? error_name(ec3) : "bad reply " + corolock::to_string(w)));
+        } else {
+            log.write(w.elements[0].integer == 1 ? "write_accepted" : "write_rejected", 0, name,
+                      token, with_prev(w.elements[1].integer));
+        }
+
+        log.write("release_invoked", 0, name, token);
+        const auto ec4 = co_await g.release();
+        if (ec4) log.write("release_failed", 0, name, token, with_error(error_name(ec4)));
+        else log.write("release_ok", 0, name, token);
+        holding = false;
+    }
+
+    asio::awaitable<void> run() {
+        using namespace asio::experimental::awaitable_operators;
+        corolock::mutex m(c, name);
+        std::uniform_int_distribution<int> backoff(10, 50);
+        while (std::chrono::steady_clock::now() < until) {
+            log.write("acquire_invoked", 0, name, 0);
+            auto [ec, g] = co_await m.async_acquire({.lease = lease, .wait = 5s},
+                                                    asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                log.write("acquire_failed", 0, name, 0, with_error(error_name(ec)));
+                co_await pause_for(std::chrono::milliseconds(backoff(rng)));
+                continue;
+            }
+            log.acquired(0, name, g, lease);
+            bool holding = true;
+            co_await (section(g, holding) && watch(g, holding));
+            ++cycles;
+        }
+    }
+};
 
 }  // namespace
 
@@ -92,7 +290,7 @@ int main(int argc, char** argv) {
                 for (int i = 0; i < iterations; ++i) {
                     log.write("acquire_invoked", t, name, 0);
                     auto g = co_await m.acquire({.lease = lease, .wait = 60s});
-                    log.write("acquire_ok", t, name, g.token());
+                    log.acquired(t, name, g, lease);
                     auto last = co_await c.async_exec(corolock::command{"GET", prefix + name + ":last"},
                                                       asio::use_awaitable);
                     if (!last.is_null() && std::stoull(last.str) >= g.token()) ++violations;
@@ -107,7 +305,8 @@ int main(int argc, char** argv) {
                     log.write("release_invoked", t, name, g.token());
                     auto ec = co_await g.release();
                     if (ec) ++violations;
-                    log.write("release_ok", t, name, g.token());
+                    if (ec) log.write("release_failed", t, name, g.token(), with_error(error_name(ec)));
+                    else log.write("release_ok", t, name, g.token());
                 }
                 if (++done == tasks) c.stop();
             }, [&](std::exception_ptr e) {
@@ -157,6 +356,54 @@ int main(int argc, char** argv) {
         }, asio::detached);
         ioc.run_for(std::chrono::minutes(2));
         return exit_code;
+    }
+    if (mode == "cycle" && argc >= 10) {
+        if (!steady_clock_is_monotonic()) {
+            std::cerr << "steady_clock is not CLOCK_MONOTONIC here: deadlines cannot be logged\n";
+            return 70;
+        }
+        event_log log;
+        log.out.open(argv[9], std::ios::app);
+        if (!log.out) {
+            std::cerr << "cannot open " << argv[9] << "\n";
+            return 73;
+        }
+        const auto duration = std::chrono::milliseconds(std::stol(argv[8]));
+        const unsigned long seed = argc >= 11 ? std::stoul(argv[10]) : 1;
+        // Short timeouts and a fast reconnect, as the in-process tests use
+        // (test/support/lock_testing.cpp's config_for): a fault then costs
+        // the run seconds, not the library's production defaults.
+        auto cfg = corolock::config::from_url(argv[2]);
+        cfg.command_timeout = 2s;
+        cfg.connect_timeout = 2s;
+        cfg.reconnect_min = 20ms;
+        cfg.reconnect_max = 200ms;
+        corolock::client c(ioc.get_executor(), cfg);
+        cycle_worker w{c,
+                       argv[3],
+                       argv[4],
+                       argv[5],
+                       std::chrono::milliseconds(std::stol(argv[6])),
+                       std::chrono::milliseconds(std::stol(argv[7])),
+                       std::chrono::steady_clock::now() + duration,
+                       log,
+                       std::mt19937(static_cast<std::mt19937::result_type>(seed * 7919 + ::getpid())),
+                       0};
+        bool finished = false;
+        std::cout << "running " << ::getpid() << std::endl;
+        asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {
+            finished = true;
+            if (e) {
+                try { std::rethrow_exception(e); } catch (const std::exception& ex) {
+                    std::cerr << "worker failed: " << ex.what() << "\n";
+                }
+                exit_code = 1;
+            }
+            c.stop();
+        });
+        ioc.run_for(duration + std::chrono::seconds(60));
+        std::cout << "done " << w.cycles << std::endl;
+        return finished ? exit_code : 2;
     }
     return usage();
 }

@@ -1,0 +1,242 @@
+// Shared by the process-level fault tests and the soak test: a fleet of
+// lock_worker processes in "cycle" mode against one throwaway redis-server,
+// their JSON-lines histories in a private temporary directory, a seeded
+// random source, and the harness's own fault events.
+#pragma once
+
+#include "support/child_process.hpp"
+#include "support/history.hpp"
+#include "support/lock_testing.hpp"
+#include "support/redis_server.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace corolock::test::fault {
+
+using namespace std::chrono_literals;
+namespace history = corolock::test::history;
+
+// The schedule's seed: COROLOCK_FAULT_SEED when set, else a fresh one.
+// Printed, so any run can be replayed.
+inline std::uint64_t fault_seed(const char* test_name) {
+    std::uint64_t seed = 0;
+    if (const char* s = std::getenv("COROLOCK_FAULT_SEED"); s && *s) {
+        seed = std::strtoull(s, nullptr, 10);
+    } else {
+        seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+    }
+    std::cout << "[" << test_name << "] COROLOCK_FAULT_SEED=" << seed << std::endl;
+    return seed;
+}
+
+inline double ms_of(long long ns) { return static_cast<double>(ns) / 1e6; }
+
+// The kernel's state letter for a process ('T' when stopped), '?' if gone.
+inline char process_state(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = all.rfind(')');
+    return close != std::string::npos && close + 2 < all.size() ? all[close + 2] : '?';
+}
+
+// A private directory for one test's histories, removed at the end unless
+// COROLOCK_KEEP_HISTORY is set (then its path is printed for inspection).
+class history_dir {
+public:
+    history_dir() {
+        static int serial = 0;
+        path_ = std::filesystem::temp_directory_path() /
+                ("corolock-history-" + std::to_string(::getpid()) + "-" + std::to_string(++serial));
+        std::filesystem::remove_all(path_);
+        std::filesystem::create_directories(path_);
+    }
+    ~history_dir() {
+        if (std::getenv("COROLOCK_KEEP_HISTORY")) {
+            std::cout << "history kept in " << path_.string() << std::endl;
+            return;
+        }
+        std::error_code ec;
+        std::filesystem::remove_all(path_, ec);
+    }
+    history_dir(const history_dir&) = delete;
+    history_dir& operator=(const history_dir&) = delete;
+    std::string file(const std::string& name) const { return (path_ / name).string(); }
+    std::string path() const { return path_.string(); }
+
+private:
+    std::filesystem::path path_;
+};
+
+struct fleet_options {
+    int workers = 4;
+    std::chrono::milliseconds lease{1000};
+    std::chrono::milliseconds hold{300};       // critical section pause: hold/2 .. hold
+    std::chrono::milliseconds duration{6000};  // how long each worker keeps cycling
+    std::string name = "fault";
+};
+
+class fleet {
+public:
+    fleet(redis_server& server, fleet_options opts, std::uint64_t seed)
+        : server_(server), opts_(std::move(opts)), seed_(seed), rng_(seed),
+          harness_(dir_.file("harness.jsonl")) {}
+
+    const fleet_options& options() const { return opts_; }
+    std::mt19937_64& rng() { return rng_; }
+    history::event_writer& harness() { return harness_; }
+    std::string counter_key() const { return "counter:" + opts_.name; }
+    std::string oracle_key() const { return "oracle:" + opts_.name; }
+    child_process& worker(std::size_t i) { return *workers_.at(i); }
+    std::size_t size() const { return workers_.size(); }
+
+    // Starts the workers and waits until each has printed "running".
+    void start() {
+        for (int i = 0; i < opts_.workers; ++i) start_one();
+    }
+
+    // One more worker (the soak test replaces killed ones).
+    std::size_t start_one() {
+        const std::size_t i = workers_.size();
+        workers_.push_back(std::make_unique<child_process>(std::vector<std::string>{
+            COROLOCK_TEST_WORKER, "cycle", server_.url(), opts_.name, counter_key(), oracle_key(),
+            std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
+            std::to_string(opts_.duration.count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
+            std::to_string(seed_ + i)}));
+        const auto line = wait_for_line(*workers_.back(), "running", 10s);
+        INFO(workers_.back()->output());
+        REQUIRE(!line.empty());
+        return i;
+    }
+
+    std::vector<history::event> events() const {
+        int truncated = 0;
+        auto evs = history::load_history(dir_.path(), &truncated);
+        return evs;
+    }
+
+    // A worker that is now inside the pause of its critical section (its
+    // log's last event is increment_ok), waiting up to limit for one. The
+    // test still checks afterwards, from the history, that it held the lock.
+    std::optional<std::size_t> worker_in_section(std::chrono::milliseconds limit,
+                                                 const std::vector<std::size_t>& skip = {}) {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < deadline) {
+            for (std::size_t i = 0; i < workers_.size(); ++i) {
+                if (std::find(skip.begin(), skip.end(), i) != skip.end()) continue;
+                if (!workers_[i]->running()) continue;
+                if (last_event(i) == "increment_ok") return i;
+            }
+            std::this_thread::sleep_for(2ms);
+        }
+        return std::nullopt;
+    }
+
+    // SIGSTOP, logged (before the signal, so the logged pause covers the
+    // real one), and waits until the kernel reports the worker stopped.
+    void pause(std::size_t i) {
+        harness_.fault("paused", workers_[i]->pid());
+        REQUIRE(workers_[i]->signal(SIGSTOP));
+        const auto deadline = std::chrono::steady_clock::now() + 2s;
+        while (process_state(workers_[i]->pid()) != 'T' && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(1ms);
+        REQUIRE(process_state(workers_[i]->pid()) == 'T');
+    }
+    void resume(std::size_t i) {
+        REQUIRE(workers_[i]->signal(SIGCONT));
+        harness_.fault("resumed", workers_[i]->pid());
+    }
+    void kill9(std::size_t i) {
+        harness_.fault("killed", workers_[i]->pid());
+        REQUIRE(workers_[i]->kill9(5s));
+        killed_.push_back(i);
+    }
+
+    // Waits (bounded) for every worker that was not killed to finish its
+    // duration and exit 0; returns the sum of their completed cycles.
+    long finish(std::chrono::milliseconds extra = 40s) {
+        long cycles = 0;
+        for (std::size_t i = 0; i < workers_.size(); ++i) {
+            if (std::find(killed_.begin(), killed_.end(), i) != killed_.end()) continue;
+            const auto st = workers_[i]->wait_for(opts_.duration + extra);
+            INFO("worker " << i << " output:\n" << workers_[i]->output());
+            REQUIRE(st.has_value());
+            CHECK(child_process::exit_code(*st) == 0);
+            const auto line = wait_for_line(*workers_[i], "done ", 1s);
+            if (line.size() > 5) cycles += std::stol(line.substr(5));
+        }
+        return cycles;
+    }
+
+    // The final counter value, as options for the checker.
+    history::check_options counted() const {
+        history::check_options o;
+        const auto v = server_.cmd1({"GET", counter_key()});
+        o.counters[opts_.name] = v.empty() ? 0 : std::stoll(v);
+        return o;
+    }
+
+    // Runs the checker and prints its report (with the seed) into the test
+    // output; the caller asserts.
+    history::check_result check(const history::check_options& o) const {
+        auto r = history::check_history(events(), o);
+        std::cout << r.report() << std::flush;
+        return r;
+    }
+
+private:
+    std::string last_event(std::size_t i) const {
+        std::ifstream in(dir_.file("worker-" + std::to_string(i) + ".jsonl"));
+        std::string line, last;
+        while (std::getline(in, line))
+            if (!line.empty()) last = line;
+        const auto p = last.find("\"ev\":\"");
+        if (p == std::string::npos) return {};
+        const auto q = last.find('"', p + 6);
+        return last.substr(p + 6, q - p - 6);
+    }
+
+    redis_server& server_;
+    fleet_options opts_;
+    std::uint64_t seed_;
+    std::mt19937_64 rng_;
+    history_dir dir_;
+    history::event_writer harness_;
+    std::vector<std::unique_ptr<child_process>> workers_;
+    std::vector<std::size_t> killed_;
+};
+
+// A uniformly drawn duration in [lo, hi].
+inline std::chrono::milliseconds draw(std::mt19937_64& rng, std::chrono::milliseconds lo,
+                                      std::chrono::milliseconds hi) {
+    std::uniform_int_distribution<long> d(lo.count(), hi.count());
+    return std::chrono::milliseconds(d(rng));
+}
+
+// The holder of the lock at time t according to the checker (acquired
+// before t, window or hold not yet given up before t), for pid.
+inline const history::holder_info* holder_at(const history::check_result& r, long long pid, long long t) {
+    for (const auto& h : r.holder_list) {
+        if (h.pid != pid || h.acquire_ok > t) continue;
+        if (h.release_invoked >= 0 && h.release_invoked < t) continue;
+        return &h;
+    }
+    return nullptr;
+}
+
+}  // namespace corolock::test::fault
