@@ -110,13 +110,14 @@ public:
         for (int i = 0; i < opts_.workers; ++i) start_one();
     }
 
-    // One more worker (the soak test replaces killed ones).
-    std::size_t start_one() {
+    // One more worker (the soak test replaces killed ones), cycling for
+    // `duration` (default: the fleet's).
+    std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
         const std::size_t i = workers_.size();
         workers_.push_back(std::make_unique<child_process>(std::vector<std::string>{
             COROLOCK_TEST_WORKER, "cycle", server_.url(), opts_.name, counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
-            std::to_string(opts_.duration.count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
+            std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
             std::to_string(seed_ + i)}));
         const auto line = wait_for_line(*workers_.back(), "running", 10s);
         INFO(workers_.back()->output());
@@ -139,7 +140,7 @@ public:
         while (std::chrono::steady_clock::now() < deadline) {
             for (std::size_t i = 0; i < workers_.size(); ++i) {
                 if (std::find(skip.begin(), skip.end(), i) != skip.end()) continue;
-                if (!workers_[i]->running()) continue;
+                if (!workers_[i] || !workers_[i]->running()) continue;
                 if (last_event(i) == "increment_ok") return i;
             }
             std::this_thread::sleep_for(2ms);
@@ -161,11 +162,15 @@ public:
         REQUIRE(workers_[i]->signal(SIGCONT));
         harness_.fault("resumed", workers_[i]->pid());
     }
+    // SIGKILL; the worker's object (and its output pipe) goes with it, so
+    // replacing killed workers does not pile up descriptors in this process.
     void kill9(std::size_t i) {
         harness_.fault("killed", workers_[i]->pid());
         REQUIRE(workers_[i]->kill9(5s));
+        workers_[i].reset();
         killed_.push_back(i);
     }
+    bool alive(std::size_t i) const { return workers_.at(i) != nullptr; }
 
     // Waits (bounded) for every worker that was not killed to finish its
     // duration and exit 0; returns the sum of their completed cycles.

@@ -192,7 +192,7 @@ TEST_CASE("redis-server restarted: no hang, waiters still get through", "[fault]
               << " workers acquired after; " << cycles << " cycles in all" << std::endl;
 }
 
-TEST_CASE("a restart without persistence can reissue fencing tokens; with AOF it does not",
+TEST_CASE("a restart without persistence can reissue fencing tokens, and with AOF it does not",
           "[fault][process]") {
     const bool persistent = GENERATE(false, true);
     redis_server_options so;
