@@ -13,7 +13,9 @@ REDIS_PORT=""
 REDIS_PID=""
 
 throwaway_redis_start() {
-  local dir=$1 bin=${COROLOCK_REDIS_SERVER:-redis-server} candidate
+  local dir bin=${COROLOCK_REDIS_SERVER:-redis-server} candidate
+  # Absolute: redis-server changes into --dir before it opens --logfile.
+  dir=$(cd "$1" && pwd) || return 1
   command -v "$bin" >/dev/null || { echo "redis-server is not installed (scripts/setup.sh installs it)" >&2; return 1; }
   # A random port below Linux's ephemeral range (so a client's own source
   # port can never take it); if it is taken the server exits at once and we
