@@ -212,7 +212,18 @@ void lock_service::add_waiter(unlock_waiters::waiter& w, const std::string& chan
 
 void lock_service::remove_waiter(unlock_waiters::waiter& w, bool acquired) {
     const std::string channel = w.channel;
-    if (waiters_.remove(w, acquired) && !stopped_) send_subscribe(channel, false, false);
+    if (!waiters_.remove(w, acquired)) return;
+    expiry_hints_.erase(channel);
+    if (!stopped_) send_subscribe(channel, false, false);
+}
+
+lock_service::clock::time_point lock_service::expiry_hint(const std::string& channel) const {
+    auto it = expiry_hints_.find(channel);
+    return it == expiry_hints_.end() ? clock::time_point::min() : it->second;
+}
+
+void lock_service::note_expiry_hint(const std::string& channel, clock::time_point t) {
+    if (waiters_.waiter_count(channel) > 0) expiry_hints_[channel] = t;
 }
 
 std::uint64_t lock_service::register_stop_hook(std::function<void()> f) {

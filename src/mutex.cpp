@@ -114,10 +114,28 @@ asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
     op->waiter.wake = [raw = op.get()] { raw->wake.cancel(); };
     op->stop_hook = svc->register_stop_hook([raw = op.get()] { raw->abandon(error::client_stopped); });
 
+    // No barging past local waiters: when other handles in this process are
+    // already queued for the lock (and it is not ours already), join the back
+    // of the queue instead of racing the waiter that a release just woke.
+    // Without this, a task that releases and at once acquires again wins
+    // nearly every time, and the others starve. The wait is capped like any
+    // other, at the holder's TTL as last seen by a local waiter.
+    if (!op->try_once && st->levels.empty()) {
+        const auto now = clock::now();
+        const auto free_by = svc->expiry_hint(st->keys.channel);
+        if (free_by > now && svc->waiters().waiter_count(st->keys.channel) > 0) {
+            svc->add_waiter(op->waiter, st->keys.channel);
+            subscribed = true;
+            op->wake.expires_at(std::min(free_by, wait_deadline));
+            co_await op->wake.async_wait(use_nothrow);
+            if (!op->completed()) svc->rearm_waiter(op->waiter);
+        }
+    }
+
     // Bounded: every pass either completes, or waits on a timer capped by the
     // wait deadline and the holder's TTL; the caller's cancellation and the
     // client's stop both end it.
-    for (;;) {
+    while (!op->completed()) {
         const auto sent = clock::now();
         auto [ec, r] = co_await acquire_once(*svc, st, level, op->opts.lease);
         if (!ec && r.acquired) {
@@ -179,6 +197,7 @@ asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
         // once a lease period.
         const auto ttl = r.pttl >= 0 ? clock::duration(std::chrono::milliseconds(r.pttl + 1))
                                      : clock::duration(op->opts.lease);
+        svc->note_expiry_hint(st->keys.channel, now + ttl);
         op->wake.expires_at(std::min(now + ttl, wait_deadline));
         co_await op->wake.async_wait(use_nothrow);
         if (op->completed()) break;

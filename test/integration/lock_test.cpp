@@ -667,3 +667,41 @@ TEST_CASE("lock: a guard outliving its client is harmless", "[lock][integration]
     // Dropping it afterwards neither throws nor blocks.
     g = guard{};
 }
+
+TEST_CASE("lock: contenders in one process take turns, and a releaser does not barge",
+          "[lock][integration]") {
+    // Four handles loop acquire -> release on one name. Without local
+    // fairness the task that just released re-acquires before the waiter it
+    // woke can retry, and keeps the lock almost every time.
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    constexpr int tasks = 4;
+    constexpr int total = 400;
+    std::vector<int> share(tasks, 0);
+    int done_tasks = 0, acquisitions = 0;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        for (int t = 0; t < tasks; ++t) {
+            asio::co_spawn(ex, [&, t]() -> asio::awaitable<void> {
+                corolock::mutex m(c, "fair");
+                while (acquisitions < total) {
+                    auto g = co_await m.acquire({.lease = 10s, .wait = 10s});
+                    ++acquisitions;
+                    ++share[static_cast<std::size_t>(t)];
+                    co_await g.release();
+                }
+                ++done_tasks;
+            }, asio::detached);
+        }
+        const bool finished = co_await eventually([&] { return done_tasks == tasks; }, 30s);
+        REQUIRE(finished);
+    }, 40s);
+    const double mean = static_cast<double>(acquisitions) / tasks;
+    for (int t = 0; t < tasks; ++t) {
+        INFO("task " << t << " got " << share[static_cast<std::size_t>(t)] << " of "
+                     << acquisitions);
+        CHECK(share[static_cast<std::size_t>(t)] >= 0.25 * mean);
+    }
+    c.stop();
+}

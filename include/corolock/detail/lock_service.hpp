@@ -19,6 +19,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <memory>
 #include <set>
 #include <string>
@@ -101,6 +102,11 @@ public:
     void add_waiter(unlock_waiters::waiter& w, const std::string& channel);
     void remove_waiter(unlock_waiters::waiter& w, bool acquired);
     void rearm_waiter(unlock_waiters::waiter& w) noexcept { waiters_.rearm(w); }
+    // When a local waiter last saw the holder's lease running out (the time
+    // point of its TTL cap); min() when no waiter of the channel saw one.
+    // Kept while the channel has waiters, dropped with the last of them.
+    clock::time_point expiry_hint(const std::string& channel) const;
+    void note_expiry_hint(const std::string& channel, clock::time_point t);
 
     // Cancellation hooks of live acquire operations, run on stop().
     std::uint64_t register_stop_hook(std::function<void()> f);
@@ -129,6 +135,7 @@ private:
     std::weak_ptr<client_impl> client_;
     client_impl& impl_;
     unlock_waiters waiters_;
+    std::unordered_map<std::string, clock::time_point> expiry_hints_;
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<lock_state>> watched_;
     boost::asio::steady_timer watchdog_timer_;
