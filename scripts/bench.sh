@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Runs corolock's benchmarks against a throwaway redis-server, next to
+# redis-benchmark's figures for the same server, so that results read as
+# ratios. Benchmarks are not tests: nothing here fails on a slow figure.
+#
+#   scripts/bench.sh                 # full run (about two minutes after the build)
+#   scripts/bench.sh --quick         # shorter scenarios, for a first look
+#   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
+#   BUILD_DIR=out JOBS=2 scripts/bench.sh
+#
+# Writes BUILD_DIR/bench-results.json (its path is printed at the end),
+# BUILD_DIR/bench-run/ (raw redis-benchmark output, plot data, the Markdown
+# table) and BUILD_DIR/bench-run/plots/*.png, and prints a short table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=full
+update_docs=0
+for arg in "$@"; do
+  case $arg in
+    --quick) mode=quick ;;
+    --smoke) mode=smoke ;;  # seconds: checks this script end to end
+    --update-docs) update_docs=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--update-docs]" >&2; exit 64 ;;
+  esac
+done
+
+started=$SECONDS
+build_dir=${BUILD_DIR:-build-release}
+jobs=${JOBS:-$(nproc)}
+run_dir=$build_dir/bench-run
+results=$build_dir/bench-results.json
+
+# Required: the toolchain, redis-server and redis-benchmark (redis-tools).
+scripts/setup.sh
+# Optional: gnuplot for the plots. Checked with dpkg-query first, so an
+# installed machine never touches apt; without it the numbers still come out.
+plots=1
+if [[ "$(dpkg-query -W -f='${Status}' gnuplot-nox 2>/dev/null)" != "install ok installed" ]] &&
+   ! command -v gnuplot >/dev/null; then
+  if ! COROLOCK_EXTRA_PACKAGES=gnuplot-nox scripts/setup.sh; then
+    echo "bench: gnuplot-nox could not be installed; no plots this time" >&2
+    plots=0
+  fi
+fi
+
+# A Release build of its own. -Werror is off here only: g++ 12 at -O3 reports
+# false -Wrestrict positives inside libstdc++'s string code, and warnings are
+# the test builds' business, not the benchmark's.
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCOROLOCK_WERROR=OFF \
+  -DCOROLOCK_BUILD_TESTS=OFF -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF >/dev/null
+cmake --build "$build_dir" -j "$jobs" --target corolock_bench
+bench=$build_dir/bench/corolock_bench
+built=$SECONDS
+
+rm -rf "$run_dir"
+mkdir -p "$run_dir/plots"
+
+# shellcheck source=lib/throwaway_redis.sh
+source scripts/lib/throwaway_redis.sh
+trap throwaway_redis_stop EXIT
+throwaway_redis_start "$run_dir"
+echo "bench: redis-server on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
+
+# redis-benchmark has no time limit of its own, only a request count; the
+# counts are sized for a few seconds each and `timeout` bounds a stall.
+case $mode in
+  full)  n_ping=20000 n_c1=20000 n_c50=100000 n_p16=400000 ;;
+  quick) n_ping=5000  n_c1=5000  n_c50=25000  n_p16=100000 ;;
+  smoke) n_ping=500   n_c1=500   n_c50=2000   n_p16=8000 ;;
+esac
+
+# Prints "ops_per_s,p50_ms" from redis-benchmark's --csv output, whose
+# columns are: test, rps, avg, min, p50, p95, p99, max (all quoted).
+redis_bench() {
+  local name=$1
+  shift
+  timeout 120 redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" --csv "$@" >"$run_dir/$name.csv"
+  awk -F'","' 'NR == 2 { print $2 "," $5 }' "$run_dir/$name.csv"
+}
+
+sha=$("$bench" --port "$REDIS_PORT" --load-acquire-script)
+# The lock's acquire script on random names. redis-benchmark replaces each
+# __rand_int__ with its own random number, so the two keys of one call name
+# different locks: the same work for a single server (two key lookups, one
+# INCR, one HSET, one PEXPIRE), but not a valid pair for Redis Cluster.
+acquire=(EVALSHA "$sha" 2 'corolock:{__rand_int__}' 'corolock:{__rand_int__}:fence' owner 30000 1)
+
+echo "bench: redis-benchmark baselines"
+ping_c1=$(redis_bench ping_c1 -t ping_mbulk -c 1 -n "$n_ping")
+evalsha_c1=$(redis_bench evalsha_c1 -c 1 -n "$n_c1" -r 100000 "${acquire[@]}")
+evalsha_c50=$(redis_bench evalsha_c50 -c 50 -n "$n_c50" -r 100000 "${acquire[@]}")
+evalsha_c50_p16=$(redis_bench evalsha_c50_p16 -c 50 -P 16 -n "$n_p16" -r 100000 "${acquire[@]}")
+
+echo "bench: corolock_bench ($mode)"
+status=0
+timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush \
+  --out "$results" --data-dir "$run_dir" \
+  --baseline "ping_c1=$ping_c1" --baseline "evalsha_c1=$evalsha_c1" \
+  --baseline "evalsha_c50=$evalsha_c50" --baseline "evalsha_c50_p16=$evalsha_c50_p16" ||
+  status=$?
+throwaway_redis_stop
+
+if ((plots)) && [[ -s $run_dir/handoff_cdf.dat && -s $run_dir/cycles_vs_coroutines.dat ]]; then
+  ping_p50_us=$(awk -F, '{ print $2 * 1000 }' <<<"$ping_c1")
+  # A cycle is two scripts (acquire, release), so a baseline of N EVALSHA/s
+  # is drawn as N/2 cycles/s.
+  c1_half=$(awk -F, '{ print $1 / 2 }' <<<"$evalsha_c1")
+  c50_half=$(awk -F, '{ print $1 / 2 }' <<<"$evalsha_c50")
+  p16_half=$(awk -F, '{ print $1 / 2 }' <<<"$evalsha_c50_p16")
+  timeout 60 gnuplot <<EOF
+set terminal pngcairo size 900,560 font "DejaVu Sans,11"
+set grid
+set key bottom right
+set output "$run_dir/plots/handoff_cdf.png"
+set title "S3: lock handoff latency, 2 processes x 4 coroutines on one lock"
+set xlabel "handoff: release called -> next acquire returns (microseconds, log scale)"
+set ylabel "fraction of handoffs"
+set logscale x
+set yrange [0:1.02]
+set arrow from $ping_p50_us, graph 0 to $ping_p50_us, graph 1 nohead lc rgb "#999999" dt 2
+set label "PING p50" at $ping_p50_us, graph 0.95 offset 0.5,0 tc rgb "#666666"
+set arrow from 5*$ping_p50_us, graph 0 to 5*$ping_p50_us, graph 1 nohead lc rgb "#cc3333" dt 2
+set label "target: 5 x PING p50" at 5*$ping_p50_us, graph 0.85 offset 0.5,0 tc rgb "#cc3333"
+plot "$run_dir/handoff_cdf.dat" using 1:2 with lines lw 2 lc rgb "#1f77b4" title "corolock handoff"
+
+reset
+set terminal pngcairo size 900,560 font "DejaVu Sans,11"
+set output "$run_dir/plots/cycles_vs_coroutines.png"
+set grid
+set key below
+set title "Uncontended acquire+release cycles on one client, fresh names"
+set xlabel "coroutines (log scale)"
+set ylabel "cycles per second"
+set logscale x 2
+set xrange [0.8:320]
+set yrange [0:*]
+plot "$run_dir/cycles_vs_coroutines.dat" using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "corolock", \
+     $c1_half with lines dt 2 lc rgb "#2ca02c" title "redis-benchmark EVALSHA, 1 client (/2)", \
+     $c50_half with lines dt 2 lc rgb "#ff7f0e" title "redis-benchmark EVALSHA, 50 clients (/2)", \
+     $p16_half with lines dt 2 lc rgb "#d62728" title "redis-benchmark EVALSHA, 50 clients, pipeline 16 (/2)"
+EOF
+  if ((update_docs)); then
+    mkdir -p docs/plots
+    cp "$run_dir/plots/handoff_cdf.png" "$run_dir/plots/cycles_vs_coroutines.png" docs/plots/
+    echo "bench: plots copied to docs/plots/"
+  fi
+fi
+
+echo "bench: results in $results"
+echo "bench: build $((built - started)) s, run $((SECONDS - built)) s"
+exit "$status"
