@@ -26,7 +26,8 @@ namespace detail {
 
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using strand_type = detail::client_impl::strand_type;
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable_t<strand_type>{});
 
 error_code classify_server_error(std::string_view message) noexcept {
     auto starts = [&](std::string_view prefix) { return message.substr(0, prefix.size()) == prefix; };
@@ -65,11 +66,13 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg)
       strand_(asio::make_strand(ex)),
       cfg_(cfg.with_defaults()),
       logger_(cfg_.logger ? cfg_.logger : default_logger()),
-      resolver_(strand_),
+      // I/O objects live on the inner executor: they are only touched on the
+      // strand, and their completions resume coroutines that run there.
+      resolver_(strand_.get_inner_executor()),
       parser_(parser_limits{cfg_.max_bulk_length, cfg_.max_nesting_depth, cfg_.max_aggregate_size}),
-      write_signal_(strand_, clock::time_point::max()),
-      expire_timer_(strand_, clock::time_point::max()),
-      backoff_timer_(strand_),
+      write_signal_(strand_.get_inner_executor(), clock::time_point::max()),
+      expire_timer_(strand_.get_inner_executor(), clock::time_point::max()),
+      backoff_timer_(strand_.get_inner_executor()),
       rng_(std::random_device{}()) {
     if (cfg_.tls.enabled) {
         ssl_ctx_.emplace(asio::ssl::context::tls_client);
@@ -241,7 +244,7 @@ client_impl::clock::duration client_impl::next_backoff() {
     return half + clock::duration(jitter(rng_));
 }
 
-asio::awaitable<void> client_impl::run() {
+client_impl::awaitable<void> client_impl::run() {
     auto self = shared_from_this();
     while (!stopped()) {
         const error_code ec = co_await connect_once();
@@ -302,9 +305,9 @@ void client_impl::close_socket() noexcept {
     }
 }
 
-asio::awaitable<error_code> client_impl::connect_once() {
+client_impl::awaitable<error_code> client_impl::connect_once() {
     last_connect_diagnostic_.clear();
-    asio::steady_timer deadline(strand_);
+    asio::steady_timer deadline(strand_.get_inner_executor());
     deadline.expires_after(cfg_.connect_timeout);
 
     auto [rec, endpoints] = co_await resolver_.async_resolve(
@@ -315,7 +318,7 @@ asio::awaitable<error_code> client_impl::connect_once() {
     }
     if (stopped()) co_return error::client_stopped;
 
-    socket_.emplace(strand_);
+    socket_.emplace(strand_.get_inner_executor());
     auto connected = co_await (asio::async_connect(*socket_, endpoints, use_nothrow) ||
                                deadline.async_wait(use_nothrow));
     if (connected.index() == 1) co_return error::connect_timeout;
@@ -343,7 +346,7 @@ asio::awaitable<error_code> client_impl::connect_once() {
     co_return std::get<0>(hello);
 }
 
-asio::awaitable<error_code> client_impl::handshake() {
+client_impl::awaitable<error_code> client_impl::handshake() {
     // HELLO 3 switches to RESP3, authenticates and names the connection in
     // one round trip; SELECT follows when a database is chosen.
     std::string out;
@@ -410,7 +413,7 @@ asio::awaitable<error_code> client_impl::handshake() {
     co_return error_code{};
 }
 
-asio::awaitable<std::pair<error_code, std::size_t>> client_impl::read_some(char* data,
+client_impl::awaitable<std::pair<error_code, std::size_t>> client_impl::read_some(char* data,
                                                                            std::size_t size) {
     auto buffer = asio::buffer(data, size);
     if (tls_) {
@@ -421,7 +424,7 @@ asio::awaitable<std::pair<error_code, std::size_t>> client_impl::read_some(char*
     co_return std::pair{ec, n};
 }
 
-asio::awaitable<std::pair<error_code, std::size_t>> client_impl::write_all(const std::string& data) {
+client_impl::awaitable<std::pair<error_code, std::size_t>> client_impl::write_all(const std::string& data) {
     if (tls_) {
         auto [ec, n] = co_await asio::async_write(*tls_, asio::buffer(data), use_nothrow);
         co_return std::pair{ec, n};
@@ -449,7 +452,7 @@ void client_impl::handle_reply(reply&& r) {
     }
 }
 
-asio::awaitable<error_code> client_impl::reader() {
+client_impl::awaitable<error_code> client_impl::reader() {
     std::array<char, 16 * 1024> buf;
     for (;;) {
         if (!socket_) co_return error::connection_lost;
@@ -470,7 +473,7 @@ asio::awaitable<error_code> client_impl::reader() {
     }
 }
 
-asio::awaitable<error_code> client_impl::writer() {
+client_impl::awaitable<error_code> client_impl::writer() {
     for (;;) {
         if (!queue_.has_writable()) {
             write_signal_.expires_at(clock::time_point::max());
@@ -492,8 +495,8 @@ asio::awaitable<error_code> client_impl::writer() {
     }
 }
 
-asio::awaitable<error_code> client_impl::health_check() {
-    asio::steady_timer timer(strand_);
+client_impl::awaitable<error_code> client_impl::health_check() {
+    asio::steady_timer timer(strand_.get_inner_executor());
     const auto interval = cfg_.health_check_interval;
     for (;;) {
         timer.expires_after(interval);
@@ -521,7 +524,7 @@ asio::awaitable<error_code> client_impl::health_check() {
     }
 }
 
-asio::awaitable<void> client_impl::expire_loop() {
+client_impl::awaitable<void> client_impl::expire_loop() {
     auto self = shared_from_this();
     while (!stopped()) {
         expire_timer_.expires_at(queue_.next_deadline());

@@ -71,45 +71,51 @@ std::shared_ptr<lock_service> lock_service::of(client_impl& c) {
 
 // ---- scripts ----
 
+namespace {
+std::string script_payload(const script& s, bool by_sha, const std::vector<std::string>& keys,
+                           const std::vector<std::string>& args) {
+    command cmd{by_sha ? std::string_view("EVALSHA") : std::string_view("EVAL"),
+                by_sha ? std::string_view(s.sha1) : s.source};
+    cmd.arg(static_cast<std::int64_t>(keys.size()));
+    for (const auto& k : keys) cmd.arg(k);
+    for (const auto& a : args) cmd.arg(a);
+    return cmd.payload();
+}
+}  // namespace
+
 void lock_service::run_script(const script& s, std::vector<std::string> keys,
                               std::vector<std::string> args, bool idempotent,
                               script_handler handler) {
-    auto build = [&s, &keys, &args](bool by_sha) {
-        command cmd{by_sha ? std::string_view("EVALSHA") : std::string_view("EVAL"),
-                    by_sha ? std::string_view(s.sha1) : s.source};
-        cmd.arg(static_cast<std::int64_t>(keys.size()));
-        for (const auto& k : keys) cmd.arg(k);
-        for (const auto& a : args) cmd.arg(a);
-        return cmd.payload();
-    };
     client_impl::exec_options opts;
     opts.idempotent = idempotent;
-    auto fallback_payload = std::make_shared<std::string>();
-    auto first = build(true);
-    // EVAL is only needed after NOSCRIPT (a restarted server, SCRIPT FLUSH);
-    // building it lazily would need the arguments kept anyway, so keep them
-    // serialized once.
-    *fallback_payload = build(false);
+    auto first = script_payload(s, true, keys, args);
+    // EVAL (the whole source) is only needed after NOSCRIPT: a restarted
+    // server or SCRIPT FLUSH. It is built then, from the kept arguments, so
+    // the common path never allocates or holds the script text per call.
     auto weak = client_;
-    // Bound to the strand: every lock-layer callback runs there.
+    // Bound to the strand: every lock-layer callback runs there. The scripts
+    // are function-local statics, so the pointer outlives every call.
     impl_.exec(std::move(first), opts,
-               exec_handler(asio::bind_executor(impl_.strand(), [weak, fallback_payload, opts, handler = std::move(handler)](
-                                error_code ec, reply r) mutable {
-                   if (ec != error::no_script) {
-                       handler(ec, std::move(r));
-                       return;
-                   }
-                   auto c = weak.lock();
-                   if (!c) {
-                       handler(error::client_stopped, {});
-                       return;
-                   }
-                   c->exec(std::move(*fallback_payload), opts,
-                           exec_handler(asio::bind_executor(
-                               c->strand(), [handler = std::move(handler)](error_code ec2, reply r2) {
-                                   handler(ec2, std::move(r2));
-                               })));
-               })));
+               exec_handler(asio::bind_executor(
+                   impl_.strand(), [weak, s = &s, keys = std::move(keys), args = std::move(args),
+                                    opts, handler = std::move(handler)](error_code ec,
+                                                                        reply r) mutable {
+                       if (ec != error::no_script) {
+                           handler(ec, std::move(r));
+                           return;
+                       }
+                       auto c = weak.lock();
+                       if (!c) {
+                           handler(error::client_stopped, {});
+                           return;
+                       }
+                       c->exec(script_payload(*s, false, keys, args), opts,
+                               exec_handler(asio::bind_executor(
+                                   c->strand(),
+                                   [handler = std::move(handler)](error_code ec2, reply r2) {
+                                       handler(ec2, std::move(r2));
+                                   })));
+                   })));
 }
 
 void lock_service::try_acquire_once(const std::shared_ptr<lock_state>& st, std::uint64_t level,

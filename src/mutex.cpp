@@ -23,6 +23,10 @@ using clock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+// The acquire coroutine runs on the client's strand, typed as such (see
+// client_impl::awaitable): no boxed strand, no allocation per operation.
+using strand_type = detail::client_impl::strand_type;
+constexpr auto on_strand = asio::as_tuple(asio::use_awaitable_t<strand_type>{});
 constexpr auto min_lease = std::chrono::milliseconds(10);
 
 // One acquire in progress. The caller's handler is completed at most once:
@@ -37,7 +41,11 @@ struct acquire_op {
           opts(o),
           try_once(once),
           handler(std::move(h)),
-          wake(st->client->strand()) {}
+          // The timer is only touched on the strand, and the coroutine that
+          // waits on it resumes there (its own executor). Built on the inner
+          // executor, it does not box a strand into an any_io_executor: one
+          // heap allocation less per waiter.
+          wake(st->client->strand().get_inner_executor()) {}
 
     std::shared_ptr<lock_state> st;
     lock_options opts;
@@ -69,7 +77,7 @@ struct acquire_op {
 // Bridges the callback-style lock service into the coroutine.
 auto acquire_once(lock_service& svc, const std::shared_ptr<lock_state>& st, std::uint64_t level,
                   clock::duration lease) {
-    return asio::async_initiate<decltype(use_nothrow), void(error_code, detail::acquire_reply)>(
+    return asio::async_initiate<decltype(on_strand), void(error_code, detail::acquire_reply)>(
         [&svc, &st, level, lease](auto handler) {
             auto shared = std::make_shared<decltype(handler)>(std::move(handler));
             svc.try_acquire_once(st, level, lease,
@@ -77,7 +85,7 @@ auto acquire_once(lock_service& svc, const std::shared_ptr<lock_state>& st, std:
                                      std::move(*shared)(ec, r);
                                  });
         },
-        use_nothrow);
+        on_strand);
 }
 
 // Worth another attempt within the caller's wait: the connection came back
@@ -100,7 +108,7 @@ void release_in_background(lock_service& svc, const std::shared_ptr<lock_state>&
     });
 }
 
-asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
+asio::awaitable<void, strand_type> run_acquire(std::shared_ptr<acquire_op> op) {
     auto st = op->st;
     auto svc = lock_service::of(*st->client);
     const auto start = clock::now();
@@ -127,7 +135,7 @@ asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
             svc->add_waiter(op->waiter, st->keys.channel);
             subscribed = true;
             op->wake.expires_at(std::min(free_by, wait_deadline));
-            co_await op->wake.async_wait(use_nothrow);
+            co_await op->wake.async_wait(on_strand);
             if (!op->completed()) svc->rearm_waiter(op->waiter);
         }
     }
@@ -165,7 +173,7 @@ asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
                 level = st->next_level++;
                 op->wake.expires_at(std::min(now + retry_delay, wait_deadline));
                 retry_delay = std::min(retry_delay * 2, st->client->cfg().reconnect_max);
-                co_await op->wake.async_wait(use_nothrow);
+                co_await op->wake.async_wait(on_strand);
                 if (op->completed()) break;
                 if (subscribed) svc->rearm_waiter(op->waiter);
                 continue;
@@ -199,7 +207,7 @@ asio::awaitable<void> run_acquire(std::shared_ptr<acquire_op> op) {
                                      : clock::duration(op->opts.lease);
         svc->note_expiry_hint(st->keys.channel, now + ttl);
         op->wake.expires_at(std::min(now + ttl, wait_deadline));
-        co_await op->wake.async_wait(use_nothrow);
+        co_await op->wake.async_wait(on_strand);
         if (op->completed()) break;
         svc->rearm_waiter(op->waiter);
     }

@@ -86,7 +86,10 @@ public:
 
 private:
     using tcp = boost::asio::ip::tcp;
-    template <class T> using awaitable = boost::asio::awaitable<T>;
+    // The background coroutines run on the strand, typed as such: boxing a
+    // strand in an any_io_executor does not fit its small buffer, so every
+    // operation's work tracking would otherwise cost a heap allocation.
+    template <class T> using awaitable = boost::asio::awaitable<T, strand_type>;
 
     awaitable<void> run();
     awaitable<error_code> connect_once();
