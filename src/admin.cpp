@@ -91,7 +91,9 @@ void run_admin_script(client& c, std::string name, const detail::script& s,
             return;
         }
         auto svc = detail::lock_service::of(*impl);
-        svc->run_script(s, std::move(keys), std::move(args), idempotent,
+        const std::vector<std::string_view> key_views(keys.begin(), keys.end());
+        const std::vector<std::string_view> arg_views(args.begin(), args.end());
+        svc->run_script(s, key_views, arg_views, idempotent,
                         [op, parse = std::move(parse)](error_code ec, reply r) {
                             std::tuple<Results...> results{};
                             if (!ec) {

@@ -61,6 +61,13 @@ watchdog_schedule::clock::time_point watchdog_schedule::deadline(id_type id) con
     return it == entries_.end() ? clock::time_point::min() : it->second.deadline;
 }
 
+watchdog_schedule::clock::time_point watchdog_schedule::wake_of(id_type id) const noexcept {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return clock::time_point::max();
+    const entry& e = it->second;
+    return e.in_flight ? e.deadline : std::min(e.deadline, e.next_renew);
+}
+
 watchdog_schedule::clock::time_point watchdog_schedule::next_wake() const noexcept {
     auto next = clock::time_point::max();
     for (const auto& [id, e] : entries_) {

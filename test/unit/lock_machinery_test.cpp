@@ -139,6 +139,40 @@ TEST_CASE("watchdog_schedule: with renewals off only the deadline is watched", "
     CHECK(s.next_wake() == clock_type::time_point::max());
 }
 
+TEST_CASE("watchdog_schedule: each entry's wake time agrees with the whole schedule's",
+          "[watchdog]") {
+    // The service re-arms its one timer from wake_of(id) after a change to
+    // one entry, and rescans (next_wake) only once per tick. That is only
+    // right if next_wake() is always the earliest wake_of().
+    watchdog_schedule s;
+    const auto t0 = clock_type::now();
+    auto earliest = [&s](std::initializer_list<std::uint64_t> ids) {
+        auto t = clock_type::time_point::max();
+        for (auto id : ids) t = std::min(t, s.wake_of(id));
+        return t;
+    };
+    CHECK(s.wake_of(1) == clock_type::time_point::max());
+    s.add(1, t0, 3s, 1s);
+    s.add(2, t0 + 50ms, 3s, 1s);
+    s.add(3, t0 + 10ms, 900ms, clock_type::duration::zero());  // watchdog off
+    CHECK(s.wake_of(1) == t0 + 1s);
+    CHECK(s.wake_of(3) == watchdog_schedule::deadline_for(t0 + 10ms, 900ms));
+    CHECK(s.next_wake() == earliest({1, 2, 3}));
+    auto d = s.due(t0 + 1s);
+    REQUIRE(d.renew.size() == 2);
+    // In flight: only the deadline counts for it.
+    CHECK(s.wake_of(1) == s.deadline(1));
+    CHECK(s.next_wake() == earliest({1, 2, 3}));
+    s.on_renewed(1, t0 + 1s);
+    CHECK(s.wake_of(1) == t0 + 2s);
+    s.on_renew_failed(2, t0 + 1100ms);
+    CHECK(s.wake_of(2) == t0 + 1100ms + 250ms);
+    CHECK(s.next_wake() == earliest({1, 2, 3}));
+    s.remove(3);
+    CHECK(s.wake_of(3) == clock_type::time_point::max());
+    CHECK(s.next_wake() == earliest({1, 2}));
+}
+
 TEST_CASE("lock names and keys", "[protocol]") {
     std::string why;
     CHECK_FALSE(corolock::validate_lock_name("orders:42", why));

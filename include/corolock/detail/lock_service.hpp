@@ -22,6 +22,9 @@
 #include <unordered_map>
 #include <memory>
 #include <set>
+#include <span>
+#include <string_view>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -81,8 +84,16 @@ public:
     static std::shared_ptr<lock_service> of(client_impl& c);
 
     // Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT. Strand only.
-    void run_script(const script& s, std::vector<std::string> keys, std::vector<std::string> args,
-                    bool idempotent, script_handler handler);
+    // The arguments are serialized before it returns.
+    void run_script(const script& s, std::span<const std::string_view> keys,
+                    std::span<const std::string_view> args, bool idempotent,
+                    script_handler handler);
+    void run_script(const script& s, std::initializer_list<std::string_view> keys,
+                    std::initializer_list<std::string_view> args, bool idempotent,
+                    script_handler handler) {
+        run_script(s, std::span(keys.begin(), keys.size()), std::span(args.begin(), args.size()),
+                   idempotent, std::move(handler));
+    }
 
     // One acquire attempt; the handler gets the parsed reply.
     void try_acquire_once(const std::shared_ptr<lock_state>& st, std::uint64_t level,
@@ -127,7 +138,14 @@ public:
     void note_background_release(int delta) noexcept { background_releases_ += delta; }
 
 private:
+    // Re-arms the one watchdog timer for the whole schedule (O(n), once per
+    // tick).
     void arm_watchdog();
+    // After a change to one entry: arms earlier if that entry is due before
+    // the timer would fire (O(1)). A timer left armed for a time when nothing
+    // is due any more only costs one early tick, which re-arms it properly.
+    void arm_watchdog_for(std::uint64_t watch_id);
+    void arm_watchdog_at(clock::time_point next);
     void on_watchdog_tick();
     void fire_lost(const std::shared_ptr<lock_state>& st, const char* why);
     void send_subscribe(const std::string& channel, bool subscribe, bool priority);

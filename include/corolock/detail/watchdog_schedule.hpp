@@ -49,7 +49,13 @@ public:
     void on_renew_failed(id_type id, clock::time_point now) noexcept;
 
     clock::time_point deadline(id_type id) const noexcept;
+    // When the whole schedule next needs attention. O(n): for the timer,
+    // once per tick.
     clock::time_point next_wake() const noexcept;
+    // When this one entry next needs attention (max() when absent). O(1):
+    // after a change to one entry, the timer only needs to move earlier if
+    // this is before the time it is armed for.
+    clock::time_point wake_of(id_type id) const noexcept;
     std::size_t size() const noexcept { return entries_.size(); }
 
 private:
