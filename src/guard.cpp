@@ -148,7 +148,7 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::uint64_t epoch,
         // is lost or the client stops. From here the caller's cancellation
         // reaches this one wait through its slot (which replaces the note).
         auto slot = asio::get_associated_cancellation_slot(handler);
-        st->lost_signal.async_wait(asio::bind_cancellation_slot(
+        st->lost_timer().async_wait(asio::bind_cancellation_slot(
             slot, [st, epoch, handler = std::move(handler)](error_code) mutable {
                 auto ex2 = asio::get_associated_executor(handler, st->client->get_executor());
                 error_code result = asio::error::operation_aborted;

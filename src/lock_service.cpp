@@ -8,6 +8,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -52,11 +53,17 @@ lock_state::lock_state(std::shared_ptr<client_impl> c, std::string lock_name, st
       name(std::move(lock_name)),
       keys(keys_for(name)),
       owner(std::move(owner_id)),
-      watch_id(next_watch_id.fetch_add(1, std::memory_order_relaxed)),
-      // On the inner executor: a strand boxed in the timer's any_io_executor
-      // costs an allocation per held lock. Only cancel() and one async_wait
-      // (whose handler reads atomics only) ever touch it.
-      lost_signal(client->strand().get_inner_executor(), clock::time_point::max()) {}
+      watch_id(next_watch_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+boost::asio::steady_timer& lock_state::lost_timer() {
+    // On the inner executor: a strand boxed in the timer's any_io_executor
+    // would cost another allocation. Only the strand touches the timer, and
+    // the one handler waiting on it reads atomics only.
+    if (!lost_signal)
+        lost_signal = std::make_unique<boost::asio::steady_timer>(
+            client->strand().get_inner_executor(), clock::time_point::max());
+    return *lost_signal;
+}
 
 lock_service::lock_service(std::shared_ptr<client_impl> c)
     : client_(c), impl_(*c), watchdog_timer_(c->strand()) {}
@@ -176,10 +183,10 @@ void lock_service::try_acquire_once(const std::shared_ptr<lock_state>& st, std::
 // ---- holding ----
 
 void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                               std::uint64_t token, clock::time_point sent,
+                               clock::time_point sent,
                                const lock_options& opts) {
     const bool first = st->levels.empty();
-    st->levels.emplace(level, token);
+    st->levels.push_back(level);
     st->held.store(st->levels.size(), std::memory_order_release);
     st->lease = opts.lease;
     st->renew_every = opts.watchdog ? opts.renew_interval : clock::duration::zero();
@@ -197,7 +204,8 @@ void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint6
 
 void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
                                  std::function<void(error_code)> handler) {
-    if (st->levels.erase(level) != 0) {
+    if (auto it = std::find(st->levels.begin(), st->levels.end(), level); it != st->levels.end()) {
+        st->levels.erase(it);
         st->held.store(st->levels.size(), std::memory_order_release);
         if (st->levels.empty()) {
             // Stop renewing before the release is even sent: no zombie renewals.
@@ -300,7 +308,7 @@ void lock_service::on_stopped() {
     stop_hooks_.clear();
     for (auto& [id, f] : hooks) f();
     for (auto& [id, weak] : watched_) {
-        if (auto st = weak.lock()) st->lost_signal.cancel();
+        if (auto st = weak.lock()) st->signal_lost();
     }
     watched_.clear();
 }
@@ -340,7 +348,7 @@ void lock_service::fire_lost(const std::shared_ptr<lock_state>& st, const char* 
     st->held.store(0, std::memory_order_release);
     schedule_.remove(st->watch_id);
     watched_.erase(st->watch_id);
-    st->lost_signal.cancel();
+    st->signal_lost();
     // If the lease was only presumed lost (renewals unconfirmed), the key may
     // still be ours: remove it, owner-checked, so it cannot outlive us. It is
     // queued now, so it reaches the server before any later re-acquire.

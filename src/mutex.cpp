@@ -154,7 +154,7 @@ asio::awaitable<void, strand_type> run_acquire(std::shared_ptr<acquire_op> op) {
                 release_in_background(*svc, st, level);
             } else {
                 acquired = true;
-                svc->on_acquired(st, level, r.token, sent, op->opts);
+                svc->on_acquired(st, level, sent, op->opts);
                 op->complete({}, detail::make_guard(st, level, r.token, st->tenure));
             }
             break;

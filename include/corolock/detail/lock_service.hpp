@@ -45,11 +45,17 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
 
     // --- strand only ---
     std::uint64_t next_level = 1;
-    std::map<std::uint64_t, std::uint64_t> levels;  // level id -> token, held now
+    std::vector<std::uint64_t> levels;  // ids of the levels held now (usually one)
     std::uint64_t tenure = 0;       // bumps each time the handle goes from 0 to 1 levels
     clock::duration lease{};
     clock::duration renew_every{};  // zero: watchdog off
-    boost::asio::steady_timer lost_signal;  // a condition variable: cancel() on lost
+    // A condition variable: cancel() on lost. Made by the first until_lost()
+    // wait, so that a held lock nobody watches does not carry a timer.
+    std::unique_ptr<boost::asio::steady_timer> lost_signal;
+    boost::asio::steady_timer& lost_timer();
+    void signal_lost() noexcept {
+        if (lost_signal) lost_signal->cancel();
+    }
 
     // --- any thread ---
     std::atomic<clock::rep> deadline_rep{0};
@@ -101,7 +107,7 @@ public:
                           std::function<void(error_code, acquire_reply)> handler);
 
     // Registers a level granted at `sent`; starts or refreshes the watchdog.
-    void on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level, std::uint64_t token,
+    void on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
                      clock::time_point sent, const lock_options& opts);
 
     // Drops a level locally (stopping renewal synchronously when it was the
