@@ -54,6 +54,26 @@ struct acquire_op {
     asio::steady_timer wake;  // the wait; cancel() wakes it early
     detail::unlock_waiters::waiter waiter;
     bool cancelled = false;
+    // A wake-up (unlock message) that arrived while no wait was pending, for
+    // instance while an attempt was in flight: the next wait returns at once.
+    // Without it the wake-up is lost, and the waiter, still marked woken, is
+    // skipped by every later message until its TTL cap: starvation.
+    bool wake_pending = false;
+
+    // Waits for a wake-up, the timer's expiry (set by the caller), or
+    // cancellation; a wake-up that came early counts.
+    auto wait() {
+        return asio::async_initiate<decltype(on_strand), void(error_code)>(
+            [this](auto handler) {
+                if (wake_pending) {
+                    wake_pending = false;
+                    asio::post(wake.get_executor(), asio::append(std::move(handler), error_code{}));
+                    return;
+                }
+                wake.async_wait(std::move(handler));
+            },
+            on_strand);
+    }
     std::uint64_t stop_hook = 0;
 
     bool completed() const noexcept { return !handler; }
@@ -119,7 +139,9 @@ asio::awaitable<void, strand_type> run_acquire(std::shared_ptr<acquire_op> op) {
     bool acquired = false;
     auto retry_delay = st->client->cfg().reconnect_min;
 
-    op->waiter.wake = [raw = op.get()] { raw->wake.cancel(); };
+    op->waiter.wake = [raw = op.get()] {
+        if (raw->wake.cancel() == 0) raw->wake_pending = true;
+    };
     op->stop_hook = svc->register_stop_hook([raw = op.get()] { raw->abandon(error::client_stopped); });
 
     // No barging past local waiters: when other handles in this process are
@@ -135,7 +157,7 @@ asio::awaitable<void, strand_type> run_acquire(std::shared_ptr<acquire_op> op) {
             svc->add_waiter(op->waiter, st->keys.channel);
             subscribed = true;
             op->wake.expires_at(std::min(free_by, wait_deadline));
-            co_await op->wake.async_wait(on_strand);
+            co_await op->wait();
             if (!op->completed()) svc->rearm_waiter(op->waiter);
         }
     }
@@ -173,7 +195,7 @@ asio::awaitable<void, strand_type> run_acquire(std::shared_ptr<acquire_op> op) {
                 level = st->next_level++;
                 op->wake.expires_at(std::min(now + retry_delay, wait_deadline));
                 retry_delay = std::min(retry_delay * 2, st->client->cfg().reconnect_max);
-                co_await op->wake.async_wait(on_strand);
+                co_await op->wait();
                 if (op->completed()) break;
                 if (subscribed) svc->rearm_waiter(op->waiter);
                 continue;
@@ -207,7 +229,7 @@ asio::awaitable<void, strand_type> run_acquire(std::shared_ptr<acquire_op> op) {
                                      : clock::duration(op->opts.lease);
         svc->note_expiry_hint(st->keys.channel, now + ttl);
         op->wake.expires_at(std::min(now + ttl, wait_deadline));
-        co_await op->wake.async_wait(on_strand);
+        co_await op->wait();
         if (op->completed()) break;
         svc->rearm_waiter(op->waiter);
     }

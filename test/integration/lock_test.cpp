@@ -23,6 +23,7 @@
 
 #include <time.h>
 
+#include <atomic>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -703,5 +704,89 @@ TEST_CASE("lock: contenders in one process take turns, and a releaser does not b
                      << acquisitions);
         CHECK(share[static_cast<std::size_t>(t)] >= 0.25 * mean);
     }
+    c.stop();
+}
+
+TEST_CASE("lock: an unlock message that arrives while the waiter's retry is in flight is not lost",
+          "[lock][integration]") {
+    // A waiter woken by one message retries; a second message lands while
+    // that retry is still on the server. The holder still holds, so the
+    // retry fails; the wake-up it missed must not leave the waiter marked as
+    // woken (skipped by every later message) until its TTL cap. Here the cap
+    // is the holder's 30 s lease and the wait 4 s: a lost wake-up times out.
+    //
+    // The order is forced: this thread's io_context is blocked while another
+    // thread publishes the first message and then runs a script that keeps
+    // the server busy for 300 ms and ends by publishing the second. The
+    // waiter's retry, sent once this thread runs again, queues behind the
+    // script, so the second message reaches the client before its reply.
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    const std::string name = "lostwake";
+    const std::string channel = corolock::detail::keys_for(name).channel;
+    error_code waiter_ec = error::timeout;
+    long long released_at = 0, acquired_at = 0;
+    bool waiter_done = false;
+    std::atomic<int> other_failures{0};
+    std::thread other_thread;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto ex = co_await asio::this_coro::executor;
+        corolock::mutex holder(c, name);
+        auto held = co_await holder.acquire({.lease = 30s});
+        asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
+            corolock::mutex w(c, name);
+            auto [ec, g] = co_await w.async_acquire({.lease = 30s, .wait = 4s}, use_nothrow);
+            acquired_at = mono_ns();
+            waiter_ec = ec;
+            waiter_done = true;
+        }, asio::detached);
+        // The waiter has subscribed (and then retried, and is waiting).
+        bool subscribed = false;
+        for (int i = 0; i < 200 && !subscribed; ++i) {
+            auto r = co_await c.async_exec(command{"PUBSUB", "NUMSUB", channel},
+                                           asio::use_awaitable);
+            subscribed = r.elements.size() == 2 && r.elements[1].integer == 1;
+            if (!subscribed) co_await sleep_for(10ms);
+        }
+        REQUIRE(subscribed);
+        co_await sleep_for(100ms);
+
+        other_thread = std::thread([&] {
+            asio::io_context io2;
+            corolock::client other(io2.get_executor(), config_for(server));
+            asio::co_spawn(io2, [&]() -> asio::awaitable<void> {
+                const std::string busy_then_publish =
+                    "local s = redis.call('TIME') local t0 = s[1] * 1000000 + s[2] "
+                    "repeat local n = redis.call('TIME') "
+                    "until n[1] * 1000000 + n[2] - t0 > 300000 "
+                    "return redis.call('PUBLISH', KEYS[1], 'second')";
+                co_await sleep_for(30ms);  // the main thread is blocked by now
+                auto [e1, r1] = co_await other.async_exec(command{"PUBLISH", channel, "first"},
+                                                          use_nothrow);
+                auto [e2, r2] = co_await other.async_exec(
+                    command{"EVAL", busy_then_publish, "1", channel}, use_nothrow);
+                if (e1 || e2 || r1.integer != 1 || r2.integer != 1) ++other_failures;
+                other.stop();
+            }, asio::detached);
+            io2.run_for(10s);
+        });
+        // Block this thread's io_context for 150 ms: the first message waits
+        // in the socket until the script has started.
+        asio::post(ex, [] { std::this_thread::sleep_for(150ms); });
+        co_await sleep_for(1ms);
+        co_await sleep_for(400ms);  // the script has finished
+        REQUIRE_FALSE(waiter_done);
+        released_at = mono_ns();
+        co_await held.release();
+        const bool finished = co_await eventually([&] { return waiter_done; }, 6s);
+        REQUIRE(finished);
+    }, 20s);
+    if (other_thread.joinable()) other_thread.join();
+    CHECK(other_failures == 0);
+    INFO("waiter: " << waiter_ec.message());
+    REQUIRE_FALSE(waiter_ec);
+    // Woken by the release's own message, not by a TTL or the wait running out.
+    CHECK(acquired_at - released_at < 1'000'000'000LL);
     c.stop();
 }
