@@ -168,8 +168,10 @@ void release_owner_impl(client& c, std::string name, std::string owner,
     std::string why = owner.empty() ? "owner id is empty" : "";
     auto keys = keys_for(name);
     reply_parser<> parse = [](const reply& r) -> error_code {
-        if (!is_integer(r)) return error::unexpected_reply;
-        switch (static_cast<release_status>(r.integer)) {
+        // {status, receivers}; see scripts.cpp.
+        if (r.type != resp3_type::array || r.elements.size() != 2 || !is_integer(r.elements[0]))
+            return error::unexpected_reply;
+        switch (static_cast<release_status>(r.elements[0].integer)) {
         case release_status::released:
         // With every level named at once, 2 and 3 cannot come back; were
         // they to, the owner's levels are gone or going, which is success.

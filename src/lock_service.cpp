@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <stdexcept>
+#include <utility>
 
 namespace corolock::detail {
 
@@ -216,12 +217,31 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
             // armed for this lock, it ticks once early and finds nothing.
         }
     }
+    const auto sent = clock::now();
+    // Only a lock with local waiters can have a wake-up to hold back.
+    const bool tracked = waiters_.waiter_count(st->keys.channel) > 0;
+    if (tracked) ++handoffs_[st->keys.channel].releases_in_flight;
     run_script(release_script(), {st->keys.lock, st->keys.channel},
                {st->owner, std::to_string(level)}, /*idempotent=*/true,
-               [st, level, handler = std::move(handler)](error_code ec, reply r) {
-                   if (!ec && r.type != resp3_type::integer) ec = error::unexpected_reply;
+               [st, level, sent, tracked, self = weak_from_this(),
+                handler = std::move(handler)](error_code ec, reply r) {
+                   // {status, receivers of the unlock message}
+                   if (!ec && (r.type != resp3_type::array || r.elements.size() != 2 ||
+                               r.elements[0].type != resp3_type::integer ||
+                               r.elements[1].type != resp3_type::integer))
+                       ec = error::unexpected_reply;
+                   if (auto s = self.lock()) {
+                       std::int64_t receivers = -1;
+                       if (!ec)
+                           receivers = static_cast<release_status>(r.elements[0].integer) ==
+                                               release_status::released
+                                           ? r.elements[1].integer
+                                           : 0;
+                       s->on_release_reply(st->keys.channel, tracked, receivers, sent);
+                   }
                    if (!ec) {
-                       switch (static_cast<release_status>(r.integer)) {
+                       const auto status = static_cast<release_status>(r.elements[0].integer);
+                       switch (status) {
                        case release_status::released:
                        case release_status::level_released:
                        case release_status::already_released: break;
@@ -275,6 +295,73 @@ void lock_service::note_expiry_hint(const std::string& channel, clock::time_poin
     if (waiters_.waiter_count(channel) > 0) expiry_hints_[channel] = t;
 }
 
+lock_service::clock::time_point lock_service::yield_until(const std::string& channel) {
+    auto it = handoffs_.find(channel);
+    if (it == handoffs_.end()) return clock::time_point::min();
+    const auto until = it->second.yield_until;
+    erase_handoff_if_idle(channel);
+    return until > clock::now() ? until : clock::time_point::min();
+}
+
+void lock_service::erase_handoff_if_idle(const std::string& channel) {
+    auto it = handoffs_.find(channel);
+    if (it == handoffs_.end()) return;
+    const auto& h = it->second;
+    if (h.releases_in_flight == 0 && !h.deferred_wake && !h.wake_armed &&
+        h.yield_until <= clock::now())
+        handoffs_.erase(it);
+}
+
+void lock_service::on_release_reply(const std::string& channel, bool tracked,
+                                    std::int64_t receivers, clock::time_point sent) {
+    // How long other processes' waiters get: a few of our round trips,
+    // bounded so that a dead or slow remote waiter costs ours at most that.
+    constexpr auto min_yield = std::chrono::microseconds(300);
+    constexpr auto max_yield = std::chrono::milliseconds(5);
+    const auto now = clock::now();
+    // The unlock message reached `receivers` connections; ours is one of
+    // them when this process has waiters. Any other is another process's.
+    const std::int64_t ours = waiters_.waiter_count(channel) > 0 ? 1 : 0;
+    if (receivers - ours > 0) {
+        handoffs_[channel].yield_until =
+            now + std::clamp<clock::duration>(4 * (now - sent), min_yield, max_yield);
+    }
+    auto it = handoffs_.find(channel);
+    if (it == handoffs_.end()) return;
+    auto& h = it->second;
+    if (tracked && h.releases_in_flight > 0) --h.releases_in_flight;
+    if (h.deferred_wake && h.releases_in_flight == 0) {
+        h.deferred_wake = false;
+        if (h.wake_armed) {
+            // Already yielding: this wake-up goes with the one held back.
+            ++h.held_wakes;
+            return;
+        }
+        if (h.yield_until > now && !stopped_) {
+            if (!h.timer)
+                h.timer = std::make_unique<asio::steady_timer>(impl_.strand().get_inner_executor());
+            h.wake_armed = true;
+            h.held_wakes = 1;
+            h.timer->expires_at(h.yield_until);
+            h.timer->async_wait(asio::bind_executor(
+                impl_.strand(), [weak = weak_from_this(), channel](error_code ec) {
+                    auto self = weak.lock();
+                    // Cancelled only by stop(), which ends every wait anyway.
+                    if (!self || self->stopped_ || ec) return;
+                    auto it2 = self->handoffs_.find(channel);
+                    if (it2 == self->handoffs_.end()) return;
+                    const int wakes = std::exchange(it2->second.held_wakes, 0);
+                    it2->second.wake_armed = false;
+                    for (int i = 0; i < wakes; ++i) self->waiters_.on_message(channel);
+                    self->erase_handoff_if_idle(channel);
+                }));
+            return;
+        }
+        waiters_.on_message(channel);
+    }
+    erase_handoff_if_idle(channel);
+}
+
 std::uint64_t lock_service::register_stop_hook(std::function<void()> f) {
     const auto id = next_hook_++;
     stop_hooks_.emplace(id, std::move(f));
@@ -298,12 +385,21 @@ void lock_service::on_disconnected() {}
 void lock_service::on_push(const reply& r) {
     if (r.elements.size() != 3) return;
     if (r.elements[0].str != "message") return;
-    waiters_.on_message(r.elements[1].str);
+    const auto& channel = r.elements[1].str;
+    // Our own release's message comes just before its reply: wait for the
+    // reply to know whether other processes' waiters should go first.
+    if (auto it = handoffs_.find(channel); it != handoffs_.end() && it->second.releases_in_flight > 0) {
+        it->second.deferred_wake = true;
+        return;
+    }
+    waiters_.on_message(channel);
 }
 
 void lock_service::on_stopped() {
     stopped_ = true;
     watchdog_timer_.cancel();
+    for (auto& [channel, h] : handoffs_)
+        if (h.timer) h.timer->cancel();
     auto hooks = std::move(stop_hooks_);
     stop_hooks_.clear();
     for (auto& [id, f] : hooks) f();

@@ -150,7 +150,18 @@ asio::awaitable<void, strand_type> run_acquire(std::shared_ptr<acquire_op> op) {
     // Without this, a task that releases and at once acquires again wins
     // nearly every time, and the others starve. The wait is capped like any
     // other, at the holder's TTL as last seen by a local waiter.
+    // Nor past other processes' waiters: when this process has just released
+    // the lock and others wait for it, hold back for a few round trips so
+    // that one of them takes its turn (bounded; see lock_service::yield_until).
+    // Local waiters need no such wait: their wake-up itself is held back.
     if (!op->try_once && st->levels.empty()) {
+        const auto until = std::min(svc->yield_until(st->keys.channel), wait_deadline);
+        if (until > clock::now()) {
+            op->wake.expires_at(until);
+            co_await op->wake.async_wait(on_strand);
+        }
+    }
+    if (!op->try_once && st->levels.empty() && !op->completed()) {
         const auto now = clock::now();
         const auto free_by = svc->expiry_hint(st->keys.channel);
         if (free_by > now && svc->waiters().waiter_count(st->keys.channel) > 0) {

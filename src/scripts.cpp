@@ -50,20 +50,20 @@ return {1, token, redis.call('HLEN', KEYS[1]) - 2, pttl}
 
 // KEYS[1] lock hash, KEYS[2] unlock channel
 // ARGV[1] owner id, ARGV[2] level id, or "*" for every level of the owner
-// Returns 1 released (lock deleted, unlock published), 2 level released but
+// Returns {status, receivers}: status 1 released (lock deleted, unlock
+// published to `receivers` subscribed connections), 2 level released but
 // other levels remain, 3 level was already gone (a retry), 0 no lock,
 // -1 another owner holds it. Touches nothing unless the owner matches.
 constexpr std::string_view release_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
-if not owner then return 0 end
-if owner ~= ARGV[1] then return -1 end
+if not owner then return {0, 0} end
+if owner ~= ARGV[1] then return {-1, 0} end
 if ARGV[2] ~= '*' then
-  if redis.call('HDEL', KEYS[1], 'l:' .. ARGV[2]) == 0 then return 3 end
-  if redis.call('HLEN', KEYS[1]) > 2 then return 2 end
+  if redis.call('HDEL', KEYS[1], 'l:' .. ARGV[2]) == 0 then return {3, 0} end
+  if redis.call('HLEN', KEYS[1]) > 2 then return {2, 0} end
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], ARGV[1])
-return 1
+return {1, redis.call('PUBLISH', KEYS[2], ARGV[1])}
 )lua";
 
 // KEYS[1] lock hash

@@ -790,3 +790,40 @@ TEST_CASE("lock: an unlock message that arrives while the waiter's retry is in f
     CHECK(acquired_at - released_at < 1'000'000'000LL);
     c.stop();
 }
+
+TEST_CASE("lock: processes take turns, and the releasing process does not keep the lock",
+          "[lock][integration]") {
+    // Two processes, four tasks each, 150 acquisitions per task on one name.
+    // In the releasing process the unlock message and the release's reply
+    // arrive in one read, so its own next waiter tries before the other
+    // process has even woken up: without a yield to other processes' waiters
+    // the lock stays in one process until its tasks are done, and the other
+    // process only starts then. Fair turns make both finish together.
+    redis_server server;
+    std::vector<std::unique_ptr<child_process>> workers;
+    for (int i = 0; i < 2; ++i)
+        workers.push_back(std::make_unique<child_process>(std::vector<std::string>{
+            COROLOCK_TEST_WORKER, "increment", server.url(), "turns", "count:", "4", "150",
+            "10000"}));
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<double> finished_s(2, 0.0);
+    // Both watched at once, in 2 ms slices, so each finish time is its own.
+    for (int slice = 0; slice < 30'000 && (finished_s[0] == 0 || finished_s[1] == 0); ++slice) {
+        for (std::size_t i = 0; i < 2; ++i) {
+            if (finished_s[i] != 0) continue;
+            const auto line = wait_for_line(*workers[i], "violations ", 1ms);
+            if (line.empty()) continue;
+            REQUIRE(line == "violations 0");
+            finished_s[i] =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        }
+    }
+    REQUIRE(finished_s[0] > 0);
+    REQUIRE(finished_s[1] > 0);
+    CHECK(std::stol(server.cmd1({"GET", "count:turns"})) == 1200);
+    const double first = std::min(finished_s[0], finished_s[1]);
+    const double last = std::max(finished_s[0], finished_s[1]);
+    INFO("processes finished after " << first << " s and " << last << " s");
+    // Starved: the second finishes after about twice the first's time.
+    CHECK(first >= 0.75 * last);
+}

@@ -124,6 +124,12 @@ public:
     // Kept while the channel has waiters, dropped with the last of them.
     clock::time_point expiry_hint(const std::string& channel) const;
     void note_expiry_hint(const std::string& channel, clock::time_point t);
+    // Until when this process's acquires of the channel's lock hold back, so
+    // that waiters in other processes get the lock this process just
+    // released: the releaser's own process is awake and would otherwise win
+    // nearly every race for the unlock message (cross-process starvation).
+    // min() when not yielding.
+    clock::time_point yield_until(const std::string& channel);
 
     // Cancellation hooks of live acquire operations, run on stop().
     std::uint64_t register_stop_hook(std::function<void()> f);
@@ -154,12 +160,32 @@ private:
     void arm_watchdog_at(clock::time_point next);
     void on_watchdog_tick();
     void fire_lost(const std::shared_ptr<lock_state>& st, const char* why);
+    // A release's reply: `receivers` got the unlock message (-1: unknown,
+    // the release failed); `tracked`: the release was counted in flight.
+    void on_release_reply(const std::string& channel, bool tracked, std::int64_t receivers,
+                          clock::time_point sent);
+    void erase_handoff_if_idle(const std::string& channel);
     void send_subscribe(const std::string& channel, bool subscribe, bool priority);
 
     std::weak_ptr<client_impl> client_;
     client_impl& impl_;
     unlock_waiters waiters_;
     std::unordered_map<std::string, clock::time_point> expiry_hints_;
+    // Per contended lock, while this process hands it over: an unlock
+    // message that arrives while our own release is in flight (it always
+    // comes just before the reply) wakes the local waiter only once the reply
+    // says whether other processes wait too; if they do, only after a short
+    // yield, so that cross-process turns alternate instead of the awake
+    // releasing process winning every race.
+    struct handoff {
+        int releases_in_flight = 0;
+        bool deferred_wake = false;
+        bool wake_armed = false;  // the timer holds `held_wakes` back
+        int held_wakes = 0;
+        clock::time_point yield_until = clock::time_point::min();
+        std::unique_ptr<boost::asio::steady_timer> timer;
+    };
+    std::unordered_map<std::string, handoff> handoffs_;
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<lock_state>> watched_;
     boost::asio::steady_timer watchdog_timer_;
