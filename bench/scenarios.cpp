@@ -228,26 +228,25 @@ asio::awaitable<void> warm_up(corolock::client& c, std::size_t cycles) {
     if (r.errors) throw std::runtime_error("warm-up failed: " + r.first_error);
 }
 
-asio::awaitable<void> scenario_s1(const options& o, metrics& m) {
+// S1 and S2: `coroutines` acquire+release cycles on fresh names, one client.
+asio::awaitable<void> uncontended(const options& o, metrics& m, std::size_t coroutines,
+                                  const char* prefix) {
     corolock::client c{co_await asio::this_coro::executor, make_config(o)};
     co_await warm_up(c, 200);
-    auto r = co_await run_concurrent(c, 1, pick<clock::duration>(o, 5s, 2s, 300ms),
-                                     "bench:s1:" + run_id() + ":");
+    auto r = co_await run_concurrent(c, coroutines, pick<clock::duration>(o, 5s, 2s, 300ms),
+                                     prefix + run_id() + ":");
     c.stop();
-    m.count("coroutines", 1);
+    m.count("coroutines", coroutines);
     m.number("lease_s", 30);
     report_concurrent(m, r);
 }
 
+asio::awaitable<void> scenario_s1(const options& o, metrics& m) {
+    co_await uncontended(o, m, 1, "bench:s1:");
+}
+
 asio::awaitable<void> scenario_s2(const options& o, metrics& m) {
-    corolock::client c{co_await asio::this_coro::executor, make_config(o)};
-    co_await warm_up(c, 200);
-    auto r = co_await run_concurrent(c, 64, pick<clock::duration>(o, 5s, 2s, 300ms),
-                                     "bench:s2:" + run_id() + ":");
-    c.stop();
-    m.count("coroutines", 64);
-    m.number("lease_s", 30);
-    report_concurrent(m, r);
+    co_await uncontended(o, m, 64, "bench:s2:");
 }
 
 asio::awaitable<void> scenario_sweep(const options& o, metrics& m) {
