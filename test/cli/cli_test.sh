@@ -368,7 +368,9 @@ group_inspect() {
   expect_status "break a free lock" 0 "$last_status"
   expect_match "break: not held" '^lock brk was not held$' "$tmp_dir/out"
   # The broken holder learns on release that its lease had ended: exit 70.
-  kill -TERM "$holder" 2>/dev/null
+  # Signalled itself, not through `timeout`: timeout would also signal its
+  # whole process group and could end with 143 of its own.
+  signal_corolock TERM "$holder"
   reap "$holder"
   expect_status "break: the broken holder reports the loss" 70 "$last_status"
 }
