@@ -115,6 +115,10 @@ child_process::child_process(std::vector<std::string> argv, environment env) {
 
     const char* const exe = path.c_str();
     const pid_t parent = ::getpid();
+    // For the child's fallback when close_range() is missing (sysconf is
+    // not async-signal-safe, so it is asked here).
+    const long open_max = ::sysconf(_SC_OPEN_MAX);
+    const int max_fd = open_max > 0 && open_max < 65536 ? static_cast<int>(open_max) : 65536;
     const pid_t pid = ::fork();
     if (pid < 0) {
         const int e = errno;
@@ -139,6 +143,12 @@ child_process::child_process(std::vector<std::string> argv, environment env) {
         if (::dup2(devnull, STDIN_FILENO) < 0 || ::dup2(out[1], STDOUT_FILENO) < 0 ||
             ::dup2(out[1], STDERR_FILENO) < 0)
             _exit(127);
+        // Nothing else of the parent's goes to the program: sockets made
+        // without close-on-exec (Asio's, a fault proxy's) would otherwise
+        // stay open in every child, and a connection the parent closes or
+        // resets would stay up.
+        if (::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+            for (int fd = 3; fd < max_fd; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
         ::execve(exe, args.data(), envp.data());
         const int e = errno;
         if (::write(exec_err[1], &e, sizeof e) < 0) {
