@@ -89,6 +89,9 @@ struct fleet_options {
     std::chrono::milliseconds hold{300};       // critical section pause: hold/2 .. hold
     std::chrono::milliseconds duration{6000};  // how long each worker keeps cycling
     std::string name = "fault";
+    // Where worker i connects: urls[i % urls.size()] (e.g. a fault proxy of
+    // its own); the server itself when empty.
+    std::vector<std::string> urls = {};
 };
 
 class fleet {
@@ -115,7 +118,7 @@ public:
     std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
         const std::size_t i = workers_.size();
         workers_.push_back(std::make_unique<child_process>(std::vector<std::string>{
-            COROLOCK_TEST_WORKER, "cycle", server_.url(), opts_.name, counter_key(), oracle_key(),
+            COROLOCK_TEST_WORKER, "cycle", opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
             std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
             std::to_string(seed_ + i)}));
