@@ -20,6 +20,7 @@
 #include <openssl/ssl.h>
 
 #include <array>
+#include <mutex>
 
 namespace corolock {
 namespace detail {
@@ -58,6 +59,38 @@ bool is_ip_literal(const std::string& host) {
     asio::ip::make_address(host, ec);
     return !ec;
 }
+
+// Every client of an execution context, so that destroying the context
+// (whose shutdown destroys pending handlers without running them, stop()'s
+// included) still frees clients whose queued commands hold lock state.
+class client_registry : public asio::execution_context::service {
+public:
+    static asio::execution_context::id id;
+
+    explicit client_registry(asio::execution_context& ctx) : service(ctx) {}
+
+    void add(std::weak_ptr<client_impl> c) {
+        std::lock_guard lock(mu_);
+        std::erase_if(clients_, [](const auto& w) { return w.expired(); });
+        clients_.push_back(std::move(c));
+    }
+
+private:
+    void shutdown() override {
+        std::vector<std::weak_ptr<client_impl>> clients;
+        {
+            std::lock_guard lock(mu_);
+            clients.swap(clients_);
+        }
+        for (auto& weak : clients)
+            if (auto c = weak.lock()) c->abandon();
+    }
+
+    std::mutex mu_;
+    std::vector<std::weak_ptr<client_impl>> clients_;
+};
+
+asio::execution_context::id client_registry::id;
 
 }  // namespace
 
@@ -101,6 +134,8 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg)
 client_impl::~client_impl() = default;
 
 void client_impl::start() {
+    asio::use_service<client_registry>(asio::query(executor_, asio::execution::context))
+        .add(weak_from_this());
     asio::dispatch(strand_, [self = shared_from_this()] {
         if (self->started_ || self->stopped()) return;
         self->started_ = true;
@@ -141,6 +176,19 @@ void client_impl::stop() noexcept {
         // Only allocation can fail here; the flag is set, so every background
         // loop ends at its next step anyway.
     }
+}
+
+void client_impl::abandon() noexcept {
+    stopped_.store(true, std::memory_order_release);
+    connected_.store(false, std::memory_order_release);
+    try {
+        completions dropped;
+        queue_.fail_all(error::client_stopped, dropped);
+    } catch (...) {
+        // Only allocation can fail; the entries then die with the client.
+    }
+    listeners_.clear();
+    lock_service_.reset();
 }
 
 void client_impl::add_listener(std::weak_ptr<connection_listener> l) {

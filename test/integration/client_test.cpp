@@ -1,6 +1,7 @@
 // The connection layer against a live redis-server that each test starts on
 // a free loopback port.
 #include <corolock/client.hpp>
+#include <corolock/mutex.hpp>
 #include <corolock/detail/client_impl.hpp>
 
 #include "support/async_test.hpp"
@@ -393,6 +394,38 @@ TEST_CASE("client: stop() ends every background task", "[client][integration]") 
     };
     for (int i = 0; i < 100 && connections() != 1; ++i) std::this_thread::sleep_for(10ms);
     CHECK(connections() == 1);
+}
+
+TEST_CASE("client: an io_context destroyed without running stop() frees the work queued in its clients",
+          "[client][integration]") {
+    // A coroutine that holds a lock and waits on a command owns, through its
+    // lock handle, the client whose queue owns the coroutine. Asio destroys
+    // its own pending handlers when the context goes; the client's queue is
+    // not Asio's, so the client must drop it then too, or the cycle leaks
+    // the coroutine, the lock state and the client.
+    redis_server server;
+    std::weak_ptr<int> frame_alive;
+    bool waiting = false;
+    {
+        asio::io_context ioc;
+        corolock::client c(ioc.get_executor(), config_for(server));
+        auto in_frame = std::make_shared<int>(0);
+        frame_alive = in_frame;
+        asio::co_spawn(ioc, [&c, &waiting, in_frame]() -> asio::awaitable<void> {
+            corolock::mutex m(c, "abandon:lock");
+            auto g = co_await m.acquire({.lease = 30s});
+            waiting = true;
+            // Never answered: the coroutine stays queued in the client.
+            co_await c.async_exec(command{"BLPOP", "abandon:never", "0"}, asio::use_awaitable);
+        }, asio::detached);
+        in_frame.reset();
+        for (int i = 0; i < 500 && !waiting; ++i) ioc.run_for(10ms);
+        ioc.run_for(100ms);  // the BLPOP is written
+        // The client goes first (its stop() is posted, and never runs), then
+        // the context, without run() being called again.
+    }
+    REQUIRE(waiting);
+    CHECK(frame_alive.expired());
 }
 
 TEST_CASE("client: several threads share one client", "[client][integration][threads]") {

@@ -64,6 +64,11 @@ public:
 
     void start();
     void stop() noexcept;
+    // The execution context is being destroyed without having run stop()'s
+    // work: drop (never invoke) queued handlers and the listeners, as Asio
+    // does with its own pending handlers. They can own lock state that owns
+    // this client, a cycle only this breaks. No thread runs the context now.
+    void abandon() noexcept;
 
     // Queues RESP bytes for one command. Any thread; the handler's
     // cancellation slot is honoured as documented on client::async_exec.
