@@ -49,6 +49,18 @@ using corolock::test::sleep_for;
 
 namespace {
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool address_sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool address_sanitized = true;
+#else
+constexpr bool address_sanitized = false;
+#endif
+#else
+constexpr bool address_sanitized = false;
+#endif
+
 int open_fds() {
     int n = 0;
     if (DIR* d = ::opendir("/proc/self/fd")) {
@@ -245,7 +257,10 @@ TEST_CASE("soak: mixed faults, and the watched client's descriptors, memory, tim
     CHECK(early.library_total() == 0);
     CHECK(late.library_total() == 0);
     CHECK(late.fds <= early.fds + 2);
-    CHECK(late.rss <= early.rss + 8 * 1024);
+    // Under AddressSanitizer freed memory waits in its quarantine (up to
+    // 256 MiB) before reuse, so RSS grows by design; LeakSanitizer's check
+    // at exit replaces this bound there.
+    if (!address_sanitized) CHECK(late.rss <= early.rss + 8 * 1024);
     CHECK(cycles > 0);
 
     f.finish();
