@@ -9,7 +9,7 @@
 // server must match.
 //
 // The row "a malformed or oversized server reply" needs the fault proxy and
-// lives with the network fault tests.
+// lives in bad_reply_test.cpp.
 #include <corolock/corolock.hpp>
 
 #include "support/async_test.hpp"
