@@ -13,6 +13,8 @@
 // Run it through scripts/fuzz.sh; the seed corpus is fuzz/corpus/.
 #include <corolock/detail/resp3_parser.hpp>
 
+#include "support/reply_equal.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -39,23 +41,7 @@ using corolock::detail::resp3_parser;
         if (!(cond)) fail(#cond, mode); \
     } while (0)
 
-bool same_number(double a, double b) {
-    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-    return a == b && std::signbit(a) == std::signbit(b);
-}
-
-// Every field, recursively (the same rule as test/unit/resp3_parser_test.cpp).
-bool same(const reply& a, const reply& b) {
-    if (a.type != b.type || a.str != b.str || a.integer != b.integer || a.format != b.format ||
-        !same_number(a.number, b.number) || a.elements.size() != b.elements.size() ||
-        a.attributes.size() != b.attributes.size())
-        return false;
-    for (std::size_t i = 0; i < a.elements.size(); ++i)
-        if (!same(a.elements[i], b.elements[i])) return false;
-    for (std::size_t i = 0; i < a.attributes.size(); ++i)
-        if (!same(a.attributes[i], b.attributes[i])) return false;
-    return true;
-}
+using corolock::test::same_reply;
 
 // Levels of open aggregates the parser needed for r: an aggregate is one,
 // and so is the attribute map its attributes came from.
@@ -136,7 +122,7 @@ void agree(const outcome& want, const outcome& got, const char* mode) {
     FUZZ_CHECK(got.diagnostic == want.diagnostic, mode);
     FUZZ_CHECK(got.replies.size() == want.replies.size(), mode);
     for (std::size_t i = 0; i < want.replies.size(); ++i)
-        FUZZ_CHECK(same(got.replies[i], want.replies[i]), mode);
+        FUZZ_CHECK(same_reply(got.replies[i], want.replies[i]), mode);
     if (!want.ec) FUZZ_CHECK(got.buffered == want.buffered, mode);
 }
 

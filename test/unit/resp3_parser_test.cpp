@@ -2,6 +2,8 @@
 // malformed input, limits, recovery, and the rendering of replies for logs.
 #include <corolock/detail/resp3_parser.hpp>
 
+#include "support/reply_equal.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -62,24 +64,7 @@ reply with_attrs(reply r, std::vector<reply> attrs) {
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-bool same_number(double a, double b) {
-    if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-    return a == b && std::signbit(a) == std::signbit(b);
-}
-
-// Every field, recursively: a parser bug in any of them must fail a test.
-bool same(const reply& a, const reply& b) {
-    if (a.type != b.type || a.str != b.str || a.integer != b.integer || a.format != b.format ||
-        !same_number(a.number, b.number))
-        return false;
-    if (a.elements.size() != b.elements.size() || a.attributes.size() != b.attributes.size())
-        return false;
-    for (std::size_t i = 0; i < a.elements.size(); ++i)
-        if (!same(a.elements[i], b.elements[i])) return false;
-    for (std::size_t i = 0; i < a.attributes.size(); ++i)
-        if (!same(a.attributes[i], b.attributes[i])) return false;
-    return true;
-}
+bool same(const reply& a, const reply& b) { return corolock::test::same_reply(a, b); }
 
 struct frame {
     const char* name;
