@@ -13,6 +13,7 @@
 #include <corolock/corolock.hpp>
 
 #include "support/async_test.hpp"
+#include "support/bystander.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
@@ -50,67 +51,6 @@ long long calls_of(const redis_server& server, const std::string& cmd) {
 long long scripts_run(const redis_server& server) {
     return calls_of(server, "evalsha") + calls_of(server, "eval");
 }
-
-// Work that must survive whatever the row does next to it.
-class bystander {
-public:
-    bystander(corolock::client& c, std::string tag)
-        : client_(c), mutex_(c, "bystander-" + tag), counter_("bystander:" + tag) {}
-
-    // Takes the lock (short lease, so the watchdog renews during the row)
-    // and starts the INCR stream.
-    asio::awaitable<void> begin() {
-        guard_ = co_await mutex_.acquire({.lease = 600ms});
-        token_ = guard_.token();
-        first_deadline_ = guard_.lease_deadline();
-        asio::co_spawn(co_await asio::this_coro::executor, stream(), asio::detached);
-    }
-
-    // Stops the stream and checks that nothing was disturbed.
-    asio::awaitable<void> end(const redis_server& server) {
-        // The watchdog renewed after the row's bad input.
-        const bool renewed = co_await eventually(
-            [&] { return guard_.lease_deadline() > first_deadline_ + 50ms; }, 2000ms);
-        CHECK(renewed);
-        stop_ = true;
-        const bool stopped = co_await eventually([&] { return done_; }, 5000ms);
-        REQUIRE(stopped);
-        INFO("first INCR error: " << first_error_.message());
-        CHECK(sent_ > 0);
-        CHECK(ok_ == sent_);
-        CHECK(server.cmd1({"GET", counter_}) == std::to_string(ok_));
-        CHECK_FALSE(guard_.lost());
-        CHECK(guard_.owns_lock());
-        CHECK(guard_.token() == token_);
-        const auto released = co_await guard_.release();
-        CHECK_FALSE(released);
-    }
-
-private:
-    asio::awaitable<void> stream() {
-        for (int i = 0; i < 100'000 && !stop_; ++i) {
-            ++sent_;
-            auto [ec, r] = co_await client_.async_exec(command{"INCR", counter_}, use_nothrow);
-            if (!ec) {
-                ++ok_;
-            } else if (!first_error_) {
-                first_error_ = ec;
-            }
-            co_await sleep_for(1ms);
-        }
-        done_ = true;
-    }
-
-    corolock::client& client_;
-    corolock::mutex mutex_;
-    std::string counter_;
-    corolock::guard guard_;
-    std::uint64_t token_ = 0;
-    corolock::guard::clock::time_point first_deadline_{};
-    long long sent_ = 0, ok_ = 0;
-    error_code first_error_;
-    bool stop_ = false, done_ = false;
-};
 
 // The message of a system_error thrown by f, or "" when nothing was thrown.
 template <class F>

@@ -12,6 +12,7 @@
 #include <corolock/corolock.hpp>
 
 #include "support/async_test.hpp"
+#include "support/bystander.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
@@ -42,51 +43,6 @@ using namespace corolock::test;
 namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-// A client of its own, straight to the server: a held lock (the watchdog
-// renews its short lease) and a stream of INCRs.
-struct undisturbed {
-    corolock::client& c;
-    corolock::mutex lock;
-    std::string counter;
-    corolock::guard held;
-    long long sent = 0, ok = 0;
-    bool stop = false, stopped = false;
-
-    undisturbed(corolock::client& client, const std::string& tag)
-        : c(client), lock(client, "undisturbed-" + tag), counter("undisturbed:" + tag) {}
-
-    asio::awaitable<void> start() {
-        held = co_await lock.acquire({.lease = 500ms});
-        asio::co_spawn(co_await asio::this_coro::executor, [this]() -> asio::awaitable<void> {
-            while (!stop && sent < 50'000) {
-                ++sent;
-                auto [ec, r] = co_await c.async_exec(command{"INCR", counter}, use_nothrow);
-                ok += ec ? 0 : 1;
-                co_await sleep_for(2ms);
-            }
-            stopped = true;
-        }, asio::detached);
-    }
-
-    // Checks, after the fault, that nothing happened to it.
-    asio::awaitable<void> check(const redis_server& server, std::uint64_t token,
-                                corolock::guard::clock::time_point fault_at) {
-        const bool renewed = co_await eventually([&] { return held.lease_deadline() > fault_at + 500ms; }, 2000ms);
-        CHECK(renewed);
-        stop = true;
-        const bool ended = co_await eventually([&] { return stopped; }, 3000ms);
-        REQUIRE(ended);
-        CHECK(sent > 10);
-        CHECK(ok == sent);
-        CHECK(server.cmd1({"GET", counter}) == std::to_string(ok));
-        CHECK(held.owns_lock());
-        CHECK_FALSE(held.lost());
-        CHECK(held.token() == token);
-        const auto released = co_await held.release();
-        CHECK_FALSE(released);
-    }
-};
 
 struct bad_reply_row {
     const char* name;
@@ -121,13 +77,12 @@ TEST_CASE("bad input: a malformed or oversized server reply", "[bad-input][integ
     cfg.logger = logger;
     corolock::client victim(ioc.get_executor(), cfg);
     corolock::client other(ioc.get_executor(), config_for(server));
-    undisturbed bystander(other, "bad-reply");
+    bystander b(other, "bad-reply");
     if (row.big_value) server.cmd({"SET", "big", std::string(5000, 'v')});
 
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(victim);
-        co_await bystander.start();
-        const auto token = bystander.held.token();
+        co_await b.begin();
         const auto before = victim.stats();
 
         // A command waiting for its reply when the bad bytes come: a BLPOP
@@ -172,7 +127,8 @@ TEST_CASE("bad input: a malformed or oversized server reply", "[bad-input][integ
         CHECK_FALSE(ec);
         CHECK(pong.str == "PONG");
 
-        co_await bystander.check(server, token, fault_at);
+        co_await b.end(server, fault_at);
+        CHECK(b.sent() > 10);
     }, 30s);
     victim.stop();
     other.stop();
