@@ -8,6 +8,7 @@
 // timeouts of 2 s, reconnect backoff from 20 ms capped at 200 ms, health
 // check after 2 s of silence.
 #include "fault/fault_fleet.hpp"
+#include "support/async_test.hpp"
 #include "support/fault_proxy.hpp"
 
 #include <corolock/detail/scripts.hpp>
@@ -30,6 +31,7 @@ using namespace corolock::test::fault;
 using corolock::test::fault_proxy;
 using corolock::test::mono_ns;
 using corolock::test::redis_server;
+using corolock::test::wait_until;
 using after_drop = fault_proxy::after_drop;
 
 namespace {
@@ -77,17 +79,6 @@ public:
 private:
     std::vector<std::unique_ptr<fault_proxy>> proxies_;
 };
-
-// Waits (bounded) until pred() holds; returns whether it did.
-template <class Pred>
-bool wait_until(Pred pred, std::chrono::milliseconds limit, std::chrono::milliseconds poll = 2ms) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(poll);
-    }
-    return true;
-}
 
 // The first acquisition after t (by anyone but `not_pid` when given).
 const h::holder_info* first_acquire_after(const h::check_result& r, long long t, long long not_pid = -1,

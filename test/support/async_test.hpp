@@ -15,6 +15,7 @@
 #include <chrono>
 #include <exception>
 #include <optional>
+#include <thread>
 
 namespace corolock::test {
 
@@ -34,6 +35,20 @@ void run_async(boost::asio::io_context& ioc, F&& body,
     if (ioc.stopped()) ioc.restart();
     if (failure) std::rethrow_exception(failure);
     REQUIRE(done);  // false: the test body did not finish within its limit
+}
+
+// Blocks the calling (non-io) thread until pred() holds, polling every
+// `poll`, for at most `limit`; returns whether it held. For tests whose
+// io_context runs on other threads or in other processes.
+template <class Pred>
+bool wait_until(Pred pred, std::chrono::milliseconds limit,
+                std::chrono::milliseconds poll = std::chrono::milliseconds(2)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(poll);
+    }
+    return true;
 }
 
 // Sleeps inside a coroutine (for pacing fault scenarios, never for

@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -99,16 +98,6 @@ private:
     asio::io_context& ioc_;
     std::vector<std::thread> threads_;
 };
-
-// Polls from the test's thread, bounded.
-bool wait_until(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(5ms);
-    }
-    return true;
-}
 
 // The tests' client configuration, with a command timeout that leaves room
 // for ThreadSanitizer's slowdown.
