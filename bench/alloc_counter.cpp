@@ -39,6 +39,16 @@ void* counted_aligned(std::size_t n, std::align_val_t al) {
     return p;
 }
 
+// The nothrow forms: the throwing allocation, or null.
+template <class F>
+void* or_null(F allocate) noexcept {
+    try {
+        return allocate();
+    } catch (...) {
+        return nullptr;
+    }
+}
+
 }  // namespace
 
 namespace bench {
@@ -66,33 +76,13 @@ void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-    try {
-        return counted(n);
-    } catch (...) {
-        return nullptr;
-    }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-    try {
-        return counted(n);
-    } catch (...) {
-        return nullptr;
-    }
-}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return or_null([n] { return counted(n); }); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return or_null([n] { return counted(n); }); }
 void* operator new(std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-    try {
-        return counted_aligned(n, al);
-    } catch (...) {
-        return nullptr;
-    }
+    return or_null([n, al] { return counted_aligned(n, al); });
 }
 void* operator new[](std::size_t n, std::align_val_t al, const std::nothrow_t&) noexcept {
-    try {
-        return counted_aligned(n, al);
-    } catch (...) {
-        return nullptr;
-    }
+    return or_null([n, al] { return counted_aligned(n, al); });
 }
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
