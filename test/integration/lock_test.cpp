@@ -136,10 +136,15 @@ TEST_CASE("lock: a release hands over by pub/sub, not by TTL", "[lock][integrati
         });
     }
     SECTION("to a waiter in another process") {
-        corolock::test::child_process w({COROLOCK_TEST_WORKER, "wait", server.url(), "handoff", "20000"});
+        // The worker starts only once the holder has the lock: started first,
+        // it could take the lock itself, and its "acquired" line would then
+        // be about an earlier turn than the handoff this section measures.
+        std::optional<corolock::test::child_process> worker;
         run_async(ioc, [&]() -> asio::awaitable<void> {
             corolock::mutex holder(c, "handoff");
             auto g = co_await holder.acquire({.lease = 30s});
+            auto& w = worker.emplace(std::vector<std::string>{
+                COROLOCK_TEST_WORKER, "wait", server.url(), "handoff", "20000"});
             REQUIRE_FALSE(wait_for_line(w, "waiting", 10s).empty());
             // Let the worker subscribe and find the lock held.
             {
@@ -160,7 +165,8 @@ TEST_CASE("lock: a release hands over by pub/sub, not by TTL", "[lock][integrati
             CHECK(token > g.token());
             CHECK(at - released_at < 100'000'000LL);
         }, 30s);
-        auto st = w.wait_for(10s);
+        REQUIRE(worker);
+        auto st = worker->wait_for(10s);
         REQUIRE(st);
         CHECK(WEXITSTATUS(*st) == 0);
     }
