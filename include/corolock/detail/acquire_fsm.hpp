@@ -1,0 +1,115 @@
+// The decisions of one acquire operation, without any I/O.
+//
+// mutex::async_acquire is a thin Asio shell (src/mutex.cpp) that performs
+// what this machine asks for: run the acquire script, wait on a timer that
+// an unlock message can cut short, join or leave the lock's local queue,
+// give a level back, and finally complete the caller's handler. Each step's
+// outcome goes back in through resume(); the shell also tells what it sees
+// of the rest of the process at that moment (the facts), so every decision
+// here can be unit-tested on made-up clocks and replies.
+//
+// The operation is bounded: each step either ends it or waits on a timer
+// capped by the wait deadline and the holder's TTL, and cancel() (the
+// caller's cancellation, or the client stopping) ends it at the next step.
+#pragma once
+
+#include <corolock/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+
+namespace corolock::detail {
+
+class acquire_fsm {
+public:
+    using clock = std::chrono::steady_clock;
+
+    struct settings {
+        bool try_once = false;
+        clock::time_point wait_deadline = clock::time_point::max();
+        clock::duration lease{};
+        clock::duration retry_min{};  // first delay after a transient failure
+        clock::duration retry_max{};  // the cap of the doubling delays
+    };
+
+    // What the shell sees when it resumes the machine.
+    struct facts {
+        clock::time_point now{};
+        bool holds_lock = false;       // the handle holds levels already: a re-entry
+        bool service_stopped = false;  // the client is stopping
+        // lock_service::yield_until and expiry_hint for this lock's channel.
+        clock::time_point yield_until = clock::time_point::min();
+        clock::time_point expiry_hint = clock::time_point::min();
+        std::size_t local_waiters = 0;  // this process's waiters on the channel
+    };
+
+    // The reply to an attempt, as far as decisions go.
+    struct attempt_result {
+        error_code ec;
+        bool acquired = false;
+        std::int64_t pttl = -2;  // the holder's TTL in ms when refused (-1: none)
+    };
+
+    enum class step {
+        attempt,  // run the acquire script; resume with on_attempt()
+        wait,     // wait until `until`, or an unlock message; resume with on_wait()
+        done,     // finished: see `granted` and `ec`
+    };
+
+    struct action {
+        step what = step::done;
+        clock::time_point until{};   // step::wait
+        clock::time_point expiry{};  // note_expiry
+        // Side effects for the shell, in this order, before the step:
+        bool give_back = false;    // release the current level in the background
+        bool fresh_level = false;  // take a new level for the next attempt
+        bool join_queue = false;   // register as a waiter on the unlock channel
+        bool rearm = false;        // woken but not the winner: wait again, same place
+        bool note_expiry = false;  // tell the service the holder's lease ends at `expiry`
+        bool leave_queue = false;  // step::done: deregister the waiter
+        // step::done:
+        bool granted = false;  // complete the caller with a guard for the current level
+        error_code ec;         // else complete the caller with this (no-op if abandoned)
+    };
+
+    explicit acquire_fsm(const settings& s) noexcept
+        : settings_(s), retry_delay_(s.retry_min) {}
+
+    // The first step.
+    action start(const facts& f);
+    // After a step::attempt.
+    action on_attempt(const facts& f, const attempt_result& r);
+    // After a step::wait: the timer fired, an unlock message cut it short, or
+    // cancel() did.
+    action on_wait(const facts& f);
+
+    // The caller has had its answer (cancellation, or the client stopping):
+    // the next step ends the operation, and a lock the server grants after
+    // this is given back at once.
+    void cancel() noexcept { abandoned_ = true; }
+    bool abandoned() const noexcept { return abandoned_; }
+    bool queued() const noexcept { return queued_; }
+    bool finished() const noexcept { return state_ == state::finished; }
+    // True while the next resume decides whether to queue behind this
+    // process's waiters: only then are facts' expiry_hint and local_waiters
+    // read (and yield_until only by start()).
+    bool deciding_queue() const noexcept {
+        return state_ == state::initial || state_ == state::yielding;
+    }
+
+private:
+    enum class state : std::uint8_t { initial, yielding, attempting, waiting, finished };
+
+    action after_yield(const facts& f);
+    action attempt(action a);
+    action wait(state next, clock::time_point until, action a);
+    action finish(action a);
+
+    settings settings_;
+    clock::duration retry_delay_;
+    state state_ = state::initial;
+    bool queued_ = false;     // registered on the unlock channel
+    bool abandoned_ = false;  // the caller has had its answer
+};
+
+}  // namespace corolock::detail

@@ -1,0 +1,142 @@
+#include <corolock/detail/acquire_fsm.hpp>
+
+#include <boost/asio/error.hpp>
+
+#include <algorithm>
+
+namespace corolock::detail {
+
+namespace {
+
+// Worth another attempt within the caller's wait: the connection came back
+// or will; the command itself was fine.
+bool is_transient(const error_code& ec) {
+    return ec == error::timeout || ec == error::connection_lost || ec == error::not_connected;
+}
+
+// The script may have run on the server even though no answer came back.
+bool is_ambiguous(const error_code& ec) {
+    return ec == error::timeout || ec == error::connection_lost ||
+           ec == error::client_stopped || ec == boost::asio::error::operation_aborted;
+}
+
+}  // namespace
+
+acquire_fsm::action acquire_fsm::start(const facts& f) {
+    // Nor past other processes' waiters: when this process has just released
+    // the lock and others wait for it, hold back for a few round trips so
+    // that one of them takes its turn (bounded; see lock_service::yield_until).
+    // Local waiters need no such wait: their wake-up itself is held back.
+    if (!settings_.try_once && !f.holds_lock) {
+        const auto until = std::min(f.yield_until, settings_.wait_deadline);
+        if (until > f.now) return wait(state::yielding, until, {});
+    }
+    return after_yield(f);
+}
+
+acquire_fsm::action acquire_fsm::after_yield(const facts& f) {
+    // No barging past local waiters: when other handles in this process are
+    // already queued for the lock (and it is not ours already), join the back
+    // of the queue instead of racing the waiter that a release just woke.
+    // Without this, a task that releases and at once acquires again wins
+    // nearly every time, and the others starve. The wait is capped like any
+    // other, at the holder's TTL as last seen by a local waiter.
+    if (!settings_.try_once && !f.holds_lock && !abandoned_ && f.expiry_hint > f.now &&
+        f.local_waiters > 0) {
+        queued_ = true;
+        action a;
+        a.join_queue = true;
+        return wait(state::waiting, std::min(f.expiry_hint, settings_.wait_deadline), a);
+    }
+    return attempt({});
+}
+
+acquire_fsm::action acquire_fsm::on_wait(const facts& f) {
+    if (state_ == state::yielding) return after_yield(f);
+    if (state_ != state::waiting) return finish({});  // a misuse: end rather than loop
+    if (abandoned_) return finish({});
+    action a;
+    a.rearm = queued_;
+    return attempt(a);
+}
+
+acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result& r) {
+    action a;
+    if (state_ != state::attempting) return finish(a);
+    if (!r.ec && r.acquired) {
+        // Granted after the caller gave up: hand it straight back.
+        if (abandoned_)
+            a.give_back = true;
+        else
+            a.granted = true;
+        return finish(a);
+    }
+    if (r.ec) {
+        // The script may have run: give that level back. The release is
+        // owner- and level-checked, so it is harmless if nothing was granted.
+        a.give_back = is_ambiguous(r.ec) && !f.service_stopped;
+        if (is_transient(r.ec) && !settings_.try_once && !abandoned_ &&
+            f.now < settings_.wait_deadline && !f.service_stopped) {
+            // A lost connection or an unanswered command does not end a
+            // wait: try again, with a fresh level (the old one is being
+            // released), once the client has had time to reconnect.
+            a.fresh_level = true;
+            const auto until = std::min(f.now + retry_delay_, settings_.wait_deadline);
+            retry_delay_ = std::min(retry_delay_ * 2, settings_.retry_max);
+            return wait(state::waiting, until, a);
+        }
+        a.ec = r.ec;
+        return finish(a);
+    }
+    if (abandoned_) return finish(a);
+    if (settings_.try_once) {
+        a.ec = error::lock_held;
+        return finish(a);
+    }
+    if (f.now >= settings_.wait_deadline) {
+        a.ec = error::wait_timeout;
+        return finish(a);
+    }
+    if (!queued_) {
+        // Contended: subscribe, then try again at once. The retry is written
+        // after the SUBSCRIBE on the same connection, so an unlock published
+        // after it was refused cannot be missed.
+        queued_ = true;
+        a.join_queue = true;
+        return attempt(a);
+    }
+    // The holder's TTL caps the wait: a lost unlock message costs at most one
+    // TTL, never a hang. A key without a TTL (not ours) is rechecked once a
+    // lease period.
+    const auto ttl = r.pttl >= 0
+                         ? clock::duration(std::chrono::milliseconds(r.pttl + 1))
+                         : settings_.lease;
+    a.note_expiry = true;
+    a.expiry = f.now + ttl;
+    return wait(state::waiting, std::min(a.expiry, settings_.wait_deadline), a);
+}
+
+acquire_fsm::action acquire_fsm::attempt(action a) {
+    if (abandoned_) return finish(a);
+    a.what = step::attempt;
+    state_ = state::attempting;
+    return a;
+}
+
+acquire_fsm::action acquire_fsm::wait(state next, clock::time_point until, action a) {
+    a.what = step::wait;
+    a.until = until;
+    state_ = next;
+    return a;
+}
+
+acquire_fsm::action acquire_fsm::finish(action a) {
+    a.what = step::done;
+    a.rearm = false;
+    a.leave_queue = queued_;
+    queued_ = false;
+    state_ = state::finished;
+    return a;
+}
+
+}  // namespace corolock::detail

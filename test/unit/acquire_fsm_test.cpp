@@ -1,0 +1,369 @@
+// The acquire operation's decisions (detail::acquire_fsm) on a made-up
+// clock: no server, no sockets, no timers.
+#include <corolock/detail/acquire_fsm.hpp>
+
+#include <boost/asio/error.hpp>
+
+#include <catch2/catch.hpp>
+
+using corolock::error;
+using corolock::error_code;
+using corolock::detail::acquire_fsm;
+using namespace std::chrono_literals;
+using step = acquire_fsm::step;
+using time_point = acquire_fsm::clock::time_point;
+
+namespace {
+
+const time_point t0 = time_point{} + 1000s;
+
+acquire_fsm::settings waiting_for(std::chrono::milliseconds wait) {
+    acquire_fsm::settings s;
+    s.wait_deadline = t0 + wait;
+    s.lease = 30s;
+    s.retry_min = 20ms;
+    s.retry_max = 200ms;
+    return s;
+}
+
+acquire_fsm::facts at(time_point now) {
+    acquire_fsm::facts f;
+    f.now = now;
+    return f;
+}
+
+acquire_fsm::attempt_result granted() { return {{}, true, -2}; }
+acquire_fsm::attempt_result refused(std::int64_t pttl) { return {{}, false, pttl}; }
+acquire_fsm::attempt_result failed(error_code ec) { return {ec, false, -2}; }
+
+// Started at t0 and refused once: the machine has joined the queue and asks
+// for its second attempt.
+void start_queued(acquire_fsm& m) {
+    REQUIRE(m.start(at(t0)).what == step::attempt);
+    REQUIRE(m.on_attempt(at(t0), refused(800)).join_queue);
+}
+
+}  // namespace
+
+TEST_CASE("acquire_fsm: an uncontended acquire is one attempt", "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    auto a = m.start(at(t0));
+    REQUIRE(a.what == step::attempt);
+    CHECK_FALSE(a.join_queue);
+    a = m.on_attempt(at(t0 + 1ms), granted());
+    CHECK(a.what == step::done);
+    CHECK(a.granted);
+    CHECK_FALSE(a.ec);
+    CHECK_FALSE(a.leave_queue);
+    CHECK_FALSE(a.give_back);
+    CHECK(m.finished());
+}
+
+TEST_CASE("acquire_fsm: try_once never queues or waits", "[acquire_fsm]") {
+    auto s = waiting_for(5s);
+    s.try_once = true;
+    acquire_fsm m(s);
+    auto f = at(t0);
+    // Neither a yield nor other local waiters hold a try back.
+    f.yield_until = t0 + 3ms;
+    f.expiry_hint = t0 + 1s;
+    f.local_waiters = 3;
+    auto a = m.start(f);
+    REQUIRE(a.what == step::attempt);
+    CHECK_FALSE(a.join_queue);
+    a = m.on_attempt(at(t0 + 1ms), refused(800));
+    CHECK(a.what == step::done);
+    CHECK(a.ec == error::lock_held);
+    CHECK_FALSE(a.leave_queue);
+    // A transient failure is not retried either.
+    acquire_fsm m2(s);
+    m2.start(at(t0));
+    a = m2.on_attempt(at(t0), failed(error::not_connected));
+    CHECK(a.what == step::done);
+    CHECK(a.ec == error::not_connected);
+}
+
+TEST_CASE("acquire_fsm: contended, it subscribes, retries at once, then waits at most the TTL",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    REQUIRE(m.start(at(t0)).what == step::attempt);
+    // Refused: join the queue (SUBSCRIBE) and try again straight away, so an
+    // unlock published between the two cannot be missed.
+    auto a = m.on_attempt(at(t0 + 1ms), refused(800));
+    REQUIRE(a.what == step::attempt);
+    CHECK(a.join_queue);
+    CHECK(m.queued());
+    // Refused again: wait, capped at the holder's TTL (+1 ms), and tell the
+    // service when that lease ends.
+    a = m.on_attempt(at(t0 + 2ms), refused(700));
+    REQUIRE(a.what == step::wait);
+    CHECK(a.until == t0 + 2ms + 701ms);
+    CHECK(a.note_expiry);
+    CHECK(a.expiry == t0 + 2ms + 701ms);
+    CHECK_FALSE(a.join_queue);
+    // Woken (or the TTL passed): back in the queue at the same place, retry.
+    a = m.on_wait(at(t0 + 100ms));
+    REQUIRE(a.what == step::attempt);
+    CHECK(a.rearm);
+    a = m.on_attempt(at(t0 + 101ms), granted());
+    CHECK(a.what == step::done);
+    CHECK(a.granted);
+    CHECK(a.leave_queue);  // as the winner: the wake-up is used up
+    CHECK_FALSE(m.queued());
+}
+
+TEST_CASE("acquire_fsm: a key without a TTL is rechecked once a lease period",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(100s));
+    start_queued(m);
+    auto a = m.on_attempt(at(t0), refused(-1));
+    REQUIRE(a.what == step::wait);
+    CHECK(a.until == t0 + 30s);
+}
+
+TEST_CASE("acquire_fsm: the wait deadline caps every wait and ends the operation",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(300ms));
+    start_queued(m);
+    auto a = m.on_attempt(at(t0 + 1ms), refused(10'000));
+    REQUIRE(a.what == step::wait);
+    CHECK(a.until == t0 + 300ms);       // not the holder's 10 s
+    CHECK(a.expiry == t0 + 1ms + 10'001ms);  // but the hint is the holder's lease
+    a = m.on_wait(at(t0 + 300ms));
+    REQUIRE(a.what == step::attempt);  // one last try at the deadline
+    a = m.on_attempt(at(t0 + 301ms), refused(9'000));
+    CHECK(a.what == step::done);
+    CHECK(a.ec == error::wait_timeout);
+    CHECK(a.leave_queue);
+    CHECK_FALSE(a.granted);
+}
+
+TEST_CASE("acquire_fsm: a zero wait tries once and times out", "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(0ms));
+    REQUIRE(m.start(at(t0)).what == step::attempt);
+    auto a = m.on_attempt(at(t0 + 1ms), refused(500));
+    CHECK(a.what == step::done);
+    CHECK(a.ec == error::wait_timeout);
+    CHECK_FALSE(a.leave_queue);
+}
+
+TEST_CASE("acquire_fsm: no barging past this process's queue", "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    auto f = at(t0);
+    f.expiry_hint = t0 + 400ms;  // a local waiter saw the holder's lease end then
+    f.local_waiters = 2;
+    auto a = m.start(f);
+    REQUIRE(a.what == step::wait);
+    CHECK(a.join_queue);
+    CHECK(a.until == t0 + 400ms);
+    a = m.on_wait(at(t0 + 50ms));
+    REQUIRE(a.what == step::attempt);
+    CHECK(a.rearm);
+    CHECK_FALSE(a.join_queue);  // already queued: no second SUBSCRIBE
+    // Refused: it waits, it does not subscribe again.
+    a = m.on_attempt(at(t0 + 51ms), refused(300));
+    CHECK(a.what == step::wait);
+    CHECK_FALSE(a.join_queue);
+
+    SECTION("a stale hint, or nobody waiting, does not hold an acquire back") {
+        acquire_fsm stale(waiting_for(5s));
+        auto g = at(t0);
+        g.expiry_hint = t0 - 1ms;
+        g.local_waiters = 2;
+        CHECK(stale.start(g).what == step::attempt);
+        acquire_fsm alone(waiting_for(5s));
+        auto h = at(t0);
+        h.expiry_hint = t0 + 400ms;
+        CHECK(alone.start(h).what == step::attempt);
+    }
+    SECTION("a re-entry never queues behind others: it holds the lock") {
+        acquire_fsm reentry(waiting_for(5s));
+        auto g = f;
+        g.holds_lock = true;
+        g.yield_until = t0 + 3ms;
+        CHECK(reentry.start(g).what == step::attempt);
+    }
+}
+
+TEST_CASE("acquire_fsm: after this process released, it yields to other processes first",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    auto f = at(t0);
+    f.yield_until = t0 + 2ms;
+    auto a = m.start(f);
+    REQUIRE(a.what == step::wait);
+    CHECK(a.until == t0 + 2ms);
+    CHECK_FALSE(a.join_queue);
+    CHECK(m.deciding_queue());
+    // After the yield the queue is looked at again.
+    auto g = at(t0 + 2ms);
+    g.expiry_hint = t0 + 300ms;
+    g.local_waiters = 1;
+    a = m.on_wait(g);
+    REQUIRE(a.what == step::wait);
+    CHECK(a.join_queue);
+    CHECK_FALSE(m.deciding_queue());
+
+    SECTION("the yield never outlasts the caller's wait") {
+        acquire_fsm short_wait(waiting_for(1ms));
+        auto h = at(t0);
+        h.yield_until = t0 + 5ms;
+        auto b = short_wait.start(h);
+        REQUIRE(b.what == step::wait);
+        CHECK(b.until == t0 + 1ms);
+    }
+}
+
+TEST_CASE("acquire_fsm: transient failures retry with a fresh level and capped backoff",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(2s));
+    m.start(at(t0));
+    // not_connected: the script never ran, nothing to give back.
+    auto a = m.on_attempt(at(t0), failed(error::not_connected));
+    REQUIRE(a.what == step::wait);
+    CHECK_FALSE(a.give_back);
+    CHECK(a.fresh_level);
+    CHECK(a.until == t0 + 20ms);
+    REQUIRE(m.on_wait(at(t0 + 20ms)).what == step::attempt);
+    // No answer: the script may have run, so the level is given back, and
+    // the next attempt uses a new one.
+    a = m.on_attempt(at(t0 + 30ms), failed(error::timeout));
+    REQUIRE(a.what == step::wait);
+    CHECK(a.give_back);
+    CHECK(a.fresh_level);
+    CHECK(a.until == t0 + 30ms + 40ms);
+    std::chrono::milliseconds last{};
+    auto now = t0 + 70ms;
+    for (int i = 0; i < 6; ++i) {
+        REQUIRE(m.on_wait(at(now)).what == step::attempt);
+        a = m.on_attempt(at(now), failed(error::connection_lost));
+        REQUIRE(a.what == step::wait);
+        last = std::chrono::duration_cast<std::chrono::milliseconds>(a.until - now);
+        now = a.until;
+    }
+    CHECK(last == 200ms);  // capped at retry_max
+    // Past the caller's wait, the failure is the answer (and the ambiguous
+    // level is still given back).
+    REQUIRE(m.on_wait(at(t0 + 2s)).what == step::attempt);
+    a = m.on_attempt(at(t0 + 2s), failed(error::connection_lost));
+    CHECK(a.what == step::done);
+    CHECK(a.ec == error::connection_lost);
+    CHECK(a.give_back);
+}
+
+TEST_CASE("acquire_fsm: errors that are not transient end the operation", "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    m.start(at(t0));
+    auto a = m.on_attempt(at(t0), failed(error::wrong_type));
+    CHECK(a.what == step::done);
+    CHECK(a.ec == error::wrong_type);
+    CHECK_FALSE(a.give_back);
+
+    SECTION("a stopping client is not retried, nor is anything given back") {
+        acquire_fsm s(waiting_for(5s));
+        s.start(at(t0));
+        auto f = at(t0);
+        f.service_stopped = true;
+        auto b = s.on_attempt(f, failed(error::connection_lost));
+        CHECK(b.what == step::done);
+        CHECK_FALSE(b.give_back);
+    }
+}
+
+TEST_CASE("acquire_fsm: cancellation ends the operation at its next step", "[acquire_fsm]") {
+    SECTION("while waiting: it leaves the queue without re-arming (its wake-up passes on)") {
+        acquire_fsm m(waiting_for(5s));
+        start_queued(m);
+        REQUIRE(m.on_attempt(at(t0), refused(500)).what == step::wait);
+        m.cancel();
+        auto a = m.on_wait(at(t0 + 1ms));
+        CHECK(a.what == step::done);
+        CHECK(a.leave_queue);
+        CHECK_FALSE(a.rearm);
+        CHECK_FALSE(a.granted);
+        CHECK_FALSE(a.give_back);
+    }
+    SECTION("while an attempt is in flight that the server grants: the lock goes straight back") {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        m.cancel();
+        auto a = m.on_attempt(at(t0 + 1ms), granted());
+        CHECK(a.what == step::done);
+        CHECK_FALSE(a.granted);
+        CHECK(a.give_back);
+    }
+    SECTION("while an attempt is in flight that fails: no retry") {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        m.cancel();
+        auto a = m.on_attempt(at(t0 + 1ms), failed(error::not_connected));
+        CHECK(a.what == step::done);
+        CHECK_FALSE(a.fresh_level);
+    }
+    SECTION("while refused: no subscription") {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        m.cancel();
+        auto a = m.on_attempt(at(t0 + 1ms), refused(500));
+        CHECK(a.what == step::done);
+        CHECK_FALSE(a.join_queue);
+        CHECK_FALSE(a.leave_queue);
+    }
+    SECTION("before it starts: nothing is sent") {
+        acquire_fsm m(waiting_for(5s));
+        m.cancel();
+        auto a = m.start(at(t0));
+        CHECK(a.what == step::done);
+        CHECK_FALSE(a.granted);
+    }
+    SECTION("while yielding: it never queues") {
+        acquire_fsm m(waiting_for(5s));
+        auto f = at(t0);
+        f.yield_until = t0 + 2ms;
+        REQUIRE(m.start(f).what == step::wait);
+        m.cancel();
+        auto g = at(t0 + 2ms);
+        g.expiry_hint = t0 + 1s;
+        g.local_waiters = 4;
+        auto a = m.on_wait(g);
+        CHECK(a.what == step::done);
+        CHECK_FALSE(a.join_queue);
+        CHECK_FALSE(a.leave_queue);
+    }
+}
+
+TEST_CASE("acquire_fsm: every operation ends, within its wait, whatever the replies",
+          "[acquire_fsm]") {
+    // A seeded mix of refusals and failures on a clock that only moves when
+    // the machine waits: the operation must end by the deadline (plus the
+    // one last attempt), and never wait past it.
+    const auto deadline_after = 3s;
+    for (unsigned seed = 1; seed <= 200; ++seed) {
+        acquire_fsm m(waiting_for(std::chrono::duration_cast<std::chrono::milliseconds>(deadline_after)));
+        auto now = t0;
+        auto a = m.start(at(now));
+        unsigned x = seed;
+        int steps = 0;
+        for (; steps < 10'000 && a.what != step::done; ++steps) {
+            x = x * 1103515245u + 12345u;
+            if (a.what == step::wait) {
+                REQUIRE(a.until <= t0 + deadline_after);
+                // Woken early by a message, or at the timer.
+                now = (x >> 16) % 3 == 0 ? now + (a.until - now) / 2 : std::max(now, a.until);
+                a = m.on_wait(at(now));
+            } else {
+                now += 1ms;
+                switch ((x >> 16) % 4) {
+                case 0: a = m.on_attempt(at(now), refused(static_cast<std::int64_t>((x >> 8) % 5000))); break;
+                case 1: a = m.on_attempt(at(now), refused(-1)); break;
+                case 2: a = m.on_attempt(at(now), failed(error::connection_lost)); break;
+                default: a = m.on_attempt(at(now), failed(error::not_connected)); break;
+                }
+            }
+        }
+        REQUIRE(a.what == step::done);
+        CHECK(a.ec);
+        CHECK_FALSE(a.granted);
+        CHECK(now <= t0 + deadline_after + 1ms);
+    }
+}
