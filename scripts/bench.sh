@@ -3,7 +3,7 @@
 # redis-benchmark's figures for the same server, so that results read as
 # ratios. Benchmarks are not tests: nothing here fails on a slow figure.
 #
-#   scripts/bench.sh                 # full run (about two minutes after the build)
+#   scripts/bench.sh                 # full run (about two and a half minutes after the build)
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
@@ -70,13 +70,22 @@ case $mode in
   smoke) n_ping=500   n_c1=500   n_c50=2000   n_p16=8000 ;;
 esac
 
-# Prints "ops_per_s,p50_ms" from redis-benchmark's --csv output, whose
-# columns are: test, rps, avg, min, p50, p95, p99, max (all quoted).
+# One redis-benchmark sample: appends "ops_per_s,p50_ms" to NAME.samples,
+# from its --csv output, whose columns are: test, rps, avg, min, p50, p95,
+# p99, max (all quoted). The raw CSV is kept as NAME.ROUND.csv.
 redis_bench() {
-  local name=$1
-  shift
-  timeout 120 redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" --csv "$@" >"$run_dir/$name.csv"
-  awk -F'","' 'NR == 2 { print $2 "," $5 }' "$run_dir/$name.csv"
+  local name=$1 round=$2
+  shift 2
+  timeout 120 redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" --csv "$@" >"$run_dir/$name.$round.csv"
+  awk -F'","' 'NR == 2 { print $2 "," $5 }' "$run_dir/$name.$round.csv" >>"$run_dir/$name.samples"
+}
+
+# The median of each column of NAME.samples, as "ops_per_s,p50_ms".
+median_sample() {
+  local file=$run_dir/$1.samples ops p50
+  ops=$(cut -d, -f1 "$file" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  p50=$(cut -d, -f2 "$file" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
+  echo "$ops,$p50"
 }
 
 sha=$("$bench" --port "$REDIS_PORT" --load-acquire-script)
@@ -86,11 +95,23 @@ sha=$("$bench" --port "$REDIS_PORT" --load-acquire-script)
 # INCR, one HSET, one PEXPIRE), but not a valid pair for Redis Cluster.
 acquire=(EVALSHA "$sha" 2 'corolock:{__rand_int__}' 'corolock:{__rand_int__}:fence' owner 30000 1)
 
-echo "bench: redis-benchmark baselines"
-ping_c1=$(redis_bench ping_c1 -t ping_mbulk -c 1 -n "$n_ping")
-evalsha_c1=$(redis_bench evalsha_c1 -c 1 -n "$n_c1" -r 100000 "${acquire[@]}")
-evalsha_c50=$(redis_bench evalsha_c50 -c 50 -n "$n_c50" -r 100000 "${acquire[@]}")
-evalsha_c50_p16=$(redis_bench evalsha_c50_p16 -c 50 -P 16 -n "$n_p16" -r 100000 "${acquire[@]}")
+# Each baseline is the median of three samples taken in rounds (every
+# baseline once per round), so that one disturbed sample on a shared machine
+# moves no ratio; the samples stay in BUILD_DIR/bench-run/*.samples.
+echo "bench: redis-benchmark baselines (median of 3 rounds)"
+for round in 1 2 3; do
+  redis_bench ping_c1 "$round" -t ping_mbulk -c 1 -n "$n_ping"
+  redis_bench evalsha_c1 "$round" -c 1 -n "$n_c1" -r 100000 "${acquire[@]}"
+  redis_bench evalsha_c50 "$round" -c 50 -n "$n_c50" -r 100000 "${acquire[@]}"
+  redis_bench evalsha_c50_p16 "$round" -c 50 -P 16 -n "$n_p16" -r 100000 "${acquire[@]}"
+done
+ping_c1=$(median_sample ping_c1)
+evalsha_c1=$(median_sample evalsha_c1)
+evalsha_c50=$(median_sample evalsha_c50)
+evalsha_c50_p16=$(median_sample evalsha_c50_p16)
+for name in ping_c1 evalsha_c1 evalsha_c50 evalsha_c50_p16; do
+  echo "bench:   $name samples (ops/s,p50 ms): $(paste -sd' ' "$run_dir/$name.samples") -> median $(median_sample "$name")"
+done
 
 echo "bench: corolock_bench ($mode)"
 status=0
