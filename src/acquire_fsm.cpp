@@ -1,6 +1,7 @@
 #include <corolock/detail/acquire_fsm.hpp>
 
 #include <boost/asio/error.hpp>
+#include <boost/system/errc.hpp>
 
 #include <algorithm>
 
@@ -20,9 +21,17 @@ bool is_ambiguous(const error_code& ec) {
            ec == error::client_stopped || ec == boost::asio::error::operation_aborted;
 }
 
+// A resume that does not fit the step asked for: fail closed.
+acquire_fsm::action misuse() {
+    acquire_fsm::action a;
+    a.ec = make_error_code(boost::system::errc::state_not_recoverable);
+    return a;
+}
+
 }  // namespace
 
 acquire_fsm::action acquire_fsm::start(const facts& f) {
+    if (state_ != state::initial) return finish(misuse());
     // Nor past other processes' waiters: when this process has just released
     // the lock and others wait for it, hold back for a few round trips so
     // that one of them takes its turn (bounded; see lock_service::yield_until).
@@ -53,7 +62,7 @@ acquire_fsm::action acquire_fsm::after_yield(const facts& f) {
 
 acquire_fsm::action acquire_fsm::on_wait(const facts& f) {
     if (state_ == state::yielding) return after_yield(f);
-    if (state_ != state::waiting) return finish({});  // a misuse: end rather than loop
+    if (state_ != state::waiting) return finish(misuse());
     if (abandoned_) return finish({});
     action a;
     a.rearm = queued_;
@@ -61,8 +70,8 @@ acquire_fsm::action acquire_fsm::on_wait(const facts& f) {
 }
 
 acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result& r) {
+    if (state_ != state::attempting) return finish(misuse());
     action a;
-    if (state_ != state::attempting) return finish(a);
     if (!r.ec && r.acquired) {
         // Granted after the caller gave up: hand it straight back.
         if (abandoned_)

@@ -14,6 +14,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cassert>
+
 namespace corolock {
 
 namespace asio = boost::asio;
@@ -83,7 +85,45 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
     // skipped by every later message until its TTL cap: starvation.
     bool wake_pending = false;
 
-    // On the strand.
+    // Whether the caller was handed a guard for `level`: from then on the
+    // level is the caller's to release, never the operation's.
+    bool handed_over = false;
+
+    // Every resume goes through here, on the strand. Nothing may escape: an
+    // exception would end the client's reader (attempt replies are delivered
+    // from it) or io_context::run(), and leave this operation's waiter and
+    // stop hook registered while it is destroyed. Only allocation failure,
+    // or a plain callback handler of the caller's that throws when completed,
+    // can get here; the caller is then answered client_stopped if it has no
+    // answer yet, as with any other end the operation could not reach.
+    template <class Step>
+    void step(Step&& s) noexcept {
+        try {
+            s();
+        } catch (...) {
+            fail_safely();
+        }
+    }
+
+    void fail_safely() noexcept {
+        machine.cancel();
+        try {
+            if (svc) {
+                if (waiter.registered) svc->remove_waiter(waiter, false);
+                svc->unregister_stop_hook(stop_hook);
+                // An attempt may have been granted: give it back (owner- and
+                // level-checked, so harmless if it was not).
+                if (!handed_over && level != 0) release_in_background(*svc, st, level);
+            }
+        } catch (...) {
+        }
+        waiter.wake = nullptr;
+        try {
+            complete(error::client_stopped, {});
+        } catch (...) {
+        }
+    }
+
     void start() {
         svc = lock_service::of(*st->client);
         level = st->next_level++;
@@ -92,7 +132,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         };
         stop_hook = svc->register_stop_hook([raw = this] { raw->abandon(error::client_stopped); });
         auto f = observe();
-        f.yield_until = svc->yield_until(st->keys.channel);
+        if (!machine.try_once() && !f.holds_lock) f.yield_until = svc->yield_until(st->keys.channel);
         perform(machine.start(f));
     }
 
@@ -108,6 +148,19 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         return f;
     }
 
+    void on_reply(error_code ec, const detail::acquire_reply& r) {
+        token = r.token;
+        const auto a = machine.on_attempt(observe(), {ec, r.acquired, r.pttl});
+        if (!ec && r.acquired && a.give_back)
+            st->client->log().debug("acquire {}: granted after cancellation; releasing", st->name);
+        if (ec && a.fresh_level)
+            st->client->log().info("acquire {}: {}; retrying", st->name, ec.message());
+        else if (ec && a.what == fsm::step::done)
+            st->client->log().debug("acquire {} failed: {}", st->name, ec.message());
+        perform(a);
+    }
+
+    // The side effects in the order the machine lists them, then the step.
     void perform(const fsm::action& a) {
         if (a.give_back) release_in_background(*svc, st, level);
         if (a.fresh_level) level = st->next_level++;
@@ -117,13 +170,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         switch (a.what) {
         case fsm::step::attempt:
             sent = clock::now();
-            svc->try_acquire_once(st, level, opts.lease,
-                                  [self = shared_from_this()](error_code ec,
-                                                              detail::acquire_reply r) {
-                                      self->token = r.token;
-                                      self->perform(self->machine.on_attempt(
-                                          self->observe(), {ec, r.acquired, r.pttl}));
-                                  });
+            svc->try_acquire_once(
+                st, level, opts.lease,
+                [self = shared_from_this()](error_code ec, detail::acquire_reply r) {
+                    self->step([&] { self->on_reply(ec, r); });
+                });
             return;
         case fsm::step::wait:
             wait_until(a.until);
@@ -138,7 +189,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
     // that came while no wait was pending counts.
     void wait_until(clock::time_point until) {
         auto resume = [self = shared_from_this()](error_code = {}) {
-            self->perform(self->machine.on_wait(self->observe()));
+            self->step([&] { self->perform(self->machine.on_wait(self->observe())); });
         };
         if (wake_pending) {
             wake_pending = false;
@@ -149,20 +200,26 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         wake.async_wait(asio::bind_executor(st->client->strand(), std::move(resume)));
     }
 
+    // Registrations go first, the caller's completion last: a handler that
+    // runs inline then finds this operation already out of every list.
     void finish(const fsm::action& a) {
+        guard g;
         if (a.granted) {
             svc->on_acquired(st, level, sent, opts);
-            complete({}, detail::make_guard(st, level, token, st->tenure));
-        } else {
-            if (a.ec && !completed())
-                st->client->log().debug("acquire {} failed: {}", st->name, a.ec.message());
-            complete(a.ec, {});
+            g = detail::make_guard(st, level, token, st->tenure);
         }
-        if (a.give_back && machine.abandoned())
-            st->client->log().debug("acquire {}: granted after cancellation; releasing", st->name);
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
         svc->unregister_stop_hook(stop_hook);
         waiter.wake = nullptr;  // the only reference to this op that is not owning
+        if (a.granted) {
+            handed_over = true;
+            complete({}, std::move(g));
+        } else {
+            // Neither granted nor failed: only a cancelled operation ends so,
+            // and its caller has had its answer already.
+            assert(a.ec || machine.abandoned());
+            complete(a.ec ? a.ec : error_code(error::client_stopped), {});
+        }
     }
 
     bool completed() const noexcept { return !handler; }
@@ -266,14 +323,7 @@ void mutex::acquire_impl(lock_options opts, bool try_once,
             op->complete(error::client_stopped, {});
             return;
         }
-        try {
-            op->start();
-        } catch (...) {
-            // Only allocation failure can get here; never leave the caller
-            // hanging, nor a hook that points at an operation about to go.
-            if (op->svc && op->stop_hook) op->svc->unregister_stop_hook(op->stop_hook);
-            op->abandon(error::client_stopped);
-        }
+        op->step([&] { op->start(); });
     });
 }
 

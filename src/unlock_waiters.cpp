@@ -7,10 +7,13 @@ namespace corolock::detail {
 bool unlock_waiters::add(waiter& w, std::string_view channel) {
     assert(!w.registered);
     auto [it, inserted] = channels_.try_emplace(std::string(channel));
-    w.channel = it->first;
+    // Everything that can throw comes first: the waiter counts as registered
+    // only once the list holds it.
+    std::string name = it->first;
+    w.pos = it->second.insert(it->second.end(), &w);
+    w.channel = std::move(name);
     w.woken = false;
     w.registered = true;
-    w.pos = it->second.insert(it->second.end(), &w);
     ++total_;
     return inserted;
 }

@@ -367,3 +367,131 @@ TEST_CASE("acquire_fsm: every operation ends, within its wait, whatever the repl
         CHECK(now <= t0 + deadline_after + 1ms);
     }
 }
+
+TEST_CASE("acquire_fsm: the queue wait is capped by the caller's wait too", "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(100ms));
+    auto f = at(t0);
+    f.expiry_hint = t0 + 20s;  // the holder's lease, as a local waiter saw it
+    f.local_waiters = 1;
+    auto a = m.start(f);
+    REQUIRE(a.what == step::wait);
+    CHECK(a.join_queue);
+    CHECK(a.until == t0 + 100ms);
+}
+
+TEST_CASE("acquire_fsm: which failures give the level back", "[acquire_fsm]") {
+    // The script may have run when no answer came (timeout, connection lost)
+    // or when the operation was torn down with it in flight.
+    for (auto ec : {error_code(error::timeout), error_code(error::connection_lost),
+                    error_code(error::client_stopped),
+                    error_code(boost::asio::error::operation_aborted)}) {
+        acquire_fsm m(waiting_for(0ms));
+        m.start(at(t0));
+        auto a = m.on_attempt(at(t0), failed(ec));
+        CHECK(a.what == step::done);
+        CHECK(a.give_back);
+        CHECK(a.ec == ec);
+    }
+    // The script never ran, or ran and answered.
+    for (auto ec : {error_code(error::not_connected), error_code(error::wrong_type),
+                    error_code(error::server_error), error_code(error::unexpected_reply)}) {
+        acquire_fsm m(waiting_for(0ms));
+        m.start(at(t0));
+        auto a = m.on_attempt(at(t0), failed(ec));
+        CHECK(a.what == step::done);
+        CHECK_FALSE(a.give_back);
+    }
+    SECTION("after cancellation too: a level the server may hold is never left behind") {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        m.cancel();
+        auto a = m.on_attempt(at(t0 + 1ms), failed(error::connection_lost));
+        CHECK(a.what == step::done);
+        CHECK(a.give_back);
+        CHECK_FALSE(a.fresh_level);
+    }
+}
+
+TEST_CASE("acquire_fsm: a grant after cancellation while queued passes the wake-up on",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    start_queued(m);  // the second attempt is in flight, queued
+    m.cancel();
+    auto a = m.on_attempt(at(t0 + 1ms), granted());
+    CHECK(a.what == step::done);
+    CHECK(a.give_back);
+    CHECK_FALSE(a.granted);  // so the shell leaves the queue as a loser
+    CHECK(a.leave_queue);
+}
+
+TEST_CASE("acquire_fsm: a transient failure while queued keeps the place in the queue",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    start_queued(m);
+    auto a = m.on_attempt(at(t0 + 1ms), failed(error::connection_lost));
+    REQUIRE(a.what == step::wait);
+    CHECK_FALSE(a.join_queue);
+    CHECK(a.fresh_level);
+    a = m.on_wait(at(t0 + 21ms));
+    REQUIRE(a.what == step::attempt);
+    CHECK(a.rearm);
+    CHECK_FALSE(a.join_queue);
+
+    SECTION("cancelled during the retry wait: it leaves without re-arming") {
+        acquire_fsm c(waiting_for(5s));
+        start_queued(c);
+        REQUIRE(c.on_attempt(at(t0 + 1ms), failed(error::timeout)).what == step::wait);
+        c.cancel();
+        auto b = c.on_wait(at(t0 + 2ms));
+        CHECK(b.what == step::done);
+        CHECK(b.leave_queue);
+        CHECK_FALSE(b.rearm);
+        CHECK_FALSE(b.give_back);  // given back already, with the failure
+    }
+}
+
+TEST_CASE("acquire_fsm: a handle that came to hold the lock during the yield does not queue",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    auto f = at(t0);
+    f.yield_until = t0 + 2ms;
+    REQUIRE(m.start(f).what == step::wait);
+    auto g = at(t0 + 2ms);
+    g.holds_lock = true;  // another coroutine on this handle got it meanwhile
+    g.expiry_hint = t0 + 1s;
+    g.local_waiters = 3;
+    auto a = m.on_wait(g);
+    CHECK(a.what == step::attempt);
+    CHECK_FALSE(a.join_queue);
+}
+
+TEST_CASE("acquire_fsm: a resume that does not fit the step fails closed", "[acquire_fsm]") {
+    SECTION("a wait's end while an attempt is in flight") {
+        acquire_fsm m(waiting_for(5s));
+        REQUIRE(m.start(at(t0)).what == step::attempt);
+        auto a = m.on_wait(at(t0));
+        CHECK(a.what == step::done);
+        CHECK(a.ec);
+        CHECK_FALSE(a.granted);
+    }
+    SECTION("a grant while waiting") {
+        acquire_fsm m(waiting_for(5s));
+        start_queued(m);
+        REQUIRE(m.on_attempt(at(t0), refused(500)).what == step::wait);
+        auto a = m.on_attempt(at(t0), granted());
+        CHECK(a.what == step::done);
+        CHECK(a.ec);
+        CHECK_FALSE(a.granted);
+        CHECK(a.leave_queue);
+    }
+    SECTION("anything after the end") {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        REQUIRE(m.on_attempt(at(t0), granted()).granted);
+        auto a = m.on_attempt(at(t0), granted());
+        CHECK(a.what == step::done);
+        CHECK(a.ec);
+        CHECK_FALSE(a.granted);
+        CHECK(m.start(at(t0)).ec);
+    }
+}

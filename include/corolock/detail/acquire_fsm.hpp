@@ -4,9 +4,11 @@
 // what this machine asks for: run the acquire script, wait on a timer that
 // an unlock message can cut short, join or leave the lock's local queue,
 // give a level back, and finally complete the caller's handler. Each step's
-// outcome goes back in through resume(); the shell also tells what it sees
-// of the rest of the process at that moment (the facts), so every decision
-// here can be unit-tested on made-up clocks and replies.
+// outcome goes back in through on_attempt() or on_wait(); the shell also
+// tells what it sees of the rest of the process at that moment (the facts),
+// so every decision here can be unit-tested on made-up clocks and replies.
+// A resume that does not fit the current step (a bug in the shell) ends the
+// operation with an error, never with a grant.
 //
 // The operation is bounded: each step either ends it or waits on a timer
 // capped by the wait deadline and the holder's TTL, and cancel() (the
@@ -88,6 +90,7 @@ public:
     // this is given back at once.
     void cancel() noexcept { abandoned_ = true; }
     bool abandoned() const noexcept { return abandoned_; }
+    bool try_once() const noexcept { return settings_.try_once; }
     bool queued() const noexcept { return queued_; }
     bool finished() const noexcept { return state_ == state::finished; }
     // True while the next resume decides whether to queue behind this
