@@ -515,6 +515,66 @@ TEST_CASE("lock: a lock granted after its acquire was cancelled is released at o
     c.stop();
 }
 
+TEST_CASE("lock: a completion handler that throws breaks neither the client nor the lock",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::mutex holder(c, "throws"), waiter(c, "throws");
+    auto svc_waiters = [&] {
+        return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
+    };
+    std::optional<guard> held;
+    bool called = false;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        held = co_await holder.acquire({.lease = 30s});
+        // A plain callback, queued behind the holder, that throws when it is
+        // granted the lock, with the guard in hand.
+        waiter.async_acquire({.lease = 30s, .wait = 10s}, [&](error_code ec, guard) {
+            called = true;
+            if (!ec) throw std::runtime_error("the caller's handler fails");
+        });
+        const auto awaited = co_await eventually([&] { return svc_waiters() == 1; }, 5s);
+        CHECK(awaited);
+    });
+    // As with any Asio handler, the exception leaves io_context::run(); the
+    // loop catches it and goes on running the context.
+    bool released = false;
+    int escaped = 0;
+    held->async_release([&](error_code) { released = true; });
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while ((!called || !released) && std::chrono::steady_clock::now() < deadline) {
+        try {
+            ioc.run_one_until(deadline);
+        } catch (const std::runtime_error&) {
+            ++escaped;
+        }
+    }
+    REQUIRE(called);
+    CHECK(released);
+    CHECK(escaped == 1);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        // The guard died with the exception, so the lock goes back at once
+        // (not after its 30 s lease), and nothing stays queued or subscribed.
+        {
+            const auto awaited = co_await eventually([&] {
+                return server.cmd1({"EXISTS", lock_key("throws")}) == "0";
+            }, 3s);
+            CHECK(awaited);
+        }
+        CHECK(svc_waiters() == 0);
+        CHECK(waiter.held_levels() == 0);
+        CHECK(server.cmd({"PUBSUB", "NUMSUB", "corolock:{throws}:unlock"}).back() == "0");
+        // The client's reader survived: commands and locks still work.
+        auto pong = co_await c.async_exec(command{"PING"}, asio::use_awaitable);
+        CHECK(pong.str == "PONG");
+        auto again = co_await waiter.acquire({.lease = 30s, .wait = 2s});
+        CHECK(again.token() > held->token());
+        co_await again.release();
+    });
+    c.stop();
+}
+
 TEST_CASE("lock: waiters get through after CLIENT KILL TYPE pubsub and SCRIPT FLUSH",
           "[lock][integration][fault]") {
     redis_server server;
