@@ -11,6 +11,7 @@ packages=(
   catch2                                # tests: Catch2 v2.13
   libssl-dev openssl                    # TLS, and test certificates
   redis-server redis-tools              # the test server, redis-cli, redis-benchmark
+  python3 procps                        # the CLI and bench tests: JSON checks, ps
 )
 # Extra packages a caller needs on top (for example clang for the fuzzer).
 if [[ -n "${COROLOCK_EXTRA_PACKAGES:-}" ]]; then

@@ -9,16 +9,26 @@ namespace corolock::detail {
 
 namespace {
 
+// The reply could not be read: the stream was corrupt or over the client's
+// limits. The client drops that connection for a new one.
+bool is_unreadable(const error_code& ec) {
+    return ec == error::protocol_error || ec == error::reply_too_large ||
+           ec == error::nesting_too_deep;
+}
+
 // Worth another attempt within the caller's wait: the connection came back
 // or will; the command itself was fine.
 bool is_transient(const error_code& ec) {
-    return ec == error::timeout || ec == error::connection_lost || ec == error::not_connected;
+    return ec == error::timeout || ec == error::connection_lost || ec == error::not_connected ||
+           is_unreadable(ec);
 }
 
-// The script may have run on the server even though no answer came back.
+// The script may have run on the server even though no answer came back
+// (or none that could be read).
 bool is_ambiguous(const error_code& ec) {
     return ec == error::timeout || ec == error::connection_lost ||
-           ec == error::client_stopped || ec == boost::asio::error::operation_aborted;
+           ec == error::client_stopped || ec == boost::asio::error::operation_aborted ||
+           is_unreadable(ec);
 }
 
 // A resume that does not fit the step asked for: fail closed.

@@ -516,6 +516,11 @@ client_impl::awaitable<error_code> client_impl::reader() {
         }
         if (pec) {
             logger_->error("protocol error: {}", parser_.diagnostic());
+            // The command whose reply this was hears why; the rest of the
+            // connection's commands fail (or are retried) as on any drop.
+            completions done;
+            queue_.on_bad_reply(pec, done);
+            run_completions(done);
             co_return pec;
         }
     }

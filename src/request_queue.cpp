@@ -94,6 +94,18 @@ request_queue::match_result request_queue::on_reply(reply&& r, completions& out)
     return match_result::matched;
 }
 
+bool request_queue::on_bad_reply(error_code ec, completions& out) {
+    pop_done_front();
+    if (written_ + staged_ == 0) return false;
+    entry& front = entries_.front();
+    if (!front.handler) return false;  // abandoned: nobody waits for the reply
+    if (front.idempotent && !front.retried && !front.priority && !front.payload.empty())
+        return false;
+    // Completed, so on_disconnect() neither retries nor completes it again.
+    complete(front, ec, {}, out);
+    return true;
+}
+
 request_queue::entry* request_queue::find(id_type id) noexcept {
     // Priority inserts and retries break id order, so search linearly;
     // cancellation is rare next to sending.

@@ -69,6 +69,10 @@ public:
     //    in that time);
     //  - error::connection_lost when the connection dropped after the
     //    command was written (an idempotent command is re-sent once instead);
+    //  - error::protocol_error / reply_too_large / nesting_too_deep when its
+    //    reply could not be read (corrupt, or over config's limits); the
+    //    connection is then dropped for a new one, and an idempotent command
+    //    is re-sent once first;
     //  - error::client_stopped after stop();
     //  - boost::asio::error::operation_aborted on cancellation.
     //

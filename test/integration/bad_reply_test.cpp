@@ -5,10 +5,11 @@
 //
 // Each case checks that the client names the problem (its log says which
 // byte of the stream was wrong and why), fails the command that was waiting
-// for a reply with connection_lost at once (not a garbage reply, not a
-// timeout), drops that connection and reconnects; and that the bystander is
-// not disturbed: its lock stays held and renewed with the same token, and
-// every one of its commands succeeds.
+// for that reply at once with the parser's own error (protocol_error or
+// reply_too_large: not a garbage reply, not a timeout, not a bare
+// connection_lost), drops that connection and reconnects; and that the
+// bystander is not disturbed: its lock stays held and renewed with the same
+// token, and every one of its commands succeeds.
 #include <corolock/corolock.hpp>
 
 #include "support/async_test.hpp"
@@ -106,7 +107,7 @@ TEST_CASE("bad input: a malformed or oversized server reply", "[bad-input][integ
         const bool completed = co_await eventually([&] { return result.has_value(); }, 3000ms);
         REQUIRE(completed);
         const auto took = corolock::guard::clock::now() - fault_at;
-        CHECK(*result == error::connection_lost);
+        CHECK(*result == row.parser_error);
         CHECK(took < 1s);  // at once, not at the command timeout (2 s)
 
         // The client said why, and dropped that connection for a new one.

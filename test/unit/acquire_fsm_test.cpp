@@ -251,6 +251,21 @@ TEST_CASE("acquire_fsm: transient failures retry with a fresh level and capped b
     CHECK(a.give_back);
 }
 
+TEST_CASE("acquire_fsm: an unreadable reply is retried like a lost connection",
+          "[acquire_fsm]") {
+    // The script ran, but its reply was corrupt or over the limits, and the
+    // client is reconnecting: give the level back and try again.
+    for (auto ec : {error_code(error::protocol_error), error_code(error::reply_too_large),
+                    error_code(error::nesting_too_deep)}) {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        auto a = m.on_attempt(at(t0), failed(ec));
+        CHECK(a.what == step::wait);
+        CHECK(a.give_back);
+        CHECK(a.fresh_level);
+    }
+}
+
 TEST_CASE("acquire_fsm: errors that are not transient end the operation", "[acquire_fsm]") {
     acquire_fsm m(waiting_for(5s));
     m.start(at(t0));
@@ -384,7 +399,9 @@ TEST_CASE("acquire_fsm: which failures give the level back", "[acquire_fsm]") {
     // or when the operation was torn down with it in flight.
     for (auto ec : {error_code(error::timeout), error_code(error::connection_lost),
                     error_code(error::client_stopped),
-                    error_code(boost::asio::error::operation_aborted)}) {
+                    error_code(boost::asio::error::operation_aborted),
+                    error_code(error::protocol_error), error_code(error::reply_too_large),
+                    error_code(error::nesting_too_deep)}) {
         acquire_fsm m(waiting_for(0ms));
         m.start(at(t0));
         auto a = m.on_attempt(at(t0), failed(ec));

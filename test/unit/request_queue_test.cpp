@@ -204,6 +204,58 @@ TEST_CASE("request_queue: a disconnect fails written requests and retries idempo
     CHECK(q.empty());
 }
 
+TEST_CASE("request_queue: an unreadable reply fails the request it was for with the parser's error",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    request_queue::options idem = opts();
+    idem.idempotent = true;
+
+    SECTION("the front request hears why; the others fail or retry as on any drop") {
+        q.push("A", rec.handler("front"), opts());
+        q.push("B", rec.handler("second"), opts());
+        q.push("I", rec.handler("idempotent"), idem);
+        q.stage();
+        q.on_write_done();
+        CHECK(q.on_bad_reply(error::protocol_error, done));
+        rec.run(done);
+        CHECK(rec.results["front"].first == error::protocol_error);
+        CHECK_FALSE(rec.has("second"));
+        CHECK(q.on_disconnect(error::connection_lost, done) == 1);
+        rec.run(done);
+        CHECK(rec.results["second"].first == error::connection_lost);
+        CHECK(rec.results.size() == 2);  // the front one is not completed twice
+        CHECK(q.stage() == "I");
+    }
+    SECTION("an idempotent front request is sent again instead") {
+        q.push("I", rec.handler("idempotent"), idem);
+        q.stage();
+        q.on_write_done();
+        CHECK_FALSE(q.on_bad_reply(error::reply_too_large, done));
+        CHECK(done.empty());
+        CHECK(q.on_disconnect(error::connection_lost, done) == 1);
+        CHECK(q.stage() == "I");
+        q.on_write_done();
+        // Its retry's reply is unreadable too: now it fails, with the reason.
+        CHECK(q.on_bad_reply(error::reply_too_large, done));
+        rec.run(done);
+        CHECK(rec.results["idempotent"].first == error::reply_too_large);
+    }
+    SECTION("a request its caller abandoned, or none at all, takes the error silently") {
+        CHECK_FALSE(q.on_bad_reply(error::protocol_error, done));
+        const auto id = q.push("A", rec.handler("abandoned"), opts());
+        q.push("B", rec.handler("next"), opts());
+        q.stage();
+        q.on_write_done();
+        CHECK(q.cancel(id, error::client_stopped, true, done));
+        rec.run(done);
+        CHECK_FALSE(q.on_bad_reply(error::protocol_error, done));
+        CHECK(done.empty());
+        CHECK_FALSE(rec.has("next"));  // the bad reply was the abandoned one's
+    }
+}
+
 TEST_CASE("request_queue: priority requests go ahead of waiting ones and die with the connection",
           "[request_queue]") {
     request_queue q;

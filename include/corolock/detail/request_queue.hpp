@@ -91,6 +91,14 @@ public:
     // count is returned). Priority entries are dropped. Waiting entries stay.
     std::size_t on_disconnect(error_code ec, completions& out);
 
+    // The next reply could not be parsed, and the connection is about to be
+    // dropped: the entry waiting for that reply fails with `ec`, the
+    // parser's own error, so that its caller learns what went wrong rather
+    // than a bare connection_lost. An idempotent entry not yet retried is
+    // left alone: on_disconnect() sends it again on the next connection.
+    // Returns whether an entry was failed.
+    bool on_bad_reply(error_code ec, completions& out);
+
     // Fails everything (client stopped).
     void fail_all(error_code ec, completions& out);
 
