@@ -527,10 +527,24 @@ check_result check_history(const std::vector<event>& input, const check_options&
                 } else if (e.ev == "release_invoked") {
                     if (h.release_invoked < 0) h.release_invoked = e.t;
                 } else if (e.ev == "release_ok" || e.ev == "release_failed") {
+                    // One release per holder, completed once: a second
+                    // outcome is a double completion.
+                    if (h.release_done >= 0 || h.release_invoked < 0) {
+                        violation("format", e.ev + (h.release_done >= 0
+                                                        ? " completes a release a second time, at "
+                                                        : " without release_invoked at ") +
+                                                e.source);
+                        continue;
+                    }
                     h.release_done = e.t;
                     h.release_outcome = e.ev == "release_ok" ? "ok" : (e.error.empty() ? "error" : e.error);
                 } else if (e.ev == "lost") {
-                    if (h.lost < 0) h.lost = e.t;
+                    if (h.lost >= 0) {
+                        violation("format", "a second lost signal for token " +
+                                                std::to_string(e.token) + " at " + e.source);
+                        continue;
+                    }
+                    h.lost = e.t;
                 }
             } else {
                 violation("format", "unknown event \"" + e.ev + "\" at " + e.source);

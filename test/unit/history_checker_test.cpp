@@ -405,6 +405,31 @@ TEST_CASE("history: malformed histories are reported", "[history]") {
         e.lease_ns = lease_ms * 1'000'000;
         require_only(h::check_history(b.evs), "format");
     }
+    SECTION("a release completed twice (a double completion)") {
+        builder b;
+        b.section(100, 1, 0, 1, 0);
+        b.add("release_ok", 100, 1, 8);
+        const auto r = h::check_history(b.evs);
+        require_only(r, "format");
+        require_message(r, "format", "a second time");
+    }
+    SECTION("a release outcome without release_invoked") {
+        builder b;
+        b.acquire(100, 1, 0, 1);
+        b.add("release_failed", 100, 1, 5).error = "not_owner";
+        const auto r = h::check_history(b.evs);
+        require_only(r, "format");
+        require_message(r, "format", "without release_invoked");
+    }
+    SECTION("a lost signal delivered twice") {
+        builder b;
+        b.acquire(100, 1, 0, 1);
+        b.add("lost", 100, 1, 980);
+        b.add("lost", 100, 1, 981);
+        const auto r = h::check_history(b.evs);
+        require_only(r, "format");
+        require_message(r, "format", "a second lost signal");
+    }
 }
 
 TEST_CASE("history: JSON lines round-trip and parse errors name the line", "[history]") {
