@@ -36,6 +36,15 @@ acquire_fsm::attempt_result granted() { return {{}, true, -2}; }
 acquire_fsm::attempt_result refused(std::int64_t pttl) { return {{}, false, pttl}; }
 acquire_fsm::attempt_result failed(error_code ec) { return {ec, false, -2}; }
 
+// Started, then cancelled with its first attempt in flight: what the machine
+// does with that attempt's reply.
+acquire_fsm::action reply_after_cancel(const acquire_fsm::attempt_result& r) {
+    acquire_fsm m(waiting_for(5s));
+    REQUIRE(m.start(at(t0)).what == step::attempt);
+    m.cancel();
+    return m.on_attempt(at(t0 + 1ms), r);
+}
+
 // Started at t0 and refused once: the machine has joined the queue and asks
 // for its second attempt.
 void start_queued(acquire_fsm& m) {
@@ -299,27 +308,18 @@ TEST_CASE("acquire_fsm: cancellation ends the operation at its next step", "[acq
         CHECK_FALSE(a.give_back);
     }
     SECTION("while an attempt is in flight that the server grants: the lock goes straight back") {
-        acquire_fsm m(waiting_for(5s));
-        m.start(at(t0));
-        m.cancel();
-        auto a = m.on_attempt(at(t0 + 1ms), granted());
+        const auto a = reply_after_cancel(granted());
         CHECK(a.what == step::done);
         CHECK_FALSE(a.granted);
         CHECK(a.give_back);
     }
     SECTION("while an attempt is in flight that fails: no retry") {
-        acquire_fsm m(waiting_for(5s));
-        m.start(at(t0));
-        m.cancel();
-        auto a = m.on_attempt(at(t0 + 1ms), failed(error::not_connected));
+        const auto a = reply_after_cancel(failed(error::not_connected));
         CHECK(a.what == step::done);
         CHECK_FALSE(a.fresh_level);
     }
     SECTION("while refused: no subscription") {
-        acquire_fsm m(waiting_for(5s));
-        m.start(at(t0));
-        m.cancel();
-        auto a = m.on_attempt(at(t0 + 1ms), refused(500));
+        const auto a = reply_after_cancel(refused(500));
         CHECK(a.what == step::done);
         CHECK_FALSE(a.join_queue);
         CHECK_FALSE(a.leave_queue);
@@ -419,10 +419,7 @@ TEST_CASE("acquire_fsm: which failures give the level back", "[acquire_fsm]") {
         CHECK_FALSE(a.give_back);
     }
     SECTION("after cancellation too: a level the server may hold is never left behind") {
-        acquire_fsm m(waiting_for(5s));
-        m.start(at(t0));
-        m.cancel();
-        auto a = m.on_attempt(at(t0 + 1ms), failed(error::connection_lost));
+        const auto a = reply_after_cancel(failed(error::connection_lost));
         CHECK(a.what == step::done);
         CHECK(a.give_back);
         CHECK_FALSE(a.fresh_level);

@@ -56,6 +56,12 @@ request_queue::options opts(clock_type::time_point deadline = clock_type::time_p
     return o;
 }
 
+request_queue::options idempotent_opts() {
+    request_queue::options o;
+    o.idempotent = true;
+    return o;
+}
+
 }  // namespace
 
 TEST_CASE("request_queue: coalesces waiting requests into one write and matches FIFO",
@@ -180,8 +186,7 @@ TEST_CASE("request_queue: a disconnect fails written requests and retries idempo
     request_queue q;
     recorder rec;
     completions done;
-    request_queue::options idem = opts();
-    idem.idempotent = true;
+    const auto idem = idempotent_opts();
     q.push("W", rec.handler("written"), opts());
     q.push("I", rec.handler("idempotent"), idem);
     q.stage();
@@ -209,8 +214,7 @@ TEST_CASE("request_queue: an unreadable reply fails the request it was for with 
     request_queue q;
     recorder rec;
     completions done;
-    request_queue::options idem = opts();
-    idem.idempotent = true;
+    const auto idem = idempotent_opts();
 
     SECTION("the front request hears why; the others fail or retry as on any drop") {
         q.push("A", rec.handler("front"), opts());
