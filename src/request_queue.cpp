@@ -99,8 +99,7 @@ bool request_queue::on_bad_reply(error_code ec, completions& out) {
     if (written_ + staged_ == 0) return false;
     entry& front = entries_.front();
     if (!front.handler) return false;  // abandoned: nobody waits for the reply
-    if (front.idempotent && !front.retried && !front.priority && !front.payload.empty())
-        return false;
+    if (resent_on_disconnect(front)) return false;
     // Completed, so on_disconnect() neither retries nor completes it again.
     complete(front, ec, {}, out);
     return true;
@@ -173,7 +172,7 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
     for (std::size_t i = 0; i < sent; ++i) {
         entry& e = entries_[i];
         if (e.st == state::cancelled || !e.handler) continue;
-        if (e.idempotent && !e.retried && !e.priority && !e.payload.empty()) {
+        if (resent_on_disconnect(e)) {
             e.retried = true;
             e.st = state::waiting;
             retry.push_back(std::move(e));

@@ -123,6 +123,10 @@ private:
     };
 
     static bool is_subscribe_confirmation(const reply& r) noexcept;
+    // A written entry that a lost connection sends again instead of failing.
+    static bool resent_on_disconnect(const entry& e) noexcept {
+        return e.idempotent && !e.retried && !e.priority && !e.payload.empty();
+    }
     entry* find(id_type id) noexcept;
     void complete(entry& e, error_code ec, reply r, completions& out);
     void pop_done_front() noexcept;
