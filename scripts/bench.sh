@@ -3,7 +3,7 @@
 # redis-benchmark's figures for the same server, so that results read as
 # ratios. Benchmarks are not tests: nothing here fails on a slow figure.
 #
-#   scripts/bench.sh                 # full run (about two and a half minutes after the build)
+#   scripts/bench.sh                 # full run (about 90 seconds after the build)
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
@@ -110,7 +110,7 @@ evalsha_c1=$(median_sample evalsha_c1)
 evalsha_c50=$(median_sample evalsha_c50)
 evalsha_c50_p16=$(median_sample evalsha_c50_p16)
 for name in ping_c1 evalsha_c1 evalsha_c50 evalsha_c50_p16; do
-  echo "bench:   $name samples (ops/s,p50 ms): $(paste -sd' ' "$run_dir/$name.samples") -> median $(median_sample "$name")"
+  echo "bench:   $name samples (ops/s,p50 ms): $(paste -sd' ' "$run_dir/$name.samples") -> median ${!name}"
 done
 
 echo "bench: corolock_bench ($mode)"

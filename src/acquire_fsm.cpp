@@ -42,9 +42,10 @@ acquire_fsm::action misuse() {
 
 acquire_fsm::action acquire_fsm::start(const facts& f) {
     if (state_ != state::initial) return finish(misuse());
-    // Nor past other processes' waiters: when this process has just released
-    // the lock and others wait for it, hold back for a few round trips so
-    // that one of them takes its turn (bounded; see lock_service::yield_until).
+    // No barging past other processes' waiters: when this process has just
+    // released the lock and others wait for it, hold back for a few round
+    // trips so that one of them takes its turn (bounded; see
+    // lock_service::yield_until).
     // Local waiters need no such wait: their wake-up itself is held back.
     if (!settings_.try_once && !f.holds_lock) {
         const auto until = std::min(f.yield_until, settings_.wait_deadline);
