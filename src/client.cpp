@@ -6,6 +6,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -42,6 +43,9 @@ error_code classify_server_error(std::string_view message) noexcept {
 }
 
 namespace {
+
+// Commands per write while a burst is being produced (see push_request).
+constexpr std::size_t flush_batch = 16;
 
 // A plain command built without corolock::command, for the handshake.
 std::string resp_command(std::initializer_list<std::string_view> args) {
@@ -261,7 +265,16 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
         });
     }
     if (qo.deadline < expire_timer_.expiry()) expire_timer_.cancel();
-    notify_writer();
+    // An idle connection (nothing in flight) sends at once: there is nothing
+    // to batch with, and a lone command should not wait for a posted flush.
+    // Otherwise a burst goes out in slices of flush_batch commands, so that
+    // the server starts on the first while the client is still producing
+    // the rest, instead of client and server taking turns; the remainder
+    // goes when the handler that queued it returns.
+    if ((queue_.written_count() == 0 && !in_reader_) || queue_.waiting_count() >= flush_batch)
+        flush();
+    else
+        schedule_flush();
 }
 
 void client_impl::run_completions(completions& done) {
@@ -278,7 +291,84 @@ void client_impl::run_completions(completions& done) {
     done.clear();
 }
 
-void client_impl::notify_writer() noexcept { write_signal_.cancel(); }
+// ---- writing ----
+
+void client_impl::schedule_flush() {
+    // Commands pushed by one handler go out in one write: the flush runs
+    // once that handler returns. While the reader hands out replies it
+    // flushes by itself (handle_replies), so nothing is posted then.
+    if (!can_write_ || writing_ || flush_posted_ || in_reader_) return;
+    flush_posted_ = true;
+    asio::post(strand_, [self = shared_from_this()] {
+        self->flush_posted_ = false;
+        self->flush();
+    });
+}
+
+void client_impl::flush() noexcept {
+    if (!can_write_ || writing_ || !conn_ || !queue_.has_writable()) return;
+    try {
+        const std::string& bytes = queue_.stage();
+        const auto count = queue_.staged_count();
+        std::size_t sent = 0;
+        if (!conn_->tls) {
+            // The socket is in non-blocking mode: this sends what the
+            // kernel takes now, so the server starts on these commands
+            // while the reader is still handing out the replies before them.
+            error_code ec;
+            sent = conn_->socket.write_some(asio::buffer(bytes), ec);
+            if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+                fail_write(ec);
+                return;
+            }
+            if (sent == bytes.size()) {
+                write_done(count);
+                return;
+            }
+        }
+        // The rest waits for the socket. Only this write is in flight until
+        // its completion runs; commands pushed meanwhile wait for it.
+        writing_ = true;
+        auto on_done = asio::bind_executor(
+            strand_, [self = shared_from_this(), conn = conn_, gen = generation_, count](
+                         error_code ec, std::size_t) { self->on_write_complete(gen, count, ec); });
+        const auto rest = asio::buffer(bytes) + sent;
+        if (conn_->tls)
+            asio::async_write(*conn_->tls, rest, std::move(on_done));
+        else
+            asio::async_write(conn_->socket, rest, std::move(on_done));
+    } catch (const std::exception& e) {
+        logger_->error("write failed: {}", e.what());
+        fail_write(make_error_code(boost::system::errc::not_enough_memory));
+    }
+}
+
+void client_impl::on_write_complete(std::uint64_t generation, std::size_t count, error_code ec) {
+    // A write of a connection that is gone: run() has already failed or
+    // re-queued its commands.
+    if (generation != generation_) return;
+    writing_ = false;
+    if (ec) {
+        fail_write(ec);
+        return;
+    }
+    write_done(count);
+    flush();
+}
+
+void client_impl::write_done(std::size_t count) {
+    queue_.on_write_done();
+    stats_.commands_sent.fetch_add(count, std::memory_order_relaxed);
+    stats_.writes.fetch_add(1, std::memory_order_relaxed);
+}
+
+void client_impl::fail_write(error_code ec) noexcept {
+    // writer() ends the connection with this error; the reader and the
+    // health check are cancelled with it.
+    can_write_ = false;
+    if (!write_error_) write_error_ = ec;
+    write_signal_.cancel();
+}
 
 // ---- the connection loop ----
 
@@ -320,8 +410,15 @@ client_impl::awaitable<void> client_impl::run() {
             logger_->info("connected to {}:{}", cfg_.host, cfg_.port);
             for_each_listener([](connection_listener& l) { l.on_connected(); });
 
+            // Commands queued while disconnected go out now.
+            can_write_ = true;
+            flush();
             const auto result = co_await (reader() || writer() || health_check());
             const error_code why = std::visit([](const error_code& e) { return e; }, result);
+            can_write_ = false;
+            writing_ = false;
+            ++generation_;
+            write_error_ = {};
 
             connected_.store(false, std::memory_order_release);
             close_socket();
@@ -344,12 +441,13 @@ client_impl::awaitable<void> client_impl::run() {
 }
 
 void client_impl::close_socket() noexcept {
-    tls_.reset();
-    if (socket_) {
+    if (conn_) {
+        // Pending operations end with operation_aborted; the streams live
+        // on until the last of them has run.
         error_code ignored;
-        socket_->shutdown(tcp::socket::shutdown_both, ignored);
-        socket_->close(ignored);
-        socket_.reset();
+        conn_->socket.shutdown(tcp::socket::shutdown_both, ignored);
+        conn_->socket.close(ignored);
+        conn_.reset();
     }
 }
 
@@ -366,21 +464,31 @@ client_impl::awaitable<error_code> client_impl::connect_once() {
     }
     if (stopped()) co_return error::client_stopped;
 
-    socket_.emplace(strand_.get_inner_executor());
-    auto connected = co_await (asio::async_connect(*socket_, endpoints, use_nothrow) ||
+    conn_ = std::make_shared<connection>(strand_.get_inner_executor());
+    const auto conn = conn_;
+    auto connected = co_await (asio::async_connect(conn->socket, endpoints, use_nothrow) ||
                                deadline.async_wait(use_nothrow));
     if (connected.index() == 1) co_return error::connect_timeout;
     if (auto [cec, ep] = std::get<0>(connected); cec) {
         last_connect_diagnostic_ = cec.message();
         co_return cec;
     }
-    socket_->set_option(tcp::no_delay(true));
+    // stop() may have closed it while connecting.
+    if (conn_ != conn) co_return error::client_stopped;
+    error_code oec;
+    conn->socket.set_option(tcp::no_delay(true), oec);
+    // For flush()'s direct send; asynchronous operations are unaffected.
+    if (!oec) conn->socket.non_blocking(true, oec);
+    if (oec) {
+        last_connect_diagnostic_ = oec.message();
+        co_return oec;
+    }
 
     if (ssl_ctx_) {
-        tls_.emplace(*socket_, *ssl_ctx_);
+        conn->tls.emplace(conn->socket, *ssl_ctx_);
         const std::string& sni = cfg_.tls.server_name.empty() ? cfg_.host : cfg_.tls.server_name;
-        if (!is_ip_literal(sni)) SSL_set_tlsext_host_name(tls_->native_handle(), sni.c_str());
-        auto hs = co_await (tls_->async_handshake(asio::ssl::stream_base::client, use_nothrow) ||
+        if (!is_ip_literal(sni)) SSL_set_tlsext_host_name(conn->tls->native_handle(), sni.c_str());
+        auto hs = co_await (conn->tls->async_handshake(asio::ssl::stream_base::client, use_nothrow) ||
                             deadline.async_wait(use_nothrow));
         if (hs.index() == 1) co_return error::connect_timeout;
         if (auto [hec] = std::get<0>(hs); hec) {
@@ -463,21 +571,26 @@ client_impl::awaitable<error_code> client_impl::handshake() {
 
 client_impl::awaitable<std::pair<error_code, std::size_t>> client_impl::read_some(char* data,
                                                                            std::size_t size) {
+    // The local copy keeps the streams alive while the read is pending.
+    const auto conn = conn_;
+    if (!conn) co_return std::pair{error_code(error::connection_lost), std::size_t{0}};
     auto buffer = asio::buffer(data, size);
-    if (tls_) {
-        auto [ec, n] = co_await tls_->async_read_some(buffer, use_nothrow);
+    if (conn->tls) {
+        auto [ec, n] = co_await conn->tls->async_read_some(buffer, use_nothrow);
         co_return std::pair{ec, n};
     }
-    auto [ec, n] = co_await socket_->async_read_some(buffer, use_nothrow);
+    auto [ec, n] = co_await conn->socket.async_read_some(buffer, use_nothrow);
     co_return std::pair{ec, n};
 }
 
 client_impl::awaitable<std::pair<error_code, std::size_t>> client_impl::write_all(const std::string& data) {
-    if (tls_) {
-        auto [ec, n] = co_await asio::async_write(*tls_, asio::buffer(data), use_nothrow);
+    const auto conn = conn_;
+    if (!conn) co_return std::pair{error_code(error::connection_lost), std::size_t{0}};
+    if (conn->tls) {
+        auto [ec, n] = co_await asio::async_write(*conn->tls, asio::buffer(data), use_nothrow);
         co_return std::pair{ec, n};
     }
-    auto [ec, n] = co_await asio::async_write(*socket_, asio::buffer(data), use_nothrow);
+    auto [ec, n] = co_await asio::async_write(conn->socket, asio::buffer(data), use_nothrow);
     co_return std::pair{ec, n};
 }
 
@@ -503,17 +616,14 @@ void client_impl::handle_reply(reply&& r) {
 client_impl::awaitable<error_code> client_impl::reader() {
     std::array<char, 16 * 1024> buf;
     for (;;) {
-        if (!socket_) co_return error::connection_lost;
+        if (!conn_) co_return error::connection_lost;
         auto [ec, n] = co_await read_some(buf.data(), buf.size());
         if (ec) co_return ec;
         last_read_ = clock::now();
         error_code pec;
         parser_.consume(std::string_view(buf.data(), n), pec);
         // Replies parsed before an error are still delivered in order.
-        while (parser_.has_reply()) {
-            handle_reply(parser_.pop());
-            if (!socket_) co_return error::protocol_error;  // an unexpected reply closed it
-        }
+        if (!handle_replies()) co_return error::protocol_error;  // an unexpected reply closed it
         if (pec) {
             logger_->error("protocol error: {}", parser_.diagnostic());
             // The command whose reply this was hears why; the rest of the
@@ -526,25 +636,34 @@ client_impl::awaitable<error_code> client_impl::reader() {
     }
 }
 
+bool client_impl::handle_replies() {
+    // Handlers resumed here push their next commands; push_request sends
+    // each full slice of them, and the rest goes out after the last reply.
+    in_reader_ = true;
+    struct reset {
+        bool& flag;
+        ~reset() { flag = false; }
+    } guard{in_reader_};
+    while (parser_.has_reply()) {
+        handle_reply(parser_.pop());
+        if (!conn_) return false;
+    }
+    in_reader_ = false;
+    flush();
+    return true;
+}
+
 client_impl::awaitable<error_code> client_impl::writer() {
+    // The writing itself is flush()'s; this only ends the connection when a
+    // write fails, so that the reader and the health check end with it.
+    // Checked before every wait too: flush() can fail before this starts.
     for (;;) {
-        if (!queue_.has_writable()) {
-            write_signal_.expires_at(clock::time_point::max());
-            auto [ec] = co_await write_signal_.async_wait(use_nothrow);
-            if (stopped()) co_return error::client_stopped;
-            // A cancelled wait is the wake-up signal; the || operator's own
-            // cancellation ends this loop through the stopped socket below.
-            (void)ec;
-            if (!socket_) co_return error::connection_lost;
-            continue;
-        }
-        const std::string& bytes = queue_.stage();
-        const auto count = queue_.staged_count();
-        auto [ec, n] = co_await write_all(bytes);
-        if (ec) co_return ec;
-        queue_.on_write_done();
-        stats_.commands_sent.fetch_add(count, std::memory_order_relaxed);
-        stats_.writes.fetch_add(1, std::memory_order_relaxed);
+        if (stopped()) co_return error::client_stopped;
+        if (write_error_) co_return write_error_;
+        if (!conn_) co_return error::connection_lost;
+        write_signal_.expires_at(clock::time_point::max());
+        auto [ec] = co_await write_signal_.async_wait(use_nothrow);
+        (void)ec;  // a cancelled wait is the signal
     }
 }
 

@@ -3,8 +3,10 @@
 //
 // Everything here runs on `strand()`. The connection is driven by one
 // coroutine (run) that connects, performs the handshake, then races a reader,
-// a writer and a health check until the connection fails, and starts over
-// after a jittered backoff. A separate coroutine expires timed-out commands,
+// a write-failure watch and a health check until the connection fails, and
+// starts over after a jittered backoff. Writes themselves are not a
+// coroutine: flush() sends every queued command when the handler that queued
+// it returns, and the reader flushes as it hands out replies. A separate coroutine expires timed-out commands,
 // so commands queued while disconnected still complete on time.
 #pragma once
 
@@ -110,8 +112,19 @@ private:
     void push_request(std::string payload, exec_options opts, exec_handler handler);
     void run_completions(completions& done);
     void handle_reply(reply&& r);
+    // Hands out every parsed reply; false when an unexpected one closed
+    // the connection.
+    bool handle_replies();
     void close_socket() noexcept;
-    void notify_writer() noexcept;
+    // Writing is callback-driven, not a coroutine: flush() stages every
+    // waiting command and writes it at once (a non-blocking send on plain
+    // TCP, so the bytes are on their way before flush() returns), falling
+    // back to an asynchronous write for what the socket does not take.
+    void schedule_flush();
+    void flush() noexcept;
+    void on_write_complete(std::uint64_t generation, std::size_t count, error_code ec);
+    void write_done(std::size_t count);
+    void fail_write(error_code ec) noexcept;
     clock::duration next_backoff();
     template <class F> void for_each_listener(F&& f);
 
@@ -120,14 +133,25 @@ private:
     config cfg_;
     std::shared_ptr<spdlog::logger> logger_;
 
+    // One connection's streams. Shared: every pending operation's
+    // coroutine or handler holds it, so closing the connection (close_socket)
+    // never destroys a stream that an operation still uses; an SSL stream in
+    // particular is touched by its operations' completions.
+    struct connection {
+        explicit connection(const boost::asio::any_io_executor& ex) : socket(ex) {}
+        tcp::socket socket;
+        std::optional<boost::asio::ssl::stream<tcp::socket&>> tls;  // after socket: dies first
+    };
+
     std::optional<boost::asio::ssl::context> ssl_ctx_;
-    std::optional<tcp::socket> socket_;
-    std::optional<boost::asio::ssl::stream<tcp::socket&>> tls_;
+    std::shared_ptr<connection> conn_;  // null while disconnected
     tcp::resolver resolver_;
 
     request_queue queue_;
     resp3_parser parser_;
-    boost::asio::steady_timer write_signal_;   // a condition variable: cancel() to wake the writer
+    // A condition variable: cancel() wakes writer(), which ends the
+    // connection when a write failed (write_error_) or the client stopped.
+    boost::asio::steady_timer write_signal_;
     boost::asio::steady_timer expire_timer_;
     boost::asio::steady_timer backoff_timer_;
 
@@ -140,6 +164,16 @@ private:
     error_code last_connect_error_;
     std::string last_connect_diagnostic_;
     bool started_ = false;
+
+    // The write side, on the strand. can_write_ is true between a finished
+    // handshake and the end of that connection; generation_ tells a late
+    // write completion from an earlier connection apart.
+    bool can_write_ = false;
+    bool writing_ = false;        // an asynchronous write is in flight
+    bool flush_posted_ = false;   // a flush() is already posted
+    bool in_reader_ = false;      // the reader is handling replies; it flushes itself
+    std::uint64_t generation_ = 0;
+    error_code write_error_;
 
     std::atomic<bool> connected_{false};
     std::atomic<bool> stopped_{false};

@@ -61,6 +61,8 @@ public:
 
     // True when staging would produce bytes.
     bool has_writable() const noexcept { return waiting_ > 0; }
+    // Live entries that the next stage() would write.
+    std::size_t waiting_count() const noexcept { return waiting_; }
 
     // Moves waiting entries into the write buffer, returning it (empty when
     // there is nothing to write). Only one write may be in flight: call
