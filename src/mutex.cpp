@@ -188,16 +188,24 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
     // Waits for a wake-up, the timer's expiry, or cancellation; a wake-up
     // that came while no wait was pending counts.
     void wait_until(clock::time_point until) {
-        auto resume = [self = shared_from_this()](error_code = {}) {
-            self->step([&] { self->perform(self->machine.on_wait(self->observe())); });
-        };
         if (wake_pending) {
             wake_pending = false;
-            asio::post(st->client->strand(), std::move(resume));
+            asio::post(st->client->strand(), [self = shared_from_this()] { self->on_wait(); });
             return;
         }
         wake.expires_at(until);
-        wake.async_wait(asio::bind_executor(st->client->strand(), std::move(resume)));
+        // Completes on the timer's own executor and hops onto the strand
+        // from there. Bound to the strand instead, the pending wait would
+        // carry the strand and a second type-erased executor: about 170
+        // bytes more for every waiter, for as long as it waits.
+        wake.async_wait([self = shared_from_this()](error_code) mutable {
+            auto& strand = self->st->client->strand();
+            asio::post(strand, [self = std::move(self)] { self->on_wait(); });
+        });
+    }
+
+    void on_wait() {
+        step([&] { perform(machine.on_wait(observe())); });
     }
 
     // Registrations go first, the caller's completion last: a handler that
