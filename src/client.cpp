@@ -225,6 +225,11 @@ client_stats client_impl::stats() const {
 // ---- submitting commands ----
 
 void client_impl::exec(std::string payload, exec_options opts, exec_handler handler) {
+    if (strand_.running_in_this_thread()) {
+        // What dispatch() would do, without boxing a function for the strand.
+        push_request(std::move(payload), opts, std::move(handler));
+        return;
+    }
     asio::dispatch(strand_, [self = shared_from_this(), payload = std::move(payload), opts,
                              handler = std::move(handler)]() mutable {
         self->push_request(std::move(payload), opts, std::move(handler));
@@ -234,8 +239,13 @@ void client_impl::exec(std::string payload, exec_options opts, exec_handler hand
 void client_impl::push_request(std::string payload, exec_options opts, exec_handler handler) {
     if (stopped()) {
         // Never complete inside the initiating call: post.
-        // post() hands over to the handler's own associated executor.
-        asio::post(executor_, asio::append(std::move(handler), error_code(error::client_stopped), reply{}));
+        // post() hands over to the handler's own associated executor; a
+        // direct handler expects the strand.
+        auto result = asio::append(std::move(handler), error_code(error::client_stopped), reply{});
+        if (opts.direct)
+            asio::post(strand_, std::move(result));
+        else
+            asio::post(executor_, std::move(result));
         return;
     }
     auto slot = asio::get_associated_cancellation_slot(handler);
@@ -244,6 +254,7 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
     qo.kind = opts.kind;
     qo.idempotent = opts.idempotent;
     qo.priority = opts.priority;
+    qo.direct = opts.direct;
     qo.deadline = clock::now() + timeout;
     const auto id = queue_.push(std::move(payload), std::move(handler), qo);
     stats_.queued.store(queue_.size(), std::memory_order_relaxed);
@@ -280,11 +291,16 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
 void client_impl::run_completions(completions& done) {
     stats_.queued.store(queue_.size(), std::memory_order_relaxed);
     for (auto& c : done) {
-        auto slot = asio::get_associated_cancellation_slot(c.handler);
-        if (slot.is_connected()) slot.clear();
         if (!c.ec && c.result.is_error()) c.ec = classify_server_error(c.result.str);
         if (c.ec == error::timeout || c.ec == error::not_connected)
             stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
+        if (c.direct) {
+            // The lock layer's own handler, on the strand it expects.
+            std::move(c.handler)(c.ec, std::move(c.result));
+            continue;
+        }
+        auto slot = asio::get_associated_cancellation_slot(c.handler);
+        if (slot.is_connected()) slot.clear();
         auto ex = asio::get_associated_executor(c.handler, executor_);
         asio::dispatch(ex, asio::append(std::move(c.handler), c.ec, std::move(c.result)));
     }

@@ -127,6 +127,7 @@ void lock_service::run_script(const script& s, std::span<const std::string_view>
                               script_handler handler) {
     client_impl::exec_options opts;
     opts.idempotent = idempotent;
+    opts.direct = true;  // every lock-layer callback runs on the strand
     const std::size_t argc = 1 + keys.size() + args.size();
     auto tail = script_tail(keys, args);
     auto first = script_payload(s, true, argc, tail);
@@ -134,29 +135,25 @@ void lock_service::run_script(const script& s, std::span<const std::string_view>
     // server or SCRIPT FLUSH. It is built then, from the kept tail, so the
     // common path never copies the script text per call.
     auto weak = client_;
-    // Bound to the strand: every lock-layer callback runs there. The scripts
-    // are function-local statics, so the pointer outlives every call.
+    // The scripts are function-local statics, so the pointer outlives every
+    // call.
     impl_.exec(std::move(first), opts,
-               exec_handler(asio::bind_executor(
-                   impl_.strand(), [weak, s = &s, argc, tail = std::move(tail), opts,
-                                    handler = std::move(handler)](error_code ec,
-                                                                  reply r) mutable {
-                       if (ec != error::no_script) {
-                           handler(ec, std::move(r));
-                           return;
-                       }
-                       auto c = weak.lock();
-                       if (!c) {
-                           handler(error::client_stopped, {});
-                           return;
-                       }
-                       c->exec(script_payload(*s, false, argc, tail), opts,
-                               exec_handler(asio::bind_executor(
-                                   c->strand(),
-                                   [handler = std::move(handler)](error_code ec2, reply r2) {
-                                       handler(ec2, std::move(r2));
-                                   })));
-                   })));
+               exec_handler([weak, s = &s, argc, tail = std::move(tail), opts,
+                             handler = std::move(handler)](error_code ec, reply r) mutable {
+                   if (ec != error::no_script) {
+                       handler(ec, std::move(r));
+                       return;
+                   }
+                   auto c = weak.lock();
+                   if (!c) {
+                       handler(error::client_stopped, {});
+                       return;
+                   }
+                   c->exec(script_payload(*s, false, argc, tail), opts,
+                           exec_handler([handler = std::move(handler)](error_code ec2, reply r2) {
+                               handler(ec2, std::move(r2));
+                           }));
+               }));
 }
 
 void lock_service::try_acquire_once(const std::shared_ptr<lock_state>& st, std::uint64_t level,
@@ -263,16 +260,17 @@ void lock_service::send_subscribe(const std::string& channel, bool subscribe, bo
     client_impl::exec_options opts;
     opts.kind = reply_kind::subscribe;
     opts.priority = priority;
+    opts.direct = true;
     auto self = weak_from_this();
     impl_.exec(cmd.payload(), opts,
-               exec_handler(asio::bind_executor(impl_.strand(), [self, channel, subscribe](error_code ec, reply) {
+               exec_handler([self, channel, subscribe](error_code ec, reply) {
                    auto s = self.lock();
                    if (!s || !ec || ec == error::client_stopped) return;
                    // A failed SUBSCRIBE only costs latency: every wait is
                    // capped at the lock's TTL, so waiters still get through.
                    s->impl_.log().warn("{} {} failed: {}", subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
                                        channel, ec.message());
-               })));
+               }));
 }
 
 void lock_service::add_waiter(unlock_waiters::waiter& w, const std::string& channel) {
@@ -280,7 +278,10 @@ void lock_service::add_waiter(unlock_waiters::waiter& w, const std::string& chan
 }
 
 void lock_service::remove_waiter(unlock_waiters::waiter& w, bool acquired) {
-    const std::string channel = w.channel;
+    if (!w.registered) return;
+    // The name outlives the channel's entry only when this is its last
+    // waiter; only then is it copied.
+    const std::string channel = waiters_.waiter_count(*w.channel) == 1 ? *w.channel : std::string();
     if (!waiters_.remove(w, acquired)) return;
     expiry_hints_.erase(channel);
     if (!stopped_) send_subscribe(channel, false, false);

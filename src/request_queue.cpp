@@ -10,7 +10,7 @@ request_queue::id_type request_queue::push(std::string payload, exec_handler han
     const id_type id = next_id_++;
     entry e{id,           std::move(payload), std::move(handler), opts.deadline,
             opts.kind,    state::waiting,     opts.idempotent,    false,
-            opts.priority};
+            opts.priority, opts.direct};
     if (opts.priority) {
         // In front of every waiting entry, but behind written and staged ones.
         entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(written_ + staged_),
@@ -114,7 +114,7 @@ request_queue::entry* request_queue::find(id_type id) noexcept {
 }
 
 void request_queue::complete(entry& e, error_code ec, reply r, completions& out) {
-    out.push_back(completion{std::move(e.handler), ec, std::move(r)});
+    out.push_back(completion{std::move(e.handler), ec, std::move(r), e.direct});
     e.handler = {};
     std::string().swap(e.payload);
 }

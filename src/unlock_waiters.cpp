@@ -6,12 +6,18 @@ namespace corolock::detail {
 
 bool unlock_waiters::add(waiter& w, std::string_view channel) {
     assert(!w.registered);
-    auto [it, inserted] = channels_.try_emplace(std::string(channel));
+    auto it = channels_.find(channel);
+    const bool inserted = it == channels_.end();
+    if (inserted) it = channels_.try_emplace(std::string(channel)).first;
     // Everything that can throw comes first: the waiter counts as registered
     // only once the list holds it.
-    std::string name = it->first;
-    w.pos = it->second.insert(it->second.end(), &w);
-    w.channel = std::move(name);
+    try {
+        w.pos = it->second.insert(it->second.end(), &w);
+    } catch (...) {
+        if (inserted) channels_.erase(it);
+        throw;
+    }
+    w.channel = &it->first;
     w.woken = false;
     w.registered = true;
     ++total_;
@@ -20,8 +26,9 @@ bool unlock_waiters::add(waiter& w, std::string_view channel) {
 
 bool unlock_waiters::remove(waiter& w, bool acquired) {
     if (!w.registered) return false;
-    auto it = channels_.find(w.channel);
+    auto it = channels_.find(*w.channel);
     assert(it != channels_.end());
+    w.channel = nullptr;
     it->second.erase(w.pos);
     w.registered = false;
     --total_;
@@ -46,7 +53,7 @@ bool unlock_waiters::wake_first(std::list<waiter*>& list) {
 }
 
 bool unlock_waiters::on_message(std::string_view channel) {
-    auto it = channels_.find(std::string(channel));
+    auto it = channels_.find(channel);
     if (it == channels_.end()) return false;
     return wake_first(it->second);
 }
@@ -65,7 +72,7 @@ std::vector<std::string> unlock_waiters::channels() const {
 }
 
 std::size_t unlock_waiters::waiter_count(std::string_view channel) const {
-    auto it = channels_.find(std::string(channel));
+    auto it = channels_.find(channel);
     return it == channels_.end() ? 0 : it->second.size();
 }
 

@@ -57,6 +57,11 @@ public:
         reply_kind kind = reply_kind::normal;
         bool idempotent = false;
         bool priority = false;
+        // The handler is the lock layer's own and expects the strand: it is
+        // invoked directly there when the command completes, without looking
+        // up and dispatching to an associated executor (whose type-erased
+        // copies cost several allocations per command).
+        bool direct = false;
         // Zero means config.command_timeout.
         clock::duration timeout{};
     };

@@ -16,6 +16,7 @@
 #include <corolock/reply.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -31,8 +32,11 @@ struct completion {
     exec_handler handler;
     error_code ec;
     reply result;
+    bool direct = false;  // see request_queue::options::direct
 };
-using completions = std::vector<completion>;
+// Usually one completion (a reply): kept inline, so completing a command
+// allocates nothing for the list.
+using completions = boost::container::small_vector<completion, 2>;
 
 // How a request's reply is recognised.
 enum class reply_kind : std::uint8_t {
@@ -52,6 +56,9 @@ public:
         // reconnect must precede retried commands). Dropped, not retried,
         // when the connection is lost: whoever queued it re-queues it.
         bool priority = false;
+        // Carried to the completion: the client invokes the handler directly
+        // instead of dispatching it to its associated executor.
+        bool direct = false;
         clock::time_point deadline = clock::time_point::max();
     };
 
@@ -122,6 +129,7 @@ private:
         bool idempotent;
         bool retried;
         bool priority;
+        bool direct;
     };
 
     static bool is_subscribe_confirmation(const reply& r) noexcept;

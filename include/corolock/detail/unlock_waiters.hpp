@@ -23,7 +23,10 @@ public:
         std::function<void()> wake;  // called at most once per wake-up
         bool woken = false;
         bool registered = false;
-        std::string channel;
+        // While registered: the channel's name, as the map holds it (a map
+        // node's key does not move while the node exists, and the node
+        // exists while it has waiters).
+        const std::string* channel = nullptr;
         std::list<waiter*>::iterator pos;
     };
 
@@ -49,7 +52,14 @@ public:
 private:
     bool wake_first(std::list<waiter*>& list);
 
-    std::unordered_map<std::string, std::list<waiter*>> channels_;
+    // Transparent, so that a lookup by string_view builds no string.
+    struct name_hash {
+        using is_transparent = void;
+        std::size_t operator()(std::string_view s) const noexcept {
+            return std::hash<std::string_view>{}(s);
+        }
+    };
+    std::unordered_map<std::string, std::list<waiter*>, name_hash, std::equal_to<>> channels_;
     std::size_t total_ = 0;
 };
 
