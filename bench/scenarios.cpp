@@ -10,6 +10,7 @@
 #include <corolock/detail/scripts.hpp>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -616,7 +617,7 @@ asio::awaitable<void> s4_waiter(corolock::client& c, const std::string& name, s4
     corolock::lock_options opts;
     opts.lease = 30s;
     opts.wait = 120s;  // the whole queue passes in seconds; this bounds a fault
-    auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
+    auto [ec, g] = co_await m.async_acquire(opts, asio::as_tuple(asio::deferred));
     ev.acquired_ns = mono_ns();
     if (ec) {
         ++errors;
