@@ -191,6 +191,8 @@ void client_impl::abandon() noexcept {
     } catch (...) {
         // Only allocation can fail; the entries then die with the client.
     }
+    for (auto& weak : listeners_)
+        if (auto l = weak.lock()) l->on_abandoned();
     listeners_.clear();
     lock_service_.reset();
 }

@@ -67,7 +67,7 @@ boost::asio::steady_timer& lock_state::lost_timer() {
 }
 
 lock_service::lock_service(std::shared_ptr<client_impl> c)
-    : client_(c), impl_(*c), watchdog_timer_(c->strand()) {}
+    : client_(c), impl_(*c), watchdog_timer_(c->strand()), wait_timer_(c->strand()) {}
 
 std::shared_ptr<lock_service> lock_service::of(client_impl& c) {
     auto& slot = c.lock_service_slot();
@@ -363,13 +363,85 @@ void lock_service::on_release_reply(const std::string& channel, bool tracked,
     erase_handoff_if_idle(channel);
 }
 
-std::uint64_t lock_service::register_stop_hook(std::function<void()> f) {
-    const auto id = next_hook_++;
-    stop_hooks_.emplace(id, std::move(f));
-    return id;
+void lock_service::hook_node::unlink(hook_node& n) noexcept {
+    n.prev->next = n.next;
+    n.next->prev = n.prev;
+    n.prev = n.next = &n;
 }
 
-void lock_service::unregister_stop_hook(std::uint64_t id) noexcept { stop_hooks_.erase(id); }
+void lock_service::hook_node::link_before(hook_node& n, hook_node& at) noexcept {
+    n.prev = at.prev;
+    n.next = &at;
+    at.prev->next = &n;
+    at.prev = &n;
+}
+
+lock_service::wait_target::~wait_target() {
+    // Normally unlinked already (the operation finished on the strand); an
+    // operation dropped unfinished must not leave a dangling link behind.
+    hook_node& self = *this;
+    if (self.next != &self) unlink(self);
+}
+
+void lock_service::register_stop_hook(wait_target& op) noexcept {
+    hook_node& node = op;
+    hook_node::unlink(node);
+    hook_node::link_before(node, stop_hooks_);
+}
+
+void lock_service::unregister_stop_hook(wait_target& op) noexcept {
+    hook_node& node = op;
+    hook_node::unlink(node);
+}
+
+// ---- timed waits ----
+
+lock_service::wait_list::iterator lock_service::add_wait(clock::time_point until,
+                                                        std::shared_ptr<wait_target> target) {
+    const auto pos = waits_.emplace(until, std::move(target));
+    try {
+        arm_wait_timer();
+    } catch (...) {
+        waits_.erase(pos);
+        throw;
+    }
+    return pos;
+}
+
+std::shared_ptr<lock_service::wait_target> lock_service::remove_wait(wait_list::iterator pos) noexcept {
+    auto target = std::move(pos->second);
+    waits_.erase(pos);
+    // The timer may now fire with nothing due; it re-arms for the next then.
+    return target;
+}
+
+void lock_service::arm_wait_timer() {
+    if (waits_.empty() || stopped_) return;
+    const auto first = waits_.begin()->first;
+    if (wait_timer_armed_ && wait_timer_.expiry() <= first) return;
+    wait_timer_.expires_at(first);  // a pending wait ends with operation_aborted
+    wait_timer_armed_ = true;
+    wait_timer_.async_wait([weak = weak_from_this()](error_code ec) {
+        if (ec == boost::asio::error::operation_aborted) return;  // re-armed, or stopped
+        if (auto self = weak.lock()) self->on_wait_timer();
+    });
+}
+
+void lock_service::on_wait_timer() {
+    wait_timer_armed_ = false;
+    const auto now = clock::now();
+    // wait_over() only posts, so the list does not change under this loop.
+    while (!waits_.empty() && waits_.begin()->first <= now) {
+        auto target = std::move(waits_.begin()->second);
+        waits_.erase(waits_.begin());
+        try {
+            target->wait_over();
+        } catch (const std::exception& e) {
+            impl_.log().error("resuming a timed wait failed: {}", e.what());
+        }
+    }
+    arm_wait_timer();
+}
 
 // ---- connection events ----
 
@@ -401,13 +473,35 @@ void lock_service::on_stopped() {
     watchdog_timer_.cancel();
     for (auto& [channel, h] : handoffs_)
         if (h.timer) h.timer->cancel();
-    auto hooks = std::move(stop_hooks_);
-    stop_hooks_.clear();
-    for (auto& [id, f] : hooks) f();
+    wait_timer_.cancel();
+    // Taken one at a time from a list of their own: an operation answered
+    // here may end others, which then unlink themselves from it.
+    // (The new sentinel joins the ring and the old one leaves it.) Each
+    // iteration takes one operation out, so this ends.
+    hook_node hooks;
+    if (stop_hooks_.next != &stop_hooks_) {
+        hook_node::link_before(hooks, stop_hooks_);
+        hook_node::unlink(stop_hooks_);
+    }
+    while (hooks.next != &hooks) {
+        auto& op = static_cast<wait_target&>(*hooks.next);
+        hook_node::unlink(*hooks.next);
+        op.on_client_stopped();
+    }
+    waits_.clear();
     for (auto& [id, weak] : watched_) {
         if (auto st = weak.lock()) st->signal_lost();
     }
     watched_.clear();
+}
+
+void lock_service::on_abandoned() noexcept {
+    // Nothing will run again. The waiting operations keep this service
+    // alive and it keeps them: drop them, unrun, as Asio drops handlers.
+    stopped_ = true;
+    while (stop_hooks_.next != &stop_hooks_) hook_node::unlink(*stop_hooks_.next);
+    auto dropped = std::move(waits_);
+    waits_.clear();
 }
 
 // ---- the watchdog ----

@@ -37,13 +37,15 @@ void release_in_background(lock_service& svc, const std::shared_ptr<lock_state>&
 }
 
 // One acquire in progress: the Asio shell around detail::acquire_fsm, which
-// makes every decision. The shell runs the acquire script, waits on a timer
-// that an unlock message cancels, and keeps the queue registration; it lives
-// (owned by its pending operation) until the machine is done, which may be
+// makes every decision. The shell runs the acquire script, waits in the lock
+// service's list of timed waits (one timer for every waiter of the client)
+// until an unlock message takes it out early, and keeps the queue
+// registration; it lives (owned by its pending attempt, its wait in that
+// list, or a posted resume) until the machine is done, which may be
 // after the caller's handler was completed, so that a lock granted after the
 // caller gave up is released at once. The handler is completed at most once:
 // by the result, by cancellation or by the client stopping.
-struct acquire_op : std::enable_shared_from_this<acquire_op> {
+struct acquire_op : std::enable_shared_from_this<acquire_op>, detail::lock_service::wait_target {
     using handler_type = asio::any_completion_handler<mutex::acquire_signature>;
     using fsm = detail::acquire_fsm;
 
@@ -51,10 +53,6 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         : st(std::move(s)),
           opts(o),
           handler(std::move(h)),
-          // Only touched on the strand; its waits complete there through
-          // bind_executor. Built on the inner executor, it does not box a
-          // strand into an any_io_executor: one allocation less per waiter.
-          wake(st->client->strand().get_inner_executor()),
           machine(settings_for(*st->client, o, once)) {}
 
     static fsm::settings settings_for(const detail::client_impl& c, const lock_options& o,
@@ -72,13 +70,14 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
     std::shared_ptr<lock_service> svc;
     lock_options opts;
     handler_type handler;
-    asio::steady_timer wake;  // the wait; cancel() ends it early
     detail::unlock_waiters::waiter waiter;
+    // A wait in the service's list: `waiting` says wait_pos is valid.
+    bool waiting = false;
+    detail::lock_service::wait_list::iterator wait_pos;
     fsm machine;
     std::uint64_t level = 0;
     std::uint64_t token = 0;
     clock::time_point sent{};
-    std::uint64_t stop_hook = 0;
     // A wake-up (unlock message) that arrived while no wait was pending, for
     // instance while an attempt was in flight: the next wait returns at once.
     // Without it the wake-up is lost, and the waiter, still marked woken, is
@@ -107,10 +106,16 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
 
     void fail_safely() noexcept {
         machine.cancel();
+        // Kept until the end: the list's reference may be the last one.
+        std::shared_ptr<detail::lock_service::wait_target> keep;
+        if (waiting) {
+            waiting = false;
+            keep = svc->remove_wait(wait_pos);
+        }
         try {
             if (svc) {
                 if (waiter.registered) svc->remove_waiter(waiter, false);
-                svc->unregister_stop_hook(stop_hook);
+                svc->unregister_stop_hook(*this);
                 // An attempt may have been granted: give it back (owner- and
                 // level-checked, so harmless if it was not).
                 if (!handed_over && level != 0) release_in_background(*svc, st, level);
@@ -128,9 +133,12 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         svc = lock_service::of(*st->client);
         level = st->next_level++;
         waiter.wake = [raw = this] {
-            if (raw->wake.cancel() == 0) raw->wake_pending = true;
+            if (raw->waiting)
+                raw->step([raw] { raw->end_wait_early(); });
+            else
+                raw->wake_pending = true;
         };
-        stop_hook = svc->register_stop_hook([raw = this] { raw->abandon(error::client_stopped); });
+        svc->register_stop_hook(*this);
         auto f = observe();
         if (!machine.try_once() && !f.holds_lock) f.yield_until = svc->yield_until(st->keys.channel);
         perform(machine.start(f));
@@ -190,18 +198,29 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
     void wait_until(clock::time_point until) {
         if (wake_pending) {
             wake_pending = false;
-            asio::post(st->client->strand(), [self = shared_from_this()] { self->on_wait(); });
+            resume_soon();
             return;
         }
-        wake.expires_at(until);
-        // Completes on the timer's own executor and hops onto the strand
-        // from there. Bound to the strand instead, the pending wait would
-        // carry the strand and a second type-erased executor: about 170
-        // bytes more for every waiter, for as long as it waits.
-        wake.async_wait([self = shared_from_this()](error_code) mutable {
-            auto& strand = self->st->client->strand();
-            asio::post(strand, [self = std::move(self)] { self->on_wait(); });
-        });
+        wait_pos = svc->add_wait(until, shared_from_this());
+        waiting = true;
+    }
+
+    // The service's timer: the wait's time came (it is out of the list).
+    void wait_over() override {
+        waiting = false;
+        step([&] { resume_soon(); });
+    }
+
+    // A wake-up or cancellation while the wait is pending. Posted first: if
+    // that fails, the wait is still in place.
+    void end_wait_early() {
+        resume_soon();
+        waiting = false;
+        auto keep = svc->remove_wait(wait_pos);
+    }
+
+    void resume_soon() {
+        asio::post(st->client->strand(), [self = shared_from_this()] { self->on_wait(); });
     }
 
     void on_wait() {
@@ -217,7 +236,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
             g = detail::make_guard(st, level, token, st->tenure);
         }
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
-        svc->unregister_stop_hook(stop_hook);
+        svc->unregister_stop_hook(*this);
         waiter.wake = nullptr;  // the only reference to this op that is not owning
         if (a.granted) {
             handed_over = true;
@@ -242,10 +261,12 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
     }
 
     // The caller gets its answer now; the machine ends at its next step.
+    void on_client_stopped() override { abandon(error::client_stopped); }
+
     void abandon(error_code ec) {
         machine.cancel();
         complete(ec, {});
-        wake.cancel();
+        if (waiting) end_wait_early();
     }
 };
 

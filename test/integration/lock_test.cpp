@@ -23,7 +23,9 @@
 
 #include <time.h>
 
+#include <array>
 #include <atomic>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -705,6 +707,57 @@ TEST_CASE("lock: bad input gets a clear error and touches nothing", "[lock][inte
     c.stop();
 }
 
+TEST_CASE("lock: one timer keeps every waiter's deadline, whatever order they arrive in",
+          "[lock][integration]") {
+    // The client keeps all timed waits in one list under one timer. A waiter
+    // that arrives with an earlier deadline than those already waiting must
+    // re-arm it: B below would otherwise wait as long as A.
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    struct outcome {
+        std::optional<error_code> ec;
+        std::chrono::steady_clock::duration took{};
+    };
+    std::array<outcome, 3> got;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex holder(c, "deadlines");
+        auto g = co_await holder.acquire({.lease = 30s});
+        corolock::mutex a(c, "deadlines"), b(c, "deadlines"), d(c, "deadlines");
+        const std::array<std::chrono::milliseconds, 3> waits{900ms, 150ms, 450ms};
+        std::array<corolock::mutex*, 3> handles{&a, &b, &d};
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < 3; ++i) {
+            handles[i]->async_acquire({.lease = 30s, .wait = waits[i]}, [&, i, start](error_code ec, guard) {
+                got[i].ec = ec;
+                got[i].took = std::chrono::steady_clock::now() - start;
+            });
+            // Arrive in this order: each one registered before the next.
+            asio::steady_timer t(co_await asio::this_coro::executor, 20ms);
+            co_await t.async_wait(asio::use_awaitable);
+        }
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        for (int k = 0; k < 400 && !(got[0].ec && got[1].ec && got[2].ec); ++k) {
+            t.expires_after(10ms);
+            co_await t.async_wait(asio::use_awaitable);
+        }
+        co_await g.release();
+    }, 15s);
+    c.stop();
+    for (const auto& o : got) {
+        REQUIRE(o.ec);
+        CHECK(*o.ec == error::wait_timeout);
+    }
+    // Each waited at least its own wait, and the short ones not the long one's.
+    CHECK(got[1].took >= 150ms);
+    CHECK(got[1].took < 700ms);
+    CHECK(got[2].took >= 450ms);
+    CHECK(got[2].took < 900ms);
+    CHECK(got[0].took >= 900ms);
+    CHECK(got[1].took < got[2].took);
+    CHECK(got[2].took < got[0].took);
+}
+
 TEST_CASE("lock: a guard outliving its client is harmless", "[lock][integration]") {
     redis_server server;
     asio::io_context ioc;
@@ -790,7 +843,7 @@ TEST_CASE("lock: an unlock message that arrives while the waiter's retry is in f
     asio::io_context ioc;
     corolock::client c(ioc.get_executor(), config_for(server));
     const std::string name = "lostwake";
-    const std::string channel = corolock::detail::keys_for(name).channel;
+    const std::string channel(corolock::detail::keys_for(name).channel);
     error_code waiter_ec = error::timeout;
     long long released_at = 0, acquired_at = 0;
     bool waiter_done = false;

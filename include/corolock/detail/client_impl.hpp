@@ -46,6 +46,9 @@ public:
     virtual void on_push(const reply& r) = 0;
     // client::stop() was called: drop everything.
     virtual void on_stopped() = 0;
+    // The execution context is being destroyed without stop() having run:
+    // drop pending work without running it (see client_impl::abandon).
+    virtual void on_abandoned() noexcept {}
 };
 
 class client_impl : public std::enable_shared_from_this<client_impl> {

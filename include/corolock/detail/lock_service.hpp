@@ -131,9 +131,49 @@ public:
     // min() when not yielding.
     clock::time_point yield_until(const std::string& channel);
 
-    // Cancellation hooks of live acquire operations, run on stop().
-    std::uint64_t register_stop_hook(std::function<void()> f);
-    void unregister_stop_hook(std::uint64_t id) noexcept;
+    // Timed waits of acquire operations (a retry's backoff, a waiter's cap
+    // at the lock's TTL or its wait deadline): one timer for all of them,
+    // instead of a timer and a pending wait per waiter. Strand only.
+    //
+    // An acquire in progress, as the service sees it: something that waits
+    // (a timed wait) and something to abandon when the client stops (a stop
+    // hook, linked intrusively, so registering allocates nothing).
+    struct hook_node {
+        hook_node* prev = this;  // unlinked: a loop on itself
+        hook_node* next = this;
+        static void unlink(hook_node& n) noexcept;
+        static void link_before(hook_node& n, hook_node& at) noexcept;
+    };
+    class wait_target : private hook_node {
+    public:
+        // The wait's time came. Resumes by posting, never inline.
+        virtual void wait_over() = 0;
+        // The client stopped: answer the caller now.
+        virtual void on_client_stopped() = 0;
+
+        wait_target() = default;
+        wait_target(const wait_target&) = delete;
+        wait_target& operator=(const wait_target&) = delete;
+
+    protected:
+        // Unlinks the stop hook if it is still linked.
+        ~wait_target();
+
+    private:
+        friend class lock_service;
+    };
+    using wait_list = std::multimap<clock::time_point, std::shared_ptr<wait_target>>;
+    // The list keeps the target alive until its time or remove_wait().
+    wait_list::iterator add_wait(clock::time_point until, std::shared_ptr<wait_target> target);
+    // Takes a wait out before its time (a wake-up, cancellation) and hands
+    // back its target, which the list no longer keeps alive.
+    std::shared_ptr<wait_target> remove_wait(wait_list::iterator pos) noexcept;
+    std::size_t pending_waits() const noexcept { return waits_.size(); }
+
+    // Acquire operations to abandon on stop(). Unregistering an operation
+    // that is not registered does nothing.
+    void register_stop_hook(wait_target& op) noexcept;
+    void unregister_stop_hook(wait_target& op) noexcept;
 
     std::size_t background_releases() const noexcept { return background_releases_; }
     const unlock_waiters& waiters() const noexcept { return waiters_; }
@@ -146,6 +186,7 @@ public:
     void on_disconnected() override;
     void on_push(const reply& r) override;
     void on_stopped() override;
+    void on_abandoned() noexcept override;
 
     void note_background_release(int delta) noexcept { background_releases_ += delta; }
 
@@ -166,6 +207,8 @@ private:
                           clock::time_point sent);
     void erase_handoff_if_idle(const std::string& channel);
     void send_subscribe(const std::string& channel, bool subscribe, bool priority);
+    void arm_wait_timer();
+    void on_wait_timer();
 
     std::weak_ptr<client_impl> client_;
     client_impl& impl_;
@@ -190,8 +233,10 @@ private:
     std::map<std::uint64_t, std::weak_ptr<lock_state>> watched_;
     boost::asio::steady_timer watchdog_timer_;
     clock::time_point armed_at_ = clock::time_point::max();
-    std::map<std::uint64_t, std::function<void()>> stop_hooks_;
-    std::uint64_t next_hook_ = 1;
+    wait_list waits_;
+    boost::asio::steady_timer wait_timer_;
+    bool wait_timer_armed_ = false;  // a wait is pending (or its completion queued)
+    hook_node stop_hooks_;  // the list's sentinel
     std::size_t background_releases_ = 0;
     std::uint64_t renew_batches_ = 0;
     bool stopped_ = false;
