@@ -217,7 +217,7 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
     const auto sent = clock::now();
     // Only a lock with local waiters can have a wake-up to hold back.
     const bool tracked = waiters_.waiter_count(st->keys.channel) > 0;
-    if (tracked) ++handoffs_[st->keys.channel].releases_in_flight;
+    if (tracked) ++handoff_for(st->keys.channel).releases_in_flight;
     run_script(release_script(), {st->keys.lock, st->keys.channel},
                {st->owner, std::to_string(level)}, /*idempotent=*/true,
                [st, level, sent, tracked, self = weak_from_this(),
@@ -255,7 +255,13 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
 
 // ---- waiters ----
 
-void lock_service::send_subscribe(const std::string& channel, bool subscribe, bool priority) {
+lock_service::handoff& lock_service::handoff_for(std::string_view channel) {
+    auto it = handoffs_.find(channel);
+    if (it == handoffs_.end()) it = handoffs_.try_emplace(std::string(channel)).first;
+    return it->second;
+}
+
+void lock_service::send_subscribe(std::string_view channel, bool subscribe, bool priority) {
     command cmd{subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", channel};
     client_impl::exec_options opts;
     opts.kind = reply_kind::subscribe;
@@ -263,7 +269,7 @@ void lock_service::send_subscribe(const std::string& channel, bool subscribe, bo
     opts.direct = true;
     auto self = weak_from_this();
     impl_.exec(cmd.payload(), opts,
-               exec_handler([self, channel, subscribe](error_code ec, reply) {
+               exec_handler([self, channel = std::string(channel), subscribe](error_code ec, reply) {
                    auto s = self.lock();
                    if (!s || !ec || ec == error::client_stopped) return;
                    // A failed SUBSCRIBE only costs latency: every wait is
@@ -273,7 +279,7 @@ void lock_service::send_subscribe(const std::string& channel, bool subscribe, bo
                }));
 }
 
-void lock_service::add_waiter(unlock_waiters::waiter& w, const std::string& channel) {
+void lock_service::add_waiter(unlock_waiters::waiter& w, std::string_view channel) {
     if (waiters_.add(w, channel)) send_subscribe(channel, true, false);
 }
 
@@ -287,16 +293,20 @@ void lock_service::remove_waiter(unlock_waiters::waiter& w, bool acquired) {
     if (!stopped_) send_subscribe(channel, false, false);
 }
 
-lock_service::clock::time_point lock_service::expiry_hint(const std::string& channel) const {
+lock_service::clock::time_point lock_service::expiry_hint(std::string_view channel) const {
     auto it = expiry_hints_.find(channel);
     return it == expiry_hints_.end() ? clock::time_point::min() : it->second;
 }
 
-void lock_service::note_expiry_hint(const std::string& channel, clock::time_point t) {
-    if (waiters_.waiter_count(channel) > 0) expiry_hints_[channel] = t;
+void lock_service::note_expiry_hint(std::string_view channel, clock::time_point t) {
+    if (waiters_.waiter_count(channel) == 0) return;
+    if (auto it = expiry_hints_.find(channel); it != expiry_hints_.end())
+        it->second = t;
+    else
+        expiry_hints_.emplace(std::string(channel), t);
 }
 
-lock_service::clock::time_point lock_service::yield_until(const std::string& channel) {
+lock_service::clock::time_point lock_service::yield_until(std::string_view channel) {
     auto it = handoffs_.find(channel);
     if (it == handoffs_.end()) return clock::time_point::min();
     const auto until = it->second.yield_until;
@@ -304,7 +314,7 @@ lock_service::clock::time_point lock_service::yield_until(const std::string& cha
     return until > clock::now() ? until : clock::time_point::min();
 }
 
-void lock_service::erase_handoff_if_idle(const std::string& channel) {
+void lock_service::erase_handoff_if_idle(std::string_view channel) {
     auto it = handoffs_.find(channel);
     if (it == handoffs_.end()) return;
     const auto& h = it->second;
@@ -313,7 +323,7 @@ void lock_service::erase_handoff_if_idle(const std::string& channel) {
         handoffs_.erase(it);
 }
 
-void lock_service::on_release_reply(const std::string& channel, bool tracked,
+void lock_service::on_release_reply(std::string_view channel, bool tracked,
                                     std::int64_t receivers, clock::time_point sent) {
     // How long other processes' waiters get: a few of our round trips,
     // bounded so that a dead or slow remote waiter costs ours at most that.
@@ -324,7 +334,7 @@ void lock_service::on_release_reply(const std::string& channel, bool tracked,
     // them when this process has waiters. Any other is another process's.
     const std::int64_t ours = waiters_.waiter_count(channel) > 0 ? 1 : 0;
     if (receivers - ours > 0) {
-        handoffs_[channel].yield_until =
+        handoff_for(channel).yield_until =
             now + std::clamp<clock::duration>(4 * (now - sent), min_yield, max_yield);
     }
     auto it = handoffs_.find(channel);
@@ -345,7 +355,7 @@ void lock_service::on_release_reply(const std::string& channel, bool tracked,
             h.held_wakes = 1;
             h.timer->expires_at(h.yield_until);
             h.timer->async_wait(asio::bind_executor(
-                impl_.strand(), [weak = weak_from_this(), channel](error_code ec) {
+                impl_.strand(), [weak = weak_from_this(), channel = std::string(channel)](error_code ec) {
                     auto self = weak.lock();
                     // Cancelled only by stop(), which ends every wait anyway.
                     if (!self || self->stopped_ || ec) return;

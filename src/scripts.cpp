@@ -122,11 +122,29 @@ const script& break_script() {
     return s;
 }
 
-lock_keys keys_for(std::string_view name) {
-    std::string base = "corolock:{";
-    base.append(name);
-    base.push_back('}');
-    return lock_keys{base, base + ":fence", base + ":unlock"};
+namespace {
+constexpr std::string_view key_prefix = "corolock:{";
+constexpr std::string_view fence_suffix = "}:fence";
+constexpr std::string_view channel_suffix = "}:unlock";
+}  // namespace
+
+lock_keys::lock_keys(std::string_view name) {
+    const std::size_t base = key_prefix.size() + name.size() + 1;  // "corolock:{name}"
+    buffer_.reserve(2 * (key_prefix.size() + name.size()) + fence_suffix.size() +
+                    channel_suffix.size());
+    buffer_.append(key_prefix).append(name).append(fence_suffix);
+    buffer_.append(key_prefix).append(name).append(channel_suffix);
+    const std::string_view all = buffer_;
+    const std::size_t fence_size = base + fence_suffix.size() - 1;
+    lock = all.substr(0, base);
+    fence = all.substr(0, fence_size);
+    channel = all.substr(fence_size);
 }
+
+std::string_view lock_keys::name() const noexcept {
+    return lock.substr(key_prefix.size(), lock.size() - key_prefix.size() - 1);
+}
+
+lock_keys keys_for(std::string_view name) { return lock_keys(name); }
 
 }  // namespace corolock::detail

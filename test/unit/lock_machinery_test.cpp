@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <memory>
 
 using namespace corolock::detail;
 using namespace std::chrono_literals;
@@ -189,6 +190,17 @@ TEST_CASE("lock names and keys", "[protocol]") {
     CHECK(keys.lock == "corolock:{stock:sku1}");
     CHECK(keys.fence == "corolock:{stock:sku1}:fence");
     CHECK(keys.channel == "corolock:{stock:sku1}:unlock");
+    {
+        // The keys share one buffer; a copy has its own, and a binary name
+        // (a NUL inside) survives.
+        const std::string name("bin\0ary", 7);
+        auto original = std::make_unique<corolock::detail::lock_keys>(name);
+        const corolock::detail::lock_keys copy(*original);
+        original.reset();
+        CHECK(copy.lock == "corolock:{" + name + "}");
+        CHECK(copy.fence == "corolock:{" + name + "}:fence");
+        CHECK(copy.channel == "corolock:{" + name + "}:unlock");
+    }
     // Every script has a SHA1 and says what its KEYS are.
     for (const auto* s : {&acquire_script(), &release_script(), &renew_script(), &status_script(),
                           &break_script()}) {

@@ -116,20 +116,20 @@ public:
                        std::function<void(error_code)> handler);
 
     // Waiters.
-    void add_waiter(unlock_waiters::waiter& w, const std::string& channel);
+    void add_waiter(unlock_waiters::waiter& w, std::string_view channel);
     void remove_waiter(unlock_waiters::waiter& w, bool acquired);
     void rearm_waiter(unlock_waiters::waiter& w) noexcept { waiters_.rearm(w); }
     // When a local waiter last saw the holder's lease running out (the time
     // point of its TTL cap); min() when no waiter of the channel saw one.
     // Kept while the channel has waiters, dropped with the last of them.
-    clock::time_point expiry_hint(const std::string& channel) const;
-    void note_expiry_hint(const std::string& channel, clock::time_point t);
+    clock::time_point expiry_hint(std::string_view channel) const;
+    void note_expiry_hint(std::string_view channel, clock::time_point t);
     // Until when this process's acquires of the channel's lock hold back, so
     // that waiters in other processes get the lock this process just
     // released: the releaser's own process is awake and would otherwise win
     // nearly every race for the unlock message (cross-process starvation).
     // min() when not yielding.
-    clock::time_point yield_until(const std::string& channel);
+    clock::time_point yield_until(std::string_view channel);
 
     // Timed waits of acquire operations (a retry's backoff, a waiter's cap
     // at the lock's TTL or its wait deadline): one timer for all of them,
@@ -203,17 +203,17 @@ private:
     void fire_lost(const std::shared_ptr<lock_state>& st, const char* why);
     // A release's reply: `receivers` got the unlock message (-1: unknown,
     // the release failed); `tracked`: the release was counted in flight.
-    void on_release_reply(const std::string& channel, bool tracked, std::int64_t receivers,
+    void on_release_reply(std::string_view channel, bool tracked, std::int64_t receivers,
                           clock::time_point sent);
-    void erase_handoff_if_idle(const std::string& channel);
-    void send_subscribe(const std::string& channel, bool subscribe, bool priority);
+    void erase_handoff_if_idle(std::string_view channel);
+    void send_subscribe(std::string_view channel, bool subscribe, bool priority);
     void arm_wait_timer();
     void on_wait_timer();
 
     std::weak_ptr<client_impl> client_;
     client_impl& impl_;
     unlock_waiters waiters_;
-    std::unordered_map<std::string, clock::time_point> expiry_hints_;
+    std::unordered_map<std::string, clock::time_point, string_hash, std::equal_to<>> expiry_hints_;
     // Per contended lock, while this process hands it over: an unlock
     // message that arrives while our own release is in flight (it always
     // comes just before the reply) wakes the local waiter only once the reply
@@ -228,7 +228,8 @@ private:
         clock::time_point yield_until = clock::time_point::min();
         std::unique_ptr<boost::asio::steady_timer> timer;
     };
-    std::unordered_map<std::string, handoff> handoffs_;
+    std::unordered_map<std::string, handoff, string_hash, std::equal_to<>> handoffs_;
+    handoff& handoff_for(std::string_view channel);
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<lock_state>> watched_;
     boost::asio::steady_timer watchdog_timer_;

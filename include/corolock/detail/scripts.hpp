@@ -24,10 +24,21 @@ const script& renew_script();
 const script& status_script();
 const script& break_script();
 
-struct lock_keys {
-    std::string lock;     // the hash
-    std::string fence;    // the token counter
-    std::string channel;  // the unlock channel
+// A lock's keys, in one buffer: "corolock:{name}:fence" then
+// "corolock:{name}:unlock". The lock key is the first one's prefix.
+class lock_keys {
+public:
+    explicit lock_keys(std::string_view name);
+    lock_keys(const lock_keys& other) : lock_keys(other.name()) {}
+    lock_keys& operator=(const lock_keys&) = delete;
+
+    std::string_view lock;     // the hash
+    std::string_view fence;    // the token counter
+    std::string_view channel;  // the unlock channel
+
+private:
+    std::string_view name() const noexcept;
+    std::string buffer_;
 };
 lock_keys keys_for(std::string_view name);
 

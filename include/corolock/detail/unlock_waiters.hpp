@@ -17,6 +17,15 @@
 
 namespace corolock::detail {
 
+// Hashes std::string keys and std::string_view lookups alike, so that a
+// lookup by view builds no string.
+struct string_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+        return std::hash<std::string_view>{}(s);
+    }
+};
+
 class unlock_waiters {
 public:
     struct waiter {
@@ -52,14 +61,7 @@ public:
 private:
     bool wake_first(std::list<waiter*>& list);
 
-    // Transparent, so that a lookup by string_view builds no string.
-    struct name_hash {
-        using is_transparent = void;
-        std::size_t operator()(std::string_view s) const noexcept {
-            return std::hash<std::string_view>{}(s);
-        }
-    };
-    std::unordered_map<std::string, std::list<waiter*>, name_hash, std::equal_to<>> channels_;
+    std::unordered_map<std::string, std::list<waiter*>, string_hash, std::equal_to<>> channels_;
     std::size_t total_ = 0;
 };
 
