@@ -44,8 +44,10 @@ error_code classify_server_error(std::string_view message) noexcept {
 
 namespace {
 
-// Commands per write while a burst is being produced (see push_request).
-constexpr std::size_t flush_batch = 16;
+// Commands per write while a burst is being produced (see push_request):
+// the first slice, and the most any slice grows to.
+constexpr std::size_t first_slice = 16;
+constexpr std::size_t max_slice = 4096;
 
 // A plain command built without corolock::command, for the handshake.
 std::string resp_command(std::initializer_list<std::string_view> args) {
@@ -278,16 +280,22 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
         });
     }
     if (qo.deadline < expire_timer_.expiry()) expire_timer_.cancel();
-    // An idle connection (nothing in flight) sends at once: there is nothing
-    // to batch with, and a lone command should not wait for a posted flush.
-    // Otherwise a burst goes out in slices of flush_batch commands, so that
-    // the server starts on the first while the client is still producing
-    // the rest, instead of client and server taking turns; the remainder
-    // goes when the handler that queued it returns.
-    if ((queue_.written_count() == 0 && !in_reader_) || queue_.waiting_count() >= flush_batch)
+    // A burst goes out in slices, so that the server starts on the first
+    // while the client is still producing the rest, instead of client and
+    // server taking turns. Each slice of one burst is twice the one before:
+    // 16 commands go out at once, and thousands (a watchdog tick) still take
+    // only a few writes. The remainder goes when the handler that queued it
+    // returns (or the reader has handed out a read's replies), which ends
+    // the burst. An idle connection (nothing in flight) sends at once: there
+    // is nothing to batch with, and a lone command should not wait.
+    if (queue_.waiting_count() >= slice_) {
+        slice_ = std::min(slice_ * 2, max_slice);
         flush();
-    else
+    } else if (queue_.written_count() == 0 && !in_reader_) {
+        flush();
+    } else {
         schedule_flush();
+    }
 }
 
 void client_impl::run_completions(completions& done) {
@@ -319,6 +327,7 @@ void client_impl::schedule_flush() {
     flush_posted_ = true;
     asio::post(strand_, [self = shared_from_this()] {
         self->flush_posted_ = false;
+        self->slice_ = first_slice;
         self->flush();
     });
 }
@@ -667,6 +676,7 @@ bool client_impl::handle_replies() {
         if (!conn_) return false;
     }
     in_reader_ = false;
+    slice_ = first_slice;
     flush();
     return true;
 }

@@ -101,9 +101,10 @@ TEST_CASE("client: a burst queued by one handler goes out in slices, every reply
         const auto after = c.stats();
         const auto writes = after.writes - before.writes;
         // The server starts on the first slice while the rest is queued:
-        // more than one write, yet still batched.
+        // more than one write, yet still batched, in slices that grow
+        // (16, 32, 64, ...: 7 writes here, not 1000 / 16).
         CHECK(writes > 1);
-        CHECK(writes <= static_cast<std::uint64_t>(n) / 8);
+        CHECK(writes <= 12);
     }, 30s);
     REQUIRE(completed == n);
     for (int i = 0; i < n; ++i) CHECK(got[i] == std::to_string(i));

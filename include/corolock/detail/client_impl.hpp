@@ -180,6 +180,7 @@ private:
     bool writing_ = false;        // an asynchronous write is in flight
     bool flush_posted_ = false;   // a flush() is already posted
     bool in_reader_ = false;      // the reader is handling replies; it flushes itself
+    std::size_t slice_ = 16;      // commands that make the next slice of a burst (push_request)
     std::uint64_t generation_ = 0;
     error_code write_error_;
 
