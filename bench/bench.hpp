@@ -32,6 +32,7 @@ struct options {
     run_mode mode = run_mode::full;
     std::string data_dir;  // where scenarios write plot data; empty: none
     std::string self_exe;  // this program, for child processes
+    bool flush = false;    // a throwaway server: the sweep empties it between its steps
 };
 
 // Metrics of one scenario, in order: a name and a JSON literal. A scenario

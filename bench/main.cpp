@@ -7,10 +7,11 @@
 //       Runs every scenario, each in a child process, and writes one JSON
 //       file plus a table on stdout. Baselines are redis-benchmark's results:
 //       ping_c1, evalsha_c1, evalsha_c50, evalsha_c50_p16. --flush sends
-//       FLUSHALL before each scenario (only for a throwaway server).
+//       FLUSHALL before each scenario, and the sweep between its steps
+//       (only for a throwaway server).
 //   corolock_bench --port N --load-acquire-script
 //       SCRIPT LOAD of the library's acquire script; prints its SHA1.
-//   corolock_bench --port N --scenario NAME [--mode M] [--data-dir DIR]
+//   corolock_bench --port N --scenario NAME [--mode M] [--data-dir DIR] [--flush]
 //   corolock_bench --port N --worker s3 --lock NAME --counter KEY ...
 //       Internal roles: one scenario, one S3 contender.
 //
@@ -97,6 +98,7 @@ cli parse_args(int argc, char** argv) {
             c.baselines[v.substr(0, eq)] = b;
         } else if (a == "--flush") {
             c.flush = true;
+            c.opts.flush = true;
         } else if (a == "--only") {
             c.only = split(value(i), ',');
         } else if (a == "--scenario") {
@@ -197,6 +199,7 @@ scenario_run run_child(const cli& c, const bench::scenario_info& s) {
         argv.push_back("--data-dir");
         argv.push_back(c.opts.data_dir);
     }
+    if (c.flush) argv.push_back("--flush");
     bench::child ch = bench::spawn_child(argv);
     bench::collect_children({&ch}, t0 + std::chrono::seconds(s.time_limit_s));
     r.seconds = std::chrono::duration<double>(clock::now() - t0).count();

@@ -259,6 +259,9 @@ asio::awaitable<void> scenario_sweep(const options& o, metrics& m) {
     std::vector<double> xs, ys;
     std::uint64_t errors = 0;
     for (const auto n : counts) {
+        // Every fresh-name cycle leaves its fence counter behind; without
+        // this, each step would run against the keys of all steps before it.
+        if (o.flush) co_await exec(c, corolock::command{"FLUSHALL"});
         auto r = co_await run_concurrent(c, n, each, "bench:sweep:" + id + ":" + std::to_string(n) + ":");
         const double cps = static_cast<double>(r.cycles) / r.seconds;
         const std::string p = "c" + std::to_string(n);
