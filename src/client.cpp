@@ -641,6 +641,9 @@ void client_impl::handle_reply(reply&& r) {
 }
 
 client_impl::awaitable<error_code> client_impl::reader() {
+    // Once this ends the connection is going: no write may start on it
+    // while the race unwinds (see stop_writing).
+    stop_writing on_exit{*this};
     std::array<char, 16 * 1024> buf;
     for (;;) {
         if (!conn_) co_return error::connection_lost;
@@ -696,6 +699,7 @@ client_impl::awaitable<error_code> client_impl::writer() {
 }
 
 client_impl::awaitable<error_code> client_impl::health_check() {
+    stop_writing on_exit{*this};
     asio::steady_timer timer(strand_.get_inner_executor());
     const auto interval = cfg_.health_check_interval;
     for (;;) {

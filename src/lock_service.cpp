@@ -496,7 +496,15 @@ void lock_service::on_stopped() {
     while (hooks.next != &hooks) {
         auto& op = static_cast<wait_target&>(*hooks.next);
         hook_node::unlink(*hooks.next);
-        op.on_client_stopped();
+        // Nothing may escape: the rest must still be answered, and `hooks`
+        // must be empty before it goes out of scope.
+        try {
+            op.on_client_stopped();
+        } catch (const std::exception& e) {
+            impl_.log().error("abandoning an acquire on stop failed: {}", e.what());
+        } catch (...) {
+            impl_.log().error("abandoning an acquire on stop failed");
+        }
     }
     waits_.clear();
     for (auto& [id, weak] : watched_) {

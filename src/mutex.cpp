@@ -134,7 +134,14 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, detail::lock_servi
         level = st->next_level++;
         waiter.wake = [raw = this] {
             if (raw->waiting)
-                raw->step([raw] { raw->end_wait_early(); });
+                try {
+                    raw->end_wait_early();
+                } catch (...) {
+                    // Only posting the resume can fail (allocation), and then
+                    // the wait is still in place: its time ends it. Nothing
+                    // else here, since wake() runs while the waiter lists are
+                    // being walked and must not change them.
+                }
             else
                 raw->wake_pending = true;
         };
@@ -261,7 +268,15 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, detail::lock_servi
     }
 
     // The caller gets its answer now; the machine ends at its next step.
-    void on_client_stopped() override { abandon(error::client_stopped); }
+    void on_client_stopped() override {
+        step([&] { abandon(error::client_stopped); });
+    }
+
+    // Normally unlinked already (finish, fail_safely); unlinked here, while
+    // `svc` still keeps the list's sentinel alive, in any case.
+    ~acquire_op() {
+        if (svc) svc->unregister_stop_hook(*this);
+    }
 
     void abandon(error_code ec) {
         machine.cancel();
@@ -342,7 +357,9 @@ void mutex::acquire_impl(lock_options opts, bool try_once,
             if (!o) return;
             // Posted: completing clears this slot, which must not happen
             // from inside the slot's own handler.
-            asio::post(o->st->client->strand(), [o] { o->abandon(asio::error::operation_aborted); });
+            asio::post(o->st->client->strand(), [o] {
+                o->step([&] { o->abandon(asio::error::operation_aborted); });
+            });
         });
     }
     // Posted, so that even an immediate completion never runs inside this call.

@@ -133,6 +133,14 @@ private:
     void on_write_complete(std::uint64_t generation, std::size_t count, error_code ec);
     void write_done(std::size_t count);
     void fail_write(error_code ec) noexcept;
+    // Held by the reader and the health check: when either ends, the
+    // connection is being torn down, and a command written in the time the
+    // race takes to unwind would fail with connection_lost instead of
+    // waiting for the next connection.
+    struct stop_writing {
+        client_impl& c;
+        ~stop_writing() { c.can_write_ = false; }
+    };
     clock::duration next_backoff();
     template <class F> void for_each_listener(F&& f);
 
