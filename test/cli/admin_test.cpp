@@ -18,6 +18,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
+
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using corolock::error;
@@ -110,11 +112,12 @@ TEST_CASE("cli: admin: break removes the lock and wakes a waiter at once", "[adm
 
         bool woke = false;
         std::chrono::steady_clock::time_point woke_at;
+        std::optional<error_code> released;
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
             auto w = co_await waiter.acquire({.lease = 30s, .wait = 10s});
             woke_at = std::chrono::steady_clock::now();
             woke = true;
-            co_await w.release();
+            released = co_await w.release();
         }, asio::detached);
         asio::steady_timer settle(ioc, 200ms);  // let the waiter subscribe
         co_await settle.async_wait(asio::use_awaitable);
@@ -134,7 +137,17 @@ TEST_CASE("cli: admin: break removes the lock and wakes a waiter at once", "[adm
         REQUIRE(woke);
         CHECK(woke_at - broke_at < 1s);  // the lease had 30 s left
 
+        // Break again once the waiter's release has completed: nothing is
+        // left to remove.
+        for (int i = 0; i < 200 && !released; ++i) {
+            asio::steady_timer t(ioc, 10ms);
+            co_await t.async_wait(asio::use_awaitable);
+        }
+        REQUIRE(released);
+        CHECK_FALSE(*released);
         auto [ec2, again] = co_await corolock::async_break_lock(c, "brk", use_nothrow);
+        INFO("holder " << holder.owner_id() << ", waiter " << waiter.owner_id() << ", found "
+                       << again.owner << " with " << again.levels << " levels");
         CHECK_FALSE(ec2);
         CHECK_FALSE(again.held);
         CHECK(again.owner.empty());
