@@ -44,11 +44,6 @@ error_code classify_server_error(std::string_view message) noexcept {
 
 namespace {
 
-// Commands per write while a burst is being produced (see push_request):
-// the first slice, and the most any slice grows to.
-constexpr std::size_t first_slice = 16;
-constexpr std::size_t max_slice = 4096;
-
 // A plain command built without corolock::command, for the handshake.
 std::string resp_command(std::initializer_list<std::string_view> args) {
     std::string out = "*" + std::to_string(args.size()) + "\r\n";
@@ -357,8 +352,9 @@ void client_impl::flush() noexcept {
         // its completion runs; commands pushed meanwhile wait for it.
         writing_ = true;
         auto on_done = asio::bind_executor(
-            strand_, [self = shared_from_this(), conn = conn_, gen = generation_, count](
-                         error_code ec, std::size_t) { self->on_write_complete(gen, count, ec); });
+            strand_, [self = shared_from_this(), conn = conn_, count](error_code ec, std::size_t) {
+                self->on_write_complete(conn, count, ec);
+            });
         const auto rest = asio::buffer(bytes) + sent;
         if (conn_->tls)
             asio::async_write(*conn_->tls, rest, std::move(on_done));
@@ -370,10 +366,11 @@ void client_impl::flush() noexcept {
     }
 }
 
-void client_impl::on_write_complete(std::uint64_t generation, std::size_t count, error_code ec) {
+void client_impl::on_write_complete(const std::shared_ptr<connection>& conn, std::size_t count,
+                                    error_code ec) {
     // A write of a connection that is gone: run() has already failed or
     // re-queued its commands.
-    if (generation != generation_) return;
+    if (conn != conn_) return;
     writing_ = false;
     if (ec) {
         fail_write(ec);
@@ -444,7 +441,6 @@ client_impl::awaitable<void> client_impl::run() {
             const error_code why = std::visit([](const error_code& e) { return e; }, result);
             can_write_ = false;
             writing_ = false;
-            ++generation_;
             write_error_ = {};
 
             connected_.store(false, std::memory_order_release);

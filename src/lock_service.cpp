@@ -386,13 +386,6 @@ void lock_service::hook_node::link_before(hook_node& n, hook_node& at) noexcept 
     at.prev = &n;
 }
 
-lock_service::wait_target::~wait_target() {
-    // Normally unlinked already (the operation finished on the strand); an
-    // operation dropped unfinished must not leave a dangling link behind.
-    hook_node& self = *this;
-    if (self.next != &self) unlink(self);
-}
-
 void lock_service::register_stop_hook(wait_target& op) noexcept {
     hook_node& node = op;
     hook_node::unlink(node);

@@ -267,17 +267,18 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, detail::lock_servi
         handler = {};
     }
 
-    // The caller gets its answer now; the machine ends at its next step.
     void on_client_stopped() override {
         step([&] { abandon(error::client_stopped); });
     }
 
-    // Normally unlinked already (finish, fail_safely); unlinked here, while
-    // `svc` still keeps the list's sentinel alive, in any case.
+    // Normally unlinked already (finish, fail_safely); an operation dropped
+    // unfinished unlinks here, while `svc` still keeps the list's sentinel
+    // alive, so that it leaves no dangling link behind.
     ~acquire_op() {
         if (svc) svc->unregister_stop_hook(*this);
     }
 
+    // The caller gets its answer now; the machine ends at its next step.
     void abandon(error_code ec) {
         machine.cancel();
         complete(ec, {});

@@ -6,8 +6,9 @@
 // a write-failure watch and a health check until the connection fails, and
 // starts over after a jittered backoff. Writes themselves are not a
 // coroutine: flush() sends every queued command when the handler that queued
-// it returns, and the reader flushes as it hands out replies. A separate coroutine expires timed-out commands,
-// so commands queued while disconnected still complete on time.
+// it returns, and the reader flushes as it hands out replies. A separate
+// coroutine expires timed-out commands, so commands queued while
+// disconnected still complete on time.
 #pragma once
 
 #include <corolock/client.hpp>
@@ -130,7 +131,9 @@ private:
     // back to an asynchronous write for what the socket does not take.
     void schedule_flush();
     void flush() noexcept;
-    void on_write_complete(std::uint64_t generation, std::size_t count, error_code ec);
+    struct connection;
+    void on_write_complete(const std::shared_ptr<connection>& conn, std::size_t count,
+                           error_code ec);
     void write_done(std::size_t count);
     void fail_write(error_code ec) noexcept;
     // Held by the reader and the health check: when either ends, the
@@ -182,14 +185,16 @@ private:
     bool started_ = false;
 
     // The write side, on the strand. can_write_ is true between a finished
-    // handshake and the end of that connection; generation_ tells a late
-    // write completion from an earlier connection apart.
+    // handshake and the end of that connection.
     bool can_write_ = false;
     bool writing_ = false;        // an asynchronous write is in flight
     bool flush_posted_ = false;   // a flush() is already posted
     bool in_reader_ = false;      // the reader is handling replies; it flushes itself
-    std::size_t slice_ = 16;      // commands that make the next slice of a burst (push_request)
-    std::uint64_t generation_ = 0;
+    // Commands per write while a burst is being produced (see push_request):
+    // the first slice, and the most any slice grows to.
+    static constexpr std::size_t first_slice = 16;
+    static constexpr std::size_t max_slice = 4096;
+    std::size_t slice_ = first_slice;  // commands that make the next slice of a burst
     error_code write_error_;
 
     std::atomic<bool> connected_{false};

@@ -156,8 +156,9 @@ public:
         wait_target& operator=(const wait_target&) = delete;
 
     protected:
-        // Unlinks the stop hook if it is still linked.
-        ~wait_target();
+        // The implementer unlinks its stop hook before it lets go of the
+        // service (see acquire_op).
+        ~wait_target() = default;
 
     private:
         friend class lock_service;
@@ -168,7 +169,6 @@ public:
     // Takes a wait out before its time (a wake-up, cancellation) and hands
     // back its target, which the list no longer keeps alive.
     std::shared_ptr<wait_target> remove_wait(wait_list::iterator pos) noexcept;
-    std::size_t pending_waits() const noexcept { return waits_.size(); }
 
     // Acquire operations to abandon on stop(). Unregistering an operation
     // that is not registered does nothing.
