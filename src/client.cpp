@@ -21,6 +21,7 @@
 #include <openssl/ssl.h>
 
 #include <array>
+#include <cassert>
 #include <mutex>
 
 namespace corolock {
@@ -235,6 +236,33 @@ void client_impl::exec(std::string payload, exec_options opts, exec_handler hand
     });
 }
 
+void client_impl::exec(std::string payload, exec_options opts, target_ptr target) {
+    assert(strand_.running_in_this_thread());
+    if (stopped()) {
+        // Never complete inside the initiating call: post.
+        asio::post(strand_, [target = std::move(target)]() mutable {
+            auto* t = target.get();
+            t->on_reply(std::move(target), error::client_stopped, reply{});
+        });
+        return;
+    }
+    const auto qo = queue_options(opts);
+    queue_.push_target(std::move(payload), std::move(target), qo);
+    stats_.queued.store(queue_.size(), std::memory_order_relaxed);
+    after_push(qo);
+}
+
+request_queue::options client_impl::queue_options(const exec_options& opts) const {
+    const auto timeout = opts.timeout.count() > 0 ? opts.timeout : cfg_.command_timeout;
+    request_queue::options qo;
+    qo.kind = opts.kind;
+    qo.idempotent = opts.idempotent;
+    qo.priority = opts.priority;
+    qo.direct = opts.direct;
+    qo.deadline = clock::now() + timeout;
+    return qo;
+}
+
 void client_impl::push_request(std::string payload, exec_options opts, exec_handler handler) {
     if (stopped()) {
         // Never complete inside the initiating call: post.
@@ -248,13 +276,7 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
         return;
     }
     auto slot = asio::get_associated_cancellation_slot(handler);
-    const auto timeout = opts.timeout.count() > 0 ? opts.timeout : cfg_.command_timeout;
-    request_queue::options qo;
-    qo.kind = opts.kind;
-    qo.idempotent = opts.idempotent;
-    qo.priority = opts.priority;
-    qo.direct = opts.direct;
-    qo.deadline = clock::now() + timeout;
+    const auto qo = queue_options(opts);
     const auto id = queue_.push(std::move(payload), std::move(handler), qo);
     stats_.queued.store(queue_.size(), std::memory_order_relaxed);
 
@@ -274,6 +296,10 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
             });
         });
     }
+    after_push(qo);
+}
+
+void client_impl::after_push(const request_queue::options& qo) {
     if (qo.deadline < expire_timer_.expiry()) expire_timer_.cancel();
     // A burst goes out in slices, so that the server starts on the first
     // while the client is still producing the rest, instead of client and
@@ -299,6 +325,11 @@ void client_impl::run_completions(completions& done) {
         if (!c.ec && c.result.is_error()) c.ec = classify_server_error(c.result.str);
         if (c.ec == error::timeout || c.ec == error::not_connected)
             stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
+        if (c.target) {
+            auto* t = c.target.get();
+            t->on_reply(std::move(c.target), c.ec, std::move(c.result));
+            continue;
+        }
         if (c.direct) {
             // The lock layer's own handler, on the strand it expects.
             std::move(c.handler)(c.ec, std::move(c.result));

@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cassert>
 #include <cerrno>
+#include <charconv>
 #include <stdexcept>
 #include <utility>
 
@@ -82,101 +84,251 @@ std::shared_ptr<lock_service> lock_service::of(client_impl& c) {
 
 // ---- scripts ----
 
+void script_args::key(std::string_view k) noexcept {
+    assert(nkeys_ < max_keys);
+    keys_[nkeys_++] = k;
+}
+
+void script_args::arg(std::string_view a) noexcept {
+    assert(nargs_ < max_args);
+    args_[nargs_++] = a;
+}
+
+void script_args::arg(std::int64_t n) noexcept {
+    assert(nargs_ < max_args);
+    auto& buf = numbers_[nargs_];
+    const auto end = std::to_chars(buf.data(), buf.data() + buf.size(), n).ptr;
+    args_[nargs_++] = std::string_view(buf.data(), static_cast<std::size_t>(end - buf.data()));
+}
+
 namespace {
 void append_bulk(std::string& out, std::string_view a) {
+    std::array<char, 24> len{};
+    const auto end = std::to_chars(len.data(), len.data() + len.size(), a.size()).ptr;
     out += '$';
-    out += std::to_string(a.size());
+    out.append(len.data(), end);
     out += "\r\n";
     out.append(a);
     out += "\r\n";
 }
 
-// numkeys, the keys and the arguments, RESP-encoded: the part that EVALSHA
-// and EVAL share.
-std::string script_tail(std::span<const std::string_view> keys,
-                        std::span<const std::string_view> args) {
-    std::size_t size = 16;
-    for (auto k : keys) size += k.size() + 16;
-    for (auto a : args) size += a.size() + 16;
-    std::string tail;
-    tail.reserve(size);
-    append_bulk(tail, std::to_string(keys.size()));
-    for (auto k : keys) append_bulk(tail, k);
-    for (auto a : args) append_bulk(tail, a);
-    return tail;
-}
-
-// The whole command: EVALSHA sha (or EVAL source), then the tail.
-std::string script_payload(const script& s, bool by_sha, std::size_t argc, std::string_view tail) {
+// EVALSHA sha (or EVAL source), numkeys, the keys and the arguments, as one
+// RESP array, in one allocation.
+std::string script_payload(const script& s, bool by_sha, std::span<const std::string_view> keys,
+                           std::span<const std::string_view> args) {
     const std::string_view verb = by_sha ? "EVALSHA" : "EVAL";
     const std::string_view body = by_sha ? std::string_view(s.sha1) : std::string_view(s.source);
+    std::size_t size = 16 + (verb.size() + 16) + (body.size() + 16) + 20;
+    for (auto k : keys) size += k.size() + 16;
+    for (auto a : args) size += a.size() + 16;
+    std::array<char, 24> n{};
     std::string out;
-    out.reserve(48 + body.size() + tail.size());
+    out.reserve(size);
     out += '*';
-    out += std::to_string(argc + 2);
+    out.append(n.data(), std::to_chars(n.data(), n.data() + n.size(), 3 + keys.size() + args.size()).ptr);
     out += "\r\n";
     append_bulk(out, verb);
     append_bulk(out, body);
-    out.append(tail);
+    append_bulk(out, std::string_view(n.data(), std::to_chars(n.data(), n.data() + n.size(), keys.size()).ptr));
+    for (auto k : keys) append_bulk(out, k);
+    for (auto a : args) append_bulk(out, a);
     return out;
 }
+
+client_impl::exec_options script_options(bool idempotent) {
+    client_impl::exec_options opts;
+    opts.idempotent = idempotent;
+    return opts;
+}
+
+// A call whose keys and arguments are copies it keeps, with a callback.
+class stored_call final : public script_call {
+public:
+    stored_call(std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                lock_service::script_handler handler)
+        : keys_(keys.begin(), keys.end()), args_(args.begin(), args.end()),
+          handler_(std::move(handler)) {}
+
+    bool arguments(script_args& out) const override {
+        for (const auto& k : keys_) out.key(k);
+        for (const auto& a : args_) out.arg(std::string_view(a));
+        return true;
+    }
+    void on_script_reply(error_code ec, reply r) override { handler_(ec, std::move(r)); }
+
+private:
+    std::vector<std::string> keys_;
+    std::vector<std::string> args_;
+    lock_service::script_handler handler_;
+};
 }  // namespace
+
+void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) {
+    if (ec == error::no_script && !by_source_) {
+        // The server lost its scripts (a restart, SCRIPT FLUSH): send the
+        // whole source once, with the arguments built again.
+        script_args a;
+        auto c = client_.lock();
+        if (!c) {
+            on_script_reply(error::client_stopped, {});
+            return;
+        }
+        if (arguments(a)) {
+            by_source_ = true;
+            c->exec(script_payload(*script_, false, a.keys(), a.args()), script_options(idempotent_),
+                    std::move(self));
+            return;
+        }
+    }
+    on_script_reply(ec, std::move(r));
+}
+
+void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
+                              bool idempotent) {
+    script_args a;
+    if (!call->arguments(a)) {
+        // Cannot happen for a call made just now; answered on the strand anyway.
+        auto* c = call.get();
+        c->script_ = &s;
+        c->client_ = client_;
+        c->by_source_ = true;
+        impl_.exec(std::string(), script_options(idempotent), std::shared_ptr<reply_target>());
+        return;
+    }
+    call->script_ = &s;  // the scripts are function-local statics
+    call->client_ = client_;
+    call->idempotent_ = idempotent;
+    call->by_source_ = false;
+    impl_.exec(script_payload(s, true, a.keys(), a.args()), script_options(idempotent),
+               std::shared_ptr<reply_target>(std::move(call)));
+}
 
 void lock_service::run_script(const script& s, std::span<const std::string_view> keys,
                               std::span<const std::string_view> args, bool idempotent,
                               script_handler handler) {
-    client_impl::exec_options opts;
-    opts.idempotent = idempotent;
-    opts.direct = true;  // every lock-layer callback runs on the strand
-    const std::size_t argc = 1 + keys.size() + args.size();
-    auto tail = script_tail(keys, args);
-    auto first = script_payload(s, true, argc, tail);
-    // EVAL (the whole source) is only needed after NOSCRIPT: a restarted
-    // server or SCRIPT FLUSH. It is built then, from the kept tail, so the
-    // common path never copies the script text per call.
-    auto weak = client_;
-    // The scripts are function-local statics, so the pointer outlives every
-    // call.
-    impl_.exec(std::move(first), opts,
-               exec_handler([weak, s = &s, argc, tail = std::move(tail), opts,
-                             handler = std::move(handler)](error_code ec, reply r) mutable {
-                   if (ec != error::no_script) {
-                       handler(ec, std::move(r));
-                       return;
-                   }
-                   auto c = weak.lock();
-                   if (!c) {
-                       handler(error::client_stopped, {});
-                       return;
-                   }
-                   c->exec(script_payload(*s, false, argc, tail), opts,
-                           exec_handler([handler = std::move(handler)](error_code ec2, reply r2) {
-                               handler(ec2, std::move(r2));
-                           }));
-               }));
+    run_script(s, std::make_shared<stored_call>(keys, args, std::move(handler)), idempotent);
 }
 
-void lock_service::try_acquire_once(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                                    clock::duration lease,
-                                    std::function<void(error_code, acquire_reply)> handler) {
-    const auto lease_ms = std::chrono::duration_cast<std::chrono::milliseconds>(lease).count();
-    run_script(acquire_script(), {st->keys.lock, st->keys.fence},
-               {st->owner, std::to_string(lease_ms), std::to_string(level)},
-               /*idempotent=*/false, [handler = std::move(handler)](error_code ec, reply r) {
-                   acquire_reply out;
-                   if (!ec && (r.type != resp3_type::array || r.elements.size() != 4))
-                       ec = error::unexpected_reply;
-                   if (ec) {
-                       handler(ec, out);
-                       return;
-                   }
-                   out.acquired = as_int(r.elements[0]) == 1;
-                   out.token = static_cast<std::uint64_t>(as_int(r.elements[1]));
-                   out.levels = as_int(r.elements[2]);
-                   out.pttl = as_int(r.elements[3]);
-                   handler(ec, out);
-               });
+void lock_service::acquire_arguments(const lock_state& st, std::uint64_t level,
+                                     clock::duration lease, script_args& out) noexcept {
+    out.key(st.keys.lock);
+    out.key(st.keys.fence);
+    out.arg(std::string_view(st.owner));
+    out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
+    out.arg(static_cast<std::int64_t>(level));
 }
+
+error_code lock_service::parse_acquire_reply(const reply& r, acquire_reply& out) noexcept {
+    if (r.type != resp3_type::array || r.elements.size() != 4) return error::unexpected_reply;
+    out.acquired = as_int(r.elements[0]) == 1;
+    out.token = static_cast<std::uint64_t>(as_int(r.elements[1]));
+    out.levels = as_int(r.elements[2]);
+    out.pttl = as_int(r.elements[3]);
+    return {};
+}
+
+// One release of one level: the owner-checked release script.
+class lock_service::release_call final : public script_call {
+public:
+    release_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
+                 std::uint64_t level, clock::time_point sent, bool tracked,
+                 std::function<void(error_code)> handler)
+        : svc_(std::move(svc)), st_(std::move(st)), level_(level), sent_(sent),
+          tracked_(tracked), handler_(std::move(handler)) {}
+
+    bool arguments(script_args& out) const override {
+        out.key(st_->keys.lock);
+        out.key(st_->keys.channel);
+        out.arg(std::string_view(st_->owner));
+        out.arg(static_cast<std::int64_t>(level_));
+        return true;
+    }
+
+    void on_script_reply(error_code ec, reply r) override {
+        // {status, receivers of the unlock message}
+        if (!ec && (r.type != resp3_type::array || r.elements.size() != 2 ||
+                    r.elements[0].type != resp3_type::integer ||
+                    r.elements[1].type != resp3_type::integer))
+            ec = error::unexpected_reply;
+        if (auto s = svc_.lock()) {
+            std::int64_t receivers = -1;
+            if (!ec)
+                receivers =
+                    static_cast<release_status>(r.elements[0].integer) == release_status::released
+                        ? r.elements[1].integer
+                        : 0;
+            s->on_release_reply(st_->keys.channel, tracked_, receivers, sent_);
+        }
+        if (!ec) {
+            switch (static_cast<release_status>(r.elements[0].integer)) {
+            case release_status::released:
+            case release_status::level_released:
+            case release_status::already_released: break;
+            case release_status::expired: ec = error::expired; break;
+            case release_status::not_owner: ec = error::not_owner; break;
+            default: ec = error::unexpected_reply; break;
+            }
+        }
+        st_->client->log().debug("release {} level {}: {}", st_->name, level_,
+                                 ec ? ec.message() : "ok");
+        handler_(ec);
+    }
+
+private:
+    std::weak_ptr<lock_service> svc_;
+    std::shared_ptr<lock_state> st_;
+    std::uint64_t level_;
+    clock::time_point sent_;
+    bool tracked_;
+    std::function<void(error_code)> handler_;
+};
+
+// One renewal of a held lock's lease by the watchdog.
+class lock_service::renew_call final : public script_call {
+public:
+    renew_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
+               std::uint64_t watch_id, clock::time_point sent)
+        : svc_(std::move(svc)), st_(std::move(st)), watch_id_(watch_id), sent_(sent),
+          tenure_(st_->tenure),
+          lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(st_->lease).count()) {}
+
+    bool arguments(script_args& out) const override {
+        out.key(st_->keys.lock);
+        out.arg(std::string_view(st_->owner));
+        out.arg(lease_ms_);
+        return true;
+    }
+
+    void on_script_reply(error_code ec, reply r) override {
+        auto s = svc_.lock();
+        if (!s || s->stopped_) return;
+        // Released, lost or re-acquired since: this reply is stale.
+        if (st_->tenure != tenure_ || !s->schedule_.contains(watch_id_)) return;
+        if (!ec && r.type == resp3_type::integer &&
+            r.integer == static_cast<int>(renew_status::renewed)) {
+            s->schedule_.on_renewed(watch_id_, sent_);
+            st_->set_deadline(s->schedule_.deadline(watch_id_));
+        } else if (!ec && r.type == resp3_type::integer) {
+            s->fire_lost(st_, r.integer == 0 ? "the lock expired on the server"
+                                             : "another owner holds the lock");
+        } else {
+            s->impl_.log().warn("renewal of {} failed: {}", st_->name,
+                                ec ? ec.message() : to_string(r));
+            s->schedule_.on_renew_failed(watch_id_, clock::now());
+        }
+        // Only this entry changed: O(1), not a rescan per reply (10,000 held
+        // locks would cost 10^8 steps a period).
+        s->arm_watchdog_for(watch_id_);
+    }
+
+private:
+    std::weak_ptr<lock_service> svc_;
+    std::shared_ptr<lock_state> st_;
+    std::uint64_t watch_id_;
+    clock::time_point sent_;
+    std::uint64_t tenure_;
+    std::int64_t lease_ms_;
+};
 
 // ---- holding ----
 
@@ -218,39 +370,10 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
     // Only a lock with local waiters can have a wake-up to hold back.
     const bool tracked = waiters_.waiter_count(st->keys.channel) > 0;
     if (tracked) ++handoff_for(st->keys.channel).releases_in_flight;
-    run_script(release_script(), {st->keys.lock, st->keys.channel},
-               {st->owner, std::to_string(level)}, /*idempotent=*/true,
-               [st, level, sent, tracked, self = weak_from_this(),
-                handler = std::move(handler)](error_code ec, reply r) {
-                   // {status, receivers of the unlock message}
-                   if (!ec && (r.type != resp3_type::array || r.elements.size() != 2 ||
-                               r.elements[0].type != resp3_type::integer ||
-                               r.elements[1].type != resp3_type::integer))
-                       ec = error::unexpected_reply;
-                   if (auto s = self.lock()) {
-                       std::int64_t receivers = -1;
-                       if (!ec)
-                           receivers = static_cast<release_status>(r.elements[0].integer) ==
-                                               release_status::released
-                                           ? r.elements[1].integer
-                                           : 0;
-                       s->on_release_reply(st->keys.channel, tracked, receivers, sent);
-                   }
-                   if (!ec) {
-                       const auto status = static_cast<release_status>(r.elements[0].integer);
-                       switch (status) {
-                       case release_status::released:
-                       case release_status::level_released:
-                       case release_status::already_released: break;
-                       case release_status::expired: ec = error::expired; break;
-                       case release_status::not_owner: ec = error::not_owner; break;
-                       default: ec = error::unexpected_reply; break;
-                       }
-                   }
-                   st->client->log().debug("release {} level {}: {}", st->name, level,
-                                           ec ? ec.message() : "ok");
-                   handler(ec);
-               });
+    run_script(release_script(),
+               std::make_shared<release_call>(weak_from_this(), st, level, sent, tracked,
+                                              std::move(handler)),
+               /*idempotent=*/true);
 }
 
 // ---- waiters ----
@@ -583,36 +706,9 @@ void lock_service::on_watchdog_tick() {
             if (it != watched_.end()) watched_.erase(it);
             continue;
         }
-        const auto sent = clock::now();
-        const auto tenure = st->tenure;
-        const auto lease_ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(st->lease).count();
-        auto self = weak_from_this();
-        run_script(renew_script(), {st->keys.lock}, {st->owner, std::to_string(lease_ms)},
-                   /*idempotent=*/true,
-                   [self, weak_st = std::weak_ptr<lock_state>(st), id, sent, tenure](
-                       error_code ec, reply r) {
-                       auto s = self.lock();
-                       auto st = weak_st.lock();
-                       if (!s || !st || s->stopped_) return;
-                       // Released, lost or re-acquired since: this reply is stale.
-                       if (st->tenure != tenure || !s->schedule_.contains(id)) return;
-                       if (!ec && r.type == resp3_type::integer &&
-                           r.integer == static_cast<int>(renew_status::renewed)) {
-                           s->schedule_.on_renewed(id, sent);
-                           st->set_deadline(s->schedule_.deadline(id));
-                       } else if (!ec && r.type == resp3_type::integer) {
-                           s->fire_lost(st, r.integer == 0 ? "the lock expired on the server"
-                                                           : "another owner holds the lock");
-                       } else {
-                           s->impl_.log().warn("renewal of {} failed: {}", st->name,
-                                               ec ? ec.message() : to_string(r));
-                           s->schedule_.on_renew_failed(id, clock::now());
-                       }
-                       // Only this entry changed: O(1), not a rescan per reply
-                       // (10,000 held locks would cost 10^8 steps a period).
-                       s->arm_watchdog_for(id);
-                   });
+        run_script(renew_script(),
+                   std::make_shared<renew_call>(weak_from_this(), st, id, clock::now()),
+                   /*idempotent=*/true);
     }
     arm_watchdog();
 }

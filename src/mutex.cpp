@@ -45,7 +45,9 @@ void release_in_background(lock_service& svc, const std::shared_ptr<lock_state>&
 // after the caller's handler was completed, so that a lock granted after the
 // caller gave up is released at once. The handler is completed at most once:
 // by the result, by cancellation or by the client stopping.
-struct acquire_op : std::enable_shared_from_this<acquire_op>, detail::lock_service::wait_target {
+struct acquire_op : std::enable_shared_from_this<acquire_op>,
+                    detail::lock_service::wait_target,
+                    detail::script_call {
     using handler_type = asio::any_completion_handler<mutex::acquire_signature>;
     using fsm = detail::acquire_fsm;
 
@@ -163,7 +165,20 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, detail::lock_servi
         return f;
     }
 
-    void on_reply(error_code ec, const detail::acquire_reply& r) {
+    // The attempt's script: this operation is the call, so an attempt
+    // allocates nothing but its bytes.
+    bool arguments(detail::script_args& out) const override {
+        lock_service::acquire_arguments(*st, level, opts.lease, out);
+        return true;
+    }
+
+    void on_script_reply(error_code ec, reply r) override {
+        detail::acquire_reply parsed;
+        if (!ec) ec = lock_service::parse_acquire_reply(r, parsed);
+        step([&] { on_attempt_reply(ec, parsed); });
+    }
+
+    void on_attempt_reply(error_code ec, const detail::acquire_reply& r) {
         token = r.token;
         const auto a = machine.on_attempt(observe(), {ec, r.acquired, r.pttl});
         if (!ec && r.acquired && a.give_back)
@@ -185,11 +200,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, detail::lock_servi
         switch (a.what) {
         case fsm::step::attempt:
             sent = clock::now();
-            svc->try_acquire_once(
-                st, level, opts.lease,
-                [self = shared_from_this()](error_code ec, detail::acquire_reply r) {
-                    self->step([&] { self->on_reply(ec, r); });
-                });
+            svc->run_script(detail::acquire_script(), shared_from_this(), /*idempotent=*/false);
             return;
         case fsm::step::wait:
             wait_until(a.until);

@@ -7,11 +7,21 @@ namespace corolock::detail {
 
 request_queue::id_type request_queue::push(std::string payload, exec_handler handler,
                                            options opts) {
-    const id_type id = next_id_++;
-    entry e{id,           std::move(payload), std::move(handler), opts.deadline,
-            opts.kind,    state::waiting,     opts.idempotent,    false,
-            opts.priority, opts.direct};
-    if (opts.priority) {
+    return push_entry(entry{next_id_++, std::move(payload), std::move(handler), nullptr,
+                            opts.deadline, opts.kind, state::waiting, opts.idempotent, false,
+                            opts.priority, opts.direct});
+}
+
+request_queue::id_type request_queue::push_target(std::string payload, target_ptr target,
+                                                  options opts) {
+    return push_entry(entry{next_id_++, std::move(payload), exec_handler{}, std::move(target),
+                            opts.deadline, opts.kind, state::waiting, opts.idempotent, false,
+                            opts.priority, true});
+}
+
+request_queue::id_type request_queue::push_entry(entry e) {
+    const id_type id = e.id;
+    if (e.priority) {
         // In front of every waiting entry, but behind written and staged ones.
         entries_.insert(entries_.begin() + static_cast<std::ptrdiff_t>(written_ + staged_),
                         std::move(e));
@@ -88,7 +98,7 @@ request_queue::match_result request_queue::on_reply(reply&& r, completions& out)
         if (front.kind != reply_kind::subscribe || !is_subscribe_confirmation(r))
             return match_result::push;
     }
-    if (front.handler) complete(front, {}, std::move(r), out);
+    if (live(front)) complete(front, {}, std::move(r), out);
     front.st = state::done;
     pop_done_front();
     return match_result::matched;
@@ -98,7 +108,7 @@ bool request_queue::on_bad_reply(error_code ec, completions& out) {
     pop_done_front();
     if (written_ + staged_ == 0) return false;
     entry& front = entries_.front();
-    if (!front.handler) return false;  // abandoned: nobody waits for the reply
+    if (!live(front)) return false;  // abandoned: nobody waits for the reply
     if (resent_on_disconnect(front)) return false;
     // Completed, so on_disconnect() neither retries nor completes it again.
     complete(front, ec, {}, out);
@@ -114,14 +124,15 @@ request_queue::entry* request_queue::find(id_type id) noexcept {
 }
 
 void request_queue::complete(entry& e, error_code ec, reply r, completions& out) {
-    out.push_back(completion{std::move(e.handler), ec, std::move(r), e.direct});
+    out.push_back(completion{std::move(e.handler), std::move(e.target), ec, std::move(r), e.direct});
     e.handler = {};
+    e.target = nullptr;
     std::string().swap(e.payload);
 }
 
 bool request_queue::cancel(id_type id, error_code ec, bool written_too, completions& out) {
     entry* e = find(id);
-    if (e == nullptr || !e->handler) return false;
+    if (e == nullptr || !live(*e)) return false;
     switch (e->st) {
     case state::waiting:
         complete(*e, ec, {}, out);
@@ -144,7 +155,7 @@ request_queue::clock::time_point request_queue::expire(clock::time_point now, er
                                                        completions& out) {
     auto next = clock::time_point::max();
     for (auto& e : entries_) {
-        if (!e.handler) continue;
+        if (!live(e)) continue;
         if (e.deadline <= now) {
             complete(e, ec, {}, out);
             if (e.st == state::waiting) {
@@ -162,7 +173,7 @@ request_queue::clock::time_point request_queue::expire(clock::time_point now, er
 request_queue::clock::time_point request_queue::next_deadline() const noexcept {
     auto next = clock::time_point::max();
     for (const auto& e : entries_)
-        if (e.handler) next = std::min(next, e.deadline);
+        if (live(e)) next = std::min(next, e.deadline);
     return next;
 }
 
@@ -171,7 +182,7 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
     std::deque<entry> retry;
     for (std::size_t i = 0; i < sent; ++i) {
         entry& e = entries_[i];
-        if (e.st == state::cancelled || !e.handler) continue;
+        if (e.st == state::cancelled || !live(e)) continue;
         if (resent_on_disconnect(e)) {
             e.retried = true;
             e.st = state::waiting;
@@ -186,7 +197,7 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
 
     // Unsent priority entries belong to the connection that is gone.
     for (auto& e : entries_) {
-        if (e.priority && e.st == state::waiting && e.handler) {
+        if (e.priority && e.st == state::waiting && live(e)) {
             complete(e, ec, {}, out);
             e.st = state::cancelled;
             --waiting_;
@@ -203,7 +214,7 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
 
 void request_queue::fail_all(error_code ec, completions& out) {
     for (auto& e : entries_)
-        if (e.handler) complete(e, ec, {}, out);
+        if (live(e)) complete(e, ec, {}, out);
     entries_.clear();
     written_ = staged_ = staged_commands_ = waiting_ = 0;
     write_buffer_.clear();

@@ -5,7 +5,9 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <memory>
 #include <optional>
+#include <vector>
 
 using corolock::error;
 using corolock::error_code;
@@ -30,6 +32,29 @@ struct recorder {
     }
     bool has(const std::string& name) const { return results.count(name) != 0; }
 };
+
+// A reply target that records its replies; the queue holds it by shared_ptr.
+struct target_recorder final : reply_target {
+    std::vector<std::pair<error_code, reply>> replies;
+    void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) override {
+        CHECK(self.get() == this);  // the queue hands over its own reference
+        replies.emplace_back(ec, std::move(r));
+    }
+};
+
+// Runs completions the way the client does: a target in place, else the handler.
+void run_all(completions& done) {
+    for (auto& c : done) {
+        if (c.target) {
+            CHECK_FALSE(c.handler);
+            auto* t = c.target.get();
+            t->on_reply(std::move(c.target), c.ec, std::move(c.result));
+        } else {
+            std::move(c.handler)(c.ec, std::move(c.result));
+        }
+    }
+    done.clear();
+}
 
 reply simple(std::string s) {
     reply r;
@@ -323,4 +348,76 @@ TEST_CASE("request_queue: fail_all completes everything once", "[request_queue]"
     CHECK(rec.results["b"].first == error::client_stopped);
     CHECK(q.empty());
     CHECK_FALSE(q.has_writable());
+}
+
+TEST_CASE("request_queue: reply targets take part in order, cancellation, expiry and retries",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    auto a = std::make_shared<target_recorder>();
+    auto b = std::make_shared<target_recorder>();
+    auto c = std::make_shared<target_recorder>();
+    const auto soon = clock_type::now() + 1s;
+
+    q.push_target("A", a, opts());
+    q.push("H", rec.handler("h"), opts());
+    q.push_target("B", b, idempotent_opts());
+    q.push_target("C", c, opts(soon));
+    CHECK(a.use_count() == 2);  // the queue keeps the target alive
+    CHECK(q.stage() == "AHBC");
+    q.on_write_done();
+
+    // Replies match FIFO whether the entry has a handler or a target; a
+    // completed entry lets go of its target.
+    CHECK(q.on_reply(simple("ra"), done) == request_queue::match_result::matched);
+    CHECK(q.on_reply(simple("rh"), done) == request_queue::match_result::matched);
+    CHECK(done.size() == 2);
+    CHECK(done[0].target);
+    CHECK_FALSE(done[1].target);
+    run_all(done);
+    REQUIRE(a->replies.size() == 1);
+    CHECK(a->replies[0].second.str == "ra");
+    CHECK(a.use_count() == 1);
+    CHECK(rec.results["h"].second.str == "rh");
+
+    // Expiry completes a written target once, and its late reply is dropped.
+    CHECK(q.next_deadline() == soon);
+    q.expire(soon, error::timeout, done);
+    run_all(done);
+    REQUIRE(c->replies.size() == 1);
+    CHECK(c->replies[0].first == error::timeout);
+    CHECK(q.next_deadline() == clock_type::time_point::max());
+
+    // An idempotent target is sent again after a lost connection; the
+    // expired one is not completed twice.
+    CHECK(q.on_disconnect(error::connection_lost, done) == 1);
+    run_all(done);
+    CHECK(b->replies.empty());
+    CHECK(c->replies.size() == 1);
+    CHECK(q.stage() == "B");
+    q.on_write_done();
+    CHECK(q.on_reply(simple("rb"), done) == request_queue::match_result::matched);
+    run_all(done);
+    REQUIRE(b->replies.size() == 1);
+    CHECK(b->replies[0].second.str == "rb");
+
+    // A waiting target that is cancelled is never sent; fail_all answers the rest.
+    auto d = std::make_shared<target_recorder>();
+    auto e = std::make_shared<target_recorder>();
+    const auto id = q.push_target("D", d, opts());
+    q.push_target("E", e, opts());
+    CHECK(q.cancel(id, error::timeout, false, done));
+    run_all(done);
+    CHECK(q.stage() == "E");
+    q.on_write_done();
+    q.fail_all(error::client_stopped, done);
+    run_all(done);
+    REQUIRE(d->replies.size() == 1);
+    CHECK(d->replies[0].first == error::timeout);
+    REQUIRE(e->replies.size() == 1);
+    CHECK(e->replies[0].first == error::client_stopped);
+    CHECK(d.use_count() == 1);
+    CHECK(e.use_count() == 1);
+    CHECK(q.empty());
 }

@@ -84,6 +84,9 @@ public:
     // Queues RESP bytes for one command. Any thread; the handler's
     // cancellation slot is honoured as documented on client::async_exec.
     void exec(std::string payload, exec_options opts, exec_handler handler);
+    // The same for the library's own reply target, which is called in place
+    // on the strand (as if opts.direct). On the strand only.
+    void exec(std::string payload, exec_options opts, target_ptr target);
 
     const strand_type& strand() const noexcept { return strand_; }
     boost::asio::any_io_executor get_executor() const noexcept { return executor_; }
@@ -119,6 +122,9 @@ private:
     awaitable<std::pair<error_code, std::size_t>> write_all(const std::string& data);
 
     void push_request(std::string payload, exec_options opts, exec_handler handler);
+    request_queue::options queue_options(const exec_options& opts) const;
+    // After a push: re-arms the expiry timer and starts or schedules a write.
+    void after_push(const request_queue::options& qo);
     void run_completions(completions& done);
     void handle_reply(reply&& r);
     // Hands out every parsed reply; false when an unexpected one closed

@@ -16,6 +16,7 @@
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -70,6 +71,53 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
     }
 };
 
+// The keys and arguments of one script run, as views into the caller's
+// state; numbers are written into the object's own buffer.
+class script_args {
+public:
+    static constexpr std::size_t max_keys = 2;
+    static constexpr std::size_t max_args = 3;
+
+    void key(std::string_view k) noexcept;
+    void arg(std::string_view a) noexcept;
+    void arg(std::int64_t n) noexcept;
+    std::span<const std::string_view> keys() const noexcept { return {keys_.data(), nkeys_}; }
+    std::span<const std::string_view> args() const noexcept { return {args_.data(), nargs_}; }
+
+private:
+    std::array<std::string_view, max_keys> keys_{};
+    std::array<std::string_view, max_args> args_{};
+    std::array<std::array<char, 24>, max_args> numbers_{};
+    std::size_t nkeys_ = 0;
+    std::size_t nargs_ = 0;
+};
+
+// One script run of the lock layer, sent by lock_service::run_script. The
+// object that waits for the reply is the reply target itself, and its
+// arguments are produced on demand from its own state: once for EVALSHA,
+// and again, for EVAL, only when the server answers NOSCRIPT (a restart or
+// SCRIPT FLUSH). Nothing is boxed or copied per run for that rare case.
+class script_call : public reply_target {
+public:
+    // The keys and arguments, valid while `out` lives. False when they can no
+    // longer be produced (the EVAL fallback then reports NOSCRIPT).
+    virtual bool arguments(script_args& out) const = 0;
+    // The reply, on the strand.
+    virtual void on_script_reply(error_code ec, reply r) = 0;
+
+protected:
+    ~script_call() = default;
+
+private:
+    friend class lock_service;
+    void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) final;
+
+    const script* script_ = nullptr;
+    std::weak_ptr<client_impl> client_;
+    bool idempotent_ = false;
+    bool by_source_ = false;  // this run is the EVAL fallback
+};
+
 // Result of one acquire script run.
 struct acquire_reply {
     bool acquired = false;
@@ -90,7 +138,11 @@ public:
     static std::shared_ptr<lock_service> of(client_impl& c);
 
     // Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT. Strand only.
-    // The arguments are serialized before it returns.
+    // The call receives the reply; it has one run in flight at a time.
+    void run_script(const script& s, std::shared_ptr<script_call> call, bool idempotent);
+    // The same for keys and arguments that are copied and kept (admin calls,
+    // clean-up after a lost lease: the rare paths). Serialized before it
+    // returns.
     void run_script(const script& s, std::span<const std::string_view> keys,
                     std::span<const std::string_view> args, bool idempotent,
                     script_handler handler);
@@ -101,10 +153,10 @@ public:
                    idempotent, std::move(handler));
     }
 
-    // One acquire attempt; the handler gets the parsed reply.
-    void try_acquire_once(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                          clock::duration lease,
-                          std::function<void(error_code, acquire_reply)> handler);
+    // The arguments of one acquire attempt, and its reply parsed.
+    static void acquire_arguments(const lock_state& st, std::uint64_t level, clock::duration lease,
+                                  script_args& out) noexcept;
+    static error_code parse_acquire_reply(const reply& r, acquire_reply& out) noexcept;
 
     // Registers a level granted at `sent`; starts or refreshes the watchdog.
     void on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
@@ -191,6 +243,9 @@ public:
     void note_background_release(int delta) noexcept { background_releases_ += delta; }
 
 private:
+    class release_call;
+    class renew_call;
+
     // Re-arms the one watchdog timer for the whole schedule (O(n), once per
     // tick).
     void arm_watchdog();

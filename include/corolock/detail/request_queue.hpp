@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,24 @@ namespace corolock::detail {
 
 using exec_handler = boost::asio::any_completion_handler<void(error_code, reply)>;
 
+// A receiver of replies inside the library (the lock layer's script calls),
+// called in place on the strand. Unlike an exec_handler it is not boxed per
+// command: the object that waits for the reply receives it, so a command
+// sent this way allocates nothing for its completion. `self` is the queue's
+// reference, handed over so that the target may send again.
+class reply_target {
+public:
+    virtual void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) = 0;
+
+protected:
+    ~reply_target() = default;
+};
+using target_ptr = std::shared_ptr<reply_target>;
+
+// Exactly one of handler and target is set.
 struct completion {
     exec_handler handler;
+    target_ptr target;
     error_code ec;
     reply result;
     bool direct = false;  // see request_queue::options::direct
@@ -65,6 +82,8 @@ public:
     // Queues one command's RESP bytes. Priority entries go in front of all
     // waiting entries (after any written ones).
     id_type push(std::string payload, exec_handler handler, options opts);
+    // The same, for a reply target (completed in place: opts.direct is implied).
+    id_type push_target(std::string payload, target_ptr target, options opts);
 
     // True when staging would produce bytes.
     bool has_writable() const noexcept { return waiting_ > 0; }
@@ -123,6 +142,7 @@ private:
         id_type id;
         std::string payload;
         exec_handler handler;          // empty once completed
+        target_ptr target;             // instead of handler; null once completed
         clock::time_point deadline;
         reply_kind kind;
         state st;
@@ -132,7 +152,10 @@ private:
         bool direct;
     };
 
+    // Someone still waits for the entry's reply.
+    static bool live(const entry& e) noexcept { return e.handler || e.target; }
     static bool is_subscribe_confirmation(const reply& r) noexcept;
+    id_type push_entry(entry e);
     // A written entry that a lost connection sends again instead of failing.
     static bool resent_on_disconnect(const entry& e) noexcept {
         return e.idempotent && !e.retried && !e.priority && !e.payload.empty();
