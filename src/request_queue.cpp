@@ -5,6 +5,20 @@
 
 namespace corolock::detail {
 
+namespace {
+// A write buffer larger than this after a burst is given back instead of
+// kept for reuse: ordinary traffic never needs this much, and a client that
+// once sent 10,000 commands in one write should not hold their bytes forever.
+constexpr std::size_t keep_capacity = 256 * 1024;
+
+void reset(std::string& buffer) noexcept {
+    if (buffer.capacity() > keep_capacity)
+        std::string().swap(buffer);
+    else
+        buffer.clear();
+}
+}  // namespace
+
 request_queue::id_type request_queue::push(std::string payload, exec_handler handler,
                                            options opts) {
     return push_entry(entry{next_id_++, std::move(payload), std::move(handler), nullptr,
@@ -36,6 +50,12 @@ const std::string& request_queue::stage() {
     assert(staged_ == 0 && "one write at a time");
     write_buffer_.clear();
     staged_commands_ = 0;
+    // Sized once: a burst of thousands of commands would otherwise double
+    // the buffer a dozen times and leave it up to twice as large as needed.
+    std::size_t bytes = 0;
+    for (std::size_t j = written_; j < entries_.size(); ++j)
+        if (entries_[j].st == state::waiting) bytes += entries_[j].payload.size();
+    write_buffer_.reserve(bytes);
     std::size_t i = written_;
     for (; i < entries_.size(); ++i) {
         entry& e = entries_[i];
@@ -61,7 +81,7 @@ void request_queue::on_write_done() {
     written_ += staged_;
     staged_ = 0;
     staged_commands_ = 0;
-    write_buffer_.clear();
+    reset(write_buffer_);
 }
 
 bool request_queue::is_subscribe_confirmation(const reply& r) noexcept {
@@ -193,7 +213,7 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
     }
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(sent));
     written_ = staged_ = staged_commands_ = 0;
-    write_buffer_.clear();
+    reset(write_buffer_);
 
     // Unsent priority entries belong to the connection that is gone.
     for (auto& e : entries_) {
@@ -217,7 +237,7 @@ void request_queue::fail_all(error_code ec, completions& out) {
         if (live(e)) complete(e, ec, {}, out);
     entries_.clear();
     written_ = staged_ = staged_commands_ = waiting_ = 0;
-    write_buffer_.clear();
+    reset(write_buffer_);
 }
 
 }  // namespace corolock::detail

@@ -421,3 +421,30 @@ TEST_CASE("request_queue: reply targets take part in order, cancellation, expiry
     CHECK(e.use_count() == 1);
     CHECK(q.empty());
 }
+
+TEST_CASE("request_queue: the write buffer is sized once and a burst's is given back",
+          "[request_queue]") {
+    request_queue q;
+    recorder rec;
+    completions done;
+    const std::string small(100, 's');
+    q.push(small, rec.handler("small"), opts());
+    CHECK(q.stage().size() == small.size());
+    q.on_write_done();
+    const auto kept = q.buffer_capacity();
+    CHECK(kept >= small.size());
+
+    // A burst of 4,000 commands of 200 bytes: one buffer of exactly that size.
+    const std::string big(200, 'b');
+    for (int i = 0; i < 4000; ++i) q.push(big, rec.handler("b" + std::to_string(i)), opts());
+    CHECK(q.stage().size() == 4000 * big.size());
+    CHECK(q.buffer_capacity() < 2 * 4000 * big.size());
+    q.on_write_done();
+    // Given back: far below the burst's 800 kB.
+    CHECK(q.buffer_capacity() < 256 * 1024);
+
+    q.push(small, rec.handler("small2"), opts());
+    CHECK(q.stage() == small);
+    q.on_write_done();
+    CHECK(q.buffer_capacity() <= std::max<std::size_t>(kept, 2 * small.size()));
+}

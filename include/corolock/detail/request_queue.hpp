@@ -95,6 +95,9 @@ public:
     // on_write_done() before staging again.
     const std::string& stage();
     std::size_t staged_count() const noexcept { return staged_commands_; }
+    // The write buffer's capacity, kept between writes unless a burst made it
+    // large (then it is given back when the write is done).
+    std::size_t buffer_capacity() const noexcept { return write_buffer_.capacity(); }
     void on_write_done();
 
     enum class match_result {
