@@ -106,14 +106,17 @@ void guard::release_impl(asio::any_completion_handler<void(error_code)> handler)
         complete_later(std::move(handler), error::client_stopped, st->client->get_executor());
         return;
     }
-    asio::post(st->client->strand(), [st, level, handler = std::move(handler)]() mutable {
-        auto svc = lock_service::of(*st->client);
-        auto shared = std::make_shared<decltype(handler)>(std::move(handler));
-        svc->release_level(st, level, [st, shared](error_code ec) {
-            auto ex = asio::get_associated_executor(*shared, st->client->get_executor());
-            asio::dispatch(ex, asio::append(std::move(*shared), ec));
-        });
-    });
+    auto release = [st, level, handler = std::move(handler)]() mutable {
+        lock_service::of(*st->client)->release_level(st, level, std::move(handler));
+    };
+    // Called from the strand (a caller resumed by the client's own
+    // completion, the usual case), the release is queued at once: it never
+    // completes inside this call, since its answer comes from the server (or,
+    // when the client has stopped meanwhile, by a post). Otherwise posted.
+    if (st->client->strand().running_in_this_thread())
+        release();
+    else
+        asio::post(st->client->strand(), std::move(release));
 }
 
 void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::uint64_t epoch,

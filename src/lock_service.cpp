@@ -2,7 +2,10 @@
 
 #include <corolock/command.hpp>
 
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/dispatch.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -232,7 +235,7 @@ class lock_service::release_call final : public script_call {
 public:
     release_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
                  std::uint64_t level, clock::time_point sent, bool tracked,
-                 std::function<void(error_code)> handler)
+                 release_handler handler)
         : svc_(std::move(svc)), st_(std::move(st)), level_(level), sent_(sent),
           tracked_(tracked), handler_(std::move(handler)) {}
 
@@ -271,7 +274,8 @@ public:
         }
         st_->client->log().debug("release {} level {}: {}", st_->name, level_,
                                  ec ? ec.message() : "ok");
-        handler_(ec);
+        auto ex = asio::get_associated_executor(handler_, st_->client->get_executor());
+        asio::dispatch(ex, asio::append(std::move(handler_), ec));
     }
 
 private:
@@ -280,7 +284,7 @@ private:
     std::uint64_t level_;
     clock::time_point sent_;
     bool tracked_;
-    std::function<void(error_code)> handler_;
+    release_handler handler_;
 };
 
 // One renewal of a held lock's lease by the watchdog.
@@ -353,7 +357,7 @@ void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint6
 }
 
 void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                                 std::function<void(error_code)> handler) {
+                                 release_handler handler) {
     if (auto it = std::find(st->levels.begin(), st->levels.end(), level); it != st->levels.end()) {
         st->levels.erase(it);
         st->held.store(st->levels.size(), std::memory_order_release);

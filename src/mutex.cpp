@@ -89,6 +89,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Whether the caller was handed a guard for `level`: from then on the
     // level is the caller's to release, never the operation's.
     bool handed_over = false;
+    // Inside the initiating call (started inline on the strand): an answer
+    // reached now is posted, not dispatched.
+    bool initiating = false;
 
     // Every resume goes through here, on the strand. Nothing may escape: an
     // exception would end the client's reader (attempt replies are delivered
@@ -273,8 +276,14 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         if (!handler) return;
         auto slot = asio::get_associated_cancellation_slot(handler);
         if (slot.is_connected()) slot.clear();
-        auto ex = asio::get_associated_executor(handler, st->client->get_executor());
-        asio::dispatch(ex, asio::append(std::move(handler), ec, std::move(g)));
+        if (initiating) {
+            // post() hands over to the handler's own associated executor.
+            asio::post(st->client->get_executor(),
+                       asio::append(std::move(handler), ec, std::move(g)));
+        } else {
+            auto ex = asio::get_associated_executor(handler, st->client->get_executor());
+            asio::dispatch(ex, asio::append(std::move(handler), ec, std::move(g)));
+        }
         handler = {};
     }
 
@@ -374,15 +383,24 @@ void mutex::acquire_impl(lock_options opts, bool try_once,
             });
         });
     }
-    // Posted, so that even an immediate completion never runs inside this call.
-    asio::post(client.strand(), [op] {
+    auto start = [op] {
         auto& c = *op->st->client;
         if (c.stopped()) {
             op->complete(error::client_stopped, {});
             return;
         }
         op->step([&] { op->start(); });
-    });
+    };
+    if (client.strand().running_in_this_thread()) {
+        // A caller resumed by the client's own completion (the usual case)
+        // starts at once, saving a post and the scheduler's poll it costs;
+        // an answer reached inside this call is posted, never run here.
+        op->initiating = true;
+        start();
+        op->initiating = false;
+    } else {
+        asio::post(client.strand(), std::move(start));
+    }
 }
 
 asio::awaitable<guard> mutex::acquire(lock_options opts) {

@@ -758,6 +758,64 @@ TEST_CASE("lock: one timer keeps every waiter's deadline, whatever order they ar
     CHECK(got[2].took < got[0].took);
 }
 
+TEST_CASE("lock: acquire and release started from the client's own completion never complete "
+          "inside the call",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::mutex a(c, "inline"), b(c, "inline"), d(c, "inline:other");
+    guard ga, gb;
+    std::vector<std::string> events;
+    bool in_call = false;
+    bool on_strand = false;
+    std::optional<error_code> after_stop;
+
+    a.async_acquire({.lease = 5s}, [&](error_code ec, guard g) {
+        CHECK_FALSE(ec);
+        ga = std::move(g);
+        events.push_back("a");
+        // A completion of the client runs on its strand, so what starts here
+        // starts at once (no post): b queues behind a, and a's release hands
+        // the lock over to it. Neither answers inside its initiating call.
+        on_strand = c.impl()->strand().running_in_this_thread();
+        in_call = true;
+        b.async_acquire({.lease = 5s, .wait = 5s}, [&](error_code ec2, guard g2) {
+            CHECK_FALSE(in_call);
+            CHECK_FALSE(ec2);
+            gb = std::move(g2);
+            events.push_back("b");
+            // The client stops; an acquire started now, still on the strand,
+            // is answered client_stopped, and not inside the call either.
+            c.stop();
+            in_call = true;
+            d.async_acquire({.lease = 5s}, [&](error_code ec4, guard) {
+                CHECK_FALSE(in_call);
+                after_stop = ec4;
+            });
+            in_call = false;
+        });
+        ga.async_release([&](error_code ec3) {
+            CHECK_FALSE(in_call);
+            CHECK_FALSE(ec3);
+            events.push_back("a released");
+        });
+        in_call = false;
+    });
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!after_stop && std::chrono::steady_clock::now() < deadline)
+        if (ioc.run_one_until(deadline) == 0 && ioc.stopped()) break;
+    CHECK(on_strand);
+    REQUIRE(after_stop);
+    CHECK(*after_stop == error::client_stopped);
+    REQUIRE(events.size() == 3);
+    CHECK(events[0] == "a");
+    CHECK(events[1] == "a released");  // the unlock message wakes b; its grant comes later
+    CHECK(events[2] == "b");
+    CHECK(gb.owns_lock());
+    CHECK(gb.token() > ga.token());
+}
+
 TEST_CASE("lock: a guard outliving its client is harmless", "[lock][integration]") {
     redis_server server;
     asio::io_context ioc;

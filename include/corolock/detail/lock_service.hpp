@@ -164,8 +164,10 @@ public:
 
     // Drops a level locally (stopping renewal synchronously when it was the
     // last), then runs the owner-checked release script.
+    // The handler completes on its associated executor (by dispatch).
+    using release_handler = boost::asio::any_completion_handler<void(error_code)>;
     void release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                       std::function<void(error_code)> handler);
+                       release_handler handler);
 
     // Waiters.
     void add_waiter(unlock_waiters::waiter& w, std::string_view channel);
