@@ -40,7 +40,9 @@ void release_detached(std::shared_ptr<lock_state> st, std::uint64_t level) noexc
             auto svc = lock_service::of(*st->client);
             if (svc->stopped()) return;
             svc->note_background_release(+1);
-            svc->release_level(st, level, [svc](error_code) { svc->note_background_release(-1); });
+            svc->release_level(
+                st, level, [svc](error_code) { svc->note_background_release(-1); },
+                /*direct=*/true);
         });
     } catch (...) {
         // Allocation failed: the lease expires by itself within its TTL.
@@ -94,7 +96,9 @@ const std::string& guard::name() const noexcept {
     return state_ ? state_->name : empty;
 }
 
-void guard::release_impl(asio::any_completion_handler<void(error_code)> handler) {
+asio::any_io_executor guard::executor() const noexcept { return state_->client->get_executor(); }
+
+void guard::release_impl(asio::any_completion_handler<void(error_code)> handler, bool direct) {
     if (!owns_lock()) {
         complete_later(std::move(handler), error::released,
                        state_ ? state_->client->get_executor() : asio::any_io_executor{});
@@ -106,8 +110,8 @@ void guard::release_impl(asio::any_completion_handler<void(error_code)> handler)
         complete_later(std::move(handler), error::client_stopped, st->client->get_executor());
         return;
     }
-    auto release = [st, level, handler = std::move(handler)]() mutable {
-        lock_service::of(*st->client)->release_level(st, level, std::move(handler));
+    auto release = [st, level, direct, handler = std::move(handler)]() mutable {
+        lock_service::of(*st->client)->release_level(st, level, std::move(handler), direct);
     };
     // Called from the strand (a caller resumed by the client's own
     // completion, the usual case), the release is queued at once: it never

@@ -1,6 +1,7 @@
 #include <corolock/detail/lock_service.hpp>
 
 #include <corolock/command.hpp>
+#include <corolock/detail/completion.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_executor.hpp>
@@ -235,9 +236,9 @@ class lock_service::release_call final : public script_call {
 public:
     release_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
                  std::uint64_t level, clock::time_point sent, bool tracked,
-                 release_handler handler)
+                 release_handler handler, bool direct)
         : svc_(std::move(svc)), st_(std::move(st)), level_(level), sent_(sent),
-          tracked_(tracked), handler_(std::move(handler)) {}
+          tracked_(tracked), direct_(direct), handler_(std::move(handler)) {}
 
     bool arguments(script_args& out) const override {
         out.key(st_->keys.lock);
@@ -274,6 +275,11 @@ public:
         }
         st_->client->log().debug("release {} level {}: {}", st_->name, level_,
                                  ec ? ec.message() : "ok");
+        if (may_call_directly(direct_, st_->client->get_executor())) {
+            // What dispatch() would do here.
+            call_directly([&] { std::move(handler_)(ec); }, st_->client->get_executor());
+            return;
+        }
         auto ex = asio::get_associated_executor(handler_, st_->client->get_executor());
         asio::dispatch(ex, asio::append(std::move(handler_), ec));
     }
@@ -284,6 +290,7 @@ private:
     std::uint64_t level_;
     clock::time_point sent_;
     bool tracked_;
+    bool direct_;
     release_handler handler_;
 };
 
@@ -347,7 +354,7 @@ void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint6
     if (first) {
         ++st->tenure;
         schedule_.add(st->watch_id, sent, st->lease, st->renew_every);
-        watched_[st->watch_id] = st;
+        watch(st);
     } else {
         // Re-entry refreshed the TTL to at least this lease.
         schedule_.on_renewed(st->watch_id, sent);
@@ -356,15 +363,34 @@ void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint6
     arm_watchdog_for(st->watch_id);
 }
 
+void lock_service::watch(const std::shared_ptr<lock_state>& st) {
+    if (auto it = watched_.find(st->watch_id); it != watched_.end()) {
+        it->second = st;
+    } else if (spare_watched_) {
+        spare_watched_.key() = st->watch_id;
+        spare_watched_.mapped() = st;
+        watched_.insert(std::move(spare_watched_));
+    } else {
+        watched_.emplace(st->watch_id, st);
+    }
+}
+
+void lock_service::unwatch(std::uint64_t watch_id) noexcept {
+    auto node = watched_.extract(watch_id);
+    if (!node || spare_watched_) return;
+    node.mapped().reset();
+    spare_watched_ = std::move(node);
+}
+
 void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                                 release_handler handler) {
+                                 release_handler handler, bool direct) {
     if (auto it = std::find(st->levels.begin(), st->levels.end(), level); it != st->levels.end()) {
         st->levels.erase(it);
         st->held.store(st->levels.size(), std::memory_order_release);
         if (st->levels.empty()) {
             // Stop renewing before the release is even sent: no zombie renewals.
             schedule_.remove(st->watch_id);
-            watched_.erase(st->watch_id);
+            unwatch(st->watch_id);
             // The timer is not re-armed here: rescanning every held lock on
             // each release would make releasing n locks O(n^2). If it was
             // armed for this lock, it ticks once early and finds nothing.
@@ -376,7 +402,7 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
     if (tracked) ++handoff_for(st->keys.channel).releases_in_flight;
     run_script(release_script(),
                std::make_shared<release_call>(weak_from_this(), st, level, sent, tracked,
-                                              std::move(handler)),
+                                              std::move(handler), direct),
                /*idempotent=*/true);
 }
 
@@ -676,7 +702,7 @@ void lock_service::fire_lost(const std::shared_ptr<lock_state>& st, const char* 
     st->levels.clear();
     st->held.store(0, std::memory_order_release);
     schedule_.remove(st->watch_id);
-    watched_.erase(st->watch_id);
+    unwatch(st->watch_id);
     st->signal_lost();
     // If the lease was only presumed lost (renewals unconfirmed), the key may
     // still be ours: remove it, owner-checked, so it cannot outlive us. It is

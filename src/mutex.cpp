@@ -31,9 +31,10 @@ constexpr auto min_lease = std::chrono::milliseconds(10);
 void release_in_background(lock_service& svc, const std::shared_ptr<lock_state>& st,
                            std::uint64_t level) {
     svc.note_background_release(+1);
-    svc.release_level(st, level, [svc = svc.shared_from_this()](error_code) {
-        svc->note_background_release(-1);
-    });
+    svc.release_level(
+        st, level,
+        [svc = svc.shared_from_this()](error_code) { svc->note_background_release(-1); },
+        /*direct=*/true);
 }
 
 // One acquire in progress: the Asio shell around detail::acquire_fsm, which
@@ -92,6 +93,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Inside the initiating call (started inline on the strand): an answer
     // reached now is posted, not dispatched.
     bool initiating = false;
+    // The handler's executor is the client's io_context executor: on a
+    // thread running it, the handler is called directly.
+    bool direct = false;
 
     // Every resume goes through here, on the strand. Nothing may escape: an
     // exception would end the client's reader (attempt replies are delivered
@@ -280,6 +284,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
             // post() hands over to the handler's own associated executor.
             asio::post(st->client->get_executor(),
                        asio::append(std::move(handler), ec, std::move(g)));
+        } else if (detail::may_call_directly(direct, st->client->get_executor())) {
+            // What dispatch() would do here.
+            detail::call_directly([&] { std::move(handler)(ec, std::move(g)); },
+                                  st->client->get_executor());
         } else {
             auto ex = asio::get_associated_executor(handler, st->client->get_executor());
             asio::dispatch(ex, asio::append(std::move(handler), ec, std::move(g)));
@@ -361,8 +369,10 @@ std::size_t mutex::held_levels() const noexcept {
     return state_->held.load(std::memory_order_acquire);
 }
 
+asio::any_io_executor mutex::executor() const noexcept { return state_->client->get_executor(); }
+
 void mutex::acquire_impl(lock_options opts, bool try_once,
-                         asio::any_completion_handler<acquire_signature> handler) {
+                         asio::any_completion_handler<acquire_signature> handler, bool direct) {
     auto& client = *state_->client;
     std::string why;
     if (auto ec = normalize(opts, why); ec) {
@@ -372,6 +382,7 @@ void mutex::acquire_impl(lock_options opts, bool try_once,
     }
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto op = std::make_shared<acquire_op>(state_, opts, try_once, std::move(handler));
+    op->direct = direct;
     if (slot.is_connected()) {
         slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
             auto o = weak.lock();

@@ -11,10 +11,20 @@ void watchdog_schedule::add(id_type id, clock::time_point sent, clock::duration 
     e.renew_every = renew_every;
     e.deadline = deadline_for(sent, lease);
     e.next_renew = renew_every.count() > 0 ? sent + renew_every : clock::time_point::max();
-    entries_[id] = e;
+    if (auto it = entries_.find(id); it != entries_.end()) {
+        it->second = e;
+    } else if (spare_) {
+        spare_.key() = id;
+        spare_.mapped() = e;
+        entries_.insert(std::move(spare_));
+    } else {
+        entries_.emplace(id, e);
+    }
 }
 
-void watchdog_schedule::remove(id_type id) noexcept { entries_.erase(id); }
+void watchdog_schedule::remove(id_type id) noexcept {
+    if (auto node = entries_.extract(id); node && !spare_) spare_ = std::move(node);
+}
 
 watchdog_schedule::due_list watchdog_schedule::due(clock::time_point now) {
     due_list out;

@@ -6,6 +6,7 @@
 // the client's background work: the destructor never blocks and never throws.
 #pragma once
 
+#include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -87,8 +88,11 @@ public:
     auto async_release(CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             [](auto handler, guard* self) {
-                self->release_impl(boost::asio::any_completion_handler<void(error_code)>(
-                    std::move(handler)));
+                const bool direct =
+                    self->state_ && detail::runs_on_client_executor(handler, self->executor());
+                self->release_impl(
+                    boost::asio::any_completion_handler<void(error_code)>(std::move(handler)),
+                    direct);
             },
             token, this);
     }
@@ -102,7 +106,9 @@ private:
 
     static void until_lost_impl(std::shared_ptr<detail::lock_state> st, std::uint64_t epoch,
                                 boost::asio::any_completion_handler<void(error_code)> handler);
-    void release_impl(boost::asio::any_completion_handler<void(error_code)> handler);
+    // direct: the handler's executor is the client's (see detail/completion.hpp).
+    void release_impl(boost::asio::any_completion_handler<void(error_code)> handler, bool direct);
+    boost::asio::any_io_executor executor() const noexcept;  // the client's; state_ set
 
     std::shared_ptr<detail::lock_state> state_;
     std::uint64_t level_ = 0;

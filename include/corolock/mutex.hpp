@@ -11,6 +11,7 @@
 #pragma once
 
 #include <corolock/client.hpp>
+#include <corolock/detail/completion.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
 
@@ -53,9 +54,11 @@ public:
     auto async_acquire(lock_options opts, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
             [](auto handler, mutex* self, lock_options o) {
+                const bool direct = detail::runs_on_client_executor(handler, self->executor());
                 self->acquire_impl(o, false,
                                    boost::asio::any_completion_handler<acquire_signature>(
-                                       std::move(handler)));
+                                       std::move(handler)),
+                                   direct);
             },
             token, this, opts);
     }
@@ -65,9 +68,11 @@ public:
     auto async_try_acquire(lock_options opts, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
             [](auto handler, mutex* self, lock_options o) {
+                const bool direct = detail::runs_on_client_executor(handler, self->executor());
                 self->acquire_impl(o, true,
                                    boost::asio::any_completion_handler<acquire_signature>(
-                                       std::move(handler)));
+                                       std::move(handler)),
+                                   direct);
             },
             token, this, opts);
     }
@@ -79,8 +84,10 @@ public:
     boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {});
 
 private:
+    // direct: the handler's executor is the client's (see detail/completion.hpp).
     void acquire_impl(lock_options opts, bool try_once,
-                      boost::asio::any_completion_handler<acquire_signature> handler);
+                      boost::asio::any_completion_handler<acquire_signature> handler, bool direct);
+    boost::asio::any_io_executor executor() const noexcept;
 
     std::shared_ptr<detail::lock_state> state_;
 };

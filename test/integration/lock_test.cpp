@@ -9,6 +9,9 @@
 #include "support/redis_server.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/deferred.hpp>
@@ -545,7 +548,7 @@ TEST_CASE("lock: a completion handler that throws breaks neither the client nor 
     int escaped = 0;
     held->async_release([&](error_code) { released = true; });
     const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while ((!called || !released) && std::chrono::steady_clock::now() < deadline) {
+    while ((!called || !released || escaped == 0) && std::chrono::steady_clock::now() < deadline) {
         try {
             ioc.run_one_until(deadline);
         } catch (const std::runtime_error&) {
@@ -814,6 +817,61 @@ TEST_CASE("lock: acquire and release started from the client's own completion ne
     CHECK(events[2] == "b");
     CHECK(gb.owns_lock());
     CHECK(gb.token() > ga.token());
+}
+
+TEST_CASE("lock: acquire and release complete on the handler's associated executor",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::mutex m(c, "assoc");
+    auto user_strand = asio::make_strand(ioc);
+    asio::io_context other;  // run by a thread of its own
+    auto work = asio::make_work_guard(other);
+    std::thread other_thread([&] { other.run(); });
+    std::atomic<int> phase{0};
+    guard g;
+    bool acquired_on_strand = false, released_on_strand = false;
+    std::thread::id acquired_on, released_on;
+
+    // A handler bound to a strand runs inside that strand.
+    m.async_acquire({.lease = 5s}, asio::bind_executor(user_strand, [&](error_code ec, guard got) {
+        acquired_on_strand = !ec && user_strand.running_in_this_thread();
+        g = std::move(got);
+        g.async_release(asio::bind_executor(user_strand, [&](error_code ec2) {
+            released_on_strand = !ec2 && user_strand.running_in_this_thread();
+            phase = 1;
+        }));
+    }));
+    auto run_until = [&](int p) {
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (phase < p && std::chrono::steady_clock::now() < deadline)
+            if (ioc.run_one_until(deadline) == 0 && ioc.stopped()) break;
+    };
+    run_until(1);
+    CHECK(acquired_on_strand);
+    CHECK(released_on_strand);
+
+    // A handler bound to another io_context runs on that context's thread,
+    // never directly on the client's.
+    m.async_acquire({.lease = 5s}, asio::bind_executor(other, [&](error_code ec, guard got) {
+        CHECK_FALSE(ec);
+        acquired_on = std::this_thread::get_id();
+        g = std::move(got);
+        g.async_release(asio::bind_executor(other, [&](error_code) {
+            released_on = std::this_thread::get_id();
+            phase = 2;
+        }));
+    }));
+    run_until(2);
+    const auto other_id = other_thread.get_id();
+    work.reset();
+    other_thread.join();
+    CHECK(phase == 2);
+    CHECK(acquired_on == other_id);
+    CHECK(released_on == other_id);
+    CHECK(acquired_on != std::this_thread::get_id());
+    c.stop();
 }
 
 TEST_CASE("lock: a guard outliving its client is harmless", "[lock][integration]") {

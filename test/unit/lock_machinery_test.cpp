@@ -1,8 +1,14 @@
 // The lock layer's sans-I/O parts: unlock waiters and the watchdog schedule.
+#include <corolock/detail/completion.hpp>
 #include <corolock/detail/scripts.hpp>
 #include <corolock/detail/unlock_waiters.hpp>
 #include <corolock/detail/watchdog_schedule.hpp>
 #include <corolock/mutex.hpp>
+
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -207,4 +213,47 @@ TEST_CASE("lock names and keys", "[protocol]") {
         CHECK(s->sha1.size() == 40);
         CHECK(s->source.find("KEYS[1]") != std::string_view::npos);
     }
+}
+
+TEST_CASE("completion: only a handler on the client's own io_context executor is called directly",
+          "[completion]") {
+    namespace asio = boost::asio;
+    asio::io_context ioc, other;
+    const asio::any_io_executor client_ex = ioc.get_executor();
+    auto plain = [](int) {};
+    // No associated executor of its own: the client's, so direct.
+    CHECK(runs_on_client_executor(plain, client_ex));
+    // Bound to the same io_context's executor: direct as well.
+    CHECK(runs_on_client_executor(asio::bind_executor(ioc.get_executor(), plain), client_ex));
+    CHECK(runs_on_client_executor(
+        asio::bind_executor(asio::any_io_executor(ioc.get_executor()), plain), client_ex));
+    // A strand, another context, or a client on a strand: dispatch as usual.
+    CHECK_FALSE(runs_on_client_executor(asio::bind_executor(asio::make_strand(ioc), plain), client_ex));
+    CHECK_FALSE(runs_on_client_executor(asio::bind_executor(other.get_executor(), plain), client_ex));
+    const asio::any_io_executor strand_ex = asio::make_strand(ioc);
+    CHECK_FALSE(runs_on_client_executor(plain, strand_ex));
+
+    // At completion, only on a thread running that io_context.
+    CHECK_FALSE(may_call_directly(true, client_ex));
+    bool inside = false, inside_unflagged = true;
+    asio::post(ioc, [&] {
+        inside = may_call_directly(true, client_ex);
+        inside_unflagged = may_call_directly(false, client_ex);
+    });
+    ioc.run();
+    CHECK(inside);
+    CHECK_FALSE(inside_unflagged);
+
+    // An exception from a direct call leaves run() later, as from dispatch().
+    ioc.restart();
+    bool escaped = false;
+    asio::post(ioc, [&] {
+        call_directly([] { throw std::runtime_error("handler failed"); }, client_ex);
+    });
+    try {
+        ioc.run();
+    } catch (const std::runtime_error&) {
+        escaped = true;
+    }
+    CHECK(escaped);
 }

@@ -15,6 +15,7 @@
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/container/small_vector.hpp>
 
 #include <array>
 #include <atomic>
@@ -46,7 +47,8 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
 
     // --- strand only ---
     std::uint64_t next_level = 1;
-    std::vector<std::uint64_t> levels;  // ids of the levels held now (usually one)
+    // Ids of the levels held now: usually one, kept inline.
+    boost::container::small_vector<std::uint64_t, 1> levels;
     std::uint64_t tenure = 0;       // bumps each time the handle goes from 0 to 1 levels
     clock::duration lease{};
     clock::duration renew_every{};  // zero: watchdog off
@@ -164,10 +166,11 @@ public:
 
     // Drops a level locally (stopping renewal synchronously when it was the
     // last), then runs the owner-checked release script.
-    // The handler completes on its associated executor (by dispatch).
+    // The handler completes on its associated executor (by dispatch), or by a
+    // direct call when `direct` (see detail/completion.hpp) allows it.
     using release_handler = boost::asio::any_completion_handler<void(error_code)>;
     void release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                       release_handler handler);
+                       release_handler handler, bool direct);
 
     // Waiters.
     void add_waiter(unlock_waiters::waiter& w, std::string_view channel);
@@ -289,6 +292,11 @@ private:
     handoff& handoff_for(std::string_view channel);
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<lock_state>> watched_;
+    // The node of the last lock let go, reused by the next one taken: a lock
+    // taken and released over and over allocates no node after the first.
+    decltype(watched_)::node_type spare_watched_;
+    void watch(const std::shared_ptr<lock_state>& st);
+    void unwatch(std::uint64_t watch_id) noexcept;
     boost::asio::steady_timer watchdog_timer_;
     clock::time_point armed_at_ = clock::time_point::max();
     wait_list waits_;

@@ -66,7 +66,11 @@ private:
         clock::time_point next_renew;
         bool in_flight = false;
     };
-    std::unordered_map<id_type, entry> entries_;
+    using map_type = std::unordered_map<id_type, entry>;
+    map_type entries_;
+    // The node of the last entry removed, reused by the next add(): a lock
+    // taken and released over and over allocates no node after the first.
+    map_type::node_type spare_;
 };
 
 }  // namespace corolock::detail
