@@ -1,5 +1,6 @@
 // The lock layer's sans-I/O parts: unlock waiters and the watchdog schedule.
 #include <corolock/detail/completion.hpp>
+#include <corolock/detail/lock_service.hpp>
 #include <corolock/detail/scripts.hpp>
 #include <corolock/detail/unlock_waiters.hpp>
 #include <corolock/detail/watchdog_schedule.hpp>
@@ -12,8 +13,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <memory>
+#include <set>
 
 using namespace corolock::detail;
 using namespace std::chrono_literals;
@@ -256,4 +261,42 @@ TEST_CASE("completion: only a handler on the client's own io_context executor is
         escaped = true;
     }
     CHECK(escaped);
+}
+
+TEST_CASE("owner ids: 128 random bits in hex, distinct, also across fork()", "[owner]") {
+    std::set<std::string> seen;
+    for (int i = 0; i < 1000; ++i) {
+        const auto id = random_owner_id();
+        CHECK(id.size() == 32);
+        CHECK(id.find_first_not_of("0123456789abcdef") == std::string::npos);
+        seen.insert(id);
+    }
+    CHECK(seen.size() == 1000);
+
+    // A generator that is not reseeded in a forked child would hand parent
+    // and child the same next id: two processes, one owner.
+    int fds[2];
+    REQUIRE(::pipe(fds) == 0);
+    const pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        const auto id = random_owner_id();
+        const auto n = ::write(fds[1], id.data(), id.size());
+        ::_exit(n == static_cast<ssize_t>(id.size()) ? 0 : 1);
+    }
+    const auto mine = random_owner_id();
+    std::string theirs(32, '\0');
+    std::size_t got = 0;
+    for (int i = 0; i < 100 && got < theirs.size(); ++i) {
+        const auto n = ::read(fds[0], theirs.data() + got, theirs.size() - got);
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    REQUIRE(got == 32);
+    CHECK(WIFEXITED(status));
+    CHECK(mine != theirs);
 }
