@@ -187,6 +187,12 @@ void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, re
     on_script_reply(ec, std::move(r));
 }
 
+std::string script_call::command_again() const {
+    script_args a;
+    if (script_ == nullptr || !arguments(a)) return {};
+    return script_payload(*script_, !by_source_, a.keys(), a.args());
+}
+
 void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
                               bool idempotent) {
     script_args a;

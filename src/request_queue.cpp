@@ -65,8 +65,9 @@ const std::string& request_queue::stage() {
             ++staged_commands_;
             --waiting_;
             // The bytes now live in the write buffer; the entry keeps its
-            // payload only while a retry may still need it.
-            if (!e.idempotent || e.retried) std::string().swap(e.payload);
+            // payload only while a retry may still need it and its target
+            // cannot build it again.
+            if (!e.idempotent || e.retried || rebuilds(e)) std::string().swap(e.payload);
         } else if (e.st != state::cancelled) {
             break;  // cannot happen: everything after written_ is waiting or a tombstone
         }
@@ -203,7 +204,8 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
     for (std::size_t i = 0; i < sent; ++i) {
         entry& e = entries_[i];
         if (e.st == state::cancelled || !live(e)) continue;
-        if (resent_on_disconnect(e)) {
+        if (resent_on_disconnect(e) && e.payload.empty()) e.payload = e.target->command_again();
+        if (resent_on_disconnect(e) && !e.payload.empty()) {
             e.retried = true;
             e.st = state::waiting;
             retry.push_back(std::move(e));

@@ -34,8 +34,16 @@ struct recorder {
 };
 
 // A reply target that records its replies; the queue holds it by shared_ptr.
+// With `again` set it builds its command again when asked (counted).
 struct target_recorder final : reply_target {
     std::vector<std::pair<error_code, reply>> replies;
+    std::optional<std::string> again;
+    mutable int rebuilt = 0;
+    bool rebuildable() const noexcept override { return again.has_value(); }
+    std::string command_again() const override {
+        ++rebuilt;
+        return again.value_or("");
+    }
     void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) override {
         CHECK(self.get() == this);  // the queue hands over its own reference
         replies.emplace_back(ec, std::move(r));
@@ -447,4 +455,39 @@ TEST_CASE("request_queue: the write buffer is sized once and a burst's is given 
     CHECK(q.stage() == small);
     q.on_write_done();
     CHECK(q.buffer_capacity() <= std::max<std::size_t>(kept, 2 * small.size()));
+}
+
+TEST_CASE("request_queue: a target that rebuilds its command keeps no bytes and is re-sent rebuilt",
+          "[request_queue]") {
+    request_queue q;
+    completions done;
+    auto kept = std::make_shared<target_recorder>();     // keeps its bytes
+    auto rebuilt = std::make_shared<target_recorder>();  // builds them again
+    auto gone = std::make_shared<target_recorder>();     // can no longer build them
+    rebuilt->again = "R2";
+    gone->again = "";
+    q.push_target("K", kept, idempotent_opts());
+    q.push_target("R", rebuilt, idempotent_opts());
+    q.push_target("G", gone, idempotent_opts());
+    CHECK(q.stage() == "KRG");
+    q.on_write_done();
+    CHECK(rebuilt->rebuilt == 0);  // nothing is built while nothing is lost
+
+    // The connection drops: K is re-sent from its kept bytes, R from bytes
+    // built now, and G, which cannot build them, fails as if not idempotent.
+    CHECK(q.on_disconnect(error::connection_lost, done) == 2);
+    run_all(done);
+    CHECK(rebuilt->rebuilt == 1);
+    CHECK(gone->rebuilt == 1);
+    REQUIRE(gone->replies.size() == 1);
+    CHECK(gone->replies[0].first == error::connection_lost);
+    CHECK(q.stage() == "KR2");
+    q.on_write_done();
+    CHECK(q.on_reply(simple("k"), done) == request_queue::match_result::matched);
+    CHECK(q.on_reply(simple("r"), done) == request_queue::match_result::matched);
+    run_all(done);
+    REQUIRE(rebuilt->replies.size() == 1);
+    CHECK(rebuilt->replies[0].second.str == "r");
+    CHECK(kept->replies.size() == 1);
+    CHECK(q.empty());
 }

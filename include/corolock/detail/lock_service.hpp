@@ -113,6 +113,9 @@ protected:
 private:
     friend class lock_service;
     void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) final;
+    // Re-sent after a lost connection, the command is built again.
+    bool rebuildable() const noexcept final { return true; }
+    std::string command_again() const final;
 
     const script* script_ = nullptr;
     std::weak_ptr<client_impl> client_;

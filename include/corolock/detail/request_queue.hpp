@@ -37,6 +37,13 @@ using exec_handler = boost::asio::any_completion_handler<void(error_code, reply)
 class reply_target {
 public:
     virtual void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) = 0;
+    // A target that can serialize its command again is not made to keep its
+    // bytes while it waits for the reply: if the connection is lost and the
+    // command is re-sent (idempotent ones are), command_again() builds them.
+    virtual bool rebuildable() const noexcept { return false; }
+    // The command's bytes again; empty when they can no longer be built
+    // (the command then fails like one that may not be re-sent).
+    virtual std::string command_again() const { return {}; }
 
 protected:
     ~reply_target() = default;
@@ -161,8 +168,10 @@ private:
     id_type push_entry(entry e);
     // A written entry that a lost connection sends again instead of failing.
     static bool resent_on_disconnect(const entry& e) noexcept {
-        return e.idempotent && !e.retried && !e.priority && !e.payload.empty();
+        return e.idempotent && !e.retried && !e.priority && (!e.payload.empty() || rebuilds(e));
     }
+    // The entry's bytes need not be kept: its target builds them again.
+    static bool rebuilds(const entry& e) noexcept { return e.target && e.target->rebuildable(); }
     entry* find(id_type id) noexcept;
     void complete(entry& e, error_code ec, reply r, completions& out);
     void pop_done_front() noexcept;
