@@ -3,10 +3,7 @@
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
 
-#include <boost/asio/append.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
-#include <boost/asio/dispatch.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -153,10 +150,9 @@ public:
         : keys_(keys.begin(), keys.end()), args_(args.begin(), args.end()),
           handler_(std::move(handler)) {}
 
-    bool arguments(script_args& out) const override {
+    void arguments(script_args& out) const override {
         for (const auto& k : keys_) out.key(k);
         for (const auto& a : args_) out.arg(std::string_view(a));
-        return true;
     }
     void on_script_reply(error_code ec, reply r) override { handler_(ec, std::move(r)); }
 
@@ -171,40 +167,32 @@ void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, re
     if (ec == error::no_script && !by_source_) {
         // The server lost its scripts (a restart, SCRIPT FLUSH): send the
         // whole source once, with the arguments built again.
-        script_args a;
         auto c = client_.lock();
         if (!c) {
             on_script_reply(error::client_stopped, {});
             return;
         }
-        if (arguments(a)) {
-            by_source_ = true;
-            c->exec(script_payload(*script_, false, a.keys(), a.args()), script_options(idempotent_),
-                    std::move(self));
-            return;
-        }
+        script_args a;
+        arguments(a);
+        by_source_ = true;
+        c->exec(script_payload(*script_, false, a.keys(), a.args()), script_options(idempotent_),
+                std::move(self));
+        return;
     }
     on_script_reply(ec, std::move(r));
 }
 
 std::string script_call::command_again() const {
+    // Only a queued call is asked, and run_script() set its script.
     script_args a;
-    if (script_ == nullptr || !arguments(a)) return {};
+    arguments(a);
     return script_payload(*script_, !by_source_, a.keys(), a.args());
 }
 
 void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
                               bool idempotent) {
     script_args a;
-    if (!call->arguments(a)) {
-        // Cannot happen for a call made just now; answered on the strand anyway.
-        auto* c = call.get();
-        c->script_ = &s;
-        c->client_ = client_;
-        c->by_source_ = true;
-        impl_.exec(std::string(), script_options(idempotent), std::shared_ptr<reply_target>());
-        return;
-    }
+    call->arguments(a);
     call->script_ = &s;  // the scripts are function-local statics
     call->client_ = client_;
     call->idempotent_ = idempotent;
@@ -246,12 +234,11 @@ public:
         : svc_(std::move(svc)), st_(std::move(st)), level_(level), sent_(sent),
           tracked_(tracked), direct_(direct), handler_(std::move(handler)) {}
 
-    bool arguments(script_args& out) const override {
+    void arguments(script_args& out) const override {
         out.key(st_->keys.lock);
         out.key(st_->keys.channel);
         out.arg(std::string_view(st_->owner));
         out.arg(static_cast<std::int64_t>(level_));
-        return true;
     }
 
     void on_script_reply(error_code ec, reply r) override {
@@ -281,13 +268,7 @@ public:
         }
         st_->client->log().debug("release {} level {}: {}", st_->name, level_,
                                  ec ? ec.message() : "ok");
-        if (may_call_directly(direct_, st_->client->get_executor())) {
-            // What dispatch() would do here.
-            call_directly([&] { std::move(handler_)(ec); }, st_->client->get_executor());
-            return;
-        }
-        auto ex = asio::get_associated_executor(handler_, st_->client->get_executor());
-        asio::dispatch(ex, asio::append(std::move(handler_), ec));
+        complete_handler(std::move(handler_), direct_, st_->client->get_executor(), ec);
     }
 
 private:
@@ -309,11 +290,10 @@ public:
           tenure_(st_->tenure),
           lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(st_->lease).count()) {}
 
-    bool arguments(script_args& out) const override {
+    void arguments(script_args& out) const override {
         out.key(st_->keys.lock);
         out.arg(std::string_view(st_->owner));
         out.arg(lease_ms_);
-        return true;
     }
 
     void on_script_reply(error_code ec, reply r) override {

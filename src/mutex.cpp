@@ -6,9 +6,7 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/bind_executor.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -174,9 +172,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     // The attempt's script: this operation is the call, so an attempt
     // allocates nothing but its bytes.
-    bool arguments(detail::script_args& out) const override {
+    void arguments(detail::script_args& out) const override {
         lock_service::acquire_arguments(*st, level, opts.lease, out);
-        return true;
     }
 
     void on_script_reply(error_code ec, reply r) override {
@@ -284,13 +281,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
             // post() hands over to the handler's own associated executor.
             asio::post(st->client->get_executor(),
                        asio::append(std::move(handler), ec, std::move(g)));
-        } else if (detail::may_call_directly(direct, st->client->get_executor())) {
-            // What dispatch() would do here.
-            detail::call_directly([&] { std::move(handler)(ec, std::move(g)); },
-                                  st->client->get_executor());
         } else {
-            auto ex = asio::get_associated_executor(handler, st->client->get_executor());
-            asio::dispatch(ex, asio::append(std::move(handler), ec, std::move(g)));
+            detail::complete_handler(std::move(handler), direct, st->client->get_executor(), ec,
+                                     std::move(g));
         }
         handler = {};
     }

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/append.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
@@ -53,6 +55,20 @@ void call_directly(Call&& call, const boost::asio::any_io_executor& client_ex) {
     } catch (...) {
         boost::asio::post(client_ex, [e = std::current_exception()] { std::rethrow_exception(e); });
     }
+}
+
+// Completes a type-erased handler flagged at initiation (`direct`): by a
+// direct call where may_call_directly() allows it, else by dispatch() to its
+// associated executor.
+template <class Handler, class... Args>
+void complete_handler(Handler&& h, bool direct, const boost::asio::any_io_executor& client_ex,
+                      Args&&... args) {
+    if (may_call_directly(direct, client_ex)) {
+        call_directly([&] { std::move(h)(std::forward<Args>(args)...); }, client_ex);
+        return;
+    }
+    auto ex = boost::asio::get_associated_executor(h, client_ex);
+    boost::asio::dispatch(ex, boost::asio::append(std::move(h), std::forward<Args>(args)...));
 }
 
 }  // namespace corolock::detail

@@ -101,9 +101,9 @@ private:
 // SCRIPT FLUSH). Nothing is boxed or copied per run for that rare case.
 class script_call : public reply_target {
 public:
-    // The keys and arguments, valid while `out` lives. False when they can no
-    // longer be produced (the EVAL fallback then reports NOSCRIPT).
-    virtual bool arguments(script_args& out) const = 0;
+    // The keys and arguments, as views into the call's own state (valid
+    // while the call and `out` live).
+    virtual void arguments(script_args& out) const = 0;
     // The reply, on the strand.
     virtual void on_script_reply(error_code ec, reply r) = 0;
 
