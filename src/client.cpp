@@ -236,7 +236,7 @@ void client_impl::exec(std::string payload, exec_options opts, exec_handler hand
     });
 }
 
-void client_impl::exec(std::string payload, exec_options opts, target_ptr target) {
+void client_impl::exec(exec_options opts, target_ptr target) {
     assert(strand_.running_in_this_thread());
     if (stopped()) {
         // Never complete inside the initiating call: post.
@@ -247,7 +247,7 @@ void client_impl::exec(std::string payload, exec_options opts, target_ptr target
         return;
     }
     const auto qo = queue_options(opts);
-    queue_.push_target(std::move(payload), std::move(target), qo);
+    queue_.push_target(std::move(target), qo);
     stats_.queued.store(queue_.size(), std::memory_order_relaxed);
     after_push(qo);
 }

@@ -114,26 +114,33 @@ void append_bulk(std::string& out, std::string_view a) {
 }
 
 // EVALSHA sha (or EVAL source), numkeys, the keys and the arguments, as one
-// RESP array, in one allocation.
-std::string script_payload(const script& s, bool by_sha, std::span<const std::string_view> keys,
-                           std::span<const std::string_view> args) {
-    const std::string_view verb = by_sha ? "EVALSHA" : "EVAL";
-    const std::string_view body = by_sha ? std::string_view(s.sha1) : std::string_view(s.source);
-    std::size_t size = 16 + (verb.size() + 16) + (body.size() + 16) + 20;
-    for (auto k : keys) size += k.size() + 16;
-    for (auto a : args) size += a.size() + 16;
+// RESP array. script_size() bounds what append_script() appends.
+std::string_view script_verb(bool by_sha) noexcept { return by_sha ? "EVALSHA" : "EVAL"; }
+std::string_view script_body(const script& s, bool by_sha) noexcept {
+    return by_sha ? std::string_view(s.sha1) : std::string_view(s.source);
+}
+
+std::size_t script_size(const script& s, bool by_sha, const script_args& a) noexcept {
+    // 16 covers a bulk string's "$<length>\r\n" and "\r\n"; 20 the count.
+    std::size_t size = 16 + (script_verb(by_sha).size() + 16) +
+                       (script_body(s, by_sha).size() + 16) + 20;
+    for (auto k : a.keys()) size += k.size() + 16;
+    for (auto v : a.args()) size += v.size() + 16;
+    return size;
+}
+
+void append_script(std::string& out, const script& s, bool by_sha, const script_args& a) {
     std::array<char, 24> n{};
-    std::string out;
-    out.reserve(size);
+    const auto keys = a.keys();
+    const auto args = a.args();
     out += '*';
     out.append(n.data(), std::to_chars(n.data(), n.data() + n.size(), 3 + keys.size() + args.size()).ptr);
     out += "\r\n";
-    append_bulk(out, verb);
-    append_bulk(out, body);
+    append_bulk(out, script_verb(by_sha));
+    append_bulk(out, script_body(s, by_sha));
     append_bulk(out, std::string_view(n.data(), std::to_chars(n.data(), n.data() + n.size(), keys.size()).ptr));
     for (auto k : keys) append_bulk(out, k);
-    for (auto a : args) append_bulk(out, a);
-    return out;
+    for (auto v : args) append_bulk(out, v);
 }
 
 client_impl::exec_options script_options(bool idempotent) {
@@ -172,33 +179,33 @@ void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, re
             on_script_reply(error::client_stopped, {});
             return;
         }
-        script_args a;
-        arguments(a);
         by_source_ = true;
-        c->exec(script_payload(*script_, false, a.keys(), a.args()), script_options(idempotent_),
-                std::move(self));
+        c->exec(script_options(idempotent_), std::move(self));
         return;
     }
     on_script_reply(ec, std::move(r));
 }
 
-std::string script_call::command_again() const {
-    // Only a queued call is asked, and run_script() set its script.
+// Only a queued call is asked, and run_script() set its script.
+std::size_t script_call::command_size() const noexcept {
     script_args a;
     arguments(a);
-    return script_payload(*script_, !by_source_, a.keys(), a.args());
+    return script_size(*script_, !by_source_, a);
+}
+
+void script_call::write_command(std::string& out) const {
+    script_args a;
+    arguments(a);
+    append_script(out, *script_, !by_source_, a);
 }
 
 void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
                               bool idempotent) {
-    script_args a;
-    call->arguments(a);
     call->script_ = &s;  // the scripts are function-local statics
     call->client_ = client_;
     call->idempotent_ = idempotent;
     call->by_source_ = false;
-    impl_.exec(script_payload(s, true, a.keys(), a.args()), script_options(idempotent),
-               std::shared_ptr<reply_target>(std::move(call)));
+    impl_.exec(script_options(idempotent), std::shared_ptr<reply_target>(std::move(call)));
 }
 
 void lock_service::run_script(const script& s, std::span<const std::string_view> keys,

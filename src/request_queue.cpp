@@ -33,6 +33,11 @@ request_queue::id_type request_queue::push_target(std::string payload, target_pt
                             opts.priority, true});
 }
 
+request_queue::id_type request_queue::push_target(target_ptr target, options opts) {
+    assert(target && target->writes_command());
+    return push_target(std::string(), std::move(target), opts);
+}
+
 request_queue::id_type request_queue::push_entry(entry e) {
     const id_type id = e.id;
     if (e.priority) {
@@ -53,21 +58,27 @@ const std::string& request_queue::stage() {
     // Sized once: a burst of thousands of commands would otherwise double
     // the buffer a dozen times and leave it up to twice as large as needed.
     std::size_t bytes = 0;
-    for (std::size_t j = written_; j < entries_.size(); ++j)
-        if (entries_[j].st == state::waiting) bytes += entries_[j].payload.size();
+    for (std::size_t j = written_; j < entries_.size(); ++j) {
+        const entry& e = entries_[j];
+        if (e.st != state::waiting) continue;
+        bytes += e.payload.empty() && writes(e) ? e.target->command_size() : e.payload.size();
+    }
     write_buffer_.reserve(bytes);
     std::size_t i = written_;
     for (; i < entries_.size(); ++i) {
         entry& e = entries_[i];
         if (e.st == state::waiting) {
-            write_buffer_.append(e.payload);
+            if (e.payload.empty() && writes(e))
+                e.target->write_command(write_buffer_);
+            else
+                write_buffer_.append(e.payload);
             e.st = state::staged;
             ++staged_commands_;
             --waiting_;
             // The bytes now live in the write buffer; the entry keeps its
             // payload only while a retry may still need it and its target
-            // cannot build it again.
-            if (!e.idempotent || e.retried || rebuilds(e)) std::string().swap(e.payload);
+            // cannot write it again.
+            if (!e.idempotent || e.retried || writes(e)) std::string().swap(e.payload);
         } else if (e.st != state::cancelled) {
             break;  // cannot happen: everything after written_ is waiting or a tombstone
         }
@@ -204,8 +215,8 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
     for (std::size_t i = 0; i < sent; ++i) {
         entry& e = entries_[i];
         if (e.st == state::cancelled || !live(e)) continue;
-        if (resent_on_disconnect(e) && e.payload.empty()) e.payload = e.target->command_again();
-        if (resent_on_disconnect(e) && !e.payload.empty()) {
+        // Kept bytes, or a target that writes them again when they go out.
+        if (resent_on_disconnect(e)) {
             e.retried = true;
             e.st = state::waiting;
             retry.push_back(std::move(e));

@@ -34,15 +34,16 @@ struct recorder {
 };
 
 // A reply target that records its replies; the queue holds it by shared_ptr.
-// With `again` set it builds its command again when asked (counted).
+// With `command` set it writes its own command when it goes out (counted).
 struct target_recorder final : reply_target {
     std::vector<std::pair<error_code, reply>> replies;
-    std::optional<std::string> again;
-    mutable int rebuilt = 0;
-    bool rebuildable() const noexcept override { return again.has_value(); }
-    std::string command_again() const override {
-        ++rebuilt;
-        return again.value_or("");
+    std::optional<std::string> command;
+    mutable int written = 0;
+    bool writes_command() const noexcept override { return command.has_value(); }
+    std::size_t command_size() const noexcept override { return command ? command->size() : 0; }
+    void write_command(std::string& out) const override {
+        ++written;
+        out += command.value();
     }
     void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) override {
         CHECK(self.get() == this);  // the queue hands over its own reference
@@ -457,37 +458,54 @@ TEST_CASE("request_queue: the write buffer is sized once and a burst's is given 
     CHECK(q.buffer_capacity() <= std::max<std::size_t>(kept, 2 * small.size()));
 }
 
-TEST_CASE("request_queue: a target that rebuilds its command keeps no bytes and is re-sent rebuilt",
+TEST_CASE("request_queue: a target that writes its own command keeps no bytes, and writes it again when re-sent",
           "[request_queue]") {
     request_queue q;
     completions done;
-    auto kept = std::make_shared<target_recorder>();     // keeps its bytes
-    auto rebuilt = std::make_shared<target_recorder>();  // builds them again
-    auto gone = std::make_shared<target_recorder>();     // can no longer build them
-    rebuilt->again = "R2";
-    gone->again = "";
+    auto kept = std::make_shared<target_recorder>();    // queued with its bytes
+    auto writer = std::make_shared<target_recorder>();  // writes them itself
+    auto once = std::make_shared<target_recorder>();    // the same, not idempotent
+    writer->command = "W1";
+    once->command = "O";
     q.push_target("K", kept, idempotent_opts());
-    q.push_target("R", rebuilt, idempotent_opts());
-    q.push_target("G", gone, idempotent_opts());
-    CHECK(q.stage() == "KRG");
-    q.on_write_done();
-    CHECK(rebuilt->rebuilt == 0);  // nothing is built while nothing is lost
+    q.push_target(writer, idempotent_opts());
+    q.push_target(once, opts());
+    CHECK(writer->written == 0);  // nothing is built while the command waits
 
-    // The connection drops: K is re-sent from its kept bytes, R from bytes
-    // built now, and G, which cannot build them, fails as if not idempotent.
+    // Written when it goes out, into the one buffer (sized from command_size()).
+    CHECK(q.stage() == "KW1O");
+    CHECK(writer->written == 1);
+    CHECK(once->written == 1);
+    CHECK(q.buffer_capacity() >= 4);
+    q.on_write_done();
+
+    // The connection drops: K goes again from its kept bytes, W is written
+    // again when it goes out (its command may differ now, as a script call's
+    // EVAL after NOSCRIPT does), and O, not idempotent, fails.
+    writer->command = "W2";
     CHECK(q.on_disconnect(error::connection_lost, done) == 2);
     run_all(done);
-    CHECK(rebuilt->rebuilt == 1);
-    CHECK(gone->rebuilt == 1);
-    REQUIRE(gone->replies.size() == 1);
-    CHECK(gone->replies[0].first == error::connection_lost);
-    CHECK(q.stage() == "KR2");
+    CHECK(writer->written == 1);
+    REQUIRE(once->replies.size() == 1);
+    CHECK(once->replies[0].first == error::connection_lost);
+    CHECK(q.stage() == "KW2");
+    CHECK(writer->written == 2);
     q.on_write_done();
     CHECK(q.on_reply(simple("k"), done) == request_queue::match_result::matched);
-    CHECK(q.on_reply(simple("r"), done) == request_queue::match_result::matched);
+    CHECK(q.on_reply(simple("w"), done) == request_queue::match_result::matched);
     run_all(done);
-    REQUIRE(rebuilt->replies.size() == 1);
-    CHECK(rebuilt->replies[0].second.str == "r");
+    REQUIRE(writer->replies.size() == 1);
+    CHECK(writer->replies[0].second.str == "w");
     CHECK(kept->replies.size() == 1);
-    CHECK(q.empty());
+
+    // A waiting writer that is cancelled is never written.
+    auto never = std::make_shared<target_recorder>();
+    never->command = "N";
+    const auto id = q.push_target(never, opts());
+    CHECK(q.cancel(id, error::timeout, false, done));
+    run_all(done);
+    CHECK(q.stage().empty());
+    CHECK(never->written == 0);
+    q.on_write_done();
+    CHECK(never.use_count() == 1);  // the queue let go of it
 }

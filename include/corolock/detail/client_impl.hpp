@@ -84,9 +84,10 @@ public:
     // Queues RESP bytes for one command. Any thread; the handler's
     // cancellation slot is honoured as documented on client::async_exec.
     void exec(std::string payload, exec_options opts, exec_handler handler);
-    // The same for the library's own reply target, which is called in place
-    // on the strand (as if opts.direct). On the strand only.
-    void exec(std::string payload, exec_options opts, target_ptr target);
+    // One command of the library's own reply target, which writes the
+    // command itself when it goes out (reply_target::writes_command) and is
+    // called in place on the strand (as if opts.direct). On the strand only.
+    void exec(exec_options opts, target_ptr target);
 
     const strand_type& strand() const noexcept { return strand_; }
     boost::asio::any_io_executor get_executor() const noexcept { return executor_; }

@@ -96,9 +96,9 @@ private:
 
 // One script run of the lock layer, sent by lock_service::run_script. The
 // object that waits for the reply is the reply target itself, and its
-// arguments are produced on demand from its own state: once for EVALSHA,
-// and again, for EVAL, only when the server answers NOSCRIPT (a restart or
-// SCRIPT FLUSH). Nothing is boxed or copied per run for that rare case.
+// arguments are produced on demand from its own state, when the command is
+// written: as EVALSHA, and as EVAL when the server answered NOSCRIPT (a
+// restart or SCRIPT FLUSH). Nothing is boxed, copied or kept per run.
 class script_call : public reply_target {
 public:
     // The keys and arguments, as views into the call's own state (valid
@@ -113,9 +113,11 @@ protected:
 private:
     friend class lock_service;
     void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) final;
-    // Re-sent after a lost connection, the command is built again.
-    bool rebuildable() const noexcept final { return true; }
-    std::string command_again() const final;
+    // The command is written straight into the client's write buffer when
+    // it goes out (and again if a lost connection makes it go out again).
+    bool writes_command() const noexcept final { return true; }
+    std::size_t command_size() const noexcept final;
+    void write_command(std::string& out) const final;
 
     const script* script_ = nullptr;
     std::weak_ptr<client_impl> client_;

@@ -37,13 +37,15 @@ using exec_handler = boost::asio::any_completion_handler<void(error_code, reply)
 class reply_target {
 public:
     virtual void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) = 0;
-    // A target that can serialize its command again is not made to keep its
-    // bytes while it waits for the reply: if the connection is lost and the
-    // command is re-sent (idempotent ones are), command_again() builds them.
-    virtual bool rebuildable() const noexcept { return false; }
-    // The command's bytes again; empty when they can no longer be built
-    // (the command then fails like one that may not be re-sent).
-    virtual std::string command_again() const { return {}; }
+    // A target that writes its command itself is queued without bytes: the
+    // queue has it append them to the write buffer when they go out (and
+    // again if a lost connection makes an idempotent one go out again), so
+    // nothing is allocated or kept for them while the command waits. The
+    // command must not change between queueing and writing.
+    virtual bool writes_command() const noexcept { return false; }
+    // An upper bound of the bytes write_command() appends.
+    virtual std::size_t command_size() const noexcept { return 0; }
+    virtual void write_command(std::string& out) const { (void)out; }
 
 protected:
     ~reply_target() = default;
@@ -91,6 +93,8 @@ public:
     id_type push(std::string payload, exec_handler handler, options opts);
     // The same, for a reply target (completed in place: opts.direct is implied).
     id_type push_target(std::string payload, target_ptr target, options opts);
+    // A target that writes its own command: no bytes are queued.
+    id_type push_target(target_ptr target, options opts);
 
     // True when staging would produce bytes.
     bool has_writable() const noexcept { return waiting_ > 0; }
@@ -168,10 +172,10 @@ private:
     id_type push_entry(entry e);
     // A written entry that a lost connection sends again instead of failing.
     static bool resent_on_disconnect(const entry& e) noexcept {
-        return e.idempotent && !e.retried && !e.priority && (!e.payload.empty() || rebuilds(e));
+        return e.idempotent && !e.retried && !e.priority && (!e.payload.empty() || writes(e));
     }
-    // The entry's bytes need not be kept: its target builds them again.
-    static bool rebuilds(const entry& e) noexcept { return e.target && e.target->rebuildable(); }
+    // The entry keeps no bytes: its target writes them when they go out.
+    static bool writes(const entry& e) noexcept { return e.target && e.target->writes_command(); }
     entry* find(id_type id) noexcept;
     void complete(entry& e, error_code ec, reply r, completions& out);
     void pop_done_front() noexcept;
