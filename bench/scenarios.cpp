@@ -647,7 +647,7 @@ asio::awaitable<void> s4_body(const options& o, metrics& m, arrival how) {
     const std::size_t waiters = pick<std::size_t>(o, 10'000, 10'000, 200);
     const std::size_t wave = std::min(how.burst ? waiters : how.wave, waiters);
     const std::string name = "bench:s4:" + run_id();
-    const std::string channel(corolock::detail::keys_for(name).channel);
+    const std::string channel(corolock::detail::keys_for(name).channel());
     corolock::client c{ex, make_config(o)};
     corolock::client probe{ex, make_config(o)};  // INFO and PUBSUB on a connection of their own
     co_await warm_up(c, 200);

@@ -47,8 +47,8 @@ acquire_fsm::action acquire_fsm::start(const facts& f) {
     // trips so that one of them takes its turn (bounded; see
     // lock_service::yield_until).
     // Local waiters need no such wait: their wake-up itself is held back.
-    if (!settings_.try_once && !f.holds_lock) {
-        const auto until = std::min(f.yield_until, settings_.wait_deadline);
+    if (!try_once_ && !f.holds_lock) {
+        const auto until = std::min(f.yield_until, wait_deadline_);
         if (until > f.now) return wait(state::yielding, until, {});
     }
     return after_yield(f);
@@ -61,12 +61,12 @@ acquire_fsm::action acquire_fsm::after_yield(const facts& f) {
     // Without this, a task that releases and at once acquires again wins
     // nearly every time, and the others starve. The wait is capped like any
     // other, at the holder's TTL as last seen by a local waiter.
-    if (!settings_.try_once && !f.holds_lock && !abandoned_ && f.expiry_hint > f.now &&
+    if (!try_once_ && !f.holds_lock && !abandoned_ && f.expiry_hint > f.now &&
         f.local_waiters > 0) {
         queued_ = true;
         action a;
         a.join_queue = true;
-        return wait(state::waiting, std::min(f.expiry_hint, settings_.wait_deadline), a);
+        return wait(state::waiting, std::min(f.expiry_hint, wait_deadline_), a);
     }
     return attempt({});
 }
@@ -95,25 +95,25 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
         // The script may have run: give that level back. The release is
         // owner- and level-checked, so it is harmless if nothing was granted.
         a.give_back = is_ambiguous(r.ec) && !f.service_stopped;
-        if (is_transient(r.ec) && !settings_.try_once && !abandoned_ &&
-            f.now < settings_.wait_deadline && !f.service_stopped) {
+        if (is_transient(r.ec) && !try_once_ && !abandoned_ &&
+            f.now < wait_deadline_ && !f.service_stopped) {
             // A lost connection or an unanswered command does not end a
             // wait: try again, with a fresh level (the old one is being
             // released), once the client has had time to reconnect.
             a.fresh_level = true;
-            const auto until = std::min(f.now + retry_delay_, settings_.wait_deadline);
-            retry_delay_ = std::min(retry_delay_ * 2, settings_.retry_max);
+            const auto until = std::min(f.now + retry_delay_, wait_deadline_);
+            retry_delay_ = std::min(retry_delay_ * 2, retry_max_);
             return wait(state::waiting, until, a);
         }
         a.ec = r.ec;
         return finish(a);
     }
     if (abandoned_) return finish(a);
-    if (settings_.try_once) {
+    if (try_once_) {
         a.ec = error::lock_held;
         return finish(a);
     }
-    if (f.now >= settings_.wait_deadline) {
+    if (f.now >= wait_deadline_) {
         a.ec = error::wait_timeout;
         return finish(a);
     }
@@ -130,10 +130,10 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
     // lease period.
     const auto ttl = r.pttl >= 0
                          ? clock::duration(std::chrono::milliseconds(r.pttl + 1))
-                         : settings_.lease;
+                         : lease_;
     a.note_expiry = true;
     a.expiry = f.now + ttl;
-    return wait(state::waiting, std::min(a.expiry, settings_.wait_deadline), a);
+    return wait(state::waiting, std::min(a.expiry, wait_deadline_), a);
 }
 
 acquire_fsm::action acquire_fsm::attempt(action a) {

@@ -139,7 +139,7 @@ void lock_status_impl(client& c, std::string name, lock_status_handler handler) 
         return {};
     };
     run_admin_script<lock_status>(c, std::move(name), status_script(),
-                                  {std::string(keys.lock), std::string(keys.fence)}, {},
+                                  {std::string(keys.lock()), std::string(keys.fence())}, {},
                                   /*idempotent=*/true, std::move(parse), std::move(handler));
 }
 
@@ -157,7 +157,7 @@ void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
     };
     // Not idempotent: a re-sent break could remove the next holder's lock.
     run_admin_script<lock_status>(c, std::move(name), break_script(),
-                                  {std::string(keys.lock), std::string(keys.channel)}, {},
+                                  {std::string(keys.lock()), std::string(keys.channel())}, {},
                                   /*idempotent=*/false, std::move(parse), std::move(handler));
 }
 
@@ -183,7 +183,7 @@ void release_owner_impl(client& c, std::string name, std::string owner,
         return error::unexpected_reply;
     };
     run_admin_script<>(c, std::move(name), release_script(),
-                       {std::string(keys.lock), std::string(keys.channel)},
+                       {std::string(keys.lock()), std::string(keys.channel())},
                        {std::move(owner), std::string(all_levels)},
                        /*idempotent=*/true, std::move(parse), std::move(handler),
                        std::move(why));

@@ -174,13 +174,8 @@ void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, re
     if (ec == error::no_script && !by_source_) {
         // The server lost its scripts (a restart, SCRIPT FLUSH): send the
         // whole source once, with the arguments built again.
-        auto c = client_.lock();
-        if (!c) {
-            on_script_reply(error::client_stopped, {});
-            return;
-        }
         by_source_ = true;
-        c->exec(script_options(idempotent_), std::move(self));
+        client_->exec(script_options(idempotent_), std::move(self));
         return;
     }
     on_script_reply(ec, std::move(r));
@@ -202,7 +197,7 @@ void script_call::write_command(std::string& out) const {
 void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
                               bool idempotent) {
     call->script_ = &s;  // the scripts are function-local statics
-    call->client_ = client_;
+    call->client_ = &impl_;
     call->idempotent_ = idempotent;
     call->by_source_ = false;
     impl_.exec(script_options(idempotent), std::shared_ptr<reply_target>(std::move(call)));
@@ -216,8 +211,8 @@ void lock_service::run_script(const script& s, std::span<const std::string_view>
 
 void lock_service::acquire_arguments(const lock_state& st, std::uint64_t level,
                                      clock::duration lease, script_args& out) noexcept {
-    out.key(st.keys.lock);
-    out.key(st.keys.fence);
+    out.key(st.keys.lock());
+    out.key(st.keys.fence());
     out.arg(std::string_view(st.owner));
     out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
     out.arg(static_cast<std::int64_t>(level));
@@ -242,8 +237,8 @@ public:
           tracked_(tracked), direct_(direct), handler_(std::move(handler)) {}
 
     void arguments(script_args& out) const override {
-        out.key(st_->keys.lock);
-        out.key(st_->keys.channel);
+        out.key(st_->keys.lock());
+        out.key(st_->keys.channel());
         out.arg(std::string_view(st_->owner));
         out.arg(static_cast<std::int64_t>(level_));
     }
@@ -261,7 +256,7 @@ public:
                     static_cast<release_status>(r.elements[0].integer) == release_status::released
                         ? r.elements[1].integer
                         : 0;
-            s->on_release_reply(st_->keys.channel, tracked_, receivers, sent_);
+            s->on_release_reply(st_->keys.channel(), tracked_, receivers, sent_);
         }
         if (!ec) {
             switch (static_cast<release_status>(r.elements[0].integer)) {
@@ -298,7 +293,7 @@ public:
           lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(st_->lease).count()) {}
 
     void arguments(script_args& out) const override {
-        out.key(st_->keys.lock);
+        out.key(st_->keys.lock());
         out.arg(std::string_view(st_->owner));
         out.arg(lease_ms_);
     }
@@ -337,13 +332,13 @@ private:
 // ---- holding ----
 
 void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                               clock::time_point sent,
-                               const lock_options& opts) {
+                               clock::time_point sent, clock::duration lease,
+                               clock::duration renew_every) {
     const bool first = st->levels.empty();
     st->levels.push_back(level);
     st->held.store(st->levels.size(), std::memory_order_release);
-    st->lease = opts.lease;
-    st->renew_every = opts.watchdog ? opts.renew_interval : clock::duration::zero();
+    st->lease = lease;
+    st->renew_every = renew_every;
     if (first) {
         ++st->tenure;
         schedule_.add(st->watch_id, sent, st->lease, st->renew_every);
@@ -391,8 +386,8 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
     }
     const auto sent = clock::now();
     // Only a lock with local waiters can have a wake-up to hold back.
-    const bool tracked = waiters_.waiter_count(st->keys.channel) > 0;
-    if (tracked) ++handoff_for(st->keys.channel).releases_in_flight;
+    const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
+    if (tracked) ++handoff_for(st->keys.channel()).releases_in_flight;
     run_script(release_script(),
                std::make_shared<release_call>(weak_from_this(), st, level, sent, tracked,
                                               std::move(handler), direct),
@@ -702,7 +697,7 @@ void lock_service::fire_lost(const std::shared_ptr<lock_state>& st, const char* 
     // queued now, so it reaches the server before any later re-acquire.
     note_background_release(+1);
     auto self = weak_from_this();
-    run_script(release_script(), {st->keys.lock, st->keys.channel},
+    run_script(release_script(), {st->keys.lock(), st->keys.channel()},
                {st->owner, std::string(all_levels)}, true, [self](error_code, reply) {
                    if (auto s = self.lock()) s->note_background_release(-1);
                });

@@ -52,7 +52,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     acquire_op(std::shared_ptr<lock_state> s, lock_options o, bool once, handler_type h)
         : st(std::move(s)),
-          opts(o),
+          renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
           handler(std::move(h)),
           machine(settings_for(*st->client, o, once)) {}
 
@@ -67,18 +67,20 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         return s;
     }
 
+    // Kept small: a burst of acquires has one of these each in flight. The
+    // lease is the machine's; of the other options only this is needed.
     std::shared_ptr<lock_state> st;
     std::shared_ptr<lock_service> svc;
-    lock_options opts;
+    clock::duration renew_every;  // zero: no watchdog
     handler_type handler;
     detail::unlock_waiters::waiter waiter;
-    // A wait in the service's list: `waiting` says wait_pos is valid.
-    bool waiting = false;
-    detail::lock_service::wait_list::iterator wait_pos;
+    detail::lock_service::wait_list::iterator wait_pos;  // valid while `waiting`
     fsm machine;
     std::uint64_t level = 0;
     std::uint64_t token = 0;
     clock::time_point sent{};
+    // A wait in the service's list.
+    bool waiting = false;
     // A wake-up (unlock message) that arrived while no wait was pending, for
     // instance while an attempt was in flight: the next wait returns at once.
     // Without it the wake-up is lost, and the waiter, still marked woken, is
@@ -139,22 +141,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     void start() {
         svc = lock_service::of(*st->client);
         level = st->next_level++;
-        waiter.wake = [raw = this] {
-            if (raw->waiting)
-                try {
-                    raw->end_wait_early();
-                } catch (...) {
-                    // Only posting the resume can fail (allocation), and then
-                    // the wait is still in place: its time ends it. Nothing
-                    // else here, since wake() runs while the waiter lists are
-                    // being walked and must not change them.
-                }
-            else
-                raw->wake_pending = true;
-        };
+        waiter.wake = &acquire_op::on_wake;
+        waiter.context = this;
         svc->register_stop_hook(*this);
         auto f = observe();
-        if (!machine.try_once() && !f.holds_lock) f.yield_until = svc->yield_until(st->keys.channel);
+        if (!machine.try_once() && !f.holds_lock) f.yield_until = svc->yield_until(st->keys.channel());
         perform(machine.start(f));
     }
 
@@ -164,8 +155,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         f.holds_lock = !st->levels.empty();
         f.service_stopped = svc->stopped();
         if (machine.deciding_queue()) {
-            f.expiry_hint = svc->expiry_hint(st->keys.channel);
-            f.local_waiters = svc->waiters().waiter_count(st->keys.channel);
+            f.expiry_hint = svc->expiry_hint(st->keys.channel());
+            f.local_waiters = svc->waiters().waiter_count(st->keys.channel());
         }
         return f;
     }
@@ -173,7 +164,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The attempt's script: this operation is the call, so an attempt
     // allocates nothing but its bytes.
     void arguments(detail::script_args& out) const override {
-        lock_service::acquire_arguments(*st, level, opts.lease, out);
+        lock_service::acquire_arguments(*st, level, machine.lease(), out);
     }
 
     void on_script_reply(error_code ec, reply r) override {
@@ -198,9 +189,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     void perform(const fsm::action& a) {
         if (a.give_back) release_in_background(*svc, st, level);
         if (a.fresh_level) level = st->next_level++;
-        if (a.join_queue) svc->add_waiter(waiter, st->keys.channel);
+        if (a.join_queue) svc->add_waiter(waiter, st->keys.channel());
         if (a.rearm) svc->rearm_waiter(waiter);
-        if (a.note_expiry) svc->note_expiry_hint(st->keys.channel, a.expiry);
+        if (a.note_expiry) svc->note_expiry_hint(st->keys.channel(), a.expiry);
         switch (a.what) {
         case fsm::step::attempt:
             sent = clock::now();
@@ -212,6 +203,23 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         case fsm::step::done:
             finish(a);
             return;
+        }
+    }
+
+    // An unlock message woke this waiter (`context` is the operation).
+    static void on_wake(void* context) noexcept {
+        auto* op = static_cast<acquire_op*>(context);
+        if (!op->waiting) {
+            op->wake_pending = true;
+            return;
+        }
+        try {
+            op->end_wait_early();
+        } catch (...) {
+            // Only posting the resume can fail (allocation), and then the
+            // wait is still in place: its time ends it. Nothing else here,
+            // since a wake-up runs while the waiter lists are being walked
+            // and must not change them.
         }
     }
 
@@ -254,7 +262,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     void finish(const fsm::action& a) {
         guard g;
         if (a.granted) {
-            svc->on_acquired(st, level, sent, opts);
+            svc->on_acquired(st, level, sent, machine.lease(), renew_every);
             g = detail::make_guard(st, level, token, st->tenure);
         }
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);

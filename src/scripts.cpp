@@ -134,15 +134,10 @@ lock_keys::lock_keys(std::string_view name) {
                     channel_suffix.size());
     buffer_.append(key_prefix).append(name).append(fence_suffix);
     buffer_.append(key_prefix).append(name).append(channel_suffix);
-    const std::string_view all = buffer_;
-    const std::size_t fence_size = base + fence_suffix.size() - 1;
-    lock = all.substr(0, base);
-    fence = all.substr(0, fence_size);
-    channel = all.substr(fence_size);
-}
-
-std::string_view lock_keys::name() const noexcept {
-    return lock.substr(key_prefix.size(), lock.size() - key_prefix.size() - 1);
+    // A handle's name is at most max_lock_name_length bytes; an admin call
+    // builds keys before it validates the name, and never uses them if bad.
+    lock_size_ = static_cast<std::uint32_t>(base);
+    fence_size_ = static_cast<std::uint32_t>(base + fence_suffix.size() - 1);
 }
 
 lock_keys keys_for(std::string_view name) { return lock_keys(name); }

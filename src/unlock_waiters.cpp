@@ -46,7 +46,7 @@ bool unlock_waiters::wake_first(std::list<waiter*>& list) {
     for (waiter* w : list) {
         if (w->woken) continue;
         w->woken = true;
-        if (w->wake) w->wake();
+        if (w->wake) w->wake(w->context);
         return true;
     }
     return false;

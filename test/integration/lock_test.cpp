@@ -959,7 +959,7 @@ TEST_CASE("lock: an unlock message that arrives while the waiter's retry is in f
     asio::io_context ioc;
     corolock::client c(ioc.get_executor(), config_for(server));
     const std::string name = "lostwake";
-    const std::string channel(corolock::detail::keys_for(name).channel);
+    const std::string channel(corolock::detail::keys_for(name).channel());
     error_code waiter_ec = error::timeout;
     long long released_at = 0, acquired_at = 0;
     bool waiter_done = false;

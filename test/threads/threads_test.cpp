@@ -314,7 +314,7 @@ TEST_CASE("threads: waiters on other threads are woken by the release, not by th
         });
     }
     // Every waiter has subscribed: one SUBSCRIBE for the whole process.
-    const std::string channel(corolock::detail::keys_for(name).channel);
+    const std::string channel(corolock::detail::keys_for(name).channel());
     std::size_t subscribers = 0;
     const bool subscribed = wait_until([&] {
         auto r = server.cmd({"PUBSUB", "NUMSUB", channel});
@@ -479,7 +479,7 @@ TEST_CASE("threads: stop() while commands, acquires and waits are in flight on f
             else ++unexpected;
         });
     }
-    const std::string channel(corolock::detail::keys_for("threads:stop:held").channel);
+    const std::string channel(corolock::detail::keys_for("threads:stop:held").channel());
     const bool busy = wait_until([&] {
         if (commands <= 200 || cycles <= 10) return false;
         auto r = server.cmd({"PUBSUB", "NUMSUB", channel});

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -39,13 +40,22 @@ TEST_CASE("unlock_waiters: one subscription per channel, reference-counted", "[w
     CHECK(w.total_waiters() == 0);
 }
 
+// Points a waiter's wake-up at `f`, which must outlive the waiter.
+static void on_wake(unlock_waiters::waiter& w, std::function<void()>& f) {
+    w.wake = [](void* context) noexcept { (*static_cast<std::function<void()>*>(context))(); };
+    w.context = &f;
+}
+
 TEST_CASE("unlock_waiters: a message wakes one waiter, oldest first", "[waiters]") {
     unlock_waiters w;
     std::vector<int> woken;
     unlock_waiters::waiter a, b, c;
-    a.wake = [&] { woken.push_back(1); };
-    b.wake = [&] { woken.push_back(2); };
-    c.wake = [&] { woken.push_back(3); };
+    std::function<void()> fa = [&] { woken.push_back(1); };
+    std::function<void()> fb = [&] { woken.push_back(2); };
+    std::function<void()> fc = [&] { woken.push_back(3); };
+    on_wake(a, fa);
+    on_wake(b, fb);
+    on_wake(c, fc);
     w.add(a, "ch");
     w.add(b, "ch");
     w.add(c, "ch");
@@ -65,7 +75,8 @@ TEST_CASE("unlock_waiters: a woken waiter that leaves passes its wake-up on", "[
     unlock_waiters w;
     int b_woken = 0;
     unlock_waiters::waiter a, b;
-    b.wake = [&] { ++b_woken; };
+    std::function<void()> fb = [&] { ++b_woken; };
+    on_wake(b, fb);
     w.add(a, "ch");
     w.add(b, "ch");
     w.on_message("ch");  // wakes a
@@ -86,7 +97,10 @@ TEST_CASE("unlock_waiters: after a reconnect one waiter per channel gets a fresh
     unlock_waiters w;
     int woken = 0;
     unlock_waiters::waiter a, b, c;
-    a.wake = b.wake = c.wake = [&] { ++woken; };
+    std::function<void()> f = [&] { ++woken; };
+    on_wake(a, f);
+    on_wake(b, f);
+    on_wake(c, f);
     w.add(a, "x");
     w.add(b, "x");
     w.add(c, "y");
@@ -198,9 +212,9 @@ TEST_CASE("lock names and keys", "[protocol]") {
     CHECK_FALSE(corolock::validate_lock_name(std::string("bin\0ary", 7), why));
 
     const auto keys = keys_for("stock:sku1");
-    CHECK(keys.lock == "corolock:{stock:sku1}");
-    CHECK(keys.fence == "corolock:{stock:sku1}:fence");
-    CHECK(keys.channel == "corolock:{stock:sku1}:unlock");
+    CHECK(keys.lock() == "corolock:{stock:sku1}");
+    CHECK(keys.fence() == "corolock:{stock:sku1}:fence");
+    CHECK(keys.channel() == "corolock:{stock:sku1}:unlock");
     {
         // The keys share one buffer; a copy has its own, and a binary name
         // (a NUL inside) survives.
@@ -208,9 +222,9 @@ TEST_CASE("lock names and keys", "[protocol]") {
         auto original = std::make_unique<corolock::detail::lock_keys>(name);
         const corolock::detail::lock_keys copy(*original);
         original.reset();
-        CHECK(copy.lock == "corolock:{" + name + "}");
-        CHECK(copy.fence == "corolock:{" + name + "}:fence");
-        CHECK(copy.channel == "corolock:{" + name + "}:unlock");
+        CHECK(copy.lock() == "corolock:{" + name + "}");
+        CHECK(copy.fence() == "corolock:{" + name + "}:fence");
+        CHECK(copy.channel() == "corolock:{" + name + "}:unlock");
     }
     // Every script has a SHA1 and says what its KEYS are.
     for (const auto* s : {&acquire_script(), &release_script(), &renew_script(), &status_script(),

@@ -75,7 +75,11 @@ public:
     };
 
     explicit acquire_fsm(const settings& s) noexcept
-        : settings_(s), retry_delay_(s.retry_min) {}
+        : wait_deadline_(s.wait_deadline),
+          lease_(s.lease),
+          retry_max_(s.retry_max),
+          retry_delay_(s.retry_min),
+          try_once_(s.try_once) {}
 
     // The first step.
     action start(const facts& f);
@@ -90,7 +94,8 @@ public:
     // this is given back at once.
     void cancel() noexcept { abandoned_ = true; }
     bool abandoned() const noexcept { return abandoned_; }
-    bool try_once() const noexcept { return settings_.try_once; }
+    bool try_once() const noexcept { return try_once_; }
+    clock::duration lease() const noexcept { return lease_; }
     bool queued() const noexcept { return queued_; }
     bool finished() const noexcept { return state_ == state::finished; }
     // True while the next resume decides whether to queue behind this
@@ -108,8 +113,13 @@ private:
     action wait(state next, clock::time_point until, action a);
     action finish(action a);
 
-    settings settings_;
-    clock::duration retry_delay_;
+    // The settings, field by field (retry_min only seeds retry_delay_): a
+    // burst of acquires has one machine each.
+    clock::time_point wait_deadline_;
+    clock::duration lease_;
+    clock::duration retry_max_;
+    clock::duration retry_delay_;  // the next delay after a transient failure
+    bool try_once_;
     state state_ = state::initial;
     bool queued_ = false;     // registered on the unlock channel
     bool abandoned_ = false;  // the caller has had its answer

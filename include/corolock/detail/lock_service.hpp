@@ -120,7 +120,9 @@ private:
     void write_command(std::string& out) const final;
 
     const script* script_ = nullptr;
-    std::weak_ptr<client_impl> client_;
+    // Used only for the EVAL after NOSCRIPT, which only a server reply
+    // brings: the client delivering it is alive then.
+    client_impl* client_ = nullptr;
     bool idempotent_ = false;
     bool by_source_ = false;  // this run is the EVAL fallback
 };
@@ -165,9 +167,10 @@ public:
                                   script_args& out) noexcept;
     static error_code parse_acquire_reply(const reply& r, acquire_reply& out) noexcept;
 
-    // Registers a level granted at `sent`; starts or refreshes the watchdog.
+    // Registers a level granted at `sent` for `lease`; starts or refreshes
+    // the watchdog, which renews every `renew_every` (zero: it is off).
     void on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                     clock::time_point sent, const lock_options& opts);
+                     clock::time_point sent, clock::duration lease, clock::duration renew_every);
 
     // Drops a level locally (stopping renewal synchronously when it was the
     // last), then runs the owner-checked release script.

@@ -7,6 +7,7 @@
 //   corolock:{name}:unlock  pub/sub channel: a message on every full release
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,20 +26,22 @@ const script& status_script();
 const script& break_script();
 
 // A lock's keys, in one buffer: "corolock:{name}:fence" then
-// "corolock:{name}:unlock". The lock key is the first one's prefix.
+// "corolock:{name}:unlock". The lock key is the first one's prefix. Two
+// offsets instead of three views: every handle holds one of these.
 class lock_keys {
 public:
     explicit lock_keys(std::string_view name);
-    lock_keys(const lock_keys& other) : lock_keys(other.name()) {}
-    lock_keys& operator=(const lock_keys&) = delete;
 
-    std::string_view lock;     // the hash
-    std::string_view fence;    // the token counter
-    std::string_view channel;  // the unlock channel
+    std::string_view lock() const noexcept { return {buffer_.data(), lock_size_}; }   // the hash
+    std::string_view fence() const noexcept { return {buffer_.data(), fence_size_}; } // the token counter
+    std::string_view channel() const noexcept {  // the unlock channel
+        return std::string_view(buffer_).substr(fence_size_);
+    }
 
 private:
-    std::string_view name() const noexcept;
     std::string buffer_;
+    std::uint32_t lock_size_ = 0;
+    std::uint32_t fence_size_ = 0;
 };
 lock_keys keys_for(std::string_view name);
 

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <list>
 #include <string>
 #include <string_view>
@@ -29,14 +28,17 @@ struct string_hash {
 class unlock_waiters {
 public:
     struct waiter {
-        std::function<void()> wake;  // called at most once per wake-up
-        bool woken = false;
-        bool registered = false;
+        // Called with `context` at most once per wake-up. A plain function
+        // pointer: every waiter of a burst carries one.
+        void (*wake)(void* context) noexcept = nullptr;
+        void* context = nullptr;
         // While registered: the channel's name, as the map holds it (a map
         // node's key does not move while the node exists, and the node
         // exists while it has waiters).
         const std::string* channel = nullptr;
         std::list<waiter*>::iterator pos;
+        bool woken = false;
+        bool registered = false;
     };
 
     // Returns true when w is the channel's first waiter: subscribe now.
