@@ -31,19 +31,30 @@ void complete_later(Handler&& h, error_code ec, const asio::any_io_executor& via
         asio::post(asio::system_executor(), asio::append(std::forward<Handler>(h), ec));
 }
 
+// Releases a level in the background, without waiting. On the strand.
+void release_in_background(const std::shared_ptr<lock_state>& st, std::uint64_t level) {
+    auto svc = lock_service::of(*st->client);
+    if (svc->stopped()) return;
+    svc->note_background_release(+1);
+    svc->release_level(
+        st, level, [svc](error_code) { svc->note_background_release(-1); }, /*direct=*/true);
+}
+
 // Hands a level's release to the client's background work, without waiting.
 void release_detached(std::shared_ptr<lock_state> st, std::uint64_t level) noexcept {
     try {
         if (st->client->stopped()) return;  // nothing can be sent; the TTL frees it
-        auto strand = st->client->strand();
-        asio::post(strand, [st = std::move(st), level] {
-            auto svc = lock_service::of(*st->client);
-            if (svc->stopped()) return;
-            svc->note_background_release(+1);
-            svc->release_level(
-                st, level, [svc](error_code) { svc->note_background_release(-1); },
-                /*direct=*/true);
-        });
+        if (st->client->strand().running_in_this_thread()) {
+            // Dropped where the client runs (code its completion resumed):
+            // released now, so the level is gone before whatever that code
+            // does next. Posted, the release would come after the same
+            // handle's next acquire, which would then be granted as a
+            // re-entry: the lock never free, its waiters never woken.
+            release_in_background(st, level);
+            return;
+        }
+        auto strand = st->client->strand();  // before `st` is moved from
+        asio::post(strand, [st = std::move(st), level] { release_in_background(st, level); });
     } catch (...) {
         // Allocation failed: the lease expires by itself within its TTL.
     }

@@ -45,6 +45,7 @@ using namespace corolock::test;
 
 namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
 }  // namespace
 
 TEST_CASE("lock: mutual exclusion with fencing across coroutines and processes",
@@ -817,6 +818,52 @@ TEST_CASE("lock: acquire and release started from the client's own completion ne
     CHECK(events[2] == "b");
     CHECK(gb.owns_lock());
     CHECK(gb.token() > ga.token());
+}
+
+TEST_CASE("lock: a guard dropped on the client's strand is released before the handle's next "
+          "acquire, so a waiter gets its turn",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::mutex looper(c, "drop-loop"), other(c, "drop-loop");
+    constexpr int rounds = 30;
+    int round = 0;
+    bool loop_done = false;
+    bool on_strand = true;
+    std::optional<int> other_got_at;
+
+    // The usual scoped loop: the guard is dropped at the end of each round,
+    // after a command whose completion resumed the coroutine on the client's
+    // strand, and the next acquire on the same handle starts there at once.
+    // Had the dropped guard's release been posted, that acquire would reach
+    // the server first, be granted as a re-entry, and the lock would never
+    // come free: the other handle would wait through every round.
+    asio::co_spawn(
+        ioc,
+        [&]() -> asio::awaitable<void> {
+            for (; round < rounds; ++round) {
+                auto g = co_await looper.acquire({.lease = 5s, .wait = 5s});
+                if (round == 1) {
+                    // The other handle queues up while the looper holds the lock.
+                    other.async_acquire({.lease = 5s, .wait = 10s}, [&](error_code ec, guard g2) {
+                        CHECK_FALSE(ec);
+                        if (g2.owns_lock()) other_got_at = round;  // dropped at once
+                    });
+                }
+                co_await c.async_exec(command{"PING"}, asio::use_awaitable);
+                on_strand = on_strand && c.impl()->strand().running_in_this_thread();
+            }
+            loop_done = true;
+        },
+        asio::detached);
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    while (!(loop_done && other_got_at) && std::chrono::steady_clock::now() < deadline)
+        if (ioc.run_one_until(deadline) == 0 && ioc.stopped()) break;
+    CHECK(on_strand);
+    CHECK(loop_done);
+    REQUIRE(other_got_at);
+    CHECK(*other_got_at < rounds);
 }
 
 TEST_CASE("lock: acquire and release complete on the handler's associated executor",
