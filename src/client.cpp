@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cassert>
+#include <exception>
 #include <mutex>
 
 namespace corolock {
@@ -321,26 +322,40 @@ void client_impl::after_push(const request_queue::options& qo) {
 
 void client_impl::run_completions(completions& done) {
     stats_.queued.store(queue_.size(), std::memory_order_relaxed);
+    // A handler that dispatch() runs inline may throw. The rest of the list
+    // is still completed (dropped, a waiting acquire would be left in the
+    // lock layer's lists), and the first exception then leaves
+    // io_context::run(), as it would have from dispatch().
+    std::exception_ptr thrown;
     for (auto& c : done) {
-        if (!c.ec && c.result.is_error()) c.ec = classify_server_error(c.result.str);
-        if (c.ec == error::timeout || c.ec == error::not_connected)
-            stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
-        if (c.target) {
-            auto* t = c.target.get();
-            t->on_reply(std::move(c.target), c.ec, std::move(c.result));
-            continue;
+        try {
+            complete(c);
+        } catch (...) {
+            if (!thrown) thrown = std::current_exception();
         }
-        if (c.direct) {
-            // The lock layer's own handler, on the strand it expects.
-            std::move(c.handler)(c.ec, std::move(c.result));
-            continue;
-        }
-        auto slot = asio::get_associated_cancellation_slot(c.handler);
-        if (slot.is_connected()) slot.clear();
-        auto ex = asio::get_associated_executor(c.handler, executor_);
-        asio::dispatch(ex, asio::append(std::move(c.handler), c.ec, std::move(c.result)));
     }
     done.clear();
+    if (thrown) asio::post(executor_, [thrown] { std::rethrow_exception(thrown); });
+}
+
+void client_impl::complete(completion& c) {
+    if (!c.ec && c.result.is_error()) c.ec = classify_server_error(c.result.str);
+    if (c.ec == error::timeout || c.ec == error::not_connected)
+        stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
+    if (c.target) {
+        auto* t = c.target.get();
+        t->on_reply(std::move(c.target), c.ec, std::move(c.result));
+        return;
+    }
+    if (c.direct) {
+        // The lock layer's own handler, on the strand it expects.
+        std::move(c.handler)(c.ec, std::move(c.result));
+        return;
+    }
+    auto slot = asio::get_associated_cancellation_slot(c.handler);
+    if (slot.is_connected()) slot.clear();
+    auto ex = asio::get_associated_executor(c.handler, executor_);
+    asio::dispatch(ex, asio::append(std::move(c.handler), c.ec, std::move(c.result)));
 }
 
 // ---- writing ----

@@ -304,7 +304,18 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // unfinished unlinks here, while `svc` still keeps the list's sentinel
     // alive, so that it leaves no dangling link behind.
     ~acquire_op() {
-        if (svc) svc->unregister_stop_hook(*this);
+        if (!svc) return;
+        // Still a waiter only if it was dropped unfinished (a completion list
+        // cut short): a registered waiter left behind would be woken later.
+        if (waiter.registered) {
+            try {
+                svc->remove_waiter(waiter, false);
+            } catch (...) {
+                // Allocation failed, perhaps before the waiter was out.
+                svc->forget_waiter(waiter);
+            }
+        }
+        svc->unregister_stop_hook(*this);
     }
 
     // The caller gets its answer now; the machine ends at its next step.

@@ -226,7 +226,9 @@ std::size_t request_queue::on_disconnect(error_code ec, completions& out) {
     }
     entries_.erase(entries_.begin(), entries_.begin() + static_cast<std::ptrdiff_t>(sent));
     written_ = staged_ = staged_commands_ = 0;
-    reset(write_buffer_);
+    // Cleared, not given back: a write on the closed connection may not have
+    // completed yet, and its buffer stays valid until the next stage().
+    write_buffer_.clear();
 
     // Unsent priority entries belong to the connection that is gone.
     for (auto& e : entries_) {
@@ -250,7 +252,7 @@ void request_queue::fail_all(error_code ec, completions& out) {
         if (live(e)) complete(e, ec, {}, out);
     entries_.clear();
     written_ = staged_ = staged_commands_ = waiting_ = 0;
-    reset(write_buffer_);
+    write_buffer_.clear();  // as in on_disconnect()
 }
 
 }  // namespace corolock::detail

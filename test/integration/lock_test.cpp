@@ -46,6 +46,20 @@ using namespace corolock::test;
 namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
+// An executor that runs a function at once, in the caller, exceptions and all.
+struct inline_executor {
+    asio::execution_context* context;
+    template <class F>
+    void execute(F&& f) const {
+        std::forward<F>(f)();
+    }
+    asio::execution_context& query(asio::execution::context_t) const noexcept { return *context; }
+    static constexpr auto query(asio::execution::blocking_t) noexcept {
+        return asio::execution::blocking.always;
+    }
+    bool operator==(const inline_executor& o) const noexcept { return context == o.context; }
+    bool operator!=(const inline_executor& o) const noexcept { return context != o.context; }
+};
 }  // namespace
 
 TEST_CASE("lock: mutual exclusion with fencing across coroutines and processes",
@@ -579,6 +593,59 @@ TEST_CASE("lock: a completion handler that throws breaks neither the client nor 
         co_await again.release();
     });
     c.stop();
+}
+
+TEST_CASE("lock: a handler that throws does not cut short the completions that come with it",
+          "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::mutex holder(c, "batch"), waiter(c, "batch");
+    std::optional<guard> held;
+    std::optional<error_code> waiter_answer;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        held = co_await holder.acquire({.lease = 30s});
+        waiter.async_acquire({.lease = 30s, .wait = 20s},
+                             [&](error_code ec, guard) { waiter_answer = ec; });
+        const auto awaited = co_await eventually([&] {
+            return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters() == 1;
+        }, 5s);
+        CHECK(awaited);
+    });
+    // Four commands are written, and the server holds every reply behind the
+    // first (a BLPOP on an empty list), so the stop fails all four at once.
+    // The second's handler throws, run inside the client by dispatch(): it is
+    // bound to an executor that runs what it is given at once (an
+    // io_context's executor would catch the exception and rethrow it from
+    // run()). The others, and the waiting acquire that the stop answers
+    // after them, still hear client_stopped; the exception leaves run() once.
+    std::vector<error_code> answers;
+    auto answer = [&](error_code ec, corolock::reply) { answers.push_back(ec); };
+    c.async_exec(command{"BLPOP", "batch:empty", "5"}, answer);
+    c.async_exec(command{"PING"},
+                 asio::bind_executor(inline_executor{&ioc}, [&](error_code, corolock::reply) {
+                     throw std::runtime_error("the caller's handler fails");
+                 }));
+    c.async_exec(command{"PING"}, answer);
+    c.async_exec(command{"PING"}, answer);
+    ioc.run_for(300ms);
+    REQUIRE(answers.empty());
+    c.stop();
+    int escaped = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while ((answers.size() < 3 || !waiter_answer || escaped == 0) &&
+           std::chrono::steady_clock::now() < deadline) {
+        try {
+            if (ioc.run_one_until(deadline) == 0) break;
+        } catch (const std::runtime_error&) {
+            ++escaped;
+        }
+    }
+    CHECK(escaped == 1);
+    REQUIRE(answers.size() == 3);
+    for (const auto& ec : answers) CHECK(ec == error::client_stopped);
+    REQUIRE(waiter_answer);
+    CHECK(*waiter_answer == error::client_stopped);
 }
 
 TEST_CASE("lock: waiters get through after CLIENT KILL TYPE pubsub and SCRIPT FLUSH",

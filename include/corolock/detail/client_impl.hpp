@@ -126,7 +126,9 @@ private:
     request_queue::options queue_options(const exec_options& opts) const;
     // After a push: re-arms the expiry timer and starts or schedules a write.
     void after_push(const request_queue::options& qo);
+    // Runs completed requests' handlers and targets, every one even if one throws.
     void run_completions(completions& done);
+    void complete(completion& c);
     void handle_reply(reply&& r);
     // Hands out every parsed reply; false when an unexpected one closed
     // the connection.

@@ -80,6 +80,11 @@ public:
     static constexpr std::size_t max_keys = 2;
     static constexpr std::size_t max_args = 3;
 
+    script_args() = default;
+    // Its number views point into the object itself.
+    script_args(const script_args&) = delete;
+    script_args& operator=(const script_args&) = delete;
+
     void key(std::string_view k) noexcept;
     void arg(std::string_view a) noexcept;
     void arg(std::int64_t n) noexcept;
@@ -242,6 +247,9 @@ public:
 
     std::size_t background_releases() const noexcept { return background_releases_; }
     const unlock_waiters& waiters() const noexcept { return waiters_; }
+    // Takes a waiter out without the UNSUBSCRIBE that remove_waiter() may
+    // send: for a destructor, when that failed. Allocates nothing.
+    void forget_waiter(unlock_waiters::waiter& w) noexcept { waiters_.remove(w, false); }
     const watchdog_schedule& schedule() const noexcept { return schedule_; }
     std::uint64_t renew_batches() const noexcept { return renew_batches_; }
     bool stopped() const noexcept { return stopped_; }
