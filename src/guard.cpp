@@ -31,13 +31,10 @@ void complete_later(Handler&& h, error_code ec, const asio::any_io_executor& via
         asio::post(asio::system_executor(), asio::append(std::forward<Handler>(h), ec));
 }
 
-// Releases a level in the background, without waiting. On the strand.
-void release_in_background(const std::shared_ptr<lock_state>& st, std::uint64_t level) {
+// On the strand: hands the level to the lock service's background releases.
+void release_now(const std::shared_ptr<lock_state>& st, std::uint64_t level) {
     auto svc = lock_service::of(*st->client);
-    if (svc->stopped()) return;
-    svc->note_background_release(+1);
-    svc->release_level(
-        st, level, [svc](error_code) { svc->note_background_release(-1); }, /*direct=*/true);
+    if (!svc->stopped()) svc->release_in_background(st, level);
 }
 
 // Hands a level's release to the client's background work, without waiting.
@@ -50,11 +47,11 @@ void release_detached(std::shared_ptr<lock_state> st, std::uint64_t level) noexc
             // does next. Posted, the release would come after the same
             // handle's next acquire, which would then be granted as a
             // re-entry: the lock never free, its waiters never woken.
-            release_in_background(st, level);
+            release_now(st, level);
             return;
         }
         auto strand = st->client->strand();  // before `st` is moved from
-        asio::post(strand, [st = std::move(st), level] { release_in_background(st, level); });
+        asio::post(strand, [st = std::move(st), level] { release_now(st, level); });
     } catch (...) {
         // Allocation failed: the lease expires by itself within its TTL.
     }

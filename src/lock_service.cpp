@@ -394,6 +394,14 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
                /*idempotent=*/true);
 }
 
+void lock_service::release_in_background(const std::shared_ptr<lock_state>& st,
+                                         std::uint64_t level) {
+    note_background_release(+1);
+    release_level(
+        st, level, [self = shared_from_this()](error_code) { self->note_background_release(-1); },
+        /*direct=*/true);
+}
+
 // ---- waiters ----
 
 lock_service::handoff& lock_service::handoff_for(std::string_view channel) {

@@ -26,15 +26,6 @@ namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr auto min_lease = std::chrono::milliseconds(10);
 
-void release_in_background(lock_service& svc, const std::shared_ptr<lock_state>& st,
-                           std::uint64_t level) {
-    svc.note_background_release(+1);
-    svc.release_level(
-        st, level,
-        [svc = svc.shared_from_this()](error_code) { svc->note_background_release(-1); },
-        /*direct=*/true);
-}
-
 // One acquire in progress: the Asio shell around detail::acquire_fsm, which
 // makes every decision. The shell runs the acquire script, waits in the lock
 // service's list of timed waits (one timer for every waiter of the client)
@@ -127,7 +118,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 svc->unregister_stop_hook(*this);
                 // An attempt may have been granted: give it back (owner- and
                 // level-checked, so harmless if it was not).
-                if (!handed_over && level != 0) release_in_background(*svc, st, level);
+                if (!handed_over && level != 0) svc->release_in_background(st, level);
             }
         } catch (...) {
         }
@@ -187,7 +178,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     // The side effects in the order the machine lists them, then the step.
     void perform(const fsm::action& a) {
-        if (a.give_back) release_in_background(*svc, st, level);
+        if (a.give_back) svc->release_in_background(st, level);
         if (a.fresh_level) level = st->next_level++;
         if (a.join_queue) svc->add_waiter(waiter, st->keys.channel());
         if (a.rearm) svc->rearm_waiter(waiter);

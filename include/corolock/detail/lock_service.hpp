@@ -184,6 +184,9 @@ public:
     using release_handler = boost::asio::any_completion_handler<void(error_code)>;
     void release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
                        release_handler handler, bool direct);
+    // The same with nobody waiting for the answer (a dropped guard, a level
+    // granted too late): counted in background_releases() until it comes.
+    void release_in_background(const std::shared_ptr<lock_state>& st, std::uint64_t level);
 
     // Waiters.
     void add_waiter(unlock_waiters::waiter& w, std::string_view channel);
