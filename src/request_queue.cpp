@@ -26,16 +26,11 @@ request_queue::id_type request_queue::push(std::string payload, exec_handler han
                             opts.priority, opts.direct});
 }
 
-request_queue::id_type request_queue::push_target(std::string payload, target_ptr target,
-                                                  options opts) {
-    return push_entry(entry{next_id_++, std::move(payload), exec_handler{}, std::move(target),
+request_queue::id_type request_queue::push_target(target_ptr target, options opts) {
+    assert(target);
+    return push_entry(entry{next_id_++, std::string(), exec_handler{}, std::move(target),
                             opts.deadline, opts.kind, state::waiting, opts.idempotent, false,
                             opts.priority, true});
-}
-
-request_queue::id_type request_queue::push_target(target_ptr target, options opts) {
-    assert(target && target->writes_command());
-    return push_target(std::string(), std::move(target), opts);
 }
 
 request_queue::id_type request_queue::push_entry(entry e) {
@@ -61,24 +56,23 @@ const std::string& request_queue::stage() {
     for (std::size_t j = written_; j < entries_.size(); ++j) {
         const entry& e = entries_[j];
         if (e.st != state::waiting) continue;
-        bytes += e.payload.empty() && writes(e) ? e.target->command_size() : e.payload.size();
+        bytes += e.target ? e.target->command_size() : e.payload.size();
     }
     write_buffer_.reserve(bytes);
     std::size_t i = written_;
     for (; i < entries_.size(); ++i) {
         entry& e = entries_[i];
         if (e.st == state::waiting) {
-            if (e.payload.empty() && writes(e))
+            if (e.target)
                 e.target->write_command(write_buffer_);
             else
                 write_buffer_.append(e.payload);
             e.st = state::staged;
             ++staged_commands_;
             --waiting_;
-            // The bytes now live in the write buffer; the entry keeps its
-            // payload only while a retry may still need it and its target
-            // cannot write it again.
-            if (!e.idempotent || e.retried || writes(e)) std::string().swap(e.payload);
+            // The bytes now live in the write buffer; a handler's entry keeps
+            // its payload only while a retry may still need it.
+            if (!e.idempotent || e.retried) std::string().swap(e.payload);
         } else if (e.st != state::cancelled) {
             break;  // cannot happen: everything after written_ is waiting or a tombstone
         }

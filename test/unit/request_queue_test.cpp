@@ -6,7 +6,6 @@
 
 #include <map>
 #include <memory>
-#include <optional>
 #include <vector>
 
 using corolock::error;
@@ -34,16 +33,16 @@ struct recorder {
 };
 
 // A reply target that records its replies; the queue holds it by shared_ptr.
-// With `command` set it writes its own command when it goes out (counted).
+// It writes `command` when it goes out (counted).
 struct target_recorder final : reply_target {
+    explicit target_recorder(std::string c) : command(std::move(c)) {}
     std::vector<std::pair<error_code, reply>> replies;
-    std::optional<std::string> command;
+    std::string command;
     mutable int written = 0;
-    bool writes_command() const noexcept override { return command.has_value(); }
-    std::size_t command_size() const noexcept override { return command ? command->size() : 0; }
+    std::size_t command_size() const noexcept override { return command.size(); }
     void write_command(std::string& out) const override {
         ++written;
-        out += command.value();
+        out += command;
     }
     void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) override {
         CHECK(self.get() == this);  // the queue hands over its own reference
@@ -364,15 +363,15 @@ TEST_CASE("request_queue: reply targets take part in order, cancellation, expiry
     request_queue q;
     recorder rec;
     completions done;
-    auto a = std::make_shared<target_recorder>();
-    auto b = std::make_shared<target_recorder>();
-    auto c = std::make_shared<target_recorder>();
+    auto a = std::make_shared<target_recorder>("A");
+    auto b = std::make_shared<target_recorder>("B");
+    auto c = std::make_shared<target_recorder>("C");
     const auto soon = clock_type::now() + 1s;
 
-    q.push_target("A", a, opts());
+    q.push_target(a, opts());
     q.push("H", rec.handler("h"), opts());
-    q.push_target("B", b, idempotent_opts());
-    q.push_target("C", c, opts(soon));
+    q.push_target(b, idempotent_opts());
+    q.push_target(c, opts(soon));
     CHECK(a.use_count() == 2);  // the queue keeps the target alive
     CHECK(q.stage() == "AHBC");
     q.on_write_done();
@@ -412,10 +411,10 @@ TEST_CASE("request_queue: reply targets take part in order, cancellation, expiry
     CHECK(b->replies[0].second.str == "rb");
 
     // A waiting target that is cancelled is never sent; fail_all answers the rest.
-    auto d = std::make_shared<target_recorder>();
-    auto e = std::make_shared<target_recorder>();
-    const auto id = q.push_target("D", d, opts());
-    q.push_target("E", e, opts());
+    auto d = std::make_shared<target_recorder>("D");
+    auto e = std::make_shared<target_recorder>("E");
+    const auto id = q.push_target(d, opts());
+    q.push_target(e, opts());
     CHECK(q.cancel(id, error::timeout, false, done));
     run_all(done);
     CHECK(q.stage() == "E");
@@ -462,12 +461,10 @@ TEST_CASE("request_queue: a target that writes its own command keeps no bytes, a
           "[request_queue]") {
     request_queue q;
     completions done;
-    auto kept = std::make_shared<target_recorder>();    // queued with its bytes
-    auto writer = std::make_shared<target_recorder>();  // writes them itself
-    auto once = std::make_shared<target_recorder>();    // the same, not idempotent
-    writer->command = "W1";
-    once->command = "O";
-    q.push_target("K", kept, idempotent_opts());
+    auto kept = std::make_shared<target_recorder>("K");    // its command stays the same
+    auto writer = std::make_shared<target_recorder>("W1");  // its command changes
+    auto once = std::make_shared<target_recorder>("O");     // not idempotent
+    q.push_target(kept, idempotent_opts());
     q.push_target(writer, idempotent_opts());
     q.push_target(once, opts());
     CHECK(writer->written == 0);  // nothing is built while the command waits
@@ -479,9 +476,9 @@ TEST_CASE("request_queue: a target that writes its own command keeps no bytes, a
     CHECK(q.buffer_capacity() >= 4);
     q.on_write_done();
 
-    // The connection drops: K goes again from its kept bytes, W is written
-    // again when it goes out (its command may differ now, as a script call's
-    // EVAL after NOSCRIPT does), and O, not idempotent, fails.
+    // The connection drops: K and W are written again when they go out (W's
+    // command differs now, as a script call's EVAL after NOSCRIPT does), and
+    // O, not idempotent, fails.
     writer->command = "W2";
     CHECK(q.on_disconnect(error::connection_lost, done) == 2);
     run_all(done);
@@ -499,8 +496,7 @@ TEST_CASE("request_queue: a target that writes its own command keeps no bytes, a
     CHECK(kept->replies.size() == 1);
 
     // A waiting writer that is cancelled is never written.
-    auto never = std::make_shared<target_recorder>();
-    never->command = "N";
+    auto never = std::make_shared<target_recorder>("N");
     const auto id = q.push_target(never, opts());
     CHECK(q.cancel(id, error::timeout, false, done));
     run_all(done);

@@ -85,7 +85,7 @@ public:
     // cancellation slot is honoured as documented on client::async_exec.
     void exec(std::string payload, exec_options opts, exec_handler handler);
     // One command of the library's own reply target, which writes the
-    // command itself when it goes out (reply_target::writes_command) and is
+    // command itself when it goes out (reply_target::write_command) and is
     // called in place on the strand (as if opts.direct). On the strand only.
     void exec(exec_options opts, target_ptr target);
 

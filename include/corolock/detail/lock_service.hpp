@@ -120,9 +120,8 @@ private:
     void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) final;
     // The command is written straight into the client's write buffer when
     // it goes out (and again if a lost connection makes it go out again).
-    bool writes_command() const noexcept final { return true; }
-    std::size_t command_size() const noexcept final;
     void write_command(std::string& out) const final;
+    std::size_t command_size() const noexcept final;
 
     const script* script_ = nullptr;
     // Used only for the EVAL after NOSCRIPT, which only a server reply

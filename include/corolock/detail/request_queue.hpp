@@ -37,15 +37,14 @@ using exec_handler = boost::asio::any_completion_handler<void(error_code, reply)
 class reply_target {
 public:
     virtual void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) = 0;
-    // A target that writes its command itself is queued without bytes: the
-    // queue has it append them to the write buffer when they go out (and
-    // again if a lost connection makes an idempotent one go out again), so
+    // A target writes its command itself, so it is queued without bytes:
+    // the queue has it append them to the write buffer when they go out (and
+    // again if a lost connection makes an idempotent one go out again), and
     // nothing is allocated or kept for them while the command waits. The
     // command must not change between queueing and writing.
-    virtual bool writes_command() const noexcept { return false; }
+    virtual void write_command(std::string& out) const = 0;
     // An upper bound of the bytes write_command() appends.
-    virtual std::size_t command_size() const noexcept { return 0; }
-    virtual void write_command(std::string& out) const { (void)out; }
+    virtual std::size_t command_size() const noexcept = 0;
 
 protected:
     ~reply_target() = default;
@@ -91,9 +90,8 @@ public:
     // Queues one command's RESP bytes. Priority entries go in front of all
     // waiting entries (after any written ones).
     id_type push(std::string payload, exec_handler handler, options opts);
-    // The same, for a reply target (completed in place: opts.direct is implied).
-    id_type push_target(std::string payload, target_ptr target, options opts);
-    // A target that writes its own command: no bytes are queued.
+    // Queues a reply target's command, which it writes itself when it goes
+    // out (completed in place: opts.direct is implied).
     id_type push_target(target_ptr target, options opts);
 
     // True when staging would produce bytes.
@@ -154,7 +152,7 @@ private:
     enum class state : std::uint8_t { waiting, staged, written, cancelled, done };
     struct entry {
         id_type id;
-        std::string payload;
+        std::string payload;           // a handler's command (a target writes its own)
         exec_handler handler;          // empty once completed
         target_ptr target;             // instead of handler; null once completed
         clock::time_point deadline;
@@ -172,10 +170,9 @@ private:
     id_type push_entry(entry e);
     // A written entry that a lost connection sends again instead of failing.
     static bool resent_on_disconnect(const entry& e) noexcept {
-        return e.idempotent && !e.retried && !e.priority && (!e.payload.empty() || writes(e));
+        // A handler's bytes are kept for it; a target writes them again.
+        return e.idempotent && !e.retried && !e.priority && (e.target || !e.payload.empty());
     }
-    // The entry keeps no bytes: its target writes them when they go out.
-    static bool writes(const entry& e) noexcept { return e.target && e.target->writes_command(); }
     entry* find(id_type id) noexcept;
     void complete(entry& e, error_code ec, reply r, completions& out);
     void pop_done_front() noexcept;
