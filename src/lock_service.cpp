@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <pthread.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <cassert>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -22,24 +24,57 @@ namespace corolock::detail {
 
 namespace asio = boost::asio;
 
-std::string random_owner_id() {
-    std::array<unsigned char, 16> bytes{};
+namespace {
+// Owner ids come from the OS random source, read a block at a time: one
+// getrandom() call serves 16 ids instead of one (a fresh handle per lock is
+// the common pattern, so this was a system call per acquire). The block is
+// per thread, and a fork makes every block stale: the child handler bumps
+// the generation, so a parent and its child never hand out the same bytes.
+constexpr std::size_t owner_id_bytes = 16;
+constexpr std::size_t owner_ids_per_block = 16;
+std::atomic<std::uint64_t> fork_generation{0};
+void on_fork_child() noexcept { fork_generation.fetch_add(1, std::memory_order_relaxed); }
+
+struct random_block {
+    std::array<unsigned char, owner_id_bytes * owner_ids_per_block> bytes{};
+    std::size_t used = owner_id_bytes * owner_ids_per_block;  // empty: fill first
+    std::uint64_t generation = 0;
+};
+
+void fill_random(unsigned char* data, std::size_t size) {
     std::size_t got = 0;
-    // getrandom() on 16 bytes only returns short or fails with EINTR before
-    // the pool is ready; bound the retries anyway.
-    for (int attempt = 0; attempt < 100 && got < bytes.size(); ++attempt) {
-        const ssize_t n = ::getrandom(bytes.data() + got, bytes.size() - got, 0);
+    // getrandom() of at most 256 bytes only returns short or fails with
+    // EINTR before the pool is ready; bound the retries anyway.
+    for (int attempt = 0; attempt < 100 && got < size; ++attempt) {
+        const ssize_t n = ::getrandom(data + got, size - got, 0);
         if (n > 0) got += static_cast<std::size_t>(n);
         else if (n < 0 && errno != EINTR) break;
     }
-    if (got < bytes.size()) throw std::runtime_error("corolock: the OS random source failed");
-    std::string hex;
-    hex.reserve(32);
-    constexpr char digits[] = "0123456789abcdef";
-    for (unsigned char b : bytes) {
-        hex.push_back(digits[b >> 4]);
-        hex.push_back(digits[b & 0xf]);
+    if (got < size) throw std::runtime_error("corolock: the OS random source failed");
+}
+}  // namespace
+
+std::string random_owner_id() {
+    // Registered before the first block exists, so no fork can copy a block
+    // unnoticed. glibc drops the handler if the library is unloaded.
+    static const int registered = ::pthread_atfork(nullptr, nullptr, &on_fork_child);
+    (void)registered;
+    thread_local random_block block;
+    const auto generation = fork_generation.load(std::memory_order_relaxed);
+    if (block.used == block.bytes.size() || block.generation != generation) {
+        fill_random(block.bytes.data(), block.bytes.size());
+        block.used = 0;
+        block.generation = generation;
     }
+    unsigned char* bytes = block.bytes.data() + block.used;
+    block.used += owner_id_bytes;
+    std::string hex(2 * owner_id_bytes, '0');
+    constexpr char digits[] = "0123456789abcdef";
+    for (std::size_t i = 0; i < owner_id_bytes; ++i) {
+        hex[2 * i] = digits[bytes[i] >> 4];
+        hex[2 * i + 1] = digits[bytes[i] & 0xf];
+    }
+    std::memset(bytes, 0, owner_id_bytes);  // handed out: keep no copy
     return hex;
 }
 
@@ -103,46 +138,62 @@ void script_args::arg(std::int64_t n) noexcept {
 }
 
 namespace {
-void append_bulk(std::string& out, std::string_view a) {
-    std::array<char, 24> len{};
-    const auto end = std::to_chars(len.data(), len.data() + len.size(), a.size()).ptr;
-    out += '$';
-    out.append(len.data(), end);
-    out += "\r\n";
-    out.append(a);
-    out += "\r\n";
-}
-
-// EVALSHA sha (or EVAL source), numkeys, the keys and the arguments, as one
-// RESP array. script_size() bounds what append_script() appends.
 std::string_view script_verb(bool by_sha) noexcept { return by_sha ? "EVALSHA" : "EVAL"; }
 std::string_view script_body(const script& s, bool by_sha) noexcept {
     return by_sha ? std::string_view(s.sha1) : std::string_view(s.source);
 }
 
-std::size_t script_size(const script& s, bool by_sha, const script_args& a) noexcept {
-    // 16 covers a bulk string's "$<length>\r\n" and "\r\n"; 20 the count.
-    std::size_t size = 16 + (script_verb(by_sha).size() + 16) +
-                       (script_body(s, by_sha).size() + 16) + 20;
-    for (auto k : a.keys()) size += k.size() + 16;
-    for (auto v : a.args()) size += v.size() + 16;
+// Plain stores into a buffer sized once (script_command_size): this runs
+// for every command the lock layer sends.
+char* put_decimal(char* p, std::size_t n) noexcept {
+    return std::to_chars(p, p + 20, n).ptr;
+}
+char* put_bulk(char* p, std::string_view a) noexcept {
+    *p++ = '$';
+    p = put_decimal(p, a.size());
+    *p++ = '\r';
+    *p++ = '\n';
+    if (!a.empty()) std::memcpy(p, a.data(), a.size());
+    p += a.size();
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+}  // namespace
+
+std::size_t script_command_size(const script& s, bool by_sha, const script_args& a) noexcept {
+    // The array header "*<count>\r\n", and per bulk string "$<length>\r\n"
+    // and "\r\n", each number at most 20 digits; the key count is one bulk.
+    constexpr std::size_t header = 1 + 20 + 2;
+    constexpr std::size_t bulk = 1 + 20 + 2 + 2;
+    std::size_t size = header + (bulk + script_verb(by_sha).size()) +
+                       (bulk + script_body(s, by_sha).size()) + (bulk + 20);
+    for (auto k : a.keys()) size += bulk + k.size();
+    for (auto v : a.args()) size += bulk + v.size();
     return size;
 }
 
-void append_script(std::string& out, const script& s, bool by_sha, const script_args& a) {
-    std::array<char, 24> n{};
+void append_script_command(std::string& out, const script& s, bool by_sha, const script_args& a) {
     const auto keys = a.keys();
     const auto args = a.args();
-    out += '*';
-    out.append(n.data(), std::to_chars(n.data(), n.data() + n.size(), 3 + keys.size() + args.size()).ptr);
-    out += "\r\n";
-    append_bulk(out, script_verb(by_sha));
-    append_bulk(out, script_body(s, by_sha));
-    append_bulk(out, std::string_view(n.data(), std::to_chars(n.data(), n.data() + n.size(), keys.size()).ptr));
-    for (auto k : keys) append_bulk(out, k);
-    for (auto v : args) append_bulk(out, v);
+    const std::size_t old = out.size();
+    out.resize(old + script_command_size(s, by_sha, a));
+    char* p = out.data() + old;
+    *p++ = '*';
+    p = put_decimal(p, 3 + keys.size() + args.size());
+    *p++ = '\r';
+    *p++ = '\n';
+    p = put_bulk(p, script_verb(by_sha));
+    p = put_bulk(p, script_body(s, by_sha));
+    char count[20];
+    p = put_bulk(p, std::string_view(count, static_cast<std::size_t>(put_decimal(count, keys.size()) - count)));
+    for (auto k : keys) p = put_bulk(p, k);
+    for (auto v : args) p = put_bulk(p, v);
+    out.resize(static_cast<std::size_t>(p - out.data()));
 }
 
+namespace {
 client_impl::exec_options script_options(bool idempotent) {
     client_impl::exec_options opts;
     opts.idempotent = idempotent;
@@ -185,13 +236,13 @@ void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, re
 std::size_t script_call::command_size() const noexcept {
     script_args a;
     arguments(a);
-    return script_size(*script_, !by_source_, a);
+    return script_command_size(*script_, !by_source_, a);
 }
 
 void script_call::write_command(std::string& out) const {
     script_args a;
     arguments(a);
-    append_script(out, *script_, !by_source_, a);
+    append_script_command(out, *script_, !by_source_, a);
 }
 
 void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
@@ -443,6 +494,7 @@ void lock_service::remove_waiter(unlock_waiters::waiter& w, bool acquired) {
 }
 
 lock_service::clock::time_point lock_service::expiry_hint(std::string_view channel) const {
+    if (expiry_hints_.empty()) return clock::time_point::min();
     auto it = expiry_hints_.find(channel);
     return it == expiry_hints_.end() ? clock::time_point::min() : it->second;
 }
@@ -456,6 +508,9 @@ void lock_service::note_expiry_hint(std::string_view channel, clock::time_point 
 }
 
 lock_service::clock::time_point lock_service::yield_until(std::string_view channel) {
+    // The empty checks on these maps skip hashing the channel name on the
+    // uncontended path, where they are empty.
+    if (handoffs_.empty()) return clock::time_point::min();
     auto it = handoffs_.find(channel);
     if (it == handoffs_.end()) return clock::time_point::min();
     const auto until = it->second.yield_until;
@@ -464,6 +519,7 @@ lock_service::clock::time_point lock_service::yield_until(std::string_view chann
 }
 
 void lock_service::erase_handoff_if_idle(std::string_view channel) {
+    if (handoffs_.empty()) return;
     auto it = handoffs_.find(channel);
     if (it == handoffs_.end()) return;
     const auto& h = it->second;
@@ -486,6 +542,7 @@ void lock_service::on_release_reply(std::string_view channel, bool tracked,
         handoff_for(channel).yield_until =
             now + std::clamp<clock::duration>(4 * (now - sent), min_yield, max_yield);
     }
+    if (handoffs_.empty()) return;
     auto it = handoffs_.find(channel);
     if (it == handoffs_.end()) return;
     auto& h = it->second;

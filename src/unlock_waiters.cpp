@@ -72,6 +72,7 @@ std::vector<std::string> unlock_waiters::channels() const {
 }
 
 std::size_t unlock_waiters::waiter_count(std::string_view channel) const {
+    if (channels_.empty()) return 0;  // uncontended: no name to hash
     auto it = channels_.find(channel);
     return it == channels_.end() ? 0 : it->second.size();
 }

@@ -314,3 +314,39 @@ TEST_CASE("owner ids: 128 random bits in hex, distinct, also across fork()", "[o
     CHECK(WIFEXITED(status));
     CHECK(mine != theirs);
 }
+
+TEST_CASE("script commands: EVALSHA and EVAL as RESP arrays of bulk strings, within their bound",
+          "[scripts]") {
+    const script& s = acquire_script();
+    const std::string key = "corolock:{orders:42}";
+    const std::string fence = "corolock:{orders:42}:fence";
+    script_args a;
+    a.key(key);
+    a.key(fence);
+    a.arg(std::string_view("0123456789abcdef0123456789abcdef"));
+    a.arg(std::int64_t{30000});
+    a.arg(std::int64_t{-7});
+
+    auto bulk = [](std::string_view v) {
+        return "$" + std::to_string(v.size()) + "\r\n" + std::string(v) + "\r\n";
+    };
+    const std::string tail = bulk("2") + bulk(key) + bulk(fence) +
+                             bulk("0123456789abcdef0123456789abcdef") + bulk("30000") + bulk("-7");
+
+    // Appended after what the buffer already holds, which stays as it was.
+    std::string out = "*1\r\n$4\r\nPING\r\n";
+    append_script_command(out, s, true, a);
+    CHECK(out == "*1\r\n$4\r\nPING\r\n*8\r\n" + bulk("EVALSHA") + bulk(s.sha1) + tail);
+    CHECK(out.size() - 14 <= script_command_size(s, true, a));
+
+    std::string eval;
+    append_script_command(eval, s, false, a);
+    CHECK(eval == "*8\r\n" + bulk("EVAL") + bulk(s.source) + tail);
+    CHECK(eval.size() <= script_command_size(s, false, a));
+
+    // No arguments at all: the key count is still there.
+    script_args none;
+    std::string bare;
+    append_script_command(bare, s, true, none);
+    CHECK(bare == "*3\r\n" + bulk("EVALSHA") + bulk(s.sha1) + bulk("0"));
+}

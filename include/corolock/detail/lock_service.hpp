@@ -99,6 +99,13 @@ private:
     std::size_t nargs_ = 0;
 };
 
+// The RESP command of one script run, appended to out: EVALSHA and the
+// script's SHA1 (or EVAL and its source when by_sha is false), the number
+// of keys, the keys and the arguments, each a bulk string.
+void append_script_command(std::string& out, const script& s, bool by_sha, const script_args& a);
+// An upper bound of the bytes append_script_command() appends.
+std::size_t script_command_size(const script& s, bool by_sha, const script_args& a) noexcept;
+
 // One script run of the lock layer, sent by lock_service::run_script. The
 // object that waits for the reply is the reply target itself, and its
 // arguments are produced on demand from its own state, when the command is
