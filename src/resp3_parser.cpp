@@ -62,6 +62,17 @@ std::string header_of(char type) { return std::string(" in '") + type + "' heade
 // Decimal fitting int64: an optional '-' (or '+' where the RESP3 grammar
 // allows one, i.e. for integer values but not for lengths), then digits.
 bool parse_int64(std::string_view s, bool allow_plus, std::int64_t& out) noexcept {
+    // Most numbers on the wire are short and non-negative: lengths, counts,
+    // small integers. Up to 18 digits cannot overflow.
+    if (!s.empty() && s.size() <= 18 && is_digit(s.front())) {
+        std::int64_t v = 0;
+        for (char c : s) {
+            if (!is_digit(c)) return false;
+            v = v * 10 + (c - '0');
+        }
+        out = v;
+        return true;
+    }
     std::string_view digits = s;
     if (!s.empty() && (s.front() == '-' || (allow_plus && s.front() == '+'))) {
         digits.remove_prefix(1);
@@ -234,9 +245,12 @@ resp3_parser::step resp3_parser::fail(error e, std::string what, std::size_t at)
 reply resp3_parser::make(resp3_type t) {
     reply r;
     r.type = t;
-    // A new value takes the attributes that preceded it.
-    r.attributes = std::move(pending_attributes_);
-    pending_attributes_.clear();
+    // A new value takes the attributes that preceded it (Redis sends them
+    // only on client tracking, so the common case has none to move).
+    if (!pending_attributes_.empty()) {
+        r.attributes = std::move(pending_attributes_);
+        pending_attributes_.clear();
+    }
     return r;
 }
 
