@@ -33,6 +33,9 @@ struct options {
     std::string data_dir;  // where scenarios write plot data; empty: none
     std::string self_exe;  // this program, for child processes
     bool flush = false;    // a throwaway server: the sweep empties it between its steps
+    // S1 and S2: how long the cycling runs, instead of the mode's length
+    // (scripts/bench.sh runs S1 in short rounds, each beside a baseline sample).
+    double seconds = 0;
 };
 
 // Metrics of one scenario, in order: a name and a JSON literal. A scenario

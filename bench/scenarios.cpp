@@ -234,8 +234,10 @@ asio::awaitable<void> uncontended(const options& o, metrics& m, std::size_t coro
                                   const char* prefix) {
     corolock::client c{co_await asio::this_coro::executor, make_config(o)};
     co_await warm_up(c, 200);
-    auto r = co_await run_concurrent(c, coroutines, pick<clock::duration>(o, 5s, 2s, 300ms),
-                                     prefix + run_id() + ":");
+    const auto run = o.seconds > 0 ? std::chrono::duration_cast<clock::duration>(
+                                         std::chrono::duration<double>(o.seconds))
+                                   : pick<clock::duration>(o, 5s, 2s, 300ms);
+    auto r = co_await run_concurrent(c, coroutines, run, prefix + run_id() + ":");
     c.stop();
     m.count("coroutines", coroutines);
     m.number("lease_s", 30);

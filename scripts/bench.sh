@@ -65,9 +65,9 @@ echo "bench: redis-server on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
 # redis-benchmark has no time limit of its own, only a request count; the
 # counts are sized for a few seconds each and `timeout` bounds a stall.
 case $mode in
-  full)  n_ping=20000 n_c1=20000 n_c50=100000 n_p16=400000 ;;
-  quick) n_ping=5000  n_c1=5000  n_c50=25000  n_p16=100000 ;;
-  smoke) n_ping=500   n_c1=500   n_c50=2000   n_p16=8000 ;;
+  full)  n_ping=20000 n_c1=20000 n_c50=100000 n_p16=400000 s1_rounds=7 n_pair=10000 s1_seconds=2 ;;
+  quick) n_ping=5000  n_c1=5000  n_c50=25000  n_p16=100000 s1_rounds=3 n_pair=5000  s1_seconds=1 ;;
+  smoke) n_ping=500   n_c1=500   n_c50=2000   n_p16=8000   s1_rounds=1 n_pair=500   s1_seconds=0.3 ;;
 esac
 
 # One redis-benchmark sample: appends "ops_per_s,p50_ms" to NAME.samples,
@@ -113,9 +113,24 @@ for name in ping_c1 evalsha_c1 evalsha_c50 evalsha_c50_p16; do
   echo "bench:   $name samples (ops/s,p50 ms): $(paste -sd' ' "$run_dir/$name.samples") -> median ${!name}"
 done
 
+# S1 is a ratio of one client's speed to another's, and this machine's
+# speed drifts within seconds: a baseline taken a minute before S1 can see a
+# different machine. So S1 runs in short rounds, each right after a
+# 1-client EVALSHA sample of its own, and its ratio is the median of the
+# rounds' ratios (corolock_bench --s1-round; every round is kept).
+echo "bench: S1 in $s1_rounds rounds, each beside a 1-client EVALSHA sample"
+s1_args=()
+for round in $(seq "$s1_rounds"); do
+  redis_bench evalsha_c1_pair "$round" -c 1 -n "$n_pair" -r 100000 "${acquire[@]}"
+  timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario s1 --seconds "$s1_seconds" \
+    >"$run_dir/s1.$round.tsv"
+  pair_ops=$(sed -n "${round}p" "$run_dir/evalsha_c1_pair.samples" | cut -d, -f1)
+  s1_args+=(--s1-round "$run_dir/s1.$round.tsv,$pair_ops")
+done
+
 echo "bench: corolock_bench ($mode)"
 status=0
-timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush \
+timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush "${s1_args[@]}" \
   --out "$results" --data-dir "$run_dir" \
   --baseline "ping_c1=$ping_c1" --baseline "evalsha_c1=$evalsha_c1" \
   --baseline "evalsha_c50=$evalsha_c50" --baseline "evalsha_c50_p16=$evalsha_c50_p16" ||
