@@ -57,12 +57,13 @@ void fill_random(unsigned char* data, std::size_t size) {
 std::string random_owner_id() {
     // Registered before the first block exists, so no fork can copy a block
     // unnoticed. glibc drops the handler if the library is unloaded.
-    static const int registered = ::pthread_atfork(nullptr, nullptr, &on_fork_child);
-    (void)registered;
+    static const bool fork_safe = ::pthread_atfork(nullptr, nullptr, &on_fork_child) == 0;
     thread_local random_block block;
     const auto generation = fork_generation.load(std::memory_order_relaxed);
-    if (block.used == block.bytes.size() || block.generation != generation) {
-        fill_random(block.bytes.data(), block.bytes.size());
+    // Without the fork handler (it could not be registered), every id is
+    // read on its own, as before blocks.
+    if (!fork_safe || block.used == block.bytes.size() || block.generation != generation) {
+        fill_random(block.bytes.data(), fork_safe ? block.bytes.size() : owner_id_bytes);
         block.used = 0;
         block.generation = generation;
     }
