@@ -242,8 +242,10 @@ resp3_parser::step resp3_parser::fail(error e, std::string what, std::size_t at)
     return step::failed;
 }
 
-reply resp3_parser::make(resp3_type t) {
-    reply r;
+reply& resp3_parser::emplace_value(resp3_type t) {
+    // Built where it ends up, not moved there: the next element of the
+    // innermost open aggregate, or the next ready reply.
+    reply& r = stack_.empty() ? ready_.emplace_back() : stack_.back().node.elements.emplace_back();
     r.type = t;
     // A new value takes the attributes that preceded it (Redis sends them
     // only on client tracking, so the common case has none to move).
@@ -254,29 +256,29 @@ reply resp3_parser::make(resp3_type t) {
     return r;
 }
 
-void resp3_parser::finish_value(reply&& value) {
-    // Walks up while the value completes its parent aggregate.
-    for (;;) {
-        if (stack_.empty()) {
-            ready_.push_back(std::move(value));
-            return;
-        }
+void resp3_parser::value_placed() {
+    // Walks up while the value completes its aggregate.
+    while (!stack_.empty()) {
         open_aggregate& top = stack_.back();
-        top.node.elements.push_back(std::move(value));
         if (--top.remaining > 0) return;
-        open_aggregate done = std::move(top);
-        stack_.pop_back();
-        if (done.is_attribute) {
+        if (top.is_attribute) {
             // An attribute is not an element of its parent: it annotates the
             // next value at this level, together with any attribute that
             // came right before it.
-            std::vector<reply> attrs = std::move(done.node.attributes);
-            for (auto& e : done.node.elements) attrs.push_back(std::move(e));
+            std::vector<reply> attrs = std::move(top.node.attributes);
+            for (auto& e : top.node.elements) attrs.push_back(std::move(e));
             for (auto& e : pending_attributes_) attrs.push_back(std::move(e));
             pending_attributes_ = std::move(attrs);
+            stack_.pop_back();
             return;
         }
-        value = std::move(done.node);
+        // Complete: it becomes the next element of its parent (which the
+        // new element does not move: the parent's vector is not stack_), or
+        // the next ready reply.
+        reply& slot = stack_.size() > 1 ? stack_[stack_.size() - 2].node.elements.emplace_back()
+                                        : ready_.emplace_back();
+        slot = std::move(top.node);
+        stack_.pop_back();
     }
 }
 
@@ -325,10 +327,10 @@ resp3_parser::step resp3_parser::parse_one() {
     switch (type) {
     case '+':
     case '-': {
-        reply r = make(type == '+' ? resp3_type::simple_string : resp3_type::simple_error);
+        reply& r = emplace_value(type == '+' ? resp3_type::simple_string : resp3_type::simple_error);
         r.str.assign(text);
         pos_ = after_line;
-        finish_value(std::move(r));
+        value_placed();
         return step::done;
     }
     case ':': {
@@ -336,27 +338,26 @@ resp3_parser::step resp3_parser::parse_one() {
         if (!parse_int64(text, true, v))
             return fail(error::protocol_error, "invalid integer " + quoted(text) + header_of(type),
                         start);
-        reply r = make(resp3_type::integer);
-        r.integer = v;
+        emplace_value(resp3_type::integer).integer = v;
         pos_ = after_line;
-        finish_value(std::move(r));
+        value_placed();
         return step::done;
     }
     case '_': {
         if (!text.empty())
             return fail(error::protocol_error, "null with a payload " + quoted(text), start);
         pos_ = after_line;
-        finish_value(make(resp3_type::null));
+        emplace_value(resp3_type::null);
+        value_placed();
         return step::done;
     }
     case '#': {
         if (text != "t" && text != "f")
             return fail(error::protocol_error, "invalid boolean " + quoted(text) + header_of(type),
                         start);
-        reply r = make(resp3_type::boolean);
-        r.integer = text == "t" ? 1 : 0;
+        emplace_value(resp3_type::boolean).integer = text == "t" ? 1 : 0;
         pos_ = after_line;
-        finish_value(std::move(r));
+        value_placed();
         return step::done;
     }
     case ',': {
@@ -364,21 +365,20 @@ resp3_parser::step resp3_parser::parse_one() {
         if (!parse_double(text, d))
             return fail(error::protocol_error, "invalid double " + quoted(text) + header_of(type),
                         start);
-        reply r = make(resp3_type::double_type);
+        reply& r = emplace_value(resp3_type::double_type);
         r.number = d;
         r.str.assign(text);
         pos_ = after_line;
-        finish_value(std::move(r));
+        value_placed();
         return step::done;
     }
     case '(': {
         if (!is_big_number(text))
             return fail(error::protocol_error,
                         "invalid big number " + quoted(text) + header_of(type), start);
-        reply r = make(resp3_type::big_number);
-        r.str.assign(text);
+        emplace_value(resp3_type::big_number).str.assign(text);
         pos_ = after_line;
-        finish_value(std::move(r));
+        value_placed();
         return step::done;
     }
     case '$':
@@ -402,7 +402,8 @@ resp3_parser::step resp3_parser::parse_string(char type, std::string_view header
                     start);
     if (len == -1 && type == '$') {  // the RESP2 null bulk string
         pos_ = payload_at;
-        finish_value(make(resp3_type::null));
+        emplace_value(resp3_type::null);
+        value_placed();
         return step::done;
     }
     if (len < 0)
@@ -423,20 +424,18 @@ resp3_parser::step resp3_parser::parse_string(char type, std::string_view header
                         header_of(type),
                     payload_at + n);
     const std::string_view payload(buffer_.data() + payload_at, n);
-    reply r;
     if (type == '=') {
         if (n < 4 || payload[3] != ':')
             return fail(error::protocol_error,
                         "verbatim string without a \"fmt:\" prefix" + header_of(type), payload_at);
-        r = make(resp3_type::verbatim_string);
+        reply& r = emplace_value(resp3_type::verbatim_string);
         r.format.assign(payload.substr(0, 3));
         r.str.assign(payload.substr(4));
     } else {
-        r = make(type == '$' ? resp3_type::bulk_string : resp3_type::blob_error);
-        r.str.assign(payload);
+        emplace_value(type == '$' ? resp3_type::bulk_string : resp3_type::blob_error).str.assign(payload);
     }
     pos_ = payload_at + n + 2;
-    finish_value(std::move(r));
+    value_placed();
     return step::done;
 }
 
@@ -452,7 +451,8 @@ resp3_parser::step resp3_parser::parse_aggregate(char type, std::string_view hea
                     "invalid element count " + quoted(header) + header_of(type), start);
     if (count == -1 && type == '*') {  // the RESP2 null array
         pos_ = after_line;
-        finish_value(make(resp3_type::null));
+        emplace_value(resp3_type::null);
+        value_placed();
         return step::done;
     }
     if (count < 0)
@@ -481,19 +481,25 @@ resp3_parser::step resp3_parser::parse_aggregate(char type, std::string_view hea
     }
     const bool is_attribute = type == '|';
     const auto elements = static_cast<std::size_t>(pairs ? ucount * 2 : ucount);
-    // For an attribute this keeps the attributes already pending with it
-    // (see open_aggregate), for anything else they annotate the aggregate.
-    reply node = make(t);
     pos_ = after_line;
     if (elements == 0) {
-        if (is_attribute)
-            pending_attributes_ = std::move(node.attributes);
-        else
-            finish_value(std::move(node));
+        // An empty attribute leaves the pending attributes pending; an
+        // empty aggregate is a complete value.
+        if (!is_attribute) {
+            emplace_value(t);
+            value_placed();
+        }
         return step::done;
     }
-    node.elements.reserve(std::min(elements, max_reserve));
-    stack_.push_back(open_aggregate{std::move(node), elements, is_attribute});
+    // For an attribute this keeps the attributes already pending with it
+    // (see open_aggregate), for anything else they annotate the aggregate.
+    open_aggregate& open = stack_.emplace_back();
+    open.node.type = t;
+    open.node.attributes = std::move(pending_attributes_);
+    pending_attributes_.clear();
+    open.remaining = elements;
+    open.is_attribute = is_attribute;
+    open.node.elements.reserve(std::min(elements, max_reserve));
     return step::done;
 }
 

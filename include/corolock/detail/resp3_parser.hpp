@@ -58,8 +58,8 @@ private:
         // For an attribute map, node.attributes holds attributes that were
         // already pending when it opened: both sets annotate the same value.
         reply node;
-        std::size_t remaining;  // elements still to come
-        bool is_attribute;      // an attribute map: attaches to the next value
+        std::size_t remaining = 0;   // elements still to come
+        bool is_attribute = false;  // an attribute map: attaches to the next value
     };
 
     enum class step { done, need_more, failed };
@@ -68,8 +68,8 @@ private:
                       std::size_t payload_at);
     step parse_aggregate(char type, std::string_view header, std::size_t start,
                          std::size_t after_line);
-    reply make(resp3_type t);
-    void finish_value(reply&& value);
+    reply& emplace_value(resp3_type t);
+    void value_placed();
     void compact();
     step fail(error e, std::string what, std::size_t at);
 
