@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -108,7 +109,14 @@ cli parse_args(int argc, char** argv) {
             const auto v = value(i);
             const auto comma = v.rfind(',');
             if (comma == std::string::npos) throw std::invalid_argument("--s1-round FILE,OPS");
-            c.s1_rounds.emplace_back(v.substr(0, comma), std::stod(v.substr(comma + 1)));
+            // A missing or malformed sample is kept as NaN: that round then
+            // fails in the report instead of stopping the whole run.
+            const std::string ops = v.substr(comma + 1);
+            double x = std::nan("");
+            const auto [end, ec] = std::from_chars(ops.data(), ops.data() + ops.size(), x);
+            if (ec != std::errc() || end != ops.data() + ops.size() || !std::isfinite(x) || x <= 0)
+                x = std::nan("");
+            c.s1_rounds.emplace_back(v.substr(0, comma), x);
         } else if (a == "--seconds") {
             c.opts.seconds = std::stod(value(i));
             if (!(c.opts.seconds > 0 && c.opts.seconds <= 20))
@@ -141,6 +149,8 @@ cli parse_args(int argc, char** argv) {
         }
     }
     if (c.opts.port == 0) throw std::invalid_argument("--port is required");
+    if (c.opts.seconds > 0 && c.scenario.empty())
+        throw std::invalid_argument("--seconds goes with --scenario s1 or s2");
     return c;
 }
 
@@ -205,6 +215,14 @@ struct scenario_run {
     std::string error;
 };
 
+// A JSON list of numbers as metrics::list writes it: "[1.5,2,null]".
+std::vector<double> parse_list(const std::string& literal) {
+    std::vector<double> out;
+    for (const auto& item : split(literal.substr(1, literal.size() > 1 ? literal.size() - 2 : 0), ','))
+        out.push_back(item == "null" ? std::nan("") : std::stod(item));
+    return out;
+}
+
 // A scenario process's output: "name<TAB>literal" lines.
 void parse_metrics(const std::string& text, bench::metrics& m) {
     std::istringstream in(text);
@@ -237,8 +255,12 @@ scenario_run s1_from_rounds(const std::vector<std::pair<std::string, double>>& r
         parse_metrics(text.str(), x.m);
         x.baseline = ops;
         x.ratio = 2 * x.m.get("cycles_per_s") / ops;
-        if (!std::isfinite(x.ratio)) {
-            r.error = "S1 round " + file + " has no result";
+        if (!std::isfinite(x.ratio) || !(x.m.get("cycles_per_s") > 0)) {
+            r.error = "S1 round " + file + " has no result (or no baseline sample)";
+            return r;
+        }
+        if (x.m.get("errors") > 0) {
+            r.error = "S1 round " + file + " had failed cycles";
             return r;
         }
         all.push_back(std::move(x));
@@ -251,6 +273,8 @@ scenario_run s1_from_rounds(const std::vector<std::pair<std::string, double>>& r
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(),
               [&](std::size_t a, std::size_t b) { return all[a].ratio < all[b].ratio; });
+    // With an even count this is the lower of the two middle rounds: the
+    // stricter one for a ">=" target. bench.sh runs an odd count.
     const round& median = all[order[(order.size() - 1) / 2]];
     r.m = median.m;
     std::vector<double> ratios, cycles, baselines;
@@ -477,12 +501,17 @@ int orchestrate(const cli& c) {
     line("S1", "cycle p50 / p99 us",
          fmt(metric("s1", "cycle_p50_us")) + " / " + fmt(metric("s1", "cycle_p99_us")), "", "");
     if (std::isfinite(metric("s1", "rounds"))) {
-        std::string ratios;
+        // Every round's ratio is in the JSON; the table gives their range.
+        std::vector<double> ratios;
         for (const auto& r : runs)
             if (r.name == "s1")
                 for (const auto& [k, v] : r.m.items())
-                    if (k == "round_ratios") ratios = v;
-        line("S1", "paired rounds: 2 x cycles/s / EVALSHA sample", ratios, "", "");
+                    if (k == "round_ratios") ratios = parse_list(v);
+        const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+        line("S1", "paired rounds: ratio min / median / max",
+             ratios.empty() ? "n/a"
+                            : fmt(*lo) + " / " + fmt(metric("s1", "ratio_median")) + " / " + fmt(*hi),
+             "", "");
         line("S1", "median round: EVALSHA 1-client sample ops/s",
              fmt(metric("s1", "paired_evalsha_c1_ops_per_s")), "", "");
     }

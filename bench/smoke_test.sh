@@ -31,6 +31,17 @@ timeout 100 "$bench" --port "$REDIS_PORT" --mode smoke --flush \
   --baseline ping_c1=10000,0.1 --baseline evalsha_c1=5000,0.2 \
   --baseline evalsha_c50=20000,1 --baseline evalsha_c50_p16=50000,1
 
+# A round that produced nothing, or whose sample is missing, fails S1 with
+# a reason; the run itself still completes and writes its JSON.
+: >"$work/s1.empty.tsv"
+if timeout 30 "$bench" --port "$REDIS_PORT" --mode smoke --only s1 \
+  --s1-round "$work/s1.empty.tsv,5000" --s1-round "$work/s1.1.tsv," \
+  --out "$work/failed.json" >/dev/null; then
+  echo "bench smoke: a failed S1 round did not fail the run" >&2
+  exit 1
+fi
+python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))["scenarios"]["s1"]; sys.exit(0 if not s["ok"] and "no result" in s["failure"] else f"bench smoke: failed S1 round reported as {s}")' "$work/failed.json"
+
 python3 - "$work/results.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

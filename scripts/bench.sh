@@ -118,13 +118,20 @@ done
 # different machine. So S1 runs in short rounds, each right after a
 # 1-client EVALSHA sample of its own, and its ratio is the median of the
 # rounds' ratios (corolock_bench --s1-round; every round is kept).
+# The order alternates (sample first in odd rounds, S1 first in even ones),
+# so that a steady drift of the machine's speed does not favour either side.
 echo "bench: S1 in $s1_rounds rounds, each beside a 1-client EVALSHA sample"
 s1_args=()
 for round in $(seq "$s1_rounds"); do
+  s1_round() {
+    timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario s1 --seconds "$s1_seconds" \
+      >"$run_dir/s1.$round.tsv" || echo "bench: S1 round $round failed" >&2
+  }
+  ((round % 2 == 0)) && s1_round
   redis_bench evalsha_c1_pair "$round" -c 1 -n "$n_pair" -r 100000 "${acquire[@]}"
-  timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario s1 --seconds "$s1_seconds" \
-    >"$run_dir/s1.$round.tsv"
-  pair_ops=$(sed -n "${round}p" "$run_dir/evalsha_c1_pair.samples" | cut -d, -f1)
+  ((round % 2 == 1)) && s1_round
+  # This round's own sample (an empty one makes corolock_bench say so).
+  pair_ops=$(awk -F'","' 'NR == 2 { print $2 }' "$run_dir/evalsha_c1_pair.$round.csv")
   s1_args+=(--s1-round "$run_dir/s1.$round.tsv,$pair_ops")
 done
 
