@@ -33,6 +33,8 @@ namespace {
 constexpr std::size_t owner_id_bytes = 16;
 constexpr std::size_t owner_ids_per_block = 16;
 std::atomic<std::uint64_t> fork_generation{0};
+// The child handler must not take a lock that a vanished thread may hold.
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 void on_fork_child() noexcept { fork_generation.fetch_add(1, std::memory_order_relaxed); }
 
 struct random_block {
