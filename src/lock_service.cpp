@@ -459,7 +459,7 @@ void lock_service::release_in_background(const std::shared_ptr<lock_state>& st,
 // ---- waiters ----
 
 lock_service::handoff& lock_service::handoff_for(std::string_view channel) {
-    auto it = handoffs_.find(channel);
+    auto it = find_channel(handoffs_, channel);
     if (it == handoffs_.end()) it = handoffs_.try_emplace(std::string(channel)).first;
     return it->second;
 }
@@ -497,24 +497,20 @@ void lock_service::remove_waiter(unlock_waiters::waiter& w, bool acquired) {
 }
 
 lock_service::clock::time_point lock_service::expiry_hint(std::string_view channel) const {
-    if (expiry_hints_.empty()) return clock::time_point::min();
-    auto it = expiry_hints_.find(channel);
+    auto it = find_channel(expiry_hints_, channel);
     return it == expiry_hints_.end() ? clock::time_point::min() : it->second;
 }
 
 void lock_service::note_expiry_hint(std::string_view channel, clock::time_point t) {
     if (waiters_.waiter_count(channel) == 0) return;
-    if (auto it = expiry_hints_.find(channel); it != expiry_hints_.end())
+    if (auto it = find_channel(expiry_hints_, channel); it != expiry_hints_.end())
         it->second = t;
     else
         expiry_hints_.emplace(std::string(channel), t);
 }
 
 lock_service::clock::time_point lock_service::yield_until(std::string_view channel) {
-    // The empty checks on these maps skip hashing the channel name on the
-    // uncontended path, where they are empty.
-    if (handoffs_.empty()) return clock::time_point::min();
-    auto it = handoffs_.find(channel);
+    auto it = find_channel(handoffs_, channel);
     if (it == handoffs_.end()) return clock::time_point::min();
     const auto until = it->second.yield_until;
     erase_handoff_if_idle(channel);
@@ -522,8 +518,7 @@ lock_service::clock::time_point lock_service::yield_until(std::string_view chann
 }
 
 void lock_service::erase_handoff_if_idle(std::string_view channel) {
-    if (handoffs_.empty()) return;
-    auto it = handoffs_.find(channel);
+    auto it = find_channel(handoffs_, channel);
     if (it == handoffs_.end()) return;
     const auto& h = it->second;
     if (h.releases_in_flight == 0 && !h.deferred_wake && !h.wake_armed &&
@@ -545,8 +540,7 @@ void lock_service::on_release_reply(std::string_view channel, bool tracked,
         handoff_for(channel).yield_until =
             now + std::clamp<clock::duration>(4 * (now - sent), min_yield, max_yield);
     }
-    if (handoffs_.empty()) return;
-    auto it = handoffs_.find(channel);
+    auto it = find_channel(handoffs_, channel);
     if (it == handoffs_.end()) return;
     auto& h = it->second;
     if (tracked && h.releases_in_flight > 0) --h.releases_in_flight;
@@ -568,7 +562,7 @@ void lock_service::on_release_reply(std::string_view channel, bool tracked,
                     auto self = weak.lock();
                     // Cancelled only by stop(), which ends every wait anyway.
                     if (!self || self->stopped_ || ec) return;
-                    auto it2 = self->handoffs_.find(channel);
+                    auto it2 = find_channel(self->handoffs_, channel);
                     if (it2 == self->handoffs_.end()) return;
                     const int wakes = std::exchange(it2->second.held_wakes, 0);
                     it2->second.wake_armed = false;
@@ -673,7 +667,7 @@ void lock_service::on_push(const reply& r) {
     const auto& channel = r.elements[1].str;
     // Our own release's message comes just before its reply: wait for the
     // reply to know whether other processes' waiters should go first.
-    if (auto it = handoffs_.find(channel); it != handoffs_.end() && it->second.releases_in_flight > 0) {
+    if (auto it = find_channel(handoffs_, channel); it != handoffs_.end() && it->second.releases_in_flight > 0) {
         it->second.deferred_wake = true;
         return;
     }

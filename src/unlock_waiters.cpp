@@ -6,7 +6,7 @@ namespace corolock::detail {
 
 bool unlock_waiters::add(waiter& w, std::string_view channel) {
     assert(!w.registered);
-    auto it = channels_.find(channel);
+    auto it = find_channel(channels_, channel);
     const bool inserted = it == channels_.end();
     if (inserted) it = channels_.try_emplace(std::string(channel)).first;
     // Everything that can throw comes first: the waiter counts as registered
@@ -26,7 +26,7 @@ bool unlock_waiters::add(waiter& w, std::string_view channel) {
 
 bool unlock_waiters::remove(waiter& w, bool acquired) {
     if (!w.registered) return false;
-    auto it = channels_.find(*w.channel);
+    auto it = find_channel(channels_, *w.channel);
     assert(it != channels_.end());
     w.channel = nullptr;
     it->second.erase(w.pos);
@@ -53,7 +53,7 @@ bool unlock_waiters::wake_first(std::list<waiter*>& list) {
 }
 
 bool unlock_waiters::on_message(std::string_view channel) {
-    auto it = channels_.find(channel);
+    auto it = find_channel(channels_, channel);
     if (it == channels_.end()) return false;
     return wake_first(it->second);
 }
@@ -72,8 +72,7 @@ std::vector<std::string> unlock_waiters::channels() const {
 }
 
 std::size_t unlock_waiters::waiter_count(std::string_view channel) const {
-    if (channels_.empty()) return 0;  // uncontended: no name to hash
-    auto it = channels_.find(channel);
+    auto it = find_channel(channels_, channel);
     return it == channels_.end() ? 0 : it->second.size();
 }
 

@@ -25,6 +25,14 @@ struct string_hash {
     }
 };
 
+// find() hashes the key even when the map is empty, and the lock layer's
+// maps keyed by channel are empty on the uncontended path: their lookups
+// go through this, which hashes nothing then.
+template <class Map>
+auto find_channel(Map& map, std::string_view channel) -> decltype(map.find(channel)) {
+    return map.empty() ? map.end() : map.find(channel);
+}
+
 class unlock_waiters {
 public:
     struct waiter {
