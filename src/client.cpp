@@ -99,16 +99,17 @@ asio::execution_context::id client_registry::id;
 
 client_impl::client_impl(asio::any_io_executor ex, config cfg)
     : executor_(ex),
-      strand_(asio::make_strand(ex)),
+      strand_(inner_executor(ex)),
       cfg_(cfg.with_defaults()),
       logger_(cfg_.logger ? cfg_.logger : default_logger()),
-      // I/O objects live on the inner executor: they are only touched on the
-      // strand, and their completions resume coroutines that run there.
-      resolver_(strand_.get_inner_executor()),
+      // I/O objects live on the strand's inner executor (executor_ itself):
+      // they are only touched on the strand, and their completions resume
+      // coroutines that run there.
+      resolver_(executor_),
       parser_(parser_limits{cfg_.max_bulk_length, cfg_.max_nesting_depth, cfg_.max_aggregate_size}),
-      write_signal_(strand_.get_inner_executor(), clock::time_point::max()),
-      expire_timer_(strand_.get_inner_executor(), clock::time_point::max()),
-      backoff_timer_(strand_.get_inner_executor()),
+      write_signal_(executor_, clock::time_point::max()),
+      expire_timer_(executor_, clock::time_point::max()),
+      backoff_timer_(executor_),
       rng_(std::random_device{}()) {
     if (cfg_.tls.enabled) {
         ssl_ctx_.emplace(asio::ssl::context::tls_client);
@@ -522,7 +523,7 @@ void client_impl::close_socket() noexcept {
 
 client_impl::awaitable<error_code> client_impl::connect_once() {
     last_connect_diagnostic_.clear();
-    asio::steady_timer deadline(strand_.get_inner_executor());
+    asio::steady_timer deadline(executor_);
     deadline.expires_after(cfg_.connect_timeout);
 
     auto [rec, endpoints] = co_await resolver_.async_resolve(
@@ -533,7 +534,7 @@ client_impl::awaitable<error_code> client_impl::connect_once() {
     }
     if (stopped()) co_return error::client_stopped;
 
-    conn_ = std::make_shared<connection>(strand_.get_inner_executor());
+    conn_ = std::make_shared<connection>(executor_);
     const auto conn = conn_;
     auto connected = co_await (asio::async_connect(conn->socket, endpoints, use_nothrow) ||
                                deadline.async_wait(use_nothrow));
@@ -748,7 +749,7 @@ client_impl::awaitable<error_code> client_impl::writer() {
 
 client_impl::awaitable<error_code> client_impl::health_check() {
     stop_writing on_exit{*this};
-    asio::steady_timer timer(strand_.get_inner_executor());
+    asio::steady_timer timer(executor_);
     const auto interval = cfg_.health_check_interval;
     for (;;) {
         timer.expires_after(interval);

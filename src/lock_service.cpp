@@ -103,7 +103,7 @@ boost::asio::steady_timer& lock_state::lost_timer() {
     // the one handler waiting on it reads atomics only.
     if (!lost_signal)
         lost_signal = std::make_unique<boost::asio::steady_timer>(
-            client->strand().get_inner_executor(), clock::time_point::max());
+            client->get_executor(), clock::time_point::max());
     return *lost_signal;
 }
 
@@ -553,7 +553,7 @@ void lock_service::on_release_reply(std::string_view channel, bool tracked,
         }
         if (h.yield_until > now && !stopped_) {
             if (!h.timer)
-                h.timer = std::make_unique<asio::steady_timer>(impl_.strand().get_inner_executor());
+                h.timer = std::make_unique<asio::steady_timer>(impl_.get_executor());
             h.wake_armed = true;
             h.held_wakes = 1;
             h.timer->expires_at(h.yield_until);

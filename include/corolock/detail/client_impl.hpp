@@ -12,6 +12,7 @@
 #pragma once
 
 #include <corolock/client.hpp>
+#include <corolock/detail/inner_executor.hpp>
 #include <corolock/detail/request_queue.hpp>
 #include <corolock/detail/resp3_parser.hpp>
 
@@ -54,7 +55,7 @@ public:
 
 class client_impl : public std::enable_shared_from_this<client_impl> {
 public:
-    using strand_type = boost::asio::strand<boost::asio::any_io_executor>;
+    using strand_type = boost::asio::strand<inner_executor>;
     using clock = std::chrono::steady_clock;
 
     struct exec_options {
