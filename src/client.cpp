@@ -310,11 +310,14 @@ void client_impl::after_push(const request_queue::options& qo) {
     // only a few writes. The remainder goes when the handler that queued it
     // returns (or the reader has handed out a read's replies), which ends
     // the burst. An idle connection (nothing in flight) sends at once: there
-    // is nothing to batch with, and a lone command should not wait.
+    // is nothing to batch with, and a lone command should not wait. That
+    // holds in the reader too once it has handed out the read's last reply:
+    // the command goes out before the handler that queued it unwinds, and
+    // the unwinding overlaps the server's work instead of delaying it.
     if (queue_.waiting_count() >= slice_) {
         slice_ = std::min(slice_ * 2, max_slice);
         flush();
-    } else if (queue_.written_count() == 0 && !in_reader_) {
+    } else if (queue_.written_count() == 0 && (!in_reader_ || !parser_.has_reply())) {
         flush();
     } else {
         schedule_flush();

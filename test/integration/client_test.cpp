@@ -111,6 +111,43 @@ TEST_CASE("client: a burst queued by one handler goes out in slices, every reply
     c.stop();
 }
 
+TEST_CASE("client: a command queued by the handler of a read's last reply goes out at once",
+          "[client][integration]") {
+    // Nothing else in flight and no reply left to hand out: nothing can join
+    // the command, so it is written before the handler that queued it
+    // returns, not after the reader has unwound.
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    std::uint64_t writes_before = 0;
+    std::uint64_t writes_after = 0;
+    bool queued = false;
+    std::string second;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        co_await wait_connected(c);
+        c.async_exec(command{"PING"}, [&](error_code ec, reply) {
+            // Runs inside the client's reader: the handler's executor is the
+            // client's, and this thread runs it.
+            if (ec) return;
+            writes_before = c.stats().writes;
+            c.async_exec(command{"ECHO", "next"}, [&](error_code ec2, reply r) {
+                second = ec2 ? "error: " + ec2.message() : r.str;
+            });
+            writes_after = c.stats().writes;
+            queued = true;
+        });
+        asio::steady_timer t(co_await asio::this_coro::executor);
+        for (int k = 0; k < 1000 && second.empty(); ++k) {
+            t.expires_after(5ms);
+            co_await t.async_wait(asio::use_awaitable);
+        }
+    }, 10s);
+    REQUIRE(queued);
+    CHECK(writes_after == writes_before + 1);
+    CHECK(second == "next");
+    c.stop();
+}
+
 TEST_CASE("client: a write larger than the socket takes is finished in order",
           "[client][integration]") {
     // 16 MiB in one burst: far beyond a loopback socket's send buffer, so
