@@ -10,10 +10,12 @@
 //       FLUSHALL before each scenario, and the sweep between its steps
 //       (only for a throwaway server).
 //   corolock_bench ... --s1-round FILE,OPS [--s1-round FILE,OPS]...
-//       S1 measured beforehand in rounds (scripts/bench.sh): FILE holds one
-//       round's S1 output (--scenario s1), OPS the 1-client EVALSHA sample
-//       taken just before it. S1 is then not run again; its ratio is the
-//       median of the rounds' ratios, and its figures are the median round's.
+//                      [--s2-round FILE,OPS]...
+//       S1 (S2) measured beforehand in rounds (scripts/bench.sh): FILE holds
+//       one round's output (--scenario s1 or s2), OPS the 1-client (50-client)
+//       EVALSHA sample taken beside it. The scenario is then not run again;
+//       its ratio is the median of the rounds' ratios, and its figures are
+//       the median round's.
 //   corolock_bench --port N --load-acquire-script
 //       SCRIPT LOAD of the library's acquire script; prints its SHA1.
 //   corolock_bench --port N --scenario NAME [--mode M] [--data-dir DIR] [--flush]
@@ -58,8 +60,9 @@ struct cli {
     bench::options opts;
     std::string out_file;
     std::map<std::string, baseline> baselines;
-    // S1 rounds run by scripts/bench.sh, each beside its own baseline sample.
-    std::vector<std::pair<std::string, double>> s1_rounds;
+    // S1 and S2 rounds run by scripts/bench.sh, each beside its own
+    // baseline sample: scenario name -> (output file, sample ops/s).
+    std::map<std::string, std::vector<std::pair<std::string, double>>> rounds;
     bool flush = false;
     std::vector<std::string> only;
     std::string scenario;
@@ -104,11 +107,11 @@ cli parse_args(int argc, char** argv) {
             if (!parts.empty()) b.ops_per_s = std::stod(parts[0]);
             if (parts.size() > 1) b.p50_ms = std::stod(parts[1]);
             c.baselines[v.substr(0, eq)] = b;
-        } else if (a == "--s1-round") {
+        } else if (a == "--s1-round" || a == "--s2-round") {
             // FILE,OPS_PER_S
             const auto v = value(i);
             const auto comma = v.rfind(',');
-            if (comma == std::string::npos) throw std::invalid_argument("--s1-round FILE,OPS");
+            if (comma == std::string::npos) throw std::invalid_argument(a + " FILE,OPS");
             // A missing or malformed sample is kept as NaN: that round then
             // fails in the report instead of stopping the whole run.
             const std::string ops = v.substr(comma + 1);
@@ -116,7 +119,7 @@ cli parse_args(int argc, char** argv) {
             const auto [end, ec] = std::from_chars(ops.data(), ops.data() + ops.size(), x);
             if (ec != std::errc() || end != ops.data() + ops.size() || !std::isfinite(x) || x <= 0)
                 x = std::nan("");
-            c.s1_rounds.emplace_back(v.substr(0, comma), x);
+            c.rounds[a.substr(2, 2)].emplace_back(v.substr(0, comma), x);
         } else if (a == "--seconds") {
             c.opts.seconds = std::stod(value(i));
             if (!(c.opts.seconds > 0 && c.opts.seconds <= 20))
@@ -225,15 +228,19 @@ void parse_metrics(const std::string& text, bench::metrics& m) {
     }
 }
 
-// S1 from rounds that scripts/bench.sh ran, each right after a 1-client
-// EVALSHA sample: on a shared VM the machine's speed drifts within seconds,
-// so each round's S1 is compared with the sample taken beside it, and the
-// S1 ratio is the median of those ratios. The figures reported for S1
-// (cycles/s, p50, p99) are the median round's; every round's ratio, S1
-// figure and baseline sample are kept.
-scenario_run s1_from_rounds(const std::vector<std::pair<std::string, double>>& rounds) {
+// S1 or S2 from rounds that scripts/bench.sh ran, each beside an EVALSHA
+// sample (1 client for S1, 50 for S2): on a shared VM the machine's speed
+// drifts within seconds, so each round is compared with the sample taken
+// beside it, and the ratio (2 x cycles/s / sample ops/s) is the median of
+// the rounds' ratios. The figures reported (cycles/s, p50, p99) are the
+// median round's; every round's ratio, figure and baseline sample are kept,
+// the samples under the baseline's name (evalsha_c1 or evalsha_c50).
+scenario_run from_rounds(const std::string& name,
+                         const std::vector<std::pair<std::string, double>>& rounds) {
     scenario_run r;
-    r.name = "s1";
+    r.name = name;
+    const std::string label = name == "s1" ? "S1" : "S2";
+    const std::string sample = name == "s1" ? "evalsha_c1" : "evalsha_c50";
     struct round {
         bench::metrics m;
         double baseline = 0, ratio = std::nan("");
@@ -248,17 +255,17 @@ scenario_run s1_from_rounds(const std::vector<std::pair<std::string, double>>& r
         x.baseline = ops;
         x.ratio = 2 * x.m.get("cycles_per_s") / ops;
         if (!std::isfinite(x.ratio) || !(x.m.get("cycles_per_s") > 0)) {
-            r.error = "S1 round " + file + " has no result (or no baseline sample)";
+            r.error = label + " round " + file + " has no result (or no baseline sample)";
             return r;
         }
         if (x.m.get("errors") > 0) {
-            r.error = "S1 round " + file + " had failed cycles";
+            r.error = label + " round " + file + " had failed cycles";
             return r;
         }
         all.push_back(std::move(x));
     }
     if (all.empty()) {
-        r.error = "no S1 rounds";
+        r.error = "no " + label + " rounds";
         return r;
     }
     std::vector<std::size_t> order(all.size());
@@ -276,13 +283,13 @@ scenario_run s1_from_rounds(const std::vector<std::pair<std::string, double>>& r
         baselines.push_back(x.baseline);
     }
     r.m.count("rounds", all.size());
-    r.m.number("paired_evalsha_c1_ops_per_s", median.baseline);
+    r.m.number("paired_" + sample + "_ops_per_s", median.baseline);
     r.m.number("ratio_median", median.ratio);
     r.m.number("ratio_min", all[order.front()].ratio);
     r.m.number("ratio_max", all[order.back()].ratio);
     r.m.list("round_ratios", ratios);
     r.m.list("round_cycles_per_s", cycles);
-    r.m.list("round_evalsha_c1_ops_per_s", baselines);
+    r.m.list("round_" + sample + "_ops_per_s", baselines);
     r.ok = true;
     return r;
 }
@@ -358,9 +365,10 @@ int orchestrate(const cli& c) {
     for (const auto& s : bench::scenarios()) {
         if (!c.only.empty() && std::find(c.only.begin(), c.only.end(), s.name) == c.only.end())
             continue;
-        if (s.name == "s1" && !c.s1_rounds.empty()) {
-            auto r = s1_from_rounds(c.s1_rounds);
-            std::cerr << "corolock_bench: s1 from " << c.s1_rounds.size() << " paired rounds"
+        if (const auto it = c.rounds.find(std::string(s.name)); it != c.rounds.end()) {
+            auto r = from_rounds(it->first, it->second);
+            std::cerr << "corolock_bench: " << s.name << " from " << it->second.size()
+                      << " paired rounds"
                       << (r.ok ? "" : " FAILED: " + r.error) << "\n";
             all_ok = all_ok && r.ok;
             runs.push_back(std::move(r));
@@ -390,13 +398,17 @@ int orchestrate(const cli& c) {
 
     // The targets of issue 5, each as a value compared with a limit.
     const double s5_locks = metric("s5", "locks");
-    // Paired rounds (see s1_from_rounds) when scripts/bench.sh ran them.
-    const double s1_ratio = std::isfinite(metric("s1", "ratio_median"))
-                                ? metric("s1", "ratio_median")
-                                : 2 * metric("s1", "cycles_per_s") / base("evalsha_c1").ops_per_s;
+    // Paired rounds (see from_rounds) when scripts/bench.sh ran them.
+    auto paired_ratio = [&](const std::string& scenario, const std::string& baseline_name) {
+        const double median = metric(scenario, "ratio_median");
+        if (std::isfinite(median)) return median;
+        return 2 * metric(scenario, "cycles_per_s") / base(baseline_name).ops_per_s;
+    };
+    const double s1_ratio = paired_ratio("s1", "evalsha_c1");
+    const double s2_ratio = paired_ratio("s2", "evalsha_c50");
     std::vector<target> targets = {
         {"S1", "2 x cycles/s / EVALSHA 1-client ops/s", s1_ratio, ">=", 0.9, "x"},
-        {"S2", "2 x cycles/s / EVALSHA 50-client ops/s", 2 * metric("s2", "cycles_per_s") / base("evalsha_c50").ops_per_s, ">=", 2.0, "x"},
+        {"S2", "2 x cycles/s / EVALSHA 50-client ops/s", s2_ratio, ">=", 2.0, "x"},
         {"S3", "handoff p50 / PING p50", metric("s3", "handoff_p50_us") / (base("ping_c1").p50_ms * 1000), "<=", 5.0, "x"},
         {"S3", "least task share / mean share", metric("s3", "min_share_of_mean"), ">=", 0.25, "x"},
         {"S3", "counter == acquisitions", metric("s3", "counter_ok"), "==", 1, "bool"},
@@ -491,19 +503,23 @@ int orchestrate(const cli& c) {
     b("evalsha_c50_p16", "EVALSHA acquire, 50 clients, pipeline 16");
     line("ping", "raw socket PING p50 us", fmt(metric("ping", "raw_ping_p50_us")), "", "");
     line("ping", "corolock client PING p50 us", fmt(metric("ping", "client_ping_p50_us")), "", "");
+    // Every round's ratio is in the JSON; the table gives their range.
+    auto paired_lines = [&](const std::string& scenario, const std::string& id,
+                            const std::string& clients, const std::string& sample) {
+        if (!std::isfinite(metric(scenario, "rounds"))) return;
+        line(id, "paired rounds: ratio min / median / max",
+             fmt(metric(scenario, "ratio_min")) + " / " + fmt(metric(scenario, "ratio_median")) +
+                 " / " + fmt(metric(scenario, "ratio_max")),
+             "", "");
+        line(id, "median round: EVALSHA " + clients + " sample ops/s",
+             fmt(metric(scenario, "paired_" + sample + "_ops_per_s")), "", "");
+    };
     line("S1", "cycles/s, 1 coroutine", fmt(metric("s1", "cycles_per_s")), "", "");
     line("S1", "cycle p50 / p99 us",
          fmt(metric("s1", "cycle_p50_us")) + " / " + fmt(metric("s1", "cycle_p99_us")), "", "");
-    if (std::isfinite(metric("s1", "rounds"))) {
-        // Every round's ratio is in the JSON; the table gives their range.
-        line("S1", "paired rounds: ratio min / median / max",
-             fmt(metric("s1", "ratio_min")) + " / " + fmt(metric("s1", "ratio_median")) + " / " +
-                 fmt(metric("s1", "ratio_max")),
-             "", "");
-        line("S1", "median round: EVALSHA 1-client sample ops/s",
-             fmt(metric("s1", "paired_evalsha_c1_ops_per_s")), "", "");
-    }
+    paired_lines("s1", "S1", "1-client", "evalsha_c1");
     line("S2", "cycles/s, 64 coroutines", fmt(metric("s2", "cycles_per_s")), "", "");
+    paired_lines("s2", "S2", "50-client", "evalsha_c50");
     line("S2", "2 x cycles/s / EVALSHA 50 clients pipelined 16",
          fmt(2 * metric("s2", "cycles_per_s") / base("evalsha_c50_p16").ops_per_s), "", "");
     for (int n : {1, 4, 16, 64, 256})

@@ -18,15 +18,19 @@ cleanup() {
 trap cleanup EXIT
 throwaway_redis_start "$work"
 
-# S1 as scripts/bench.sh runs it: rounds of the scenario alone, each paired
-# with a baseline sample (made-up ones here), imported by the orchestrator.
-for round in 1 2 3; do
-  timeout 60 "$bench" --port "$REDIS_PORT" --mode smoke --scenario s1 --seconds 0.2 \
-    >"$work/s1.$round.tsv"
+# S1 and S2 as scripts/bench.sh runs them: rounds of the scenario alone,
+# each paired with a baseline sample (made-up ones here), imported by the
+# orchestrator.
+for scenario in s1 s2; do
+  for round in 1 2 3; do
+    timeout 60 "$bench" --port "$REDIS_PORT" --mode smoke --scenario "$scenario" --seconds 0.2 \
+      >"$work/$scenario.$round.tsv"
+  done
 done
 
 timeout 100 "$bench" --port "$REDIS_PORT" --mode smoke --flush \
   --s1-round "$work/s1.1.tsv,5000" --s1-round "$work/s1.2.tsv,6000" --s1-round "$work/s1.3.tsv,7000" \
+  --s2-round "$work/s2.1.tsv,20000" --s2-round "$work/s2.2.tsv,30000" --s2-round "$work/s2.3.tsv,40000" \
   --out "$work/results.json" --data-dir "$work" \
   --baseline ping_c1=10000,0.1 --baseline evalsha_c1=5000,0.2 \
   --baseline evalsha_c50=20000,1 --baseline evalsha_c50_p16=50000,1
@@ -53,14 +57,19 @@ if missing or bad:
     sys.exit(f"bench smoke: missing {sorted(missing)}, failed {sorted(bad)}")
 if not d["targets"]:
     sys.exit("bench smoke: no targets evaluated")
-# S1 came from the three paired rounds: its ratio is their median.
-s1 = got["s1"]
-ratios = sorted(2 * c / b for c, b in zip(s1["round_cycles_per_s"], s1["round_evalsha_c1_ops_per_s"]))
-if s1.get("rounds") != 3 or s1["round_evalsha_c1_ops_per_s"] != [5000, 6000, 7000]:
-    sys.exit(f"bench smoke: S1 rounds not imported: {s1}")
-s1_target = next(t for t in d["targets"] if t["scenario"] == "S1")
-if abs(s1_target["value"] - ratios[1]) > 1e-4 * ratios[1] or s1["cycles_per_s"] <= 0:
-    sys.exit(f"bench smoke: S1 ratio {s1_target['value']} is not the median of {ratios}")
+# S1 and S2 came from their three paired rounds: each ratio is the median
+# of the rounds' ratios.
+for name, sample, ops in (("s1", "evalsha_c1", [5000, 6000, 7000]),
+                          ("s2", "evalsha_c50", [20000, 30000, 40000])):
+    sc = got[name]
+    key = f"round_{sample}_ops_per_s"
+    if sc.get("rounds") != 3 or sc.get(key) != ops:
+        sys.exit(f"bench smoke: {name} rounds not imported: {sc}")
+    ratios = sorted(2 * c / b for c, b in zip(sc["round_cycles_per_s"], sc[key]))
+    target = next(t for t in d["targets"]
+                  if t["scenario"] == name.upper() and t["what"].startswith("2 x cycles/s"))
+    if abs(target["value"] - ratios[1]) > 1e-4 * ratios[1] or sc["cycles_per_s"] <= 0:
+        sys.exit(f"bench smoke: {name} ratio {target['value']} is not the median of {ratios}")
 # Targets that are correctness, not speed, must hold even in a smoke run.
 exact = ("counter == acquisitions", "SUBSCRIBE commands for all waiters", "leases lost while held")
 broken = [t["what"] for t in d["targets"] if t["what"].startswith(exact) and not t["met"]]

@@ -65,9 +65,16 @@ echo "bench: redis-server on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
 # redis-benchmark has no time limit of its own, only a request count; the
 # counts are sized for a few seconds each and `timeout` bounds a stall.
 case $mode in
-  full)  n_ping=20000 n_c1=20000 n_c50=100000 n_p16=400000 s1_rounds=7 n_pair=10000 s1_seconds=2 ;;
-  quick) n_ping=5000  n_c1=5000  n_c50=25000  n_p16=100000 s1_rounds=3 n_pair=5000  s1_seconds=1 ;;
-  smoke) n_ping=500   n_c1=500   n_c50=2000   n_p16=8000   s1_rounds=1 n_pair=500   s1_seconds=0.3 ;;
+  full)  n_ping=20000 n_c1=20000 n_c50=100000 n_p16=400000 ;;
+  quick) n_ping=5000  n_c1=5000  n_c50=25000  n_p16=100000 ;;
+  smoke) n_ping=500   n_c1=500   n_c50=2000   n_p16=8000 ;;
+esac
+# Paired rounds (below): how many, each scenario run's seconds, and the
+# request count of the EVALSHA sample beside it (about a second's worth).
+case $mode in
+  full)  s1_rounds=11 s1_seconds=2   n_pair1=10000 s2_rounds=7 s2_seconds=2   n_pair50=60000 ;;
+  quick) s1_rounds=3  s1_seconds=1   n_pair1=5000  s2_rounds=3 s2_seconds=1   n_pair50=25000 ;;
+  smoke) s1_rounds=1  s1_seconds=0.3 n_pair1=500   s2_rounds=1 s2_seconds=0.3 n_pair50=2000 ;;
 esac
 
 # One redis-benchmark sample: appends "ops_per_s,p50_ms" to NAME.samples,
@@ -113,31 +120,43 @@ for name in ping_c1 evalsha_c1 evalsha_c50 evalsha_c50_p16; do
   echo "bench:   $name samples (ops/s,p50 ms): $(paste -sd' ' "$run_dir/$name.samples") -> median ${!name}"
 done
 
-# S1 is a ratio of one client's speed to another's, and this machine's
-# speed drifts within seconds: a baseline taken a minute before S1 can see a
-# different machine. So S1 runs in short rounds, each right after a
-# 1-client EVALSHA sample of its own, and its ratio is the median of the
-# rounds' ratios (corolock_bench --s1-round; every round is kept).
-# The order alternates (sample first in odd rounds, S1 first in even ones),
-# so that a steady drift of the machine's speed does not favour either side.
-echo "bench: S1 in $s1_rounds rounds, each beside a 1-client EVALSHA sample"
-s1_args=()
-for round in $(seq "$s1_rounds"); do
-  s1_round() {
-    timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario s1 --seconds "$s1_seconds" \
-      >"$run_dir/s1.$round.tsv" || echo "bench: S1 round $round failed" >&2
-  }
-  ((round % 2 == 0)) && s1_round
-  redis_bench evalsha_c1_pair "$round" -c 1 -n "$n_pair" -r 100000 "${acquire[@]}"
-  ((round % 2 == 1)) && s1_round
-  # This round's own sample (an empty one makes corolock_bench say so).
-  pair_ops=$(awk -F'","' 'NR == 2 { print $2 }' "$run_dir/evalsha_c1_pair.$round.csv")
-  s1_args+=(--s1-round "$run_dir/s1.$round.tsv,$pair_ops")
-done
+# S1 and S2 are ratios of corolock's speed to redis-benchmark's, and this
+# machine's speed drifts within seconds: a baseline taken a minute before can
+# see a different machine. So each runs in short rounds, each beside an
+# EVALSHA sample of its own (1 client for S1, 50 for S2), and its ratio is
+# the median of the rounds' ratios (corolock_bench --s1-round/--s2-round;
+# every round is kept). The order alternates (sample first in odd rounds,
+# the scenario first in even ones), so that a steady drift of the machine's
+# speed favours neither side. S2 leaves a fence counter per cycle, hundreds
+# of thousands per round; each S2 round and each 50-client sample starts
+# from an empty server, so that neither runs against the other's keys.
+round_args=()
+paired_rounds() {
+  local scenario=$1 rounds=$2 seconds=$3 clients=$4 requests=$5 flush=$6 round
+  echo "bench: ${scenario^^} in $rounds rounds, each beside a $clients-client EVALSHA sample"
+  for round in $(seq "$rounds"); do
+    run_scenario() {
+      ((flush)) && timeout 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null
+      timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario "$scenario" \
+        --seconds "$seconds" >"$run_dir/$scenario.$round.tsv" ||
+        echo "bench: ${scenario^^} round $round failed" >&2
+    }
+    ((round % 2 == 0)) && run_scenario
+    ((flush)) && timeout 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null
+    redis_bench "evalsha_c${clients}_pair" "$round" -c "$clients" -n "$requests" -r 100000 "${acquire[@]}"
+    ((round % 2 == 1)) && run_scenario
+    # This round's own sample (an empty one makes corolock_bench say so).
+    local pair_ops
+    pair_ops=$(awk -F'","' 'NR == 2 { print $2 }' "$run_dir/evalsha_c${clients}_pair.$round.csv")
+    round_args+=("--$scenario-round" "$run_dir/$scenario.$round.tsv,$pair_ops")
+  done
+}
+paired_rounds s1 "$s1_rounds" "$s1_seconds" 1 "$n_pair1" 0
+paired_rounds s2 "$s2_rounds" "$s2_seconds" 50 "$n_pair50" 1
 
 echo "bench: corolock_bench ($mode)"
 status=0
-timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush "${s1_args[@]}" \
+timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush "${round_args[@]}" \
   --out "$results" --data-dir "$run_dir" \
   --baseline "ping_c1=$ping_c1" --baseline "evalsha_c1=$evalsha_c1" \
   --baseline "evalsha_c50=$evalsha_c50" --baseline "evalsha_c50_p16=$evalsha_c50_p16" ||
