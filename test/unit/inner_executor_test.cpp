@@ -38,11 +38,21 @@ TEST_CASE("inner_executor: the blocking property follows require and prefer",
     const inner_executor from_never{asio::require(ioc.get_executor(), execution::blocking.never)};
     CHECK(asio::query(from_never, execution::blocking) == execution::blocking.never);
 
-    // Other preferences keep the blocking property and reach the executor.
+    // Other preferences keep the blocking property and reach the executor,
+    // both ways: a preference Asio would take as met by default (untracked,
+    // fork) must still undo the one before it.
     const auto tracked = asio::prefer(never, execution::outstanding_work.tracked);
     CHECK(asio::query(tracked, execution::blocking) == execution::blocking.never);
+    CHECK(asio::query(tracked, execution::outstanding_work) == execution::outstanding_work.tracked);
     CHECK(asio::query(tracked.underlying(), execution::outstanding_work) ==
           execution::outstanding_work.tracked);
+    const auto untracked = asio::prefer(tracked, execution::outstanding_work.untracked);
+    CHECK(asio::query(untracked.underlying(), execution::outstanding_work) ==
+          execution::outstanding_work.untracked);
+    const auto continuation = asio::prefer(plain, execution::relationship.continuation);
+    CHECK(asio::query(continuation, execution::relationship) == execution::relationship.continuation);
+    const auto fork = asio::prefer(continuation, execution::relationship.fork);
+    CHECK(asio::query(fork.underlying(), execution::relationship) == execution::relationship.fork);
     CHECK(&asio::query(tracked, execution::context) == &ioc);
 }
 

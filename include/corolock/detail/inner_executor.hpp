@@ -42,6 +42,15 @@ public:
         if (never_) return boost::asio::execution::blocking.never;
         return boost::asio::execution::blocking.possibly;
     }
+    // Forwarded (and so allocating), but nothing on the hot path asks. They
+    // must exist: without them Asio assumes the static defaults (untracked,
+    // fork), and would skip prefer(untracked) and prefer(fork) below.
+    boost::asio::execution::outstanding_work_t query(boost::asio::execution::outstanding_work_t p) const {
+        return boost::asio::query(ex_, p);
+    }
+    boost::asio::execution::relationship_t query(boost::asio::execution::relationship_t p) const {
+        return boost::asio::query(ex_, p);
+    }
 
     inner_executor require(boost::asio::execution::blocking_t::never_t p) const {
         return {boost::asio::require(ex_, p), true};
