@@ -70,10 +70,11 @@ case $mode in
   smoke) n_ping=500   n_c1=500   n_c50=2000   n_p16=8000 ;;
 esac
 # Paired rounds (below): how many, each scenario run's seconds, and the
-# request count of the EVALSHA sample beside it (about a second's worth).
+# request count of the EVALSHA sample beside it (a second or two: about as
+# long as the round itself).
 case $mode in
-  full)  s1_rounds=11 s1_seconds=2   n_pair1=10000 s2_rounds=7 s2_seconds=2   n_pair50=60000 ;;
-  quick) s1_rounds=3  s1_seconds=1   n_pair1=5000  s2_rounds=3 s2_seconds=1   n_pair50=25000 ;;
+  full)  s1_rounds=11 s1_seconds=2   n_pair1=20000 s2_rounds=7 s2_seconds=2   n_pair50=120000 ;;
+  quick) s1_rounds=3  s1_seconds=1   n_pair1=10000 s2_rounds=3 s2_seconds=1   n_pair50=60000 ;;
   smoke) s1_rounds=1  s1_seconds=0.3 n_pair1=500   s2_rounds=1 s2_seconds=0.3 n_pair50=2000 ;;
 esac
 
