@@ -22,9 +22,17 @@
 #include <boost/asio/query.hpp>
 #include <boost/asio/require.hpp>
 
+#include <concepts>
 #include <utility>
 
 namespace corolock::detail {
+
+template <class Property>
+concept forwarded_preference =
+    std::same_as<Property, boost::asio::execution::outstanding_work_t::tracked_t> ||
+    std::same_as<Property, boost::asio::execution::outstanding_work_t::untracked_t> ||
+    std::same_as<Property, boost::asio::execution::relationship_t::fork_t> ||
+    std::same_as<Property, boost::asio::execution::relationship_t::continuation_t>;
 
 class inner_executor {
 public:
@@ -58,16 +66,10 @@ public:
     inner_executor prefer(boost::asio::execution::blocking_t::possibly_t p) const {
         return {boost::asio::prefer(ex_, p), false};
     }
-    inner_executor prefer(boost::asio::execution::outstanding_work_t::tracked_t p) const {
-        return {boost::asio::prefer(ex_, p), never_};
-    }
-    inner_executor prefer(boost::asio::execution::outstanding_work_t::untracked_t p) const {
-        return {boost::asio::prefer(ex_, p), never_};
-    }
-    inner_executor prefer(boost::asio::execution::relationship_t::fork_t p) const {
-        return {boost::asio::prefer(ex_, p), never_};
-    }
-    inner_executor prefer(boost::asio::execution::relationship_t::continuation_t p) const {
+    // Work tracking and relationship: passed on, the blocking property kept.
+    template <class Property>
+        requires forwarded_preference<Property>
+    inner_executor prefer(Property p) const {
         return {boost::asio::prefer(ex_, p), never_};
     }
 
