@@ -247,13 +247,16 @@ reply& resp3_parser::emplace_value(resp3_type t) {
     // innermost open aggregate, or the next ready reply.
     reply& r = stack_.empty() ? ready_.emplace_back() : stack_.back().node.elements.emplace_back();
     r.type = t;
+    take_pending_attributes(r);
+    return r;
+}
+
+void resp3_parser::take_pending_attributes(reply& r) {
     // A new value takes the attributes that preceded it (Redis sends them
     // only on client tracking, so the common case has none to move).
-    if (!pending_attributes_.empty()) {
-        r.attributes = std::move(pending_attributes_);
-        pending_attributes_.clear();
-    }
-    return r;
+    if (pending_attributes_.empty()) return;
+    r.attributes = std::move(pending_attributes_);
+    pending_attributes_.clear();
 }
 
 void resp3_parser::value_placed() {
@@ -495,8 +498,7 @@ resp3_parser::step resp3_parser::parse_aggregate(char type, std::string_view hea
     // (see open_aggregate), for anything else they annotate the aggregate.
     open_aggregate& open = stack_.emplace_back();
     open.node.type = t;
-    open.node.attributes = std::move(pending_attributes_);
-    pending_attributes_.clear();
+    take_pending_attributes(open.node);
     open.remaining = elements;
     open.is_attribute = is_attribute;
     open.node.elements.reserve(std::min(elements, max_reserve));

@@ -69,6 +69,7 @@ private:
     step parse_aggregate(char type, std::string_view header, std::size_t start,
                          std::size_t after_line);
     reply& emplace_value(resp3_type t);
+    void take_pending_attributes(reply& r);
     void value_placed();
     void compact();
     step fail(error e, std::string what, std::size_t at);
