@@ -228,6 +228,12 @@ void parse_metrics(const std::string& text, bench::metrics& m) {
     }
 }
 
+// The redis-benchmark baseline a paired scenario is compared with: the
+// 1-client EVALSHA for S1, the 50-client one for S2.
+std::string paired_baseline(const std::string& scenario) {
+    return scenario == "s1" ? "evalsha_c1" : "evalsha_c50";
+}
+
 // S1 or S2 from rounds that scripts/bench.sh ran, each beside an EVALSHA
 // sample (1 client for S1, 50 for S2): on a shared VM the machine's speed
 // drifts within seconds, so each round is compared with the sample taken
@@ -240,7 +246,7 @@ scenario_run from_rounds(const std::string& name,
     scenario_run r;
     r.name = name;
     const std::string label = name == "s1" ? "S1" : "S2";
-    const std::string sample = name == "s1" ? "evalsha_c1" : "evalsha_c50";
+    const std::string sample = paired_baseline(name);
     struct round {
         bench::metrics m;
         double baseline = 0, ratio = std::nan("");
@@ -399,13 +405,13 @@ int orchestrate(const cli& c) {
     // The targets of issue 5, each as a value compared with a limit.
     const double s5_locks = metric("s5", "locks");
     // Paired rounds (see from_rounds) when scripts/bench.sh ran them.
-    auto paired_ratio = [&](const std::string& scenario, const std::string& baseline_name) {
+    auto paired_ratio = [&](const std::string& scenario) {
         const double median = metric(scenario, "ratio_median");
         if (std::isfinite(median)) return median;
-        return 2 * metric(scenario, "cycles_per_s") / base(baseline_name).ops_per_s;
+        return 2 * metric(scenario, "cycles_per_s") / base(paired_baseline(scenario)).ops_per_s;
     };
-    const double s1_ratio = paired_ratio("s1", "evalsha_c1");
-    const double s2_ratio = paired_ratio("s2", "evalsha_c50");
+    const double s1_ratio = paired_ratio("s1");
+    const double s2_ratio = paired_ratio("s2");
     std::vector<target> targets = {
         {"S1", "2 x cycles/s / EVALSHA 1-client ops/s", s1_ratio, ">=", 0.9, "x"},
         {"S2", "2 x cycles/s / EVALSHA 50-client ops/s", s2_ratio, ">=", 2.0, "x"},
@@ -505,21 +511,21 @@ int orchestrate(const cli& c) {
     line("ping", "corolock client PING p50 us", fmt(metric("ping", "client_ping_p50_us")), "", "");
     // Every round's ratio is in the JSON; the table gives their range.
     auto paired_lines = [&](const std::string& scenario, const std::string& id,
-                            const std::string& clients, const std::string& sample) {
+                            const std::string& clients) {
         if (!std::isfinite(metric(scenario, "rounds"))) return;
         line(id, "paired rounds: ratio min / median / max",
              fmt(metric(scenario, "ratio_min")) + " / " + fmt(metric(scenario, "ratio_median")) +
                  " / " + fmt(metric(scenario, "ratio_max")),
              "", "");
         line(id, "median round: EVALSHA " + clients + " sample ops/s",
-             fmt(metric(scenario, "paired_" + sample + "_ops_per_s")), "", "");
+             fmt(metric(scenario, "paired_" + paired_baseline(scenario) + "_ops_per_s")), "", "");
     };
     line("S1", "cycles/s, 1 coroutine", fmt(metric("s1", "cycles_per_s")), "", "");
     line("S1", "cycle p50 / p99 us",
          fmt(metric("s1", "cycle_p50_us")) + " / " + fmt(metric("s1", "cycle_p99_us")), "", "");
-    paired_lines("s1", "S1", "1-client", "evalsha_c1");
+    paired_lines("s1", "S1", "1-client");
     line("S2", "cycles/s, 64 coroutines", fmt(metric("s2", "cycles_per_s")), "", "");
-    paired_lines("s2", "S2", "50-client", "evalsha_c50");
+    paired_lines("s2", "S2", "50-client");
     line("S2", "2 x cycles/s / EVALSHA 50 clients pipelined 16",
          fmt(2 * metric("s2", "cycles_per_s") / base("evalsha_c50_p16").ops_per_s), "", "");
     for (int n : {1, 4, 16, 64, 256})

@@ -135,13 +135,14 @@ round_args=()
 paired_rounds() {
   local scenario=$1 rounds=$2 seconds=$3 clients=$4 requests=$5 flush=$6 round
   echo "bench: ${scenario^^} in $rounds rounds, each beside a $clients-client EVALSHA sample"
+  # One round of the scenario (reads scenario, seconds, flush and round).
+  run_scenario() {
+    ((flush)) && timeout 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null
+    timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario "$scenario" \
+      --seconds "$seconds" >"$run_dir/$scenario.$round.tsv" ||
+      echo "bench: ${scenario^^} round $round failed" >&2
+  }
   for round in $(seq "$rounds"); do
-    run_scenario() {
-      ((flush)) && timeout 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null
-      timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario "$scenario" \
-        --seconds "$seconds" >"$run_dir/$scenario.$round.tsv" ||
-        echo "bench: ${scenario^^} round $round failed" >&2
-    }
     ((round % 2 == 0)) && run_scenario
     ((flush)) && timeout 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null
     redis_bench "evalsha_c${clients}_pair" "$round" -c "$clients" -n "$requests" -r 100000 "${acquire[@]}"
