@@ -16,6 +16,9 @@
 //       EVALSHA sample taken beside it. The scenario is then not run again;
 //       its ratio is the median of the rounds' ratios, and its figures are
 //       the median round's.
+//   corolock_bench ... --machine KEY=VALUE
+//       A fact about how the run was set up (scripts/bench.sh: where S1's
+//       processes ran), kept with the machine's description.
 //   corolock_bench --port N --load-acquire-script
 //       SCRIPT LOAD of the library's acquire script; prints its SHA1.
 //   corolock_bench --port N --scenario NAME [--mode M] [--data-dir DIR] [--flush]
@@ -63,6 +66,7 @@ struct cli {
     // S1 and S2 rounds run by scripts/bench.sh, each beside its own
     // baseline sample: scenario name -> (output file, sample ops/s).
     std::map<std::string, std::vector<std::pair<std::string, double>>> rounds;
+    std::map<std::string, std::string> setup;  // --machine KEY=VALUE
     bool flush = false;
     std::vector<std::string> only;
     std::string scenario;
@@ -107,6 +111,11 @@ cli parse_args(int argc, char** argv) {
             if (!parts.empty()) b.ops_per_s = std::stod(parts[0]);
             if (parts.size() > 1) b.p50_ms = std::stod(parts[1]);
             c.baselines[v.substr(0, eq)] = b;
+        } else if (a == "--machine") {
+            const auto v = value(i);
+            const auto eq = v.find('=');
+            if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--machine KEY=VALUE");
+            c.setup[v.substr(0, eq)] = v.substr(eq + 1);
         } else if (a == "--s1-round" || a == "--s2-round") {
             // FILE,OPS_PER_S
             const auto v = value(i);
@@ -352,7 +361,7 @@ std::string fmt(double v, int precision = 3) {
 
 int orchestrate(const cli& c) {
     const auto t_start = clock::now();
-    std::map<std::string, std::string> machine;
+    std::map<std::string, std::string> machine = c.setup;
     machine["nproc"] = std::to_string(::sysconf(_SC_NPROCESSORS_ONLN));
     machine["cpu_model"] = cpu_model();
     utsname u{};
@@ -520,6 +529,8 @@ int orchestrate(const cli& c) {
         line(id, "median round: EVALSHA " + clients + " sample ops/s",
              fmt(metric(scenario, "paired_" + paired_baseline(scenario) + "_ops_per_s")), "", "");
     };
+    if (const auto it = machine.find("s1_placement"); it != machine.end())
+        std::printf("S1 placement: %s\n", it->second.c_str());
     line("S1", "cycles/s, 1 coroutine", fmt(metric("s1", "cycles_per_s")), "", "");
     line("S1", "cycle p50 / p99 us",
          fmt(metric("s1", "cycle_p50_us")) + " / " + fmt(metric("s1", "cycle_p99_us")), "", "");

@@ -31,7 +31,7 @@ done
 timeout 100 "$bench" --port "$REDIS_PORT" --mode smoke --flush \
   --s1-round "$work/s1.1.tsv,5000" --s1-round "$work/s1.2.tsv,6000" --s1-round "$work/s1.3.tsv,7000" \
   --s2-round "$work/s2.1.tsv,20000" --s2-round "$work/s2.2.tsv,30000" --s2-round "$work/s2.3.tsv,40000" \
-  --out "$work/results.json" --data-dir "$work" \
+  --out "$work/results.json" --data-dir "$work" --machine "s1_placement=server on CPU 0" \
   --baseline ping_c1=10000,0.1 --baseline evalsha_c1=5000,0.2 \
   --baseline evalsha_c50=20000,1 --baseline evalsha_c50_p16=50000,1
 
@@ -57,6 +57,8 @@ if missing or bad:
     sys.exit(f"bench smoke: missing {sorted(missing)}, failed {sorted(bad)}")
 if not d["targets"]:
     sys.exit("bench smoke: no targets evaluated")
+if d["machine"].get("s1_placement") != "server on CPU 0":
+    sys.exit(f"bench smoke: --machine not kept: {d['machine']}")
 # S1 and S2 came from their three paired rounds: each ratio is the median
 # of the rounds' ratios.
 for name, sample, ops in (("s1", "evalsha_c1", [5000, 6000, 7000]),

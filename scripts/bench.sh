@@ -7,6 +7,7 @@
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
+#   COROLOCK_BENCH_S1_CPUS=shared scripts/bench.sh   # S1's CPU placement (below)
 #
 # Writes BUILD_DIR/bench-results.json (its path is printed at the end),
 # BUILD_DIR/bench-run/ (raw redis-benchmark output, plot data, the Markdown
@@ -73,10 +74,14 @@ esac
 # request count of the EVALSHA sample beside it (a second or two: about as
 # long as the round itself).
 case $mode in
-  full)  s1_rounds=11 s1_seconds=2   n_pair1=20000 s2_rounds=7 s2_seconds=2   n_pair50=120000 ;;
+  full)  s1_rounds=15 s1_seconds=1   n_pair1=14000 s2_rounds=7 s2_seconds=2   n_pair50=120000 ;;
   quick) s1_rounds=3  s1_seconds=1   n_pair1=10000 s2_rounds=3 s2_seconds=1   n_pair50=60000 ;;
   smoke) s1_rounds=1  s1_seconds=0.3 n_pair1=500   s2_rounds=1 s2_seconds=0.3 n_pair50=2000 ;;
 esac
+
+# What client processes run under: nothing, or `taskset -c N` while S1's
+# rounds pin them (below).
+client_cpu=()
 
 # One redis-benchmark sample: appends "ops_per_s,p50_ms" to NAME.samples,
 # from its --csv output, whose columns are: test, rps, avg, min, p50, p95,
@@ -84,7 +89,8 @@ esac
 redis_bench() {
   local name=$1 round=$2
   shift 2
-  timeout 120 redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" --csv "$@" >"$run_dir/$name.$round.csv"
+  timeout 120 "${client_cpu[@]}" redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" --csv "$@" \
+    >"$run_dir/$name.$round.csv"
   awk -F'","' 'NR == 2 { print $2 "," $5 }' "$run_dir/$name.$round.csv" >>"$run_dir/$name.samples"
 }
 
@@ -128,9 +134,12 @@ done
 # the median of the rounds' ratios (corolock_bench --s1-round/--s2-round;
 # every round is kept). The order alternates (sample first in odd rounds,
 # the scenario first in even ones), so that a steady drift of the machine's
-# speed favours neither side. S2 leaves a fence counter per cycle, hundreds
-# of thousands per round; each S2 round and each 50-client sample starts
-# from an empty server, so that neither runs against the other's keys.
+# speed favours neither side. Every round and every sample starts from an
+# empty server, so that neither runs against the other's keys: S2 leaves a
+# fence counter per cycle, hundreds of thousands per round, and each
+# redis-benchmark sample leaves one lock and one counter per random name
+# (30 s lease), and on a server holding 100,000s of them its 1-client rate
+# moves by 15% from one sample to the next.
 round_args=()
 paired_rounds() {
   local scenario=$1 rounds=$2 seconds=$3 clients=$4 requests=$5 flush=$6 round
@@ -138,7 +147,7 @@ paired_rounds() {
   # One round of the scenario (reads scenario, seconds, flush and round).
   run_scenario() {
     ((flush)) && timeout 30 redis-cli -h 127.0.0.1 -p "$REDIS_PORT" FLUSHALL >/dev/null
-    timeout 60 "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario "$scenario" \
+    timeout 60 "${client_cpu[@]}" "$bench" --port "$REDIS_PORT" --mode "$mode" --scenario "$scenario" \
       --seconds "$seconds" >"$run_dir/$scenario.$round.tsv" ||
       echo "bench: ${scenario^^} round $round failed" >&2
   }
@@ -153,13 +162,56 @@ paired_rounds() {
     round_args+=("--$scenario-round" "$run_dir/$scenario.$round.tsv,$pair_ops")
   done
 }
-paired_rounds s1 "$s1_rounds" "$s1_seconds" 1 "$n_pair1" 0
+
+# S1 is one client in ping-pong with the server, and on a VM its speed
+# depends first on where the scheduler puts the two processes. On one CPU
+# they take turns and no wake-up crosses CPUs: both redis-benchmark and
+# corolock run over twice as fast as on two, and the client's own CPU time
+# decides. On two CPUs every round trip pays two cross-CPU wake-ups. Left to
+# the scheduler, a run mixes the two, in a share that changes from run to
+# run, and so did S1's ratio (0.87 to 1.03 over nine runs). So for S1's
+# rounds the server is pinned to one CPU, and each client (the corolock
+# round and the redis-benchmark sample alike) to another: a client and its
+# server on separate cores, as with any remote server. Both sides of every
+# pair run the same way. COROLOCK_BENCH_S1_CPUS=shared puts the clients on
+# the server's CPU instead, and `any` leaves placement to the scheduler.
+# Allowed CPUs come from this shell's affinity list; with fewer than two,
+# placement is left to the scheduler whatever the setting.
+allowed_cpus() {
+  local list part
+  list=$(taskset -pc $$ 2>/dev/null) || return 0
+  IFS=, read -ra parts <<<"${list##*: }"
+  for part in "${parts[@]}"; do
+    part=${part%%:*}  # a stride (0-7:2) is read as the plain range
+    if [[ $part == *-* ]]; then seq "${part%-*}" "${part#*-}"; else echo "$part"; fi
+  done
+}
+mapfile -t cpus < <(allowed_cpus)
+s1_cpus=${COROLOCK_BENCH_S1_CPUS:-separate}
+case $s1_cpus in
+  separate | shared | any) ;;
+  *) echo "bench: COROLOCK_BENCH_S1_CPUS is separate, shared or any" >&2; exit 64 ;;
+esac
+((${#cpus[@]} >= 2)) || s1_cpus=any
+if [[ $s1_cpus == any ]]; then
+  s1_placement="left to the scheduler"
+else
+  server_cpu=${cpus[0]}
+  [[ $s1_cpus == shared ]] && client_cpu=(taskset -c "$server_cpu") || client_cpu=(taskset -c "${cpus[1]}")
+  s1_placement="server on CPU $server_cpu, clients on CPU ${client_cpu[2]}"
+  taskset -a -p -c "$server_cpu" "$REDIS_PID" >/dev/null
+fi
+echo "bench: S1 placement: $s1_placement"
+paired_rounds s1 "$s1_rounds" "$s1_seconds" 1 "$n_pair1" 1
+# Everything else runs where the scheduler puts it.
+client_cpu=()
+[[ $s1_cpus == any ]] || taskset -a -p -c "$(IFS=,; echo "${cpus[*]}")" "$REDIS_PID" >/dev/null
 paired_rounds s2 "$s2_rounds" "$s2_seconds" 50 "$n_pair50" 1
 
 echo "bench: corolock_bench ($mode)"
 status=0
 timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush "${round_args[@]}" \
-  --out "$results" --data-dir "$run_dir" \
+  --out "$results" --data-dir "$run_dir" --machine "s1_placement=$s1_placement" \
   --baseline "ping_c1=$ping_c1" --baseline "evalsha_c1=$evalsha_c1" \
   --baseline "evalsha_c50=$evalsha_c50" --baseline "evalsha_c50_p16=$evalsha_c50_p16" ||
   status=$?
