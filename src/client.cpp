@@ -24,6 +24,7 @@
 #include <cassert>
 #include <exception>
 #include <mutex>
+#include <span>
 
 namespace corolock {
 namespace detail {
@@ -47,14 +48,26 @@ error_code classify_server_error(std::string_view message) noexcept {
 namespace {
 
 // A plain command built without corolock::command, for the handshake.
-std::string resp_command(std::initializer_list<std::string_view> args) {
-    std::string out = "*" + std::to_string(args.size()) + "\r\n";
+// Appended piece by piece: g++ 12 at -O3 reports a false -Wrestrict for
+// `"*" + std::to_string(n)`.
+std::string resp_command(std::span<const std::string_view> args) {
+    std::string out;
+    auto header = [&out](char kind, std::size_t n) {
+        out.push_back(kind);
+        out.append(std::to_string(n));
+        out.append("\r\n");
+    };
+    header('*', args.size());
     for (auto a : args) {
-        out += "$" + std::to_string(a.size()) + "\r\n";
+        header('$', a.size());
         out.append(a);
-        out += "\r\n";
+        out.append("\r\n");
     }
     return out;
+}
+
+std::string resp_command(std::initializer_list<std::string_view> args) {
+    return resp_command(std::span(args.begin(), args.size()));
 }
 
 bool is_ip_literal(const std::string& host) {
@@ -587,12 +600,7 @@ client_impl::awaitable<error_code> client_impl::handshake() {
                                      cfg_.password});
         }
         if (!cfg_.client_name.empty()) args.insert(args.end(), {"SETNAME", cfg_.client_name});
-        out = "*" + std::to_string(args.size()) + "\r\n";
-        for (auto a : args) {
-            out += "$" + std::to_string(a.size()) + "\r\n";
-            out.append(a);
-            out += "\r\n";
-        }
+        out = resp_command(args);
     }
     std::size_t expected = 1;
     const std::string db = std::to_string(cfg_.database);
