@@ -834,8 +834,8 @@ void client::stop() noexcept {
 bool client::is_connected() const noexcept { return impl_ && impl_->connected(); }
 client_stats client::stats() const { return impl_ ? impl_->stats() : client_stats{}; }
 
-void client::initiate_exec::operator()(
-    boost::asio::any_completion_handler<exec_signature> handler, command cmd) const {
+void client::initiate_exec::start(boost::asio::any_completion_handler<exec_signature> handler,
+                                  command cmd) const {
     detail::client_impl::exec_options opts;
     opts.idempotent = cmd.is_idempotent();
     const auto name = cmd.name();

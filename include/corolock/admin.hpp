@@ -65,7 +65,8 @@ auto async_lock_status(client& c, std::string_view name, CompletionToken&& token
     return boost::asio::async_initiate<CompletionToken, void(error_code, lock_status)>(
         [](auto handler, client* cl, std::string n) {
             detail::lock_status_impl(*cl, std::move(n),
-                                     detail::lock_status_handler(std::move(handler)));
+                                     detail::erase_keeping_work<void(error_code, lock_status)>(
+                                         std::move(handler), cl->get_executor()));
         },
         token, &c, std::string(name));
 }
@@ -88,7 +89,8 @@ auto async_break_lock(client& c, std::string_view name, CompletionToken&& token)
     return boost::asio::async_initiate<CompletionToken, void(error_code, lock_status)>(
         [](auto handler, client* cl, std::string n) {
             detail::break_lock_impl(*cl, std::move(n),
-                                    detail::lock_status_handler(std::move(handler)));
+                                    detail::erase_keeping_work<void(error_code, lock_status)>(
+                                        std::move(handler), cl->get_executor()));
         },
         token, &c, std::string(name));
 }
@@ -113,7 +115,8 @@ auto async_release_owner(client& c, std::string_view name, std::string_view owne
         [](auto handler, client* cl, std::string n, std::string o) {
             detail::release_owner_impl(
                 *cl, std::move(n), std::move(o),
-                boost::asio::any_completion_handler<void(error_code)>(std::move(handler)));
+                detail::erase_keeping_work<void(error_code)>(std::move(handler),
+                                                             cl->get_executor()));
         },
         token, &c, std::string(name), std::string(owner));
 }

@@ -11,12 +11,12 @@
 
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>
+#include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/reply.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/async_result.hpp>
 
 #include <cstdint>
@@ -85,7 +85,7 @@ public:
     template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
     auto async_exec(command cmd, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, exec_signature>(
-            initiate_exec{impl_}, token, std::move(cmd));
+            initiate_exec{impl_, get_executor()}, token, std::move(cmd));
     }
 
     // Ends all background work: the socket is closed, timers are cancelled,
@@ -102,8 +102,13 @@ public:
 private:
     struct initiate_exec {
         std::shared_ptr<detail::client_impl> impl;
-        void operator()(boost::asio::any_completion_handler<exec_signature> handler,
-                        command cmd) const;
+        executor_type ex;
+        template <class Handler>
+        void operator()(Handler&& handler, command cmd) const {
+            start(detail::erase_keeping_work<exec_signature>(std::forward<Handler>(handler), ex),
+                  std::move(cmd));
+        }
+        void start(boost::asio::any_completion_handler<exec_signature> handler, command cmd) const;
     };
 
     std::shared_ptr<detail::client_impl> impl_;

@@ -68,9 +68,11 @@ public:
     auto async_until_lost(CompletionToken&& token) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             [](auto handler, std::shared_ptr<detail::lock_state> st, std::uint64_t epoch) {
-                until_lost_impl(std::move(st), epoch,
-                                boost::asio::any_completion_handler<void(error_code)>(
-                                    std::move(handler)));
+                auto erased = st ? detail::erase_keeping_work<void(error_code)>(
+                                       std::move(handler), client_executor(st))
+                                 : boost::asio::any_completion_handler<void(error_code)>(
+                                       std::move(handler));
+                until_lost_impl(std::move(st), epoch, std::move(erased));
             },
             token, state_, epoch_);
     }
@@ -90,9 +92,12 @@ public:
             [](auto handler, guard* self) {
                 const bool direct =
                     self->state_ && detail::runs_on_client_executor(handler, self->executor());
-                self->release_impl(
-                    boost::asio::any_completion_handler<void(error_code)>(std::move(handler)),
-                    direct);
+                auto erased =
+                    self->state_
+                        ? detail::erase_keeping_work<void(error_code)>(std::move(handler),
+                                                                       self->executor())
+                        : boost::asio::any_completion_handler<void(error_code)>(std::move(handler));
+                self->release_impl(std::move(erased), direct);
             },
             token, this);
     }
@@ -109,6 +114,8 @@ private:
     // direct: the handler's executor is the client's (see detail/completion.hpp).
     void release_impl(boost::asio::any_completion_handler<void(error_code)> handler, bool direct);
     boost::asio::any_io_executor executor() const noexcept;  // the client's; state_ set
+    static boost::asio::any_io_executor client_executor(
+        const std::shared_ptr<detail::lock_state>& st) noexcept;
 
     std::shared_ptr<detail::lock_state> state_;
     std::uint64_t level_ = 0;

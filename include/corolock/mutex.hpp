@@ -56,8 +56,8 @@ public:
             [](auto handler, mutex* self, lock_options o) {
                 const bool direct = detail::runs_on_client_executor(handler, self->executor());
                 self->acquire_impl(o, false,
-                                   boost::asio::any_completion_handler<acquire_signature>(
-                                       std::move(handler)),
+                                   detail::erase_keeping_work<acquire_signature>(
+                                       std::move(handler), self->executor()),
                                    direct);
             },
             token, this, opts);
@@ -70,8 +70,8 @@ public:
             [](auto handler, mutex* self, lock_options o) {
                 const bool direct = detail::runs_on_client_executor(handler, self->executor());
                 self->acquire_impl(o, true,
-                                   boost::asio::any_completion_handler<acquire_signature>(
-                                       std::move(handler)),
+                                   detail::erase_keeping_work<acquire_signature>(
+                                       std::move(handler), self->executor()),
                                    direct);
             },
             token, this, opts);

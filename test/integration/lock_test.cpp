@@ -1,5 +1,6 @@
 // The lock against a live redis-server: mutual exclusion, fencing, pub/sub
 // handoff, re-entry, the watchdog, the lost signal, crashes and cancellation.
+#include <corolock/admin.hpp>
 #include <corolock/corolock.hpp>
 #include <corolock/detail/lock_service.hpp>
 
@@ -986,6 +987,57 @@ TEST_CASE("lock: acquire and release complete on the handler's associated execut
     CHECK(released_on == other_id);
     CHECK(acquired_on != std::this_thread::get_id());
     c.stop();
+}
+
+TEST_CASE("lock: an operation keeps its handler's io_context from running out of work",
+          "[lock][integration]") {
+    // Asio's rule: until its handler has run, an operation keeps work on the
+    // handler's associated executor. `other` has nothing else to do, so each
+    // run_for() below returns as soon as it is out of work: after the
+    // handler ran if the operation keeps that work, at once if it does not.
+    redis_server server;
+    asio::io_context ioc;
+    auto work = asio::make_work_guard(ioc);
+    std::thread client_thread([&] { ioc.run(); });
+    asio::io_context other;
+    {
+        corolock::client c(ioc.get_executor(), config_for(server));
+        corolock::mutex m(c, "other-context-work");
+        guard g;
+        bool acquired = false, released = false, pinged = false, status_read = false;
+
+        m.async_acquire({.lease = 5s}, asio::bind_executor(other, [&](error_code ec, guard got) {
+            acquired = !ec;
+            g = std::move(got);
+        }));
+        other.run_for(10s);
+        CHECK(acquired);
+
+        corolock::async_lock_status(
+            c, "other-context-work",
+            asio::bind_executor(other, [&](error_code ec, corolock::lock_status s) {
+                status_read = !ec && s.held && s.owner == m.owner_id();
+            }));
+        other.restart();
+        other.run_for(10s);
+        CHECK(status_read);
+
+        g.async_release(asio::bind_executor(other, [&](error_code ec) { released = !ec; }));
+        other.restart();
+        other.run_for(10s);
+        CHECK(released);
+
+        c.async_exec(corolock::command{"PING"},
+                     asio::bind_executor(other, [&](error_code ec, corolock::reply r) {
+                         pinged = !ec && r.str == "PONG";
+                     }));
+        other.restart();
+        other.run_for(10s);
+        CHECK(pinged);
+        c.stop();
+    }
+    work.reset();
+    client_thread.join();
 }
 
 TEST_CASE("lock: a guard outliving its client is harmless", "[lock][integration]") {

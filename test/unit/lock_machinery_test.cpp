@@ -6,7 +6,9 @@
 #include <corolock/detail/watchdog_schedule.hpp>
 #include <corolock/mutex.hpp>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
@@ -232,6 +234,56 @@ TEST_CASE("lock names and keys", "[protocol]") {
         CHECK(s->sha1.size() == 40);
         CHECK(s->source.find("KEYS[1]") != std::string_view::npos);
     }
+}
+
+TEST_CASE("completion: a handler of another context keeps work there, and its associations",
+          "[completion]") {
+    namespace asio = boost::asio;
+    using namespace std::chrono_literals;
+    asio::io_context ioc, other;
+    const asio::any_io_executor client_ex = ioc.get_executor();
+    asio::cancellation_signal cancel;
+    int got = 0;
+    auto erased = erase_keeping_work<void(int)>(
+        asio::bind_cancellation_slot(cancel.slot(),
+                                     asio::bind_executor(other, [&](int v) { got = v; })),
+        client_ex);
+    // The executor and the cancellation slot are still the handler's.
+    CHECK(asio::get_associated_executor(erased) ==
+          asio::any_completion_executor(other.get_executor()));
+    CHECK(asio::get_associated_cancellation_slot(erased).is_connected());
+    // While it is pending, `other` has work: run_one_for() waits out its
+    // time instead of returning at once, stopped, for lack of work.
+    CHECK(other.run_one_for(20ms) == 0);
+    CHECK_FALSE(other.stopped());
+    // Once it has run, the work is given back.
+    std::move(erased)(7);
+    CHECK(got == 7);
+    other.restart();
+    CHECK(other.run_for(5s) == 0);
+    CHECK(other.stopped());
+
+    // Dropped without running, it gives the work back too.
+    {
+        auto dropped = erase_keeping_work<void(int)>(asio::bind_executor(other, [](int) {}),
+                                                      client_ex);
+        other.restart();
+        CHECK(other.run_one_for(20ms) == 0);
+        CHECK_FALSE(other.stopped());
+    }
+    other.restart();
+    CHECK(other.run_for(5s) == 0);
+    CHECK(other.stopped());
+
+    // A handler of the client's own context (here on a strand of it) adds no
+    // work: the client's own pending work is what keeps that context going.
+    int own = 0;
+    auto plain = erase_keeping_work<void(int)>(
+        asio::bind_executor(asio::make_strand(ioc), [&](int v) { own = v; }), client_ex);
+    CHECK(ioc.run_for(5s) == 0);
+    CHECK(ioc.stopped());
+    std::move(plain)(3);
+    CHECK(own == 3);
 }
 
 TEST_CASE("completion: only a handler on the client's own io_context executor is called directly",

@@ -10,15 +10,22 @@
 // directly: exactly what dispatch() would do, without the boxing.
 #pragma once
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/associator.hpp>
 #include <boost/asio/dispatch.hpp>
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
 
 #include <exception>
+#include <memory>
 #include <type_traits>
+#include <utility>
 
 namespace corolock::detail {
 
@@ -35,6 +42,52 @@ bool runs_on_client_executor(const Handler& h, const boost::asio::any_io_executo
         return ex == *plain;
     else
         return false;  // a strand or another executor: dispatch as usual
+}
+
+// A caller's handler with outstanding work on its associated executor,
+// released when this object is destroyed: after the handler has run (or
+// when it is dropped without running, as when its context shuts down).
+// Every associated characteristic is the handler's own.
+template <class Handler, class Executor>
+class work_keeping_handler {
+public:
+    work_keeping_handler(Handler h, const Executor& ex)
+        : handler_(std::move(h)), work_(boost::asio::make_work_guard(ex)) {}
+
+    template <class... Args>
+    void operator()(Args&&... args) {
+        std::move(handler_)(std::forward<Args>(args)...);
+    }
+
+    Handler handler_;
+
+private:
+    boost::asio::executor_work_guard<Executor> work_;
+};
+
+// Type-erases a caller's handler the way Asio requires of an asynchronous
+// operation: until the handler has run, the operation keeps outstanding work
+// on the handler's associated executor, so that the context meant to run it
+// cannot run out of work first (its run() would return, and the handler
+// would wait for a run() that may never come). A handler of the client's own
+// execution context needs nothing more: the client's pending I/O and timers
+// are that context's work for as long as the client lives, and stop()
+// completes every operation. Any other handler is wrapped to keep that work.
+template <class Signature, class Handler>
+boost::asio::any_completion_handler<Signature> erase_keeping_work(
+    Handler&& h, const boost::asio::any_io_executor& client_ex) {
+    namespace asio = boost::asio;
+    using handler_type = std::decay_t<Handler>;
+    auto ex = asio::get_associated_executor(h, client_ex);
+    using executor_type = std::remove_cv_t<decltype(ex)>;
+    if constexpr (asio::can_query<const executor_type&, asio::execution::context_t>::value) {
+        asio::execution_context& mine = asio::query(client_ex, asio::execution::context);
+        asio::execution_context& theirs = asio::query(ex, asio::execution::context);
+        if (std::addressof(mine) == std::addressof(theirs))
+            return asio::any_completion_handler<Signature>(std::forward<Handler>(h));
+    }
+    return asio::any_completion_handler<Signature>(
+        work_keeping_handler<handler_type, executor_type>(std::forward<Handler>(h), ex));
 }
 
 // At completion: whether the handler flagged at initiation may be called now.
@@ -72,3 +125,24 @@ void complete_handler(Handler&& h, bool direct, const boost::asio::any_io_execut
 }
 
 }  // namespace corolock::detail
+
+namespace boost::asio {
+
+// A work_keeping_handler answers every associator (executor, allocator,
+// cancellation slot, ...) with its handler's.
+template <template <class, class> class Associator, class Handler, class Executor,
+          class DefaultCandidate>
+struct associator<Associator, corolock::detail::work_keeping_handler<Handler, Executor>,
+                  DefaultCandidate> : Associator<Handler, DefaultCandidate> {
+    static typename Associator<Handler, DefaultCandidate>::type get(
+        const corolock::detail::work_keeping_handler<Handler, Executor>& h) noexcept {
+        return Associator<Handler, DefaultCandidate>::get(h.handler_);
+    }
+    static auto get(const corolock::detail::work_keeping_handler<Handler, Executor>& h,
+                    const DefaultCandidate& c) noexcept
+        -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler_, c)) {
+        return Associator<Handler, DefaultCandidate>::get(h.handler_, c);
+    }
+};
+
+}  // namespace boost::asio
