@@ -9,8 +9,10 @@
 # the repository. A crash, a leak, a sanitizer report, a disagreement
 # between the ways the target feeds the input (see
 # fuzz/resp3_parser_fuzz.cpp) or a single input slower than 10 s fails the
-# run; the input is kept as build-fuzz/artifacts/crash-*, and belongs in
-# test/unit/resp3_parser_test.cpp as a regression test once understood.
+# run; the input is kept as build-fuzz/artifacts/crash-*. Once the bug is
+# fixed, copy the input into fuzz/corpus/: every ctest run replays the
+# corpus through the same checks (unit test "fuzz: every input kept in
+# fuzz/corpus/ ..."), and later fuzzing starts from it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
