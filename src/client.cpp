@@ -24,7 +24,6 @@
 #include <cassert>
 #include <exception>
 #include <mutex>
-#include <span>
 
 namespace corolock {
 namespace detail {
@@ -46,29 +45,6 @@ error_code classify_server_error(std::string_view message) noexcept {
 }
 
 namespace {
-
-// A plain command built without corolock::command, for the handshake.
-// Appended piece by piece: g++ 12 at -O3 reports a false -Wrestrict for
-// `"*" + std::to_string(n)`.
-std::string resp_command(std::span<const std::string_view> args) {
-    std::string out;
-    auto header = [&out](char kind, std::size_t n) {
-        out.push_back(kind);
-        out.append(std::to_string(n));
-        out.append("\r\n");
-    };
-    header('*', args.size());
-    for (auto a : args) {
-        header('$', a.size());
-        out.append(a);
-        out.append("\r\n");
-    }
-    return out;
-}
-
-std::string resp_command(std::initializer_list<std::string_view> args) {
-    return resp_command(std::span(args.begin(), args.size()));
-}
 
 bool is_ip_literal(const std::string& host) {
     error_code ec;
@@ -591,21 +567,18 @@ client_impl::awaitable<error_code> client_impl::connect_once() {
 client_impl::awaitable<error_code> client_impl::handshake() {
     // HELLO 3 switches to RESP3, authenticates and names the connection in
     // one round trip; SELECT follows when a database is chosen.
-    std::string out;
-    {
-        std::vector<std::string_view> args{"HELLO", "3"};
-        if (!cfg_.password.empty()) {
-            args.insert(args.end(), {"AUTH", cfg_.username.empty() ? std::string_view("default")
-                                                                   : std::string_view(cfg_.username),
-                                     cfg_.password});
-        }
-        if (!cfg_.client_name.empty()) args.insert(args.end(), {"SETNAME", cfg_.client_name});
-        out = resp_command(args);
+    command hello{"HELLO", "3"};
+    if (!cfg_.password.empty()) {
+        hello.arg("AUTH")
+            .arg(cfg_.username.empty() ? std::string_view("default") : std::string_view(cfg_.username))
+            .arg(cfg_.password);
     }
+    if (!cfg_.client_name.empty()) hello.arg("SETNAME").arg(cfg_.client_name);
+    std::string out = hello.payload();
     std::size_t expected = 1;
     const std::string db = std::to_string(cfg_.database);
     if (cfg_.database != 0) {
-        out += resp_command({"SELECT", db});
+        command{"SELECT", db}.append_to(out);
         ++expected;
     }
     if (auto [ec, n] = co_await write_all(out); ec) {
@@ -774,7 +747,7 @@ client_impl::awaitable<error_code> client_impl::health_check() {
             [this](auto handler) {
                 exec_options opts;
                 opts.timeout = cfg_.command_timeout;
-                push_request(resp_command({"PING"}), opts, exec_handler(std::move(handler)));
+                push_request(command{"PING"}.payload(), opts, exec_handler(std::move(handler)));
             },
             use_nothrow);
         if (pec == error::timeout || pec == error::not_connected) {
