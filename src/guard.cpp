@@ -104,15 +104,13 @@ const std::string& guard::name() const noexcept {
     return state_ ? state_->name : empty;
 }
 
-asio::any_io_executor guard::executor() const noexcept { return client_executor(state_); }
 asio::any_io_executor guard::client_executor(const std::shared_ptr<lock_state>& st) noexcept {
-    return st->client->get_executor();
+    return st ? st->client->get_executor() : asio::any_io_executor{};
 }
 
 void guard::release_impl(asio::any_completion_handler<void(error_code)> handler, bool direct) {
     if (!owns_lock()) {
-        complete_later(std::move(handler), error::released,
-                       state_ ? state_->client->get_executor() : asio::any_io_executor{});
+        complete_later(std::move(handler), error::released, client_executor(state_));
         return;
     }
     auto st = state_;

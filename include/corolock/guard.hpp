@@ -68,10 +68,8 @@ public:
     auto async_until_lost(CompletionToken&& token) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             [](auto handler, std::shared_ptr<detail::lock_state> st, std::uint64_t epoch) {
-                auto erased = st ? detail::erase_keeping_work<void(error_code)>(
-                                       std::move(handler), client_executor(st))
-                                 : boost::asio::any_completion_handler<void(error_code)>(
-                                       std::move(handler));
+                auto erased =
+                    detail::erase_keeping_work<void(error_code)>(std::move(handler), client_executor(st));
                 until_lost_impl(std::move(st), epoch, std::move(erased));
             },
             token, state_, epoch_);
@@ -90,14 +88,10 @@ public:
     auto async_release(CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             [](auto handler, guard* self) {
-                const bool direct =
-                    self->state_ && detail::runs_on_client_executor(handler, self->executor());
-                auto erased =
-                    self->state_
-                        ? detail::erase_keeping_work<void(error_code)>(std::move(handler),
-                                                                       self->executor())
-                        : boost::asio::any_completion_handler<void(error_code)>(std::move(handler));
-                self->release_impl(std::move(erased), direct);
+                const auto ex = client_executor(self->state_);
+                const bool direct = ex && detail::runs_on_client_executor(handler, ex);
+                self->release_impl(
+                    detail::erase_keeping_work<void(error_code)>(std::move(handler), ex), direct);
             },
             token, this);
     }
@@ -113,7 +107,7 @@ private:
                                 boost::asio::any_completion_handler<void(error_code)> handler);
     // direct: the handler's executor is the client's (see detail/completion.hpp).
     void release_impl(boost::asio::any_completion_handler<void(error_code)> handler, bool direct);
-    boost::asio::any_io_executor executor() const noexcept;  // the client's; state_ set
+    // The client's executor; empty without a state.
     static boost::asio::any_io_executor client_executor(
         const std::shared_ptr<detail::lock_state>& st) noexcept;
 

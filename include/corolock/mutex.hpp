@@ -54,11 +54,11 @@ public:
     auto async_acquire(lock_options opts, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
             [](auto handler, mutex* self, lock_options o) {
-                const bool direct = detail::runs_on_client_executor(handler, self->executor());
-                self->acquire_impl(o, false,
-                                   detail::erase_keeping_work<acquire_signature>(
-                                       std::move(handler), self->executor()),
-                                   direct);
+                const auto ex = self->executor();
+                const bool direct = detail::runs_on_client_executor(handler, ex);
+                self->acquire_impl(
+                    o, false, detail::erase_keeping_work<acquire_signature>(std::move(handler), ex),
+                    direct);
             },
             token, this, opts);
     }
@@ -68,11 +68,11 @@ public:
     auto async_try_acquire(lock_options opts, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
             [](auto handler, mutex* self, lock_options o) {
-                const bool direct = detail::runs_on_client_executor(handler, self->executor());
-                self->acquire_impl(o, true,
-                                   detail::erase_keeping_work<acquire_signature>(
-                                       std::move(handler), self->executor()),
-                                   direct);
+                const auto ex = self->executor();
+                const bool direct = detail::runs_on_client_executor(handler, ex);
+                self->acquire_impl(
+                    o, true, detail::erase_keeping_work<acquire_signature>(std::move(handler), ex),
+                    direct);
             },
             token, this, opts);
     }

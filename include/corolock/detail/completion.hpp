@@ -73,11 +73,14 @@ private:
 // execution context needs nothing more: the client's pending I/O and timers
 // are that context's work for as long as the client lives, and stop()
 // completes every operation. Any other handler is wrapped to keep that work.
+// Without a client (an empty client_ex: an empty guard's operations) the
+// answer is posted at once, and post() keeps its own work.
 template <class Signature, class Handler>
 boost::asio::any_completion_handler<Signature> erase_keeping_work(
     Handler&& h, const boost::asio::any_io_executor& client_ex) {
     namespace asio = boost::asio;
     using handler_type = std::decay_t<Handler>;
+    if (!client_ex) return asio::any_completion_handler<Signature>(std::forward<Handler>(h));
     auto ex = asio::get_associated_executor(h, client_ex);
     using executor_type = std::remove_cv_t<decltype(ex)>;
     if constexpr (asio::can_query<const executor_type&, asio::execution::context_t>::value) {
