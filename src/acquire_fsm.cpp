@@ -83,6 +83,21 @@ acquire_fsm::action acquire_fsm::on_wait(const facts& f) {
 acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result& r) {
     if (state_ != state::attempting) return finish(misuse());
     action a;
+    if (!r.ec && r.acquired && r.crossed) {
+        // Not a grant to hand out: give it back, and try again at once (the
+        // loss's clean-up is queued ahead of the new attempt), within the
+        // wait, or once more for a try or an acquire without a wait.
+        a.give_back = !f.service_stopped;
+        if (abandoned_ || f.service_stopped) return finish(a);
+        if (crossed_retries_ < max_crossed_retries &&
+            (crossed_retries_ == 0 || (!try_once_ && f.now < wait_deadline_))) {
+            ++crossed_retries_;
+            a.fresh_level = true;
+            return attempt(a);
+        }
+        a.ec = error::lock_lost;
+        return finish(a);
+    }
     if (!r.ec && r.acquired) {
         // Granted after the caller gave up: hand it straight back.
         if (abandoned_)

@@ -59,27 +59,27 @@ void release_detached(std::shared_ptr<lock_state> st, std::uint64_t level) noexc
 }  // namespace
 
 guard detail::make_guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint64_t token,
-                         std::uint64_t tenure) noexcept {
-    return guard(std::move(st), level, token, tenure);
+                         std::shared_ptr<tenure> t) noexcept {
+    return guard(std::move(st), level, token, std::move(t));
 }
 
 guard::guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint64_t token,
-             std::uint64_t epoch) noexcept
-    : state_(std::move(st)), level_(level), token_(token), epoch_(epoch) {}
+             std::shared_ptr<detail::tenure> t) noexcept
+    : state_(std::move(st)), tenure_(std::move(t)), level_(level), token_(token) {}
 
 guard::guard(guard&& other) noexcept
     : state_(std::move(other.state_)),
+      tenure_(std::move(other.tenure_)),
       level_(std::exchange(other.level_, 0)),
-      token_(other.token_),
-      epoch_(other.epoch_) {}
+      token_(other.token_) {}
 
 guard& guard::operator=(guard&& other) noexcept {
     if (this != &other) {
         if (state_ && level_ != 0) release_detached(std::move(state_), level_);
         state_ = std::move(other.state_);
+        tenure_ = std::move(other.tenure_);
         level_ = std::exchange(other.level_, 0);
         token_ = other.token_;
-        epoch_ = other.epoch_;
     }
     return *this;
 }
@@ -91,13 +91,10 @@ guard::~guard() {
 bool guard::owns_lock() const noexcept { return state_ && level_ != 0; }
 
 guard::clock::time_point guard::lease_deadline() const noexcept {
-    return state_ ? state_->deadline() : clock::time_point::min();
+    return tenure_ ? tenure_->deadline() : clock::time_point::min();
 }
 
-bool guard::lost() const noexcept {
-    return state_ && epoch_ != 0 &&
-           state_->lost_tenure.load(std::memory_order_acquire) >= epoch_;
-}
+bool guard::lost() const noexcept { return tenure_ && tenure_->lost(); }
 
 const std::string& guard::name() const noexcept {
     static const std::string empty;
@@ -119,8 +116,9 @@ void guard::release_impl(asio::any_completion_handler<void(error_code)> handler,
         complete_later(std::move(handler), error::client_stopped, st->client->get_executor());
         return;
     }
-    auto release = [st, level, direct, handler = std::move(handler)]() mutable {
-        lock_service::of(*st->client)->release_level(st, level, std::move(handler), direct);
+    auto release = [st, level, t = tenure_, direct, handler = std::move(handler)]() mutable {
+        lock_service::of(*st->client)->release_level(st, level, std::move(t), std::move(handler),
+                                                     direct);
     };
     // Called from the strand (a caller resumed by the client's own
     // completion, the usual case), the release is queued at once: it never
@@ -132,9 +130,9 @@ void guard::release_impl(asio::any_completion_handler<void(error_code)> handler,
         asio::post(st->client->strand(), std::move(release));
 }
 
-void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::uint64_t epoch,
+void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<detail::tenure> t,
                             asio::any_completion_handler<void(error_code)> handler) {
-    if (!st || epoch == 0) {
+    if (!st || !t) {
         complete_later(std::move(handler), error::released);
         return;
     }
@@ -146,7 +144,7 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::uint64_t epoch,
     if (slot.is_connected())
         slot.assign([cancelled_early](asio::cancellation_type) { *cancelled_early = true; });
 
-    asio::post(st->client->strand(), [st, epoch, cancelled_early,
+    asio::post(st->client->strand(), [st, t, cancelled_early,
                                       handler = std::move(handler)]() mutable {
         auto ex = asio::get_associated_executor(handler, st->client->get_executor());
         auto finish = [&](error_code ec) {
@@ -155,20 +153,19 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::uint64_t epoch,
             asio::dispatch(ex, asio::append(std::move(handler), ec));
         };
         if (*cancelled_early) return finish(asio::error::operation_aborted);
-        if (st->lost_tenure.load(std::memory_order_acquire) >= epoch)
-            return finish(error::lock_lost);
+        if (t->lost()) return finish(error::lock_lost);
         if (st->client->stopped() || lock_service::of(*st->client)->stopped())
             return finish(error::client_stopped);
-        if (st->tenure != epoch || st->levels.empty()) return finish(error::released);
+        if (st->live() != t.get()) return finish(error::released);
         // lost_signal is a condition variable: it is cancelled when the lease
         // is lost or the client stops. From here the caller's cancellation
         // reaches this one wait through its slot (which replaces the note).
         auto slot = asio::get_associated_cancellation_slot(handler);
         st->lost_timer().async_wait(asio::bind_cancellation_slot(
-            slot, [st, epoch, handler = std::move(handler)](error_code) mutable {
+            slot, [st, t, handler = std::move(handler)](error_code) mutable {
                 auto ex2 = asio::get_associated_executor(handler, st->client->get_executor());
                 error_code result = asio::error::operation_aborted;
-                if (st->lost_tenure.load(std::memory_order_acquire) >= epoch)
+                if (t->lost())
                     result = error::lock_lost;
                 else if (st->client->stopped())
                     result = error::client_stopped;

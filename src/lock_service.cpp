@@ -197,9 +197,10 @@ void append_script_command(std::string& out, const script& s, bool by_sha, const
 }
 
 namespace {
-client_impl::exec_options script_options(bool idempotent) {
+client_impl::exec_options script_options(bool idempotent, bool priority) {
     client_impl::exec_options opts;
     opts.idempotent = idempotent;
+    opts.priority = priority;
     return opts;
 }
 
@@ -229,7 +230,7 @@ void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, re
         // The server lost its scripts (a restart, SCRIPT FLUSH): send the
         // whole source once, with the arguments built again.
         by_source_ = true;
-        client_->exec(script_options(idempotent_), std::move(self));
+        client_->exec(script_options(idempotent_, false), std::move(self));
         return;
     }
     on_script_reply(ec, std::move(r));
@@ -249,18 +250,20 @@ void script_call::write_command(std::string& out) const {
 }
 
 void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
-                              bool idempotent) {
+                              bool idempotent, bool priority, bool by_source) {
     call->script_ = &s;  // the scripts are function-local statics
     call->client_ = &impl_;
     call->idempotent_ = idempotent;
-    call->by_source_ = false;
-    impl_.exec(script_options(idempotent), std::shared_ptr<reply_target>(std::move(call)));
+    call->by_source_ = by_source;
+    impl_.exec(script_options(idempotent, priority),
+               std::shared_ptr<reply_target>(std::move(call)));
 }
 
 void lock_service::run_script(const script& s, std::span<const std::string_view> keys,
                               std::span<const std::string_view> args, bool idempotent,
-                              script_handler handler) {
-    run_script(s, std::make_shared<stored_call>(keys, args, std::move(handler)), idempotent);
+                              script_handler handler, bool by_source) {
+    run_script(s, std::make_shared<stored_call>(keys, args, std::move(handler)), idempotent,
+               false, by_source);
 }
 
 void lock_service::acquire_arguments(const lock_state& st, std::uint64_t level,
@@ -273,11 +276,12 @@ void lock_service::acquire_arguments(const lock_state& st, std::uint64_t level,
 }
 
 error_code lock_service::parse_acquire_reply(const reply& r, acquire_reply& out) noexcept {
-    if (r.type != resp3_type::array || r.elements.size() != 4) return error::unexpected_reply;
+    if (r.type != resp3_type::array || r.elements.size() != 5) return error::unexpected_reply;
     out.acquired = as_int(r.elements[0]) == 1;
     out.token = static_cast<std::uint64_t>(as_int(r.elements[1]));
     out.levels = as_int(r.elements[2]);
     out.pttl = as_int(r.elements[3]);
+    out.created = as_int(r.elements[4]) == 1;
     return {};
 }
 
@@ -285,10 +289,10 @@ error_code lock_service::parse_acquire_reply(const reply& r, acquire_reply& out)
 class lock_service::release_call final : public script_call {
 public:
     release_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
-                 std::uint64_t level, clock::time_point sent, bool tracked,
-                 release_handler handler, bool direct)
-        : svc_(std::move(svc)), st_(std::move(st)), level_(level), sent_(sent),
-          tracked_(tracked), direct_(direct), handler_(std::move(handler)) {}
+                 std::uint64_t level, std::shared_ptr<const tenure> t, clock::time_point sent,
+                 bool tracked, release_handler handler, bool direct)
+        : svc_(std::move(svc)), st_(std::move(st)), tenure_(std::move(t)), level_(level),
+          sent_(sent), tracked_(tracked), direct_(direct), handler_(std::move(handler)) {}
 
     void arguments(script_args& out) const override {
         out.key(st_->keys.lock());
@@ -321,6 +325,10 @@ public:
             case release_status::not_owner: ec = error::not_owner; break;
             default: ec = error::unexpected_reply; break;
             }
+            // The level's tenure was lost: whatever the server holds for this
+            // owner now (a later tenure's key) is not this level, and the
+            // work done under it was not protected. Never report success.
+            if (!ec && tenure_ && tenure_->lost()) ec = error::lock_lost;
         }
         st_->client->log().debug("release {} level {}: {}", st_->name, level_,
                                  ec ? ec.message() : "ok");
@@ -330,6 +338,7 @@ public:
 private:
     std::weak_ptr<lock_service> svc_;
     std::shared_ptr<lock_state> st_;
+    std::shared_ptr<const tenure> tenure_;  // null: nobody asks (a give-back, a dropped guard)
     std::uint64_t level_;
     clock::time_point sent_;
     bool tracked_;
@@ -340,11 +349,15 @@ private:
 // One renewal of a held lock's lease by the watchdog.
 class lock_service::renew_call final : public script_call {
 public:
+    // Renews the live tenure for its lease, or with the watchdog off only
+    // checks that the lock is still the owner's (lease 0).
     renew_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
                std::uint64_t watch_id, clock::time_point sent)
         : svc_(std::move(svc)), st_(std::move(st)), watch_id_(watch_id), sent_(sent),
-          tenure_(st_->tenure),
-          lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(st_->lease).count()) {}
+          epoch_(st_->live()->epoch),
+          lease_(st_->live()->terms.renew_every.count() > 0 ? st_->live()->terms.lease
+                                                             : clock::duration::zero()),
+          lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(lease_).count()) {}
 
     void arguments(script_args& out) const override {
         out.key(st_->keys.lock());
@@ -356,14 +369,23 @@ public:
         auto s = svc_.lock();
         if (!s || s->stopped_) return;
         // Released, lost or re-acquired since: this reply is stale.
-        if (st_->tenure != tenure_ || !s->schedule_.contains(watch_id_)) return;
-        if (!ec && r.type == resp3_type::integer &&
-            r.integer == static_cast<int>(renew_status::renewed)) {
-            s->schedule_.on_renewed(watch_id_, sent_);
-            st_->set_deadline(s->schedule_.deadline(watch_id_));
+        auto* t = st_->live();
+        if (!t || t->epoch != epoch_ || !s->schedule_.contains(watch_id_)) return;
+        if (clock::now() >= s->schedule_.deadline(watch_id_)) {
+            // Confirmed too late: the deadline passed first (the watchdog's
+            // tick and this reply were ready together), and the key may have
+            // expired on the server meanwhile. A renewal only counts if it is
+            // confirmed before the deadline.
+            s->lose_tenure(st_, "the lease deadline passed before the renewal was confirmed");
+        } else if (!ec && r.type == resp3_type::integer &&
+                   r.integer == static_cast<int>(renew_status::renewed)) {
+            // The deadline follows from the lease this renewal asked for, not
+            // the tenure's terms now (a re-entry may have joined a longer one).
+            s->schedule_.on_renewed(watch_id_, sent_, lease_);
+            t->publish_deadline(s->schedule_.deadline(watch_id_));
         } else if (!ec && r.type == resp3_type::integer) {
-            s->fire_lost(st_, r.integer == 0 ? "the lock expired on the server"
-                                             : "another owner holds the lock");
+            s->lose_tenure(st_, r.integer == 0 ? "the lock expired on the server"
+                                               : "another owner holds the lock");
         } else {
             s->impl_.log().warn("renewal of {} failed: {}", st_->name,
                                 ec ? ec.message() : to_string(r));
@@ -379,30 +401,40 @@ private:
     std::shared_ptr<lock_state> st_;
     std::uint64_t watch_id_;
     clock::time_point sent_;
-    std::uint64_t tenure_;
+    std::uint64_t epoch_;
+    clock::duration lease_;
     std::int64_t lease_ms_;
 };
 
 // ---- holding ----
 
-void lock_service::on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                               clock::time_point sent, clock::duration lease,
-                               clock::duration renew_every) {
+std::shared_ptr<tenure> lock_service::on_acquired(const std::shared_ptr<lock_state>& st,
+                                                  std::uint64_t level, clock::time_point sent,
+                                                  clock::duration granted,
+                                                  const lease_terms& asked) {
     const bool first = st->levels.empty();
+    if (first) {
+        // A tenure object that no guard refers to any more is reused: a lock
+        // taken and released over and over allocates none after the first.
+        if (!st->current || st->current.use_count() != 1) st->current = std::make_shared<tenure>();
+        st->current->reset(++st->tenures, asked);
+    } else {
+        st->current->terms.join(asked);
+    }
     st->levels.push_back(level);
     st->held.store(st->levels.size(), std::memory_order_release);
-    st->lease = lease;
-    st->renew_every = renew_every;
     if (first) {
-        ++st->tenure;
-        schedule_.add(st->watch_id, sent, st->lease, st->renew_every);
+        schedule_.add(st->watch_id, sent,
+                      std::shared_ptr<const lease_terms>(st->current, &st->current->terms), granted);
         watch(st);
     } else {
-        // Re-entry refreshed the TTL to at least this lease.
-        schedule_.on_renewed(st->watch_id, sent);
+        // The re-entry made the TTL at least `granted`; it may also have
+        // joined a shorter renewal interval or the watchdog.
+        schedule_.on_renewed(st->watch_id, sent, granted);
     }
-    st->set_deadline(schedule_.deadline(st->watch_id));
+    st->current->publish_deadline(schedule_.deadline(st->watch_id));
     arm_watchdog_for(st->watch_id);
+    return st->current;
 }
 
 void lock_service::watch(const std::shared_ptr<lock_state>& st) {
@@ -425,11 +457,15 @@ void lock_service::unwatch(std::uint64_t watch_id) noexcept {
 }
 
 void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                                 release_handler handler, bool direct) {
+                                 std::shared_ptr<const tenure> t, release_handler handler,
+                                 bool direct) {
     if (auto it = std::find(st->levels.begin(), st->levels.end(), level); it != st->levels.end()) {
         st->levels.erase(it);
         st->held.store(st->levels.size(), std::memory_order_release);
         if (st->levels.empty()) {
+            // The tenure ends here: nothing is protected past this moment.
+            const auto now = clock::now();
+            if (st->current->deadline() > now) st->current->publish_deadline(now);
             // Stop renewing before the release is even sent: no zombie renewals.
             schedule_.remove(st->watch_id);
             unwatch(st->watch_id);
@@ -443,8 +479,8 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
     const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
     if (tracked) ++handoff_for(st->keys.channel()).releases_in_flight;
     run_script(release_script(),
-               std::make_shared<release_call>(weak_from_this(), st, level, sent, tracked,
-                                              std::move(handler), direct),
+               std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
+                                              tracked, std::move(handler), direct),
                /*idempotent=*/true);
 }
 
@@ -452,7 +488,8 @@ void lock_service::release_in_background(const std::shared_ptr<lock_state>& st,
                                          std::uint64_t level) {
     note_background_release(+1);
     release_level(
-        st, level, [self = shared_from_this()](error_code) { self->note_background_release(-1); },
+        st, level, nullptr,
+        [self = shared_from_this()](error_code) { self->note_background_release(-1); },
         /*direct=*/true);
 }
 
@@ -657,6 +694,52 @@ void lock_service::on_connected() {
     // unlock message may have been published while we were away.
     for (const auto& channel : waiters_.channels()) send_subscribe(channel, true, true);
     waiters_.wake_one_per_channel();
+    // A restart or failover may have dropped held keys: find out one round
+    // trip after reconnecting, not at the next renewal.
+    verify_held();
+    check_eviction_policy();
+}
+
+void lock_service::verify_held() {
+    // Collected first: a renewal that fails at once may lose its tenure,
+    // which takes it out of watched_.
+    std::vector<std::shared_ptr<lock_state>> held;
+    held.reserve(watched_.size());
+    for (const auto& [id, weak] : watched_)
+        if (auto st = weak.lock(); st && st->live()) held.push_back(std::move(st));
+    for (const auto& st : held) send_renewal(st, /*priority=*/true);
+}
+
+void lock_service::send_renewal(const std::shared_ptr<lock_state>& st, bool priority) {
+    run_script(renew_script(),
+               std::make_shared<renew_call>(weak_from_this(), st, st->watch_id, clock::now()),
+               /*idempotent=*/true, priority);
+}
+
+void lock_service::check_eviction_policy() {
+    if (eviction_checked_) return;
+    eviction_checked_ = true;
+    command cmd{"CONFIG", "GET", "maxmemory-policy"};
+    client_impl::exec_options opts;
+    opts.direct = true;
+    auto self = weak_from_this();
+    impl_.exec(cmd.payload(), opts, exec_handler([self](error_code ec, reply r) {
+                   auto s = self.lock();
+                   // CONFIG may be renamed, disabled or not allowed to this
+                   // user: then nothing is known, and nothing is said.
+                   if (!s || ec || r.elements.size() < 2) return;
+                   const auto& policy = r.elements[1].str;  // {name, value}, map or array
+                   if (policy.rfind("allkeys-", 0) == 0)
+                       s->impl_.log().warn(
+                           "maxmemory-policy is {}: the server may evict lock keys and fencing "
+                           "counters under memory pressure (see docs/safety.md); use noeviction",
+                           policy);
+                   else if (policy.rfind("volatile-", 0) == 0)
+                       s->impl_.log().warn(
+                           "maxmemory-policy is {}: the server may evict held lock keys under "
+                           "memory pressure (see docs/safety.md); use noeviction",
+                           policy);
+               }));
 }
 
 void lock_service::on_disconnected() {}
@@ -707,6 +790,7 @@ void lock_service::on_stopped() {
         if (auto st = weak.lock()) st->signal_lost();
     }
     watched_.clear();
+    schedule_.clear();
 }
 
 void lock_service::on_abandoned() noexcept {
@@ -745,10 +829,12 @@ void lock_service::arm_watchdog_at(clock::time_point next) {
     });
 }
 
-void lock_service::fire_lost(const std::shared_ptr<lock_state>& st, const char* why) {
-    if (st->levels.empty()) return;
+void lock_service::lose_tenure(const std::shared_ptr<lock_state>& st, const char* why) {
+    auto* t = st->live();
+    if (!t) return;
     impl_.log().warn("lock {} lost: {}", st->name, why);
-    st->lost_tenure.store(st->tenure, std::memory_order_release);
+    t->mark_lost(clock::now());
+    st->lost_epoch = t->epoch;
     st->levels.clear();
     st->held.store(0, std::memory_order_release);
     schedule_.remove(st->watch_id);
@@ -756,13 +842,19 @@ void lock_service::fire_lost(const std::shared_ptr<lock_state>& st, const char* 
     st->signal_lost();
     // If the lease was only presumed lost (renewals unconfirmed), the key may
     // still be ours: remove it, owner-checked, so it cannot outlive us. It is
-    // queued now, so it reaches the server before any later re-acquire.
+    // queued now, so it reaches the server before any later re-acquire; it
+    // goes by source (EVAL), because a NOSCRIPT answer to EVALSHA would send
+    // it again behind whatever was queued meanwhile, a re-acquire included,
+    // and it would then remove that.
     note_background_release(+1);
     auto self = weak_from_this();
-    run_script(release_script(), {st->keys.lock(), st->keys.channel()},
-               {st->owner, std::string(all_levels)}, true, [self](error_code, reply) {
-                   if (auto s = self.lock()) s->note_background_release(-1);
-               });
+    run_script(
+        release_script(), {st->keys.lock(), st->keys.channel()},
+        {st->owner, std::string(all_levels)}, true,
+        [self](error_code, reply) {
+            if (auto s = self.lock()) s->note_background_release(-1);
+        },
+        /*by_source=*/true);
 }
 
 void lock_service::on_watchdog_tick() {
@@ -772,7 +864,7 @@ void lock_service::on_watchdog_tick() {
         auto it = watched_.find(id);
         if (it == watched_.end()) continue;
         if (auto st = it->second.lock()) {
-            fire_lost(st, "the lease deadline passed without a confirmed renewal");
+            lose_tenure(st, "the lease deadline passed without a confirmed renewal");
         } else {
             watched_.erase(it);
         }
@@ -786,9 +878,7 @@ void lock_service::on_watchdog_tick() {
             if (it != watched_.end()) watched_.erase(it);
             continue;
         }
-        run_script(renew_script(),
-                   std::make_shared<renew_call>(weak_from_this(), st, id, clock::now()),
-                   /*idempotent=*/true);
+        send_renewal(st, /*priority=*/false);
     }
     arm_watchdog();
 }

@@ -60,7 +60,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     // Kept small: a burst of acquires has one of these each in flight. The
-    // lease is the machine's; of the other options only this is needed.
+    // lease asked for is the machine's; of the other options only this is
+    // needed.
     std::shared_ptr<lock_state> st;
     std::shared_ptr<lock_service> svc;
     clock::duration renew_every;  // zero: no watchdog
@@ -71,6 +72,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     std::uint64_t level = 0;
     std::uint64_t token = 0;
     clock::time_point sent{};
+    // What the current attempt asked the server for: the lease (a re-entry
+    // asks for at least its tenure's), and the tenure it re-entered (0: none).
+    clock::duration granted{};
+    std::uint64_t sent_epoch = 0;
     // A wait in the service's list.
     bool waiting = false;
     // A wake-up (unlock message) that arrived while no wait was pending, for
@@ -156,8 +161,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The attempt's script: this operation is the call, so an attempt
     // allocates nothing but its bytes.
     void arguments(detail::script_args& out) const override {
-        lock_service::acquire_arguments(*st, level, machine.lease(), out);
+        lock_service::acquire_arguments(*st, level, granted, out);
     }
+
+    // The terms this acquire asks for, to begin or join a tenure with.
+    detail::lease_terms asked() const noexcept { return {machine.lease(), renew_every}; }
 
     void on_script_reply(error_code ec, reply r) override {
         detail::acquire_reply parsed;
@@ -167,14 +175,50 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     void on_attempt_reply(error_code ec, const detail::acquire_reply& r) {
         token = r.token;
-        const auto a = machine.on_attempt(observe(), {ec, r.acquired, r.pttl});
-        if (!ec && r.acquired && a.give_back)
+        const bool crossed = !ec && r.acquired && crossed_loss(r);
+        const auto a = machine.on_attempt(observe(), {ec, r.acquired, r.pttl, crossed});
+        if (crossed)
+            st->client->log().info(
+                "acquire {}: the grant crossed a lost tenure or came after its deadline; giving "
+                "it back",
+                st->name);
+        if (!ec && r.acquired && a.give_back && !crossed)
             st->client->log().debug("acquire {}: granted after cancellation; releasing", st->name);
         if (ec && a.fresh_level)
             st->client->log().info("acquire {}: {}; retrying", st->name, ec.message());
         else if (ec && a.what == fsm::step::done)
             st->client->log().debug("acquire {} failed: {}", st->name, ec.message());
         perform(a);
+    }
+
+    // A grant that cannot start or continue a tenure safely. Either the
+    // attempt re-entered a tenure that was lost while it was in flight (the
+    // loss's clean-up, queued behind it, removes what it granted), or the
+    // script created the key while the handle holds a live tenure: the key
+    // was removed behind the holder (broken, evicted, lost in a failover),
+    // so that tenure is lost now and its clean-up removes this grant too.
+    // The machine gives the level back and tries again, fresh.
+    // A re-entry confirmed only after its tenure's deadline ends that tenure.
+    // A grant that begins a tenure but comes back after its own deadline
+    // (sent + lease - drift: the server may have run it at once and expired
+    // it since) would hand out a guard that is lost at birth; it is treated
+    // the same way.
+    bool crossed_loss(const detail::acquire_reply& r) {
+        if (sent_epoch != 0 && st->lost_epoch >= sent_epoch) return true;
+        if (st->live() && st->live()->deadline() <= clock::now()) {
+            // The live tenure's deadline passed before this re-entry's grant
+            // came back (its timer and this reply were ready together): the
+            // tenure is lost, whatever the grant says.
+            svc->lose_tenure(st, "the lease deadline passed before a re-entry was confirmed");
+            return true;
+        }
+        if (r.created && st->live()) {
+            svc->lose_tenure(st, "its key was removed behind the holder (found by a re-entry)");
+            return true;
+        }
+        if (!st->live() && detail::watchdog_schedule::deadline_for(sent, granted) <= clock::now())
+            return true;
+        return false;
     }
 
     // The side effects in the order the machine lists them, then the step.
@@ -186,6 +230,14 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         if (a.note_expiry) svc->note_expiry_hint(st->keys.channel(), a.expiry);
         switch (a.what) {
         case fsm::step::attempt:
+            granted = machine.lease();
+            sent_epoch = 0;
+            if (auto* t = st->live()) {
+                // A re-entry never asks for less than its tenure holds, so
+                // the grant's deadline and the renewals agree with the TTL.
+                granted = std::max(granted, t->terms.lease);
+                sent_epoch = t->epoch;
+            }
             sent = clock::now();
             svc->run_script(detail::acquire_script(), shared_from_this(), /*idempotent=*/false);
             return;
@@ -254,8 +306,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     void finish(const fsm::action& a) {
         guard g;
         if (a.granted) {
-            svc->on_acquired(st, level, sent, machine.lease(), renew_every);
-            g = detail::make_guard(st, level, token, st->tenure);
+            auto t = svc->on_acquired(st, level, sent, granted, asked());
+            g = detail::make_guard(st, level, token, std::move(t));
         }
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
         svc->unregister_stop_hook(*this);
@@ -356,6 +408,14 @@ error_code normalize(lock_options& o, std::string& why) {
         return error::invalid_argument;
     }
     if (o.renew_interval.count() == 0) o.renew_interval = o.lease / 3;
+    // A renewal sent at the interval must have time for its round trip (and
+    // a retry) before the local deadline: at least a quarter of the lease.
+    if (o.watchdog && o.lease - detail::watchdog_schedule::drift(o.lease) - o.renew_interval <
+                          o.lease / 4) {
+        why = "renew_interval leaves less than a quarter of the lease for the renewal's round "
+              "trip before the deadline (at most lease * 3/4 - lease/100 - 2 ms)";
+        return error::invalid_argument;
+    }
     return {};
 }
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <string>
 
 namespace corolock::detail {
 
@@ -27,25 +28,68 @@ script make(std::string_view name, std::string_view source) {
     return script{name, source, sha1_hex(source)};
 }
 
+// The fields corolock writes into a lock hash: owner, fence and l:<level>.
+// A hash holding any other field was not written by corolock (or was
+// written into by someone else): the scripts answer WRONGTYPE naming the
+// key and change nothing. The check costs an HKEYS only when the hash has
+// more fields than a single level needs.
+constexpr std::string_view foreign_lua = R"lua(
+local function foreign(key)
+  for _, f in ipairs(redis.call('HKEYS', key)) do
+    if f ~= 'owner' and f ~= 'fence' and string.sub(f, 1, 2) ~= 'l:' then
+      return redis.error_reply('WRONGTYPE ' .. key .. ' holds the field ' .. f ..
+                               ', which corolock never writes; the key was left untouched')
+    end
+  end
+  return nil
+end
+)lua";
+
 // KEYS[1] lock hash, KEYS[2] fence counter
 // ARGV[1] owner id, ARGV[2] lease in ms, ARGV[3] level id (unique per owner)
-// Returns {1, token, levels, pttl} when acquired or re-entered,
-//         {0, 0, levels, pttl}     when another owner holds it (pttl -1: no TTL).
-// WRONGTYPE when the name's key holds a value that is not a corolock hash.
+// Returns {1, token, levels, pttl, created} when acquired or re-entered
+//         (created 1: the hash did not exist, this grant began a tenure),
+//         {0, 0, levels, pttl, 0} when another owner holds it (pttl -1: no TTL).
+// WRONGTYPE when the name's key holds a value that is not a corolock hash,
+// and the server's own error when the fence counter is not an integer.
+// The TTL is only ever extended, never shortened: every deadline a client
+// derived from an earlier grant or renewal stays valid.
+// The token is a hybrid logical clock: max(last + 1, server time in µs), so
+// a counter lost with the data (a restart without persistence, a failover to
+// a lagging replica) restarts above every token minted before, as long as
+// the server's clock did not step back by more than the outage lasted.
 constexpr std::string_view acquire_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
+local fields = redis.call('HLEN', KEYS[1])
 if owner and owner ~= ARGV[1] then
-  return {0, 0, redis.call('HLEN', KEYS[1]) - 2, redis.call('PTTL', KEYS[1])}
+  return {0, 0, fields - 2, redis.call('PTTL', KEYS[1]), 0}
+end
+if fields > 0 and not owner then
+  return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a hash without an owner, ' ..
+                           'which corolock never writes; the key was left untouched')
+end
+if fields > 2 then
+  local bad = foreign(KEYS[1])
+  if bad then return bad end
 end
 local token = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', token, 'l:' .. ARGV[3], token)
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+if now > token then
+  token = now
+  redis.call('SET', KEYS[2], string.format('%.0f', token))
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', string.format('%.0f', token),
+           'l:' .. ARGV[3], string.format('%.0f', token))
 local lease = tonumber(ARGV[2])
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < lease then
   redis.call('PEXPIRE', KEYS[1], lease)
   pttl = lease
 end
-return {1, token, redis.call('HLEN', KEYS[1]) - 2, pttl}
+local created = 0
+if fields == 0 then created = 1 end
+return {1, token, redis.call('HLEN', KEYS[1]) - 2, pttl, created}
 )lua";
 
 // KEYS[1] lock hash, KEYS[2] unlock channel
@@ -58,6 +102,10 @@ constexpr std::string_view release_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {0, 0} end
 if owner ~= ARGV[1] then return {-1, 0} end
+if redis.call('HLEN', KEYS[1]) > 3 then
+  local bad = foreign(KEYS[1])
+  if bad then return bad end
+end
 if ARGV[2] ~= '*' then
   if redis.call('HDEL', KEYS[1], 'l:' .. ARGV[2]) == 0 then return {3, 0} end
   if redis.call('HLEN', KEYS[1]) > 2 then return {2, 0} end
@@ -67,13 +115,18 @@ return {1, redis.call('PUBLISH', KEYS[2], ARGV[1])}
 )lua";
 
 // KEYS[1] lock hash
-// ARGV[1] owner id, ARGV[2] lease in ms
-// Returns 1 renewed, 0 no lock, -1 another owner holds it.
+// ARGV[1] owner id, ARGV[2] lease in ms (0: only check that the lock is
+// still the owner's, as after a reconnect with the watchdog off)
+// Returns 1 renewed (or confirmed), 0 no lock, -1 another owner holds it.
+// Touches nothing unless the owner matches, and only ever extends the TTL.
 constexpr std::string_view renew_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return 0 end
 if owner ~= ARGV[1] then return -1 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local lease = tonumber(ARGV[2])
+if lease > 0 and redis.call('PTTL', KEYS[1]) < lease then
+  redis.call('PEXPIRE', KEYS[1], lease)
+end
 return 1
 )lua";
 
@@ -99,14 +152,19 @@ redis.call('PUBLISH', KEYS[2], owner)
 return {owner, levels}
 )lua";
 
+// The source of a script that starts with the foreign-field check.
+std::string checked(std::string_view body) { return std::string(foreign_lua).append(body); }
+
 }  // namespace
 
 const script& acquire_script() {
-    static const script s = make("acquire", acquire_lua);
+    static const std::string source = checked(acquire_lua);
+    static const script s = make("acquire", source);
     return s;
 }
 const script& release_script() {
-    static const script s = make("release", release_lua);
+    static const std::string source = checked(release_lua);
+    static const script s = make("release", source);
     return s;
 }
 const script& renew_script() {

@@ -4,27 +4,31 @@
 
 namespace corolock::detail {
 
-void watchdog_schedule::add(id_type id, clock::time_point sent, clock::duration lease,
-                            clock::duration renew_every) {
+void watchdog_schedule::add(id_type id, clock::time_point sent,
+                            std::shared_ptr<const lease_terms> terms, clock::duration granted) {
     entry e;
-    e.lease = lease;
-    e.renew_every = renew_every;
-    e.deadline = deadline_for(sent, lease);
-    e.next_renew = renew_every.count() > 0 ? sent + renew_every : clock::time_point::max();
+    e.terms = std::move(terms);
+    e.deadline = deadline_for(sent, granted);
+    e.next_renew = next_renewal(e, sent);
     if (auto it = entries_.find(id); it != entries_.end()) {
-        it->second = e;
+        it->second = std::move(e);
     } else if (spare_) {
         spare_.key() = id;
-        spare_.mapped() = e;
+        spare_.mapped() = std::move(e);
         entries_.insert(std::move(spare_));
     } else {
-        entries_.emplace(id, e);
+        entries_.emplace(id, std::move(e));
     }
 }
 
 void watchdog_schedule::remove(id_type id) noexcept {
-    if (auto node = entries_.extract(id); node && !spare_) spare_ = std::move(node);
+    auto node = entries_.extract(id);
+    if (!node || spare_) return;
+    node.mapped().terms.reset();  // the spare keeps no tenure alive
+    spare_ = std::move(node);
 }
+
+void watchdog_schedule::clear() noexcept { entries_.clear(); }
 
 watchdog_schedule::due_list watchdog_schedule::due(clock::time_point now) {
     due_list out;
@@ -37,7 +41,8 @@ watchdog_schedule::due_list watchdog_schedule::due(clock::time_point now) {
         }
         // Renew everything due within a quarter period, so that locks taken
         // at different moments fall into a few shared batches.
-        if (!e.in_flight && e.renew_every.count() > 0 && e.next_renew <= now + e.renew_every / 4) {
+        const auto every = e.terms->renew_every;
+        if (!e.in_flight && every.count() > 0 && e.next_renew <= now + every / 4) {
             e.in_flight = true;
             out.renew.push_back(it->first);
         }
@@ -46,14 +51,15 @@ watchdog_schedule::due_list watchdog_schedule::due(clock::time_point now) {
     return out;
 }
 
-void watchdog_schedule::on_renewed(id_type id, clock::time_point sent) noexcept {
+void watchdog_schedule::on_renewed(id_type id, clock::time_point sent,
+                                   clock::duration lease) noexcept {
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
     entry& e = it->second;
     e.in_flight = false;
     // A late confirmation of an older renewal never moves the deadline back.
-    e.deadline = std::max(e.deadline, deadline_for(sent, e.lease));
-    e.next_renew = sent + e.renew_every;
+    if (lease.count() > 0) e.deadline = std::max(e.deadline, deadline_for(sent, lease));
+    e.next_renew = next_renewal(e, sent);
 }
 
 void watchdog_schedule::on_renew_failed(id_type id, clock::time_point now) noexcept {
@@ -62,7 +68,14 @@ void watchdog_schedule::on_renew_failed(id_type id, clock::time_point now) noexc
     entry& e = it->second;
     e.in_flight = false;
     // Retry a few times before the deadline rather than waiting a full period.
-    const auto retry = std::max<clock::duration>(e.renew_every / 4, std::chrono::milliseconds(10));
+    // Without the watchdog (a check after a reconnect failed) nothing is
+    // retried: the deadline alone decides.
+    if (e.terms->renew_every.count() == 0) {
+        e.next_renew = clock::time_point::max();
+        return;
+    }
+    const auto retry =
+        std::max<clock::duration>(e.terms->renew_every / 4, std::chrono::milliseconds(10));
     e.next_renew = now + retry;
 }
 

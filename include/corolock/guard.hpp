@@ -23,8 +23,9 @@ namespace corolock {
 class guard;
 namespace detail {
 struct lock_state;
+class tenure;
 guard make_guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint64_t token,
-                 std::uint64_t tenure) noexcept;
+                 std::shared_ptr<tenure> t) noexcept;
 }  // namespace detail
 
 class guard {
@@ -49,10 +50,12 @@ public:
 
     // The local monotonic time until which the lease is known to be valid:
     // when the last successful acquire or renewal was *sent*, plus the lease,
-    // minus a drift allowance. Renewals move it forward.
+    // minus a drift allowance. Renewals move it forward. It belongs to this
+    // guard's tenure (the levels held without a break since it was granted):
+    // once that tenure is lost or has ended, it is no later than that moment.
     clock::time_point lease_deadline() const noexcept;
 
-    // True once the lease is known or presumed lost.
+    // True once this guard's tenure is known or presumed lost.
     bool lost() const noexcept;
 
     // The lock's name, and how many levels this guard's owner holds.
@@ -67,12 +70,13 @@ public:
     template <class CompletionToken>
     auto async_until_lost(CompletionToken&& token) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-            [](auto handler, std::shared_ptr<detail::lock_state> st, std::uint64_t epoch) {
+            [](auto handler, std::shared_ptr<detail::lock_state> st,
+               std::shared_ptr<detail::tenure> t) {
                 auto erased =
                     detail::erase_keeping_work<void(error_code)>(std::move(handler), client_executor(st));
-                until_lost_impl(std::move(st), epoch, std::move(erased));
+                until_lost_impl(std::move(st), std::move(t), std::move(erased));
             },
-            token, state_, epoch_);
+            token, state_, tenure_);
     }
     // Coroutine form: returns when the lease is lost; throws
     // boost::system::system_error for every other outcome.
@@ -82,7 +86,11 @@ public:
     // timeout. Completes with success when released, error::expired when the
     // lease had already ended (whatever was done after the deadline was not
     // protected), error::not_owner when someone else holds the lock now,
-    // error::released when this guard was released already or is empty.
+    // error::lock_lost when this guard's tenure was lost and the server now
+    // holds a later tenure of the same handle (never success after a loss),
+    // error::wrong_type when the lock's key holds fields corolock never
+    // writes (the key is left untouched), error::released when this guard
+    // was released already or is empty.
     // Renewal of the lock stops before the release is sent.
     template <class CompletionToken>
     auto async_release(CompletionToken&& token) {
@@ -99,11 +107,12 @@ public:
 
 private:
     friend guard detail::make_guard(std::shared_ptr<detail::lock_state>, std::uint64_t,
-                                    std::uint64_t, std::uint64_t) noexcept;
+                                    std::uint64_t, std::shared_ptr<detail::tenure>) noexcept;
     guard(std::shared_ptr<detail::lock_state> st, std::uint64_t level, std::uint64_t token,
-          std::uint64_t epoch) noexcept;
+          std::shared_ptr<detail::tenure> t) noexcept;
 
-    static void until_lost_impl(std::shared_ptr<detail::lock_state> st, std::uint64_t epoch,
+    static void until_lost_impl(std::shared_ptr<detail::lock_state> st,
+                                std::shared_ptr<detail::tenure> t,
                                 boost::asio::any_completion_handler<void(error_code)> handler);
     // direct: the handler's executor is the client's (see detail/completion.hpp).
     void release_impl(boost::asio::any_completion_handler<void(error_code)> handler, bool direct);
@@ -112,9 +121,9 @@ private:
         const std::shared_ptr<detail::lock_state>& st) noexcept;
 
     std::shared_ptr<detail::lock_state> state_;
+    std::shared_ptr<detail::tenure> tenure_;
     std::uint64_t level_ = 0;
     std::uint64_t token_ = 0;
-    std::uint64_t epoch_ = 0;
 };
 
 }  // namespace corolock

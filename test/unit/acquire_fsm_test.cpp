@@ -509,3 +509,53 @@ TEST_CASE("acquire_fsm: a resume that does not fit the step fails closed", "[acq
         CHECK(m.start(at(t0)).ec);
     }
 }
+
+TEST_CASE("acquire_fsm: a grant that crossed a lost tenure is given back and tried again, fresh",
+          "[acquire_fsm]") {
+    acquire_fsm::attempt_result crossed{{}, true, -2, true};
+    SECTION("within the wait: give back, fresh level, attempt at once") {
+        acquire_fsm m(waiting_for(5s));
+        REQUIRE(m.start(at(t0)).what == step::attempt);
+        auto a = m.on_attempt(at(t0 + 1ms), crossed);
+        CHECK(a.what == step::attempt);
+        CHECK(a.give_back);
+        CHECK(a.fresh_level);
+        CHECK_FALSE(a.granted);
+        // The fresh attempt's grant is handed out.
+        a = m.on_attempt(at(t0 + 2ms), granted());
+        CHECK(a.what == step::done);
+        CHECK(a.granted);
+    }
+    SECTION("a try, or an acquire without a wait, retries once, then fails with lock_lost") {
+        acquire_fsm::settings s = waiting_for(0ms);
+        s.try_once = true;
+        acquire_fsm m(s);
+        REQUIRE(m.start(at(t0)).what == step::attempt);
+        auto a = m.on_attempt(at(t0 + 1ms), crossed);
+        REQUIRE(a.what == step::attempt);
+        a = m.on_attempt(at(t0 + 2ms), crossed);
+        CHECK(a.what == step::done);
+        CHECK(a.give_back);
+        CHECK_FALSE(a.granted);
+        CHECK(a.ec == error::lock_lost);
+    }
+    SECTION("bounded: at most max_crossed_retries, however long the wait") {
+        acquire_fsm m(waiting_for(60s));
+        REQUIRE(m.start(at(t0)).what == step::attempt);
+        int attempts = 1;
+        acquire_fsm::action a;
+        for (int i = 0; i < 10; ++i) {
+            a = m.on_attempt(at(t0 + 1ms), crossed);
+            if (a.what != step::attempt) break;
+            ++attempts;
+        }
+        CHECK(attempts == 1 + acquire_fsm::max_crossed_retries);
+        CHECK(a.ec == error::lock_lost);
+    }
+    SECTION("after cancellation it is only given back") {
+        auto a = reply_after_cancel(crossed);
+        CHECK(a.what == step::done);
+        CHECK(a.give_back);
+        CHECK_FALSE(a.granted);
+    }
+}

@@ -27,6 +27,12 @@ using namespace corolock::detail;
 using namespace std::chrono_literals;
 using clock_type = watchdog_schedule::clock;
 
+namespace {
+std::shared_ptr<const lease_terms> terms(clock_type::duration lease, clock_type::duration renew) {
+    return std::make_shared<const lease_terms>(lease_terms{lease, renew});
+}
+}  // namespace
+
 TEST_CASE("unlock_waiters: one subscription per channel, reference-counted", "[waiters]") {
     unlock_waiters w;
     unlock_waiters::waiter a, b, c;
@@ -118,9 +124,9 @@ TEST_CASE("watchdog_schedule: renewals are batched and move the deadline", "[wat
     const auto t0 = clock_type::now();
     const auto lease = 3s;
     // Three locks taken at slightly different times share one batch.
-    s.add(1, t0, lease, 1s);
-    s.add(2, t0 + 100ms, lease, 1s);
-    s.add(3, t0 + 200ms, lease, 1s);
+    s.add(1, t0, terms(lease, 1s), lease);
+    s.add(2, t0 + 100ms, terms(lease, 1s), lease);
+    s.add(3, t0 + 200ms, terms(lease, 1s), lease);
     CHECK(s.next_wake() == t0 + 1s);
     CHECK(s.due(t0 + 500ms).renew.empty());
     auto d = s.due(t0 + 1s);
@@ -130,11 +136,56 @@ TEST_CASE("watchdog_schedule: renewals are batched and move the deadline", "[wat
     CHECK(s.due(t0 + 1100ms).renew.empty());
     const auto before = s.deadline(1);
     CHECK(before == t0 + lease - watchdog_schedule::drift(lease));
-    s.on_renewed(1, t0 + 1s);
+    s.on_renewed(1, t0 + 1s, lease);
     CHECK(s.deadline(1) == t0 + 1s + lease - watchdog_schedule::drift(lease));
     // A stale confirmation never moves the deadline back.
-    s.on_renewed(1, t0);
+    s.on_renewed(1, t0, lease);
     CHECK(s.deadline(1) == t0 + 1s + lease - watchdog_schedule::drift(lease));
+}
+
+TEST_CASE("lease_terms: a re-entry joins the longest lease, the shortest interval, the watchdog",
+          "[watchdog]") {
+    lease_terms t{3s, 1s};
+    t.join({300ms, 100ms});
+    CHECK(t.lease == 3s);
+    CHECK(t.renew_every == 100ms);
+    t.join({10s, clock_type::duration::zero()});  // a level without the watchdog
+    CHECK(t.lease == 10s);
+    CHECK(t.renew_every == 100ms);  // the watchdog stays on
+    lease_terms off{1s, clock_type::duration::zero()};
+    off.join({500ms, 150ms});  // a re-entry that asks for the watchdog gets it
+    CHECK(off.lease == 1s);
+    CHECK(off.renew_every == 150ms);
+}
+
+TEST_CASE("watchdog_schedule: one home for the terms; deadlines follow what was sent",
+          "[watchdog]") {
+    // The entry reads the tenure's terms, so a re-entry that joins a shorter
+    // interval or turns the watchdog on is honoured at once; the deadline
+    // moves only by the lease a confirmed command asked the server for.
+    watchdog_schedule s;
+    const auto t0 = clock_type::now();
+    auto t = std::make_shared<lease_terms>(lease_terms{3s, clock_type::duration::zero()});
+    s.add(1, t0, t, 3s);
+    CHECK(s.wake_of(1) == watchdog_schedule::deadline_for(t0, 3s));
+    // Re-entered at t0 + 1s asking for 300 ms with the watchdog every 100 ms:
+    // the tenure keeps its 3 s lease and the re-entry sends 3 s.
+    t->join({300ms, 100ms});
+    s.on_renewed(1, t0 + 1s, t->lease);
+    CHECK(s.deadline(1) == watchdog_schedule::deadline_for(t0 + 1s, 3s));
+    CHECK(s.wake_of(1) == t0 + 1s + 100ms);
+    auto d = s.due(t0 + 1s + 100ms);
+    CHECK(d.renew == std::vector<std::uint64_t>{1});
+    // A check that extended nothing (lease 0) moves no deadline.
+    const auto before = s.deadline(1);
+    s.on_renewed(1, t0 + 2s, clock_type::duration::zero());
+    CHECK(s.deadline(1) == before);
+    // Without the watchdog, a failed check is not retried in a loop.
+    auto off = terms(1s, clock_type::duration::zero());
+    s.add(2, t0, off, 1s);
+    s.on_renew_failed(2, t0 + 10ms);
+    s.on_renewed(2, t0 + 20ms, 1s);
+    CHECK(s.wake_of(2) == s.deadline(2));
 }
 
 TEST_CASE("watchdog_schedule: an unconfirmed lease is lost before the server could expire it",
@@ -142,7 +193,7 @@ TEST_CASE("watchdog_schedule: an unconfirmed lease is lost before the server cou
     watchdog_schedule s;
     const auto t0 = clock_type::now();
     const auto lease = 1s;
-    s.add(7, t0, lease, 333ms);
+    s.add(7, t0, terms(lease, 333ms), lease);
     auto d = s.due(t0 + 333ms);
     REQUIRE(d.renew == std::vector<std::uint64_t>{7});
     s.on_renew_failed(7, t0 + 400ms);
@@ -160,7 +211,7 @@ TEST_CASE("watchdog_schedule: an unconfirmed lease is lost before the server cou
 TEST_CASE("watchdog_schedule: with renewals off only the deadline is watched", "[watchdog]") {
     watchdog_schedule s;
     const auto t0 = clock_type::now();
-    s.add(1, t0, 1s, clock_type::duration::zero());
+    s.add(1, t0, terms(1s, clock_type::duration::zero()), 1s);
     CHECK(s.next_wake() == watchdog_schedule::deadline_for(t0, 1s));
     CHECK(s.due(t0 + 900ms).renew.empty());
     s.remove(1);
@@ -180,9 +231,9 @@ TEST_CASE("watchdog_schedule: each entry's wake time agrees with the whole sched
         return t;
     };
     CHECK(s.wake_of(1) == clock_type::time_point::max());
-    s.add(1, t0, 3s, 1s);
-    s.add(2, t0 + 50ms, 3s, 1s);
-    s.add(3, t0 + 10ms, 900ms, clock_type::duration::zero());  // watchdog off
+    s.add(1, t0, terms(3s, 1s), 3s);
+    s.add(2, t0 + 50ms, terms(3s, 1s), 3s);
+    s.add(3, t0 + 10ms, terms(900ms, clock_type::duration::zero()), 900ms);  // watchdog off
     CHECK(s.wake_of(1) == t0 + 1s);
     CHECK(s.wake_of(3) == watchdog_schedule::deadline_for(t0 + 10ms, 900ms));
     CHECK(s.next_wake() == earliest({1, 2, 3}));
@@ -191,7 +242,7 @@ TEST_CASE("watchdog_schedule: each entry's wake time agrees with the whole sched
     // In flight: only the deadline counts for it.
     CHECK(s.wake_of(1) == s.deadline(1));
     CHECK(s.next_wake() == earliest({1, 2, 3}));
-    s.on_renewed(1, t0 + 1s);
+    s.on_renewed(1, t0 + 1s, 3s);
     CHECK(s.wake_of(1) == t0 + 2s);
     s.on_renew_failed(2, t0 + 1100ms);
     CHECK(s.wake_of(2) == t0 + 1100ms + 250ms);

@@ -50,7 +50,16 @@ public:
         error_code ec;
         bool acquired = false;
         std::int64_t pttl = -2;  // the holder's TTL in ms when refused (-1: none)
+        // Granted, but across a loss of the tenure it re-entered (or with the
+        // key created behind a live tenure): the grant cannot be trusted, as
+        // with an ambiguous reply. It is given back and tried again, fresh.
+        bool crossed = false;
     };
+
+    // How many grants that crossed a loss one operation gives back and
+    // retries before it ends with error::lock_lost. Each needs a loss of its
+    // own, so this only bounds a pathological run.
+    static constexpr int max_crossed_retries = 3;
 
     enum class step {
         attempt,  // run the acquire script; resume with on_attempt()
@@ -120,6 +129,7 @@ private:
     clock::duration retry_max_;
     clock::duration retry_delay_;  // the next delay after a transient failure
     bool try_once_;
+    std::uint8_t crossed_retries_ = 0;
     state state_ = state::initial;
     bool queued_ = false;     // registered on the unlock channel
     bool abandoned_ = false;  // the caller has had its answer

@@ -8,6 +8,7 @@
 
 #include <corolock/detail/client_impl.hpp>
 #include <corolock/detail/scripts.hpp>
+#include <corolock/detail/tenure.hpp>
 #include <corolock/detail/unlock_waiters.hpp>
 #include <corolock/detail/watchdog_schedule.hpp>
 #include <corolock/guard.hpp>
@@ -49,9 +50,14 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
     std::uint64_t next_level = 1;
     // Ids of the levels held now: usually one, kept inline.
     boost::container::small_vector<std::uint64_t, 1> levels;
-    std::uint64_t tenure = 0;       // bumps each time the handle goes from 0 to 1 levels
-    clock::duration lease{};
-    clock::duration renew_every{};  // zero: watchdog off
+    // The tenure the levels belong to (kept after it ends, for reuse). Its
+    // terms are the one home of the lease, the renewal interval and the
+    // watchdog setting while the handle holds the lock.
+    std::shared_ptr<tenure> current;
+    std::uint64_t tenures = 0;     // tenures begun; the next one's epoch is this + 1
+    std::uint64_t lost_epoch = 0;  // the newest tenure that was lost (0: none)
+    // The live tenure: null when no level is held.
+    tenure* live() const noexcept { return levels.empty() ? nullptr : current.get(); }
     // A condition variable: cancel() on lost. Made by the first until_lost()
     // wait, so that a held lock nobody watches does not carry a timer.
     std::unique_ptr<boost::asio::steady_timer> lost_signal;
@@ -61,16 +67,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
     }
 
     // --- any thread ---
-    std::atomic<clock::rep> deadline_rep{0};
-    std::atomic<std::uint64_t> lost_tenure{0};
     std::atomic<std::size_t> held{0};
-
-    clock::time_point deadline() const noexcept {
-        return clock::time_point(clock::duration(deadline_rep.load(std::memory_order_acquire)));
-    }
-    void set_deadline(clock::time_point t) noexcept {
-        deadline_rep.store(t.time_since_epoch().count(), std::memory_order_release);
-    }
 };
 
 // The keys and arguments of one script run, as views into the caller's
@@ -144,6 +141,7 @@ struct acquire_reply {
     std::uint64_t token = 0;
     std::int64_t levels = 0;
     std::int64_t pttl = -2;
+    bool created = false;  // the grant created the lock's key: a tenure began on the server
 };
 
 class lock_service : public connection_listener,
@@ -158,19 +156,25 @@ public:
     static std::shared_ptr<lock_service> of(client_impl& c);
 
     // Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT. Strand only.
-    // The call receives the reply; it has one run in flight at a time.
-    void run_script(const script& s, std::shared_ptr<script_call> call, bool idempotent);
+    // The call receives the reply; it has one run in flight at a time. A
+    // priority run goes ahead of every command waiting, and is not re-sent
+    // after a drop (the queue keeps priority entries to their connection).
+    // The NOSCRIPT fallback goes to the back of the queue; a run that must
+    // keep its place among the commands after it goes `by_source` (EVAL)
+    // from the start.
+    void run_script(const script& s, std::shared_ptr<script_call> call, bool idempotent,
+                    bool priority = false, bool by_source = false);
     // The same for keys and arguments that are copied and kept (admin calls,
     // clean-up after a lost lease: the rare paths). Serialized before it
     // returns.
     void run_script(const script& s, std::span<const std::string_view> keys,
                     std::span<const std::string_view> args, bool idempotent,
-                    script_handler handler);
+                    script_handler handler, bool by_source = false);
     void run_script(const script& s, std::initializer_list<std::string_view> keys,
                     std::initializer_list<std::string_view> args, bool idempotent,
-                    script_handler handler) {
+                    script_handler handler, bool by_source = false) {
         run_script(s, std::span(keys.begin(), keys.size()), std::span(args.begin(), args.size()),
-                   idempotent, std::move(handler));
+                   idempotent, std::move(handler), by_source);
     }
 
     // The arguments of one acquire attempt, and its reply parsed.
@@ -178,18 +182,28 @@ public:
                                   script_args& out) noexcept;
     static error_code parse_acquire_reply(const reply& r, acquire_reply& out) noexcept;
 
-    // Registers a level granted at `sent` for `lease`; starts or refreshes
-    // the watchdog, which renews every `renew_every` (zero: it is off).
-    void on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                     clock::time_point sent, clock::duration lease, clock::duration renew_every);
+    // Registers a level granted by an acquire sent at `sent` that asked the
+    // server for `granted` (the script made the TTL at least that): begins a
+    // tenure with the terms `asked`, or joins them to the live tenure's.
+    // Starts or refreshes the watchdog. Returns the level's tenure.
+    std::shared_ptr<tenure> on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                                        clock::time_point sent, clock::duration granted,
+                                        const lease_terms& asked);
+
+    // The live tenure is lost (`why` is logged): its guards' lost signals
+    // fire now, renewals stop, and an owner-checked clean-up of every level
+    // of the handle is queued, so it reaches the server before any later
+    // acquire of the handle.
+    void lose_tenure(const std::shared_ptr<lock_state>& st, const char* why);
 
     // Drops a level locally (stopping renewal synchronously when it was the
-    // last), then runs the owner-checked release script.
+    // last), then runs the owner-checked release script. `t` is the level's
+    // tenure: a release of a lost tenure's level never reports success.
     // The handler completes on its associated executor (by dispatch), or by a
     // direct call when `direct` (see detail/completion.hpp) allows it.
     using release_handler = boost::asio::any_completion_handler<void(error_code)>;
     void release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                       release_handler handler, bool direct);
+                       std::shared_ptr<const tenure> t, release_handler handler, bool direct);
     // The same with nobody waiting for the answer (a dropped guard, a level
     // granted too late): counted in background_releases() until it comes.
     void release_in_background(const std::shared_ptr<lock_state>& st, std::uint64_t level);
@@ -285,7 +299,12 @@ private:
     void arm_watchdog_for(std::uint64_t watch_id);
     void arm_watchdog_at(clock::time_point next);
     void on_watchdog_tick();
-    void fire_lost(const std::shared_ptr<lock_state>& st, const char* why);
+    // Renews (or, with the watchdog off, only checks) every held tenure at
+    // once, ahead of other traffic: after a reconnect.
+    void verify_held();
+    void send_renewal(const std::shared_ptr<lock_state>& st, bool priority);
+    // Warns once when the server's eviction policy can evict lock keys.
+    void check_eviction_policy();
     // A release's reply: `receivers` got the unlock message (-1: unknown,
     // the release failed); `tracked`: the release was counted in flight.
     void on_release_reply(std::string_view channel, bool tracked, std::int64_t receivers,
@@ -331,6 +350,7 @@ private:
     std::size_t background_releases_ = 0;
     std::uint64_t renew_batches_ = 0;
     bool stopped_ = false;
+    bool eviction_checked_ = false;
 };
 
 // A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.

@@ -8,8 +8,11 @@
 // one pipelined round trip instead of owning a timer each.
 #pragma once
 
+#include <corolock/detail/tenure.hpp>
+
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -29,11 +32,15 @@ public:
         return sent + lease - drift(lease);
     }
 
-    // `sent`: when the acquire that granted the lease was sent. A zero
-    // renew_every means no renewals (watchdog off): only the deadline is watched.
-    void add(id_type id, clock::time_point sent, clock::duration lease,
-             clock::duration renew_every);
+    // `sent`: when the acquire that granted the lease was sent, and
+    // `granted`: the lease that acquire asked the server for. The entry reads
+    // its renewal interval from `terms` (the tenure's, kept alive by the
+    // entry) whenever it needs it, never from a copy: a zero renew_every
+    // means no renewals (watchdog off), and only the deadline is watched.
+    void add(id_type id, clock::time_point sent, std::shared_ptr<const lease_terms> terms,
+             clock::duration granted);
     void remove(id_type id) noexcept;
+    void clear() noexcept;
     bool contains(id_type id) const noexcept { return entries_.count(id) != 0; }
 
     struct due_list {
@@ -42,8 +49,11 @@ public:
     };
     due_list due(clock::time_point now);
 
-    // A renewal sent at `sent` was confirmed.
-    void on_renewed(id_type id, clock::time_point sent) noexcept;
+    // A renewal (or a re-entry's grant) sent at `sent` asking for `lease`
+    // was confirmed: the deadline moves to sent + lease - drift unless it is
+    // later already, and the next renewal is due a renewal interval after
+    // `sent`. A zero lease (a check that extended nothing) moves no deadline.
+    void on_renewed(id_type id, clock::time_point sent, clock::duration lease) noexcept;
     // A renewal failed for a transient reason: try again soon; the deadline
     // stays where it was.
     void on_renew_failed(id_type id, clock::time_point now) noexcept;
@@ -60,8 +70,7 @@ public:
 
 private:
     struct entry {
-        clock::duration lease;
-        clock::duration renew_every;  // zero: no renewals
+        std::shared_ptr<const lease_terms> terms;  // the tenure's
         clock::time_point deadline;
         clock::time_point next_renew;
         bool in_flight = false;
@@ -71,6 +80,11 @@ private:
     // The node of the last entry removed, reused by the next add(): a lock
     // taken and released over and over allocates no node after the first.
     map_type::node_type spare_;
+
+    static clock::time_point next_renewal(const entry& e, clock::time_point sent) noexcept {
+        return e.terms->renew_every.count() > 0 ? sent + e.terms->renew_every
+                                                : clock::time_point::max();
+    }
 };
 
 }  // namespace corolock::detail
