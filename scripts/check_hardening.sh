@@ -42,7 +42,7 @@ for bin in "${binaries[@]}"; do
   grep -q 'GNU_RELRO' <<<"$segments" || fail "$name" "no GNU_RELRO segment (not linked with -z relro)"
   grep -Eq '\(BIND_NOW\)|\(FLAGS(_1)?\).*\bNOW\b' <<<"$dynamic" || fail "$name" "no BIND_NOW (not linked with -z now)"
   grep -Eq ' U __stack_chk_fail(@|$)' <<<"$symbols" || fail "$name" "does not call __stack_chk_fail (no stack protector)"
-  chk=$(grep -Eo ' U __[a-z_]+_chk(@|$)' <<<"$symbols" | grep -v __stack_chk_fail | sed 's/^ U //; s/@$//' | sort -u | tr '\n' ' ' || true)
+  chk=$(grep -Eo ' U __[a-z_]+_chk(@|$)' <<<"$symbols" | grep -v __stack_chk_fail | sed 's/^ U //; s/@$//' | sort -u | paste -sd ' ' || true)
   if [[ "$build_type" == Debug ]]; then
     fortify="not checked (Debug)"
   elif [[ -z "$chk" ]]; then

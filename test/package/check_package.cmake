@@ -2,6 +2,7 @@
 # and runs test/package/consumer against it with find_package(CONFIG), and
 # compiles the same program once more with the pkg-config file.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P check_package.cmake
+cmake_minimum_required(VERSION 3.25)
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "${var} is not set")
