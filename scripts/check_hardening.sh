@@ -31,10 +31,11 @@ if ((${#binaries[@]} == 0)); then
 fi
 
 failed=0
-fail() { echo "check_hardening: $1: $2" >&2; failed=1; }
+fail() { echo "check_hardening: $1: $2" >&2; failed=1; this_failed=1; }
 
 for bin in "${binaries[@]}"; do
   name=${bin#"$prefix"/}
+  this_failed=0
   dynamic=$(readelf -d -W "$bin")
   segments=$(readelf -l -W "$bin")
   symbols=$(nm -D "$bin")
@@ -52,7 +53,8 @@ for bin in "${binaries[@]}"; do
   fi
   cet=$(readelf -n -W "$bin" | grep -o 'x86 feature: .*' || echo "none")
 
-  echo "check_hardening: $name: GNU_RELRO, BIND_NOW, __stack_chk_fail; fortified: ${fortify:-none}; CET: $cet"
+  ((this_failed)) && continue
+  echo "check_hardening: $name: GNU_RELRO, BIND_NOW, __stack_chk_fail; fortified: $fortify; CET: $cet"
 done
 
 if ((failed)); then
