@@ -29,7 +29,7 @@ dir=${FUZZ_BUILD_DIR:-build-fuzz}
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCOROLOCK_BUILD_FUZZ=ON \
   -DCOROLOCK_BUILD_TESTS=OFF -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF \
-  -DCOROLOCK_BUILD_BENCH=OFF
+  -DCOROLOCK_BUILD_BENCH=OFF -DCOROLOCK_WERROR=ON
 cmake --build "$dir" -j "${JOBS:-$(nproc)}" --target corolock_resp3_fuzz
 
 work=$(mktemp -d)

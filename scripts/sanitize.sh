@@ -30,7 +30,8 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 run_asan() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
   echo "sanitize: ASan + UBSan, whole suite, in $dir"
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
+    -DCOROLOCK_WERROR=ON
   cmake --build "$dir" -j "$jobs"
   (cd "$dir" && ctest --output-on-failure -j "$jobs")
 }
@@ -40,7 +41,7 @@ run_tsan() {
   echo "sanitize: TSan, unit and threads tiers, in $dir"
   # Only what the two tiers need: the examples, tools and benchmarks are
   # single-threaded programs ASan already covers.
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread \
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON \
     -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF -DCOROLOCK_BUILD_BENCH=OFF
   cmake --build "$dir" -j "$jobs" --target corolock_unit_tests corolock_threads_tests
   (cd "$dir" && ctest --output-on-failure -j "$jobs" -L '^(unit|threads)$')

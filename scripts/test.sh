@@ -14,8 +14,9 @@ scripts/setup.sh
 build_dir=${BUILD_DIR:-build}
 jobs=${JOBS:-$(nproc)}
 
+# Warnings fail this build (COROLOCK_WERROR is OFF for users' builds).
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-RelWithDebInfo}" \
-  ${CMAKE_ARGS:-}
+  -DCOROLOCK_WERROR=ON ${CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "$jobs"
 
 # Unit tests run in parallel; tests that start servers or processes are

@@ -1,6 +1,7 @@
 // The whole public surface of corolock.
 #pragma once
 
+#include <corolock/admin.hpp>
 #include <corolock/client.hpp>
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>

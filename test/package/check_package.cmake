@@ -2,6 +2,7 @@
 # and runs test/package/consumer against it with find_package(CONFIG), and
 # compiles the same program once more with the pkg-config file.
 #   cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P check_package.cmake
+cmake_minimum_required(VERSION 3.25)
 foreach(var BUILD_DIR SOURCE_DIR WORK_DIR)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "${var} is not set")
@@ -26,6 +27,47 @@ foreach(f include/corolock/corolock.hpp lib/cmake/corolock/corolockConfig.cmake)
   endif()
 endforeach()
 
+# The installed headers: the umbrella names every public header; every
+# corolock header an installed header includes is installed; and of detail/
+# only what the public headers reach is installed (the rest is the library's
+# own and stays out of users' builds).
+set(inc ${prefix}/include)
+file(READ ${inc}/corolock/corolock.hpp umbrella)
+file(GLOB public RELATIVE ${inc} ${inc}/corolock/*.hpp)
+list(REMOVE_ITEM public corolock/corolock.hpp)
+foreach(h IN LISTS public)
+  string(FIND "${umbrella}" "#include <${h}>" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "corolock/corolock.hpp does not include <${h}>")
+  endif()
+endforeach()
+set(reached "")
+set(todo ${public})
+while(todo)
+  list(POP_FRONT todo h)
+  if(NOT EXISTS ${inc}/${h})
+    message(FATAL_ERROR "not installed, but an installed header includes it: ${h}")
+  endif()
+  file(STRINGS ${inc}/${h} lines REGEX "^#include <corolock/")
+  foreach(line IN LISTS lines)
+    string(REGEX REPLACE "^#include <([^>]+)>.*" "\\1" dep "${line}")
+    if(NOT dep IN_LIST reached)
+      list(APPEND reached ${dep})
+      list(APPEND todo ${dep})
+    endif()
+  endforeach()
+endwhile()
+file(GLOB installed_detail RELATIVE ${inc} ${inc}/corolock/detail/*)
+foreach(h IN LISTS installed_detail)
+  if(NOT h IN_LIST reached)
+    message(FATAL_ERROR "installed, but no public header includes it: ${h}")
+  endif()
+endforeach()
+list(LENGTH public n_public)
+list(LENGTH installed_detail n_detail)
+message(STATUS "headers: ${n_public} public, all in the umbrella; ${n_detail} of detail/ installed, all reached")
+
+# The consumer sets no C++ standard: the imported target must carry C++20.
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/test/package/consumer -B ${WORK_DIR}/consumer
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer)

@@ -430,9 +430,19 @@ TEST_CASE("script commands: EVALSHA and EVAL as RESP arrays of bulk strings, wit
     a.arg(std::int64_t{30000});
     a.arg(std::int64_t{-7});
 
+    // g++ 12 at -O3 reports a false -Wrestrict inside libstdc++ for
+    // `"literal" + std::string&&` (a memcpy of 2^63 bytes that may overlap):
+    // GCC bug 105329 (the overlap is impossible: a 1-byte literal).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wrestrict"
+#endif
     auto bulk = [](std::string_view v) {
         return "$" + std::to_string(v.size()) + "\r\n" + std::string(v) + "\r\n";
     };
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
     const std::string tail = bulk("2") + bulk(key) + bulk(fence) +
                              bulk("0123456789abcdef0123456789abcdef") + bulk("30000") + bulk("-7");
 
