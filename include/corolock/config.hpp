@@ -33,7 +33,13 @@ struct config {
     tls_config tls;
 
     using duration = std::chrono::steady_clock::duration;
-    duration connect_timeout{};        // default 5 s: resolve + TCP + TLS + HELLO
+    // Default 1 s. One connection attempt (resolve + TCP + TLS + HELLO +
+    // SELECT) may take at most max(connect_timeout, 5 s). A client that has
+    // never connected fails its commands with error::never_connected once
+    // connect_timeout has passed since it started, and fails new ones at once
+    // until a connection succeeds; client::last_error() names the last
+    // attempt's cause. Raise it to wait longer for a server that is starting.
+    duration connect_timeout{};
     duration command_timeout{};        // default 3 s: per command, from submission
     duration health_check_interval{};  // default 2 s of read silence before a PING
     duration reconnect_min{};          // default 50 ms: first backoff step
@@ -42,6 +48,13 @@ struct config {
     std::size_t max_bulk_length = 0;   // default 512 MiB, as the server's proto-max-bulk-len
     std::size_t max_nesting_depth = 0; // default 32
     std::size_t max_aggregate_size = 0;// default 16 Mi elements
+    // The memory one reply may take once parsed: sizeof(corolock::reply) per
+    // value (every element of every aggregate) plus the text it keeps. The
+    // two limits above bound one string and one aggregate; this bounds the
+    // whole reply, so a server cannot make the client hold hundreds of
+    // megabytes with many small elements. Default 64 MiB. The lock layer's
+    // replies are tiny: a client used only for locks can set 1 MiB.
+    std::size_t max_reply_size = 0;
 
     // Logger for connection events. Null means corolock's own quiet logger
     // (level off unless COROLOCK_LOG_LEVEL names one).
