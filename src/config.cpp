@@ -300,6 +300,14 @@ config config::with_defaults() const {
     return c;
 }
 
+config& config::use_lock_only_limits() noexcept {
+    if (max_bulk_length == 0) max_bulk_length = 64u * 1024;
+    if (max_aggregate_size == 0) max_aggregate_size = 1024;
+    if (max_nesting_depth == 0) max_nesting_depth = 4;
+    if (max_reply_size == 0) max_reply_size = 1024u * 1024;
+    return *this;
+}
+
 error_code config::validate(std::string& why) const {
     auto fail = [&](std::string reason) {
         why = std::move(reason);

@@ -73,6 +73,15 @@ struct config {
     // The same configuration with every zero field replaced by its default.
     config with_defaults() const;
 
+    // Tight reply limits for a client used only for locks (and the CLI's
+    // lock commands): the lock layer's replies are short arrays of lock
+    // names, tokens and counters, so a server cannot make such a client
+    // hold more than about a megabyte. max_bulk_length 64 KiB (lock names
+    // are at most 512 bytes), max_aggregate_size 1024, max_nesting_depth 4,
+    // max_reply_size 1 MiB. Limits already set are left alone. Not for
+    // clients that also read large values through async_exec.
+    config& use_lock_only_limits() noexcept;
+
     // Checks values that defaults cannot fix (an empty host, a negative
     // duration, reconnect_min > reconnect_max). Empty why on success.
     error_code validate(std::string& why) const;

@@ -351,3 +351,18 @@ TEST_CASE("config: validate rejects what defaults cannot fix", "[unit][config]")
     CHECK(!c.validate(why));
     CHECK(why.empty());
 }
+
+TEST_CASE("config: use_lock_only_limits tightens the reply limits that are unset",
+          "[unit][config]") {
+    config c;
+    c.max_bulk_length = 100;
+    c.use_lock_only_limits();
+    CHECK(c.max_bulk_length == 100);  // set already: kept
+    CHECK(c.max_aggregate_size == 1024);
+    CHECK(c.max_nesting_depth == 4);
+    CHECK(c.max_reply_size == 1024u * 1024);
+    const config d = config{}.use_lock_only_limits().with_defaults();
+    CHECK(d.max_bulk_length == 64u * 1024);
+    std::string why;
+    CHECK(!d.validate(why));
+}
