@@ -554,3 +554,25 @@ TEST_CASE("connection errors: a server that trickles bytes is dropped when a com
     }, 20s);
     c.stop();
 }
+
+TEST_CASE("connection errors: a lock-only client works within its tight reply limits",
+          "[client][integration][conn-errors]") {
+    redis_server server;
+    server.cmd({"SET", "big", std::string(100 * 1024, 'x')});
+    asio::io_context ioc;
+    auto cfg = config_for(server);
+    cfg.use_lock_only_limits();
+    corolock::client c(ioc.get_executor(), cfg);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "tight-limits");
+        auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 2s}, use_nothrow);
+        CHECK(!ec);
+        CHECK(g.owns_lock());
+        auto [rec] = co_await g.async_release(use_nothrow);
+        CHECK(!rec);
+        // A value over 64 KiB is refused.
+        auto [ec2, r2] = co_await c.async_exec(command{"GET", "big"}, use_nothrow);
+        CHECK(ec2 == error::reply_too_large);
+    }, 20s);
+    c.stop();
+}
