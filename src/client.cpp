@@ -815,7 +815,7 @@ client_impl::awaitable<error_code> client_impl::handshake() {
     }
     if (auto [ec, n] = co_await write_all(out); ec) {
         if (conn_ && conn_->tls && is_tls_error(ec)) {
-            last_connect_diagnostic_ = "TLS: " + describe_tls_failure(ec, nullptr);
+            last_connect_diagnostic_ = "TLS handshake: " + describe_tls_failure(ec, nullptr);
             co_return error::tls_handshake_failed;
         }
         last_connect_diagnostic_ = "sending HELLO: " + describe_cause(ec);
@@ -832,7 +832,7 @@ client_impl::awaitable<error_code> client_impl::handshake() {
             // handshake: "certificate required" arrives as the first read's
             // alert.
             if (conn_ && conn_->tls && is_tls_error(ec)) {
-                last_connect_diagnostic_ = "TLS: " + describe_tls_failure(ec, nullptr);
+                last_connect_diagnostic_ = "TLS handshake: " + describe_tls_failure(ec, nullptr);
                 co_return error::tls_handshake_failed;
             }
             last_connect_diagnostic_ = "waiting for the HELLO reply: " + describe_cause(ec);

@@ -327,6 +327,25 @@ TEST_CASE("connection errors: TLS failures name their cause; no verification is 
         });
         c.stop();
     }
+    SECTION("a server that requires a client certificate") {
+        redis_server_options mtls;
+        mtls.tls = true;
+        mtls.extra_args = {"--tls-auth-clients", "yes"};
+        redis_server strict(mtls);
+        asio::io_context ioc;
+        auto cfg = config_for(strict);
+        cfg.tls.ca_file = strict.ca_file();
+        corolock::client c(ioc.get_executor(), cfg);
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            const auto start = clock_type::now();
+            auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
+            CHECK(ec == error::tls_handshake_failed);
+            CHECK(clock_type::now() - start < 1s);
+            CHECK_THAT(r.str, Catch::StartsWith("TLS handshake: ") &&
+                                  Catch::Contains("certificate required"));
+        });
+        c.stop();
+    }
     SECTION("verification disabled: warned on every connection") {
         asio::io_context ioc;
         auto cfg = config_for(server);
