@@ -310,7 +310,7 @@ TEST_CASE("connection errors: rediss:// to a plain server that waits names the l
     c.stop();
 }
 
-TEST_CASE("connection errors: TLS failures name their cause; no verification is warned about",
+TEST_CASE("connection errors: TLS failures name their cause, and disabled verification is warned about",
           "[client][integration][conn-errors][tls]") {
     redis_server_options opts;
     opts.tls = true;
