@@ -51,11 +51,6 @@ error_code classify_server_error(std::string_view message) noexcept {
     return error::server_error;
 }
 
-namespace {
-
-// The cause of a socket or resolver failure in plain words: "connection
-// refused", "host not found". System messages start with a capital and
-// netdb ones add a parenthesised detail; both read oddly after a colon.
 std::string describe_cause(const error_code& ec) {
     namespace ae = asio::error;
     if (ec == ae::host_not_found || ec == ae::host_not_found_try_again ||
@@ -67,6 +62,8 @@ std::string describe_cause(const error_code& ec) {
         text[0] = static_cast<char>(text[0] - 'A' + 'a');
     return text;
 }
+
+namespace {
 
 // OpenSSL's reason for a TLS failure, without Asio's " (SSL routines)"
 // suffix, and with the certificate check's own reason when that failed.

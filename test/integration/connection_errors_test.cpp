@@ -248,21 +248,6 @@ TEST_CASE("connection errors: connect_timeout sets how long a first connection i
     c.stop();
 }
 
-TEST_CASE("connection errors: an unknown host says host not found",
-          "[client][integration][conn-errors]") {
-    asio::io_context ioc;
-    corolock::config cfg;
-    cfg.host = "no-such-host.invalid";
-    corolock::client c(ioc.get_executor(), cfg);
-    run_async(ioc, [&]() -> asio::awaitable<void> {
-        auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
-        CHECK(ec == error::never_connected);
-        CHECK(r.str == "never connected: host not found");
-        CHECK(c.last_error().code == error::resolve_failed);
-    }, 30s);
-    c.stop();
-}
-
 TEST_CASE("connection errors: rediss:// to a plain server fails at once with the TLS cause",
           "[client][integration][conn-errors][tls]") {
     // A plain-text Redis answers the TLS ClientHello with an error line as

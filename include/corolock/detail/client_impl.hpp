@@ -251,4 +251,10 @@ private:
 // Maps a server error reply's text to a corolock error code.
 error_code classify_server_error(std::string_view message) noexcept;
 
+// The cause of a socket or resolver failure in plain words, as
+// client::last_error() reports it: "connection refused", "host not found".
+// System messages start with a capital and netdb ones add a parenthesised
+// detail ("Host not found (authoritative)"); both read oddly after a colon.
+std::string describe_cause(const error_code& ec);
+
 }  // namespace corolock::detail
