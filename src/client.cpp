@@ -19,6 +19,12 @@
 #include <spdlog/spdlog.h>
 
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <array>
 #include <cassert>
@@ -37,14 +43,67 @@ error_code classify_server_error(std::string_view message) noexcept {
     auto starts = [&](std::string_view prefix) { return message.substr(0, prefix.size()) == prefix; };
     if (starts("WRONGTYPE")) return error::wrong_type;
     if (starts("NOSCRIPT")) return error::no_script;
-    if (starts("WRONGPASS") || starts("NOAUTH") || starts("NOPERM")) return error::auth_failed;
+    if (starts("NOPERM")) return error::no_permission;
+    if (starts("WRONGPASS") || starts("NOAUTH")) return error::auth_failed;
     if (message.find("invalid password") != std::string_view::npos ||
         message.find("invalid username-password") != std::string_view::npos)
         return error::auth_failed;
     return error::server_error;
 }
 
+std::string describe_cause(const error_code& ec) {
+    namespace ae = asio::error;
+    if (ec == ae::host_not_found || ec == ae::host_not_found_try_again ||
+        ec == ae::no_data)
+        return "host not found";
+    std::string text = ec.message();
+    if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z' &&
+        !(text.size() > 1 && text[1] >= 'A' && text[1] <= 'Z'))
+        text[0] = static_cast<char>(text[0] - 'A' + 'a');
+    return text;
+}
+
 namespace {
+
+// OpenSSL's reason for a TLS failure, without Asio's " (SSL routines)"
+// suffix, and with the certificate check's own reason when that failed.
+std::string describe_tls_failure(const error_code& ec, SSL* ssl) {
+    std::string text = ec.message();
+    if (const auto paren = text.rfind(" ("); paren != std::string::npos && text.back() == ')')
+        text.erase(paren);
+    if (ssl != nullptr) {
+        const long verify = SSL_get_verify_result(ssl);
+        if (verify != X509_V_OK) {
+            text += ": ";
+            text += X509_verify_cert_error_string(verify);
+        }
+    }
+    return text;
+}
+
+bool is_tls_error(const error_code& ec) {
+    return ec.category() == asio::error::get_ssl_category();
+}
+
+// HELLO refused as a command (Redis before 6.0 has no HELLO; NOPROTO is a
+// server that knows HELLO but not protocol 3).
+bool is_hello_unknown(std::string_view text) {
+    return text.substr(0, 7) == "NOPROTO" ||
+           (text.find("unknown command") != std::string_view::npos &&
+            (text.find("HELLO") != std::string_view::npos ||
+             text.find("hello") != std::string_view::npos));
+}
+
+// Opens a TCP socket that is not inherited by a child process that execs:
+// SOCK_CLOEXEC at creation, so no fork in another thread sees it without.
+error_code open_cloexec(asio::ip::tcp::socket& socket, const asio::ip::tcp& protocol) {
+    const int fd = ::socket(protocol.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
+    if (fd < 0) return error_code(errno, boost::system::system_category());
+    error_code ec;
+    socket.assign(protocol, fd, ec);
+    if (ec) ::close(fd);
+    return ec;
+}
 
 bool is_ip_literal(const std::string& host) {
     error_code ec;
@@ -95,11 +154,13 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg)
       // they are only touched on the strand, and their completions resume
       // coroutines that run there.
       resolver_(executor_),
-      parser_(parser_limits{cfg_.max_bulk_length, cfg_.max_nesting_depth, cfg_.max_aggregate_size}),
+      parser_(parser_limits{cfg_.max_bulk_length, cfg_.max_nesting_depth, cfg_.max_aggregate_size,
+                            cfg_.max_reply_size}),
       write_signal_(executor_, clock::time_point::max()),
       expire_timer_(executor_, clock::time_point::max()),
       backoff_timer_(executor_),
-      rng_(std::random_device{}()) {
+      rng_(std::random_device{}()),
+      window_timer_(executor_) {
     if (cfg_.tls.enabled) {
         ssl_ctx_.emplace(asio::ssl::context::tls_client);
         ssl_ctx_->set_options(asio::ssl::context::default_workarounds |
@@ -144,6 +205,7 @@ void client_impl::start() {
         };
         asio::co_spawn(self->strand_, self->run(), on_exit);
         asio::co_spawn(self->strand_, self->expire_loop(), on_exit);
+        asio::co_spawn(self->strand_, self->connect_window(), on_exit);
     });
 }
 
@@ -157,6 +219,7 @@ void client_impl::stop() noexcept {
             self->write_signal_.cancel();
             self->expire_timer_.cancel();
             self->backoff_timer_.cancel();
+            self->window_timer_.cancel();
             completions done;
             self->queue_.fail_all(error::client_stopped, done);
             self->run_completions(done);
@@ -199,6 +262,21 @@ void client_impl::for_each_listener(F&& f) {
     std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
 }
 
+error_detail client_impl::last_error() const {
+    std::lock_guard lock(error_mu_);
+    return last_error_;
+}
+
+void client_impl::note_error(error_code code, std::string message) {
+    try {
+        std::lock_guard lock(error_mu_);
+        last_error_.code = code;
+        last_error_.message = std::move(message);
+    } catch (...) {
+        // A diagnostic only: losing it under memory pressure is harmless.
+    }
+}
+
 client_stats client_impl::stats() const {
     client_stats s;
     s.commands_sent = stats_.commands_sent.load(std::memory_order_relaxed);
@@ -237,6 +315,7 @@ void client_impl::exec(exec_options opts, target_ptr target) {
         });
         return;
     }
+    if (refuse_now(target)) return;
     const auto qo = queue_options(opts);
     queue_.push_target(std::move(target), qo);
     stats_.queued.store(queue_.size(), std::memory_order_relaxed);
@@ -266,6 +345,7 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
             asio::post(executor_, std::move(result));
         return;
     }
+    if (refuse_now(opts, handler)) return;
     auto slot = asio::get_associated_cancellation_slot(handler);
     const auto qo = queue_options(opts);
     const auto id = queue_.push(std::move(payload), std::move(handler), qo);
@@ -288,6 +368,42 @@ void client_impl::push_request(std::string payload, exec_options opts, exec_hand
         });
     }
     after_push(qo);
+}
+
+reply client_impl::fail_fast_reply() const {
+    reply r;
+    r.type = resp3_type::simple_error;
+    r.str = fail_fast_text_;
+    return r;
+}
+
+bool client_impl::refuse_now(const exec_options& opts, exec_handler& handler) {
+    if (!fail_fast_ || connected()) return false;
+    // Never complete inside the initiating call: post (to the strand for a
+    // direct handler, as above).
+    auto result = asio::append(std::move(handler), fail_fast_ec_, fail_fast_reply());
+    if (opts.direct)
+        asio::post(strand_, std::move(result));
+    else
+        asio::post(executor_, std::move(result));
+    return true;
+}
+
+bool client_impl::refuse_now(target_ptr& target) {
+    if (!fail_fast_ || connected()) return false;
+    asio::post(strand_, [target = std::move(target), ec = fail_fast_ec_,
+                         r = fail_fast_reply()]() mutable {
+        auto* t = target.get();
+        t->on_reply(std::move(target), ec, std::move(r));
+    });
+    return true;
+}
+
+void client_impl::fail_queued_fast() {
+    completions done;
+    queue_.fail_all(fail_fast_ec_, done);
+    for (auto& c : done) c.result = fail_fast_reply();
+    run_completions(done);
 }
 
 void client_impl::after_push(const request_queue::options& qo) {
@@ -332,7 +448,27 @@ void client_impl::run_completions(completions& done) {
 }
 
 void client_impl::complete(completion& c) {
-    if (!c.ec && c.result.is_error()) c.ec = classify_server_error(c.result.str);
+    if (!c.ec && c.result.is_error()) {
+        c.ec = classify_server_error(c.result.str);
+        // The server's own words reach the log and last_error(), with the
+        // command they answered. NOSCRIPT is routine: the lock layer falls
+        // back to EVAL.
+        std::string name(c.name.view());
+        if (name.empty() && c.target) {
+            std::string bytes;
+            c.target->write_command(bytes);
+            const auto of_bytes = command_name::of_payload(bytes);
+            name = of_bytes.view();
+        }
+        std::string text = name.empty() ? c.result.str : name + ": " + c.result.str;
+        if (c.ec == error::no_permission) text = "permission denied: " + text;
+        if (c.ec == error::no_script) {
+            logger_->debug("{}", text);
+        } else {
+            logger_->warn("server error: {}", text);
+            note_error(c.ec, std::move(text));
+        }
+    }
     if (c.ec == error::timeout || c.ec == error::not_connected)
         stats_.timeouts.fetch_add(1, std::memory_order_relaxed);
     if (c.target) {
@@ -451,23 +587,21 @@ client_impl::awaitable<void> client_impl::run() {
         const error_code ec = co_await connect_once();
         if (stopped()) break;
         if (ec) {
-            last_connect_error_ = ec;
-            logger_->warn("connect to {}:{} failed: {}{}{}", cfg_.host, cfg_.port, ec.message(),
-                          last_connect_diagnostic_.empty() ? "" : ": ", last_connect_diagnostic_);
             close_socket();
-            if (ec == error::auth_failed || ec == error::tls_handshake_failed) {
-                // Queued commands cannot succeed with these credentials or
-                // this certificate: fail them now, with the reason, instead
-                // of letting them time out. Reconnecting goes on, in case
-                // the server side is fixed.
-                completions done;
-                queue_.fail_all(ec, done);
-                run_completions(done);
-            }
+            on_connect_failure(ec);
         } else {
             last_connect_error_ = {};
             last_connect_diagnostic_.clear();
+            last_connect_permanent_ = false;
+            fail_fast_ = false;
+            ever_connected_ = true;
+            window_timer_.cancel();
             backoff_ = {};
+            if (ssl_ctx_ && !cfg_.tls.verify_peer)
+                logger_->warn("TLS certificate verification is disabled (config.tls.verify_peer "
+                              "= false): the connection to {}:{} is encrypted but the server is "
+                              "not authenticated, and anyone on the path can impersonate it",
+                              cfg_.host, cfg_.port);
             connected_.store(true, std::memory_order_release);
             stats_.connects.fetch_add(1, std::memory_order_relaxed);
             logger_->info("connected to {}:{}", cfg_.host, cfg_.port);
@@ -513,26 +647,106 @@ void client_impl::close_socket() noexcept {
     }
 }
 
+void client_impl::on_connect_failure(error_code ec) {
+    last_connect_error_ = ec;
+    if (last_connect_diagnostic_.empty()) last_connect_diagnostic_ = describe_cause(ec);
+    // Retrying cannot fix these: the credentials, the ACL, the database
+    // index, the certificate or the server's version are wrong, not the
+    // network. (A server that is fixed meanwhile is still found: the
+    // reconnecting goes on.)
+    last_connect_permanent_ = ec == error::auth_failed || ec == error::no_permission ||
+                              ec == error::tls_handshake_failed || ec == error::server_too_old ||
+                              (ec == error::handshake_failed && last_connect_permanent_);
+    logger_->warn("connect to {}:{} failed: {}{}{}", cfg_.host, cfg_.port, ec.message(),
+                  last_connect_diagnostic_.empty() ? "" : ": ", last_connect_diagnostic_);
+    note_error(ec, last_connect_diagnostic_);
+    if (last_connect_permanent_) {
+        const bool was = fail_fast_ && fail_fast_ec_ == ec;
+        fail_fast_ = true;
+        fail_fast_ec_ = ec;
+        fail_fast_text_ = last_connect_diagnostic_;
+        if (!was)
+            logger_->warn("commands to {}:{} fail at once ({}) until a connection succeeds",
+                          cfg_.host, cfg_.port, last_connect_diagnostic_);
+        fail_queued_fast();
+    } else if (window_passed_ && !ever_connected_) {
+        fail_fast_ = true;
+        fail_fast_ec_ = error::never_connected;
+        fail_fast_text_ = "never connected: " + last_connect_diagnostic_;
+        fail_queued_fast();
+    } else {
+        // A transient failure after a permanent one: back to waiting.
+        fail_fast_ = false;
+    }
+}
+
+client_impl::awaitable<void> client_impl::connect_window() {
+    auto self = shared_from_this();
+    window_timer_.expires_after(cfg_.connect_timeout);
+    co_await window_timer_.async_wait(use_nothrow);
+    if (stopped() || ever_connected_) co_return;
+    window_passed_ = true;
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.connect_timeout).count();
+    std::string cause = last_connect_error_ ? last_connect_diagnostic_
+                                            : "the first attempt is still connecting";
+    logger_->warn("no connection to {}:{} within {} ms ({}): commands fail with never_connected "
+                  "until one succeeds",
+                  cfg_.host, cfg_.port, ms, cause);
+    if (fail_fast_) co_return;  // a permanent failure already fails them
+    fail_fast_ = true;
+    fail_fast_ec_ = error::never_connected;
+    fail_fast_text_ = "never connected: " + cause;
+    if (!last_connect_error_)
+        note_error(error::connect_timeout, "no connection within " + std::to_string(ms) + " ms");
+    fail_queued_fast();
+}
+
 client_impl::awaitable<error_code> client_impl::connect_once() {
     last_connect_diagnostic_.clear();
+    last_connect_permanent_ = false;
     asio::steady_timer deadline(executor_);
-    deadline.expires_after(cfg_.connect_timeout);
+    // connect_timeout is also how long commands wait for a first connection
+    // (see connect_window); one attempt may take longer than that on a slow
+    // link, and then still connects for the commands that come later.
+    const clock::duration attempt_timeout =
+        std::max<clock::duration>(cfg_.connect_timeout, std::chrono::seconds(5));
+    deadline.expires_after(attempt_timeout);
+    const auto timed_out = [&] {
+        last_connect_diagnostic_ =
+            "no answer within " +
+            std::to_string(
+                std::chrono::duration_cast<std::chrono::milliseconds>(attempt_timeout).count()) +
+            " ms";
+        return error_code(error::connect_timeout);
+    };
 
     auto [rec, endpoints] = co_await resolver_.async_resolve(
         cfg_.host, std::to_string(cfg_.port), use_nothrow);
     if (rec) {
-        last_connect_diagnostic_ = rec.message();
+        last_connect_diagnostic_ = describe_cause(rec);
         co_return error::resolve_failed;
     }
     if (stopped()) co_return error::client_stopped;
 
     conn_ = std::make_shared<connection>(executor_);
     const auto conn = conn_;
-    auto connected = co_await (asio::async_connect(conn->socket, endpoints, use_nothrow) ||
-                               deadline.async_wait(use_nothrow));
-    if (connected.index() == 1) co_return error::connect_timeout;
-    if (auto [cec, ep] = std::get<0>(connected); cec) {
-        last_connect_diagnostic_ = cec.message();
+    // Each endpoint in turn, on a socket opened close-on-exec (Asio's own
+    // range connect would open them without).
+    error_code cec = asio::error::host_not_found;
+    for (const auto& entry : endpoints) {
+        const auto ep = entry.endpoint();
+        error_code ignored;
+        conn->socket.close(ignored);
+        if (cec = open_cloexec(conn->socket, ep.protocol()); cec) continue;
+        auto connected = co_await (conn->socket.async_connect(ep, use_nothrow) ||
+                                   deadline.async_wait(use_nothrow));
+        if (connected.index() == 1) co_return timed_out();
+        cec = std::get<0>(std::get<0>(connected));
+        if (!cec || stopped() || conn_ != conn) break;
+    }
+    if (cec) {
+        last_connect_diagnostic_ = describe_cause(cec);
         co_return cec;
     }
     // stop() may have closed it while connecting.
@@ -552,15 +766,30 @@ client_impl::awaitable<error_code> client_impl::connect_once() {
         if (!is_ip_literal(sni)) SSL_set_tlsext_host_name(conn->tls->native_handle(), sni.c_str());
         auto hs = co_await (conn->tls->async_handshake(asio::ssl::stream_base::client, use_nothrow) ||
                             deadline.async_wait(use_nothrow));
-        if (hs.index() == 1) co_return error::connect_timeout;
+        if (hs.index() == 1) {
+            timed_out();
+            // A plain-text Redis reads the ClientHello as an inline command
+            // and waits for a newline that may never come.
+            last_connect_diagnostic_ =
+                "TLS handshake: " + last_connect_diagnostic_ + " (is that port plain-text Redis?)";
+            co_return error::connect_timeout;
+        }
         if (auto [hec] = std::get<0>(hs); hec) {
-            last_connect_diagnostic_ = hec.message();
-            co_return error::tls_handshake_failed;
+            // OpenSSL's own failures (a plain-text server, a certificate
+            // that does not verify) are reported as such; the peer closing
+            // mid-handshake is a socket failure like any other.
+            if (is_tls_error(hec)) {
+                last_connect_diagnostic_ =
+                    "TLS handshake: " + describe_tls_failure(hec, conn->tls->native_handle());
+                co_return error::tls_handshake_failed;
+            }
+            last_connect_diagnostic_ = "TLS handshake: " + describe_cause(hec);
+            co_return hec;
         }
     }
 
     auto hello = co_await (handshake() || deadline.async_wait(use_nothrow));
-    if (hello.index() == 1) co_return error::connect_timeout;
+    if (hello.index() == 1) co_return timed_out();
     co_return std::get<0>(hello);
 }
 
@@ -582,7 +811,11 @@ client_impl::awaitable<error_code> client_impl::handshake() {
         ++expected;
     }
     if (auto [ec, n] = co_await write_all(out); ec) {
-        last_connect_diagnostic_ = ec.message();
+        if (conn_ && conn_->tls && is_tls_error(ec)) {
+            last_connect_diagnostic_ = "TLS handshake: " + describe_tls_failure(ec, nullptr);
+            co_return error::tls_handshake_failed;
+        }
+        last_connect_diagnostic_ = "sending HELLO: " + describe_cause(ec);
         co_return error::connection_lost;
     }
 
@@ -592,7 +825,14 @@ client_impl::awaitable<error_code> client_impl::handshake() {
     while (replies.size() < expected) {
         auto [ec, n] = co_await read_some(buf.data(), buf.size());
         if (ec) {
-            last_connect_diagnostic_ = ec.message();
+            // A TLS 1.3 server checks the client's certificate after the
+            // handshake: "certificate required" arrives as the first read's
+            // alert.
+            if (conn_ && conn_->tls && is_tls_error(ec)) {
+                last_connect_diagnostic_ = "TLS handshake: " + describe_tls_failure(ec, nullptr);
+                co_return error::tls_handshake_failed;
+            }
+            last_connect_diagnostic_ = "waiting for the HELLO reply: " + describe_cause(ec);
             co_return error::connection_lost;
         }
         error_code pec;
@@ -608,12 +848,26 @@ client_impl::awaitable<error_code> client_impl::handshake() {
         }
     }
     if (replies[0].is_error()) {
-        last_connect_diagnostic_ = replies[0].str;
-        const auto ec = classify_server_error(replies[0].str);
+        const std::string& text = replies[0].str;
+        if (is_hello_unknown(text)) {
+            last_connect_diagnostic_ = "HELLO 3: " + text +
+                                       " (corolock needs RESP3: Redis 6.0 or later)";
+            co_return error::server_too_old;
+        }
+        const auto ec = classify_server_error(text);
+        if (ec == error::no_permission) {
+            last_connect_diagnostic_ = "permission denied: HELLO: " + text;
+            co_return ec;
+        }
+        // The credentials are never echoed: only the server's words.
+        last_connect_diagnostic_ = "HELLO: " + text;
+        // LOADING, BUSY and the like pass; anything else is retried as well.
         co_return ec == error::auth_failed ? ec : error_code(error::handshake_failed);
     }
     if (expected > 1 && replies[1].is_error()) {
         last_connect_diagnostic_ = "SELECT " + db + ": " + replies[1].str;
+        // A database the server does not have stays missing; LOADING passes.
+        last_connect_permanent_ = replies[1].str.substr(0, 7) != "LOADING";
         co_return error::handshake_failed;
     }
     // Anything the server sent beyond the handshake replies would be out of
@@ -771,8 +1025,26 @@ client_impl::awaitable<void> client_impl::expire_loop() {
         // A command that timed out while the client could not connect says so.
         const error_code ec = connected() ? error_code(error::timeout)
                                           : error_code(error::not_connected);
-        queue_.expire(clock::now(), ec, done);
+        std::size_t written = 0;
+        queue_.expire(clock::now(), ec, done, &written);
+        if (!done.empty()) {
+            std::string name(done.front().name.view());
+            note_error(ec, (name.empty() ? std::string("a command") : name) +
+                               (ec == error::timeout ? ": no reply within its timeout"
+                                                     : ": not connected within its timeout"));
+        }
         run_completions(done);
+        if (written > 0 && can_write_ && !stopped()) {
+            // A written command got no reply in time: the replies ahead of
+            // it are late (a stalled or trickling server), and every command
+            // behind it waits for them. The stream is reset, so the
+            // commands still queued go out on a fresh connection; a
+            // server that trickles bytes can no longer keep them waiting.
+            logger_->warn("{} written command(s) to {}:{} got no reply in time; resetting the "
+                          "connection",
+                          written, cfg_.host, cfg_.port);
+            fail_write(error::timeout);
+        }
     }
 }
 
@@ -806,6 +1078,7 @@ void client::stop() noexcept {
 }
 bool client::is_connected() const noexcept { return impl_ && impl_->connected(); }
 client_stats client::stats() const { return impl_ ? impl_->stats() : client_stats{}; }
+error_detail client::last_error() const { return impl_ ? impl_->last_error() : error_detail{}; }
 
 void client::initiate_exec::start(boost::asio::any_completion_handler<exec_signature> handler,
                                   command cmd) const {

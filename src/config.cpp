@@ -20,7 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // The defaults documented in config.hpp.
-constexpr auto default_connect_timeout = 5s;
+constexpr auto default_connect_timeout = 1s;
 constexpr auto default_command_timeout = 3s;
 constexpr auto default_health_check_interval = 2s;
 constexpr auto default_reconnect_min = 50ms;
@@ -28,6 +28,7 @@ constexpr auto default_reconnect_max = 2s;
 constexpr std::size_t default_max_bulk_length = 512u * 1024 * 1024;
 constexpr std::size_t default_max_nesting_depth = 32;
 constexpr std::size_t default_max_aggregate_size = 16u * 1024 * 1024;
+constexpr std::size_t default_max_reply_size = 64u * 1024 * 1024;
 
 // Quotes a URL part for an error message, so that empty and odd values are
 // visible. Only for parts that cannot hold a password.
@@ -185,11 +186,14 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         // The client sends AUTH only with a password, so a user name without
         // one would silently connect as "default": refuse it rather than
         // authenticate as someone the caller did not name.
+        // The name is not echoed: in "redis://s3cret@host" the lone word
+        // before '@' is far more likely a password than a user name.
         if (!username.empty() && password.empty()) {
-            return fail("the URL names user " + quoted(username) +
+            return fail(std::string("the URL has a user part") +
                         (colon == std::string_view::npos ? " without a password"
                                                          : " with an empty password") +
-                        " (use user:password@ or :password@)");
+                        " (use user:password@ or :password@; the user part is not shown, as it "
+                        "may be a password)");
         }
     }
 
@@ -292,7 +296,16 @@ config config::with_defaults() const {
     if (c.max_bulk_length == 0) c.max_bulk_length = default_max_bulk_length;
     if (c.max_nesting_depth == 0) c.max_nesting_depth = default_max_nesting_depth;
     if (c.max_aggregate_size == 0) c.max_aggregate_size = default_max_aggregate_size;
+    if (c.max_reply_size == 0) c.max_reply_size = default_max_reply_size;
     return c;
+}
+
+config& config::use_lock_only_limits() noexcept {
+    if (max_bulk_length == 0) max_bulk_length = 64u * 1024;
+    if (max_aggregate_size == 0) max_aggregate_size = 1024;
+    if (max_nesting_depth == 0) max_nesting_depth = 4;
+    if (max_reply_size == 0) max_reply_size = 1024u * 1024;
+    return *this;
 }
 
 error_code config::validate(std::string& why) const {

@@ -39,6 +39,10 @@ public:
         case error::expired: return "the lock expired";
         case error::lock_lost: return "the lease was lost";
         case error::released: return "the guard was already released";
+        case error::never_connected: return "no connection to Redis could be made";
+        case error::no_permission: return "permission denied by the server's ACL";
+        case error::server_too_old:
+            return "the server does not speak RESP3 (HELLO 3): Redis 6.0 or later is required";
         }
         return "unknown corolock error " + std::to_string(ev);
     }
@@ -86,6 +90,7 @@ bool in_condition(condition c, const error_code& ec) noexcept {
             return c == condition::timeout || c == condition::connection_failure;
         case error::connection_lost:
         case error::not_connected:
+        case error::never_connected:
         case error::resolve_failed:
         case error::tls_handshake_failed: return c == condition::connection_failure;
         case error::lock_held: return c == condition::lock_unavailable;
@@ -144,6 +149,8 @@ bool is_fatal_connection_error(const error_code& ec) noexcept {
         // the stream is unknown): only a new connection helps.
         case error::connection_lost:
         case error::not_connected:
+        case error::never_connected:
+        case error::server_too_old:
         case error::connect_timeout:
         case error::resolve_failed:
         case error::tls_handshake_failed:

@@ -19,18 +19,38 @@ void reset(std::string& buffer) noexcept {
 }
 }  // namespace
 
+command_name command_name::of_payload(std::string_view p) noexcept {
+    command_name n;
+    // "*<count>\r\n$<len>\r\n<name>\r\n"
+    if (p.empty() || p[0] != '*') return n;
+    const auto first = p.find("\r\n$");
+    if (first == std::string_view::npos) return n;
+    const auto len_end = p.find("\r\n", first + 3);
+    if (len_end == std::string_view::npos) return n;
+    std::size_t len = 0;
+    for (std::size_t i = first + 3; i < len_end; ++i) {
+        if (p[i] < '0' || p[i] > '9' || len > 1000) return n;
+        len = len * 10 + static_cast<std::size_t>(p[i] - '0');
+    }
+    const std::string_view name = p.substr(len_end + 2, len);
+    n.size = static_cast<std::uint8_t>(std::min(name.size(), sizeof n.text));
+    std::copy_n(name.data(), n.size, n.text);
+    return n;
+}
+
 request_queue::id_type request_queue::push(std::string payload, exec_handler handler,
                                            options opts) {
+    const auto name = command_name::of_payload(payload);
     return push_entry(entry{next_id_++, std::move(payload), std::move(handler), nullptr,
                             opts.deadline, opts.kind, state::waiting, opts.idempotent, false,
-                            opts.priority, opts.direct});
+                            opts.priority, opts.direct, name});
 }
 
 request_queue::id_type request_queue::push_target(target_ptr target, options opts) {
     assert(target);
     return push_entry(entry{next_id_++, std::string(), exec_handler{}, std::move(target),
                             opts.deadline, opts.kind, state::waiting, opts.idempotent, false,
-                            opts.priority, true});
+                            opts.priority, true, command_name{}});
 }
 
 request_queue::id_type request_queue::push_entry(entry e) {
@@ -150,7 +170,8 @@ request_queue::entry* request_queue::find(id_type id) noexcept {
 }
 
 void request_queue::complete(entry& e, error_code ec, reply r, completions& out) {
-    out.push_back(completion{std::move(e.handler), std::move(e.target), ec, std::move(r), e.direct});
+    out.push_back(
+        completion{std::move(e.handler), std::move(e.target), ec, std::move(r), e.direct, e.name});
     e.handler = {};
     e.target = nullptr;
     std::string().swap(e.payload);
@@ -178,11 +199,14 @@ bool request_queue::cancel(id_type id, error_code ec, bool written_too, completi
 }
 
 request_queue::clock::time_point request_queue::expire(clock::time_point now, error_code ec,
-                                                       completions& out) {
+                                                       completions& out,
+                                                       std::size_t* written) {
     auto next = clock::time_point::max();
+    if (written) *written = 0;
     for (auto& e : entries_) {
         if (!live(e)) continue;
         if (e.deadline <= now) {
+            if (written && (e.st == state::written || e.st == state::staged)) ++*written;
             complete(e, ec, {}, out);
             if (e.st == state::waiting) {
                 e.st = state::cancelled;

@@ -13,6 +13,7 @@ namespace {
 constexpr std::size_t default_max_bulk_length = 512u * 1024 * 1024;
 constexpr std::size_t default_max_nesting_depth = 32;
 constexpr std::size_t default_max_aggregate_size = 16u * 1024 * 1024;
+constexpr std::size_t default_max_reply_size = 64u * 1024 * 1024;
 // Header lines of numeric types are short; a longer one is garbage, and
 // capping it keeps a stream without CRLF from growing the buffer forever.
 constexpr std::size_t max_numeric_line = 128;
@@ -173,6 +174,7 @@ resp3_parser::resp3_parser(parser_limits limits) : limits_(limits) {
     if (limits_.max_bulk_length == 0) limits_.max_bulk_length = default_max_bulk_length;
     if (limits_.max_nesting_depth == 0) limits_.max_nesting_depth = default_max_nesting_depth;
     if (limits_.max_aggregate_size == 0) limits_.max_aggregate_size = default_max_aggregate_size;
+    if (limits_.max_reply_size == 0) limits_.max_reply_size = default_max_reply_size;
 }
 
 void resp3_parser::reset() noexcept {
@@ -185,6 +187,7 @@ void resp3_parser::reset() noexcept {
     stack_.clear();
     pending_attributes_.clear();
     ready_.clear();
+    reply_cost_ = 0;
     error_ = {};
     diagnostic_.clear();
 }
@@ -234,6 +237,18 @@ void resp3_parser::consume(std::string_view data, error_code& ec) {
         case step::failed: ec = error_; return;
         }
     }
+}
+
+bool resp3_parser::over_reply_limit(std::size_t cost) const noexcept {
+    return cost > limits_.max_reply_size || reply_cost_ > limits_.max_reply_size - cost;
+}
+
+resp3_parser::step resp3_parser::reply_limit_failure(std::size_t cost, std::size_t at) {
+    return fail(error::reply_too_large,
+                "reply would hold more than " + std::to_string(limits_.max_reply_size) +
+                    " bytes in memory (" + std::to_string(reply_cost_) + " so far, next value " +
+                    std::to_string(cost) + ")",
+                at);
 }
 
 resp3_parser::step resp3_parser::fail(error e, std::string what, std::size_t at) {
@@ -287,6 +302,9 @@ void resp3_parser::value_placed() {
 
 resp3_parser::step resp3_parser::parse_one() {
     if (pos_ >= buffer_.size()) return step::need_more;
+    // A new top-level value starts: the previous reply's memory is its
+    // receiver's now.
+    if (stack_.empty() && pending_attributes_.empty()) reply_cost_ = 0;
     const std::size_t start = pos_;
     const char type = buffer_[start];
     // Checked before the line is complete, so garbage fails at its first byte.
@@ -326,6 +344,16 @@ resp3_parser::step resp3_parser::parse_one() {
     scanned_ = 0;
     const std::string_view text(buffer_.data() + start + 1, cr - start - 1);
     const std::size_t after_line = cr + 2;
+
+    // What the value costs in memory once parsed: its reply node, plus the
+    // text it keeps (a bulk payload is added by parse_string).
+    const bool keeps_text = long_line || type == ',';
+    const std::size_t cost = sizeof(reply) + (keeps_text ? text.size() : 0);
+    if (type != '$' && type != '!' && type != '=') {
+        // Every other value is complete (or an aggregate opened) in this step.
+        if (over_reply_limit(cost)) return reply_limit_failure(cost, start);
+        reply_cost_ += cost;
+    }
 
     switch (type) {
     case '+':
@@ -418,6 +446,10 @@ resp3_parser::step resp3_parser::parse_string(char type, std::string_view header
                         std::to_string(limits_.max_bulk_length) + " bytes",
                     start);
     const auto n = static_cast<std::size_t>(len);
+    // Checked before the payload is buffered, so a hostile length cannot
+    // make the client hold more than the limit either.
+    const std::size_t cost = sizeof(reply) + n;
+    if (over_reply_limit(cost)) return reply_limit_failure(cost, start);
     // Incomplete: the short header is read again when more bytes come, the
     // payload is only counted, so a large string costs linear time.
     if (buffer_.size() - payload_at < n + 2) return step::need_more;
@@ -437,6 +469,7 @@ resp3_parser::step resp3_parser::parse_string(char type, std::string_view header
     } else {
         emplace_value(type == '$' ? resp3_type::bulk_string : resp3_type::blob_error).str.assign(payload);
     }
+    reply_cost_ += cost;
     pos_ = payload_at + n + 2;
     value_placed();
     return step::done;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace corolock {
 
@@ -37,6 +38,19 @@ struct client_stats {
     std::uint64_t timeouts = 0;         // commands completed with error::timeout
     std::uint64_t retries = 0;          // idempotent commands re-sent after a disconnect
     std::size_t queued = 0;             // commands waiting, written or abandoned right now
+};
+
+// The most recent failure the client saw, with its cause in words (see
+// client::last_error). Never holds a password or any other secret.
+struct error_detail {
+    // The cause's own code: a socket error (connection_refused, ...),
+    // resolve_failed, tls_handshake_failed, auth_failed, handshake_failed,
+    // no_permission, server_too_old, a server error, a timeout, ...
+    error_code code;
+    // The cause, e.g. "connection refused", "host not found",
+    // "TLS handshake: wrong version number", "SELECT 99: ERR DB index is out
+    // of range", "permission denied: SET: NOPERM User ...".
+    std::string message;
 };
 
 class client {
@@ -64,9 +78,20 @@ public:
     // Runs one command. Completes with the reply, or with:
     //  - error::server_error / wrong_type / no_script / auth_failed, with the
     //    server's error reply still passed as the reply (its text is the diagnostic);
+    //  - error::no_permission when the server's ACL refused the command or
+    //    its key (NOPERM), with the server's reply passed as above;
     //  - error::timeout when no reply came within config.command_timeout
-    //    (error::not_connected instead when the client never got connected
-    //    in that time);
+    //    (error::not_connected instead when the connection was down all that
+    //    time); a command that was written and then timed out also resets the
+    //    connection, since its reply can no longer be expected in time;
+    //  - error::never_connected when the client has not connected once within
+    //    config.connect_timeout of starting (then at once, until it connects);
+    //    error::auth_failed, no_permission, tls_handshake_failed,
+    //    handshake_failed (e.g. SELECT of a database the server lacks) or
+    //    server_too_old at once while the last connection attempt failed that
+    //    way, since retrying cannot fix it. The reply is then an error reply
+    //    whose text names the cause ("never connected: connection refused"),
+    //    as last_error() does;
     //  - error::connection_lost when the connection dropped after the
     //    command was written (an idempotent command is re-sent once instead);
     //  - error::protocol_error / reply_too_large / nesting_too_deep when its
@@ -95,6 +120,12 @@ public:
 
     bool is_connected() const noexcept;
     client_stats stats() const;
+
+    // The most recent failure: a failed connection attempt (with its cause),
+    // a server error reply (with the command's name and the server's text),
+    // a command's timeout. Empty code when nothing failed yet. Thread-safe;
+    // for messages and logs, not for control flow.
+    error_detail last_error() const;
 
     // The shared implementation, for corolock's own layers (locks, watchdog).
     const std::shared_ptr<detail::client_impl>& impl() const noexcept { return impl_; }

@@ -33,7 +33,13 @@ struct config {
     tls_config tls;
 
     using duration = std::chrono::steady_clock::duration;
-    duration connect_timeout{};        // default 5 s: resolve + TCP + TLS + HELLO
+    // Default 1 s. One connection attempt (resolve + TCP + TLS + HELLO +
+    // SELECT) may take at most max(connect_timeout, 5 s). A client that has
+    // never connected fails its commands with error::never_connected once
+    // connect_timeout has passed since it started, and fails new ones at once
+    // until a connection succeeds; client::last_error() names the last
+    // attempt's cause. Raise it to wait longer for a server that is starting.
+    duration connect_timeout{};
     duration command_timeout{};        // default 3 s: per command, from submission
     duration health_check_interval{};  // default 2 s of read silence before a PING
     duration reconnect_min{};          // default 50 ms: first backoff step
@@ -42,6 +48,13 @@ struct config {
     std::size_t max_bulk_length = 0;   // default 512 MiB, as the server's proto-max-bulk-len
     std::size_t max_nesting_depth = 0; // default 32
     std::size_t max_aggregate_size = 0;// default 16 Mi elements
+    // The memory one reply may take once parsed: sizeof(corolock::reply) per
+    // value (every element of every aggregate) plus the text it keeps. The
+    // two limits above bound one string and one aggregate; this bounds the
+    // whole reply, so a server cannot make the client hold hundreds of
+    // megabytes with many small elements. Default 64 MiB. The lock layer's
+    // replies are tiny: a client used only for locks can set 1 MiB.
+    std::size_t max_reply_size = 0;
 
     // Logger for connection events. Null means corolock's own quiet logger
     // (level off unless COROLOCK_LOG_LEVEL names one).
@@ -59,6 +72,15 @@ struct config {
 
     // The same configuration with every zero field replaced by its default.
     config with_defaults() const;
+
+    // Tight reply limits for a client used only for locks (and the CLI's
+    // lock commands): the lock layer's replies are short arrays of lock
+    // names, tokens and counters, so a server cannot make such a client
+    // hold more than about a megabyte. max_bulk_length 64 KiB (lock names
+    // are at most 512 bytes), max_aggregate_size 1024, max_nesting_depth 4,
+    // max_reply_size 1 MiB. Limits already set are left alone. Not for
+    // clients that also read large values through async_exec.
+    config& use_lock_only_limits() noexcept;
 
     // Checks values that defaults cannot fix (an empty host, a negative
     // duration, reconnect_min > reconnect_max). Empty why on success.

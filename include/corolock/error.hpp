@@ -49,6 +49,13 @@ enum class error {
     expired,                // release/renew: the lock no longer exists
     lock_lost,              // the lease was lost while held
     released,               // the guard was released; nothing to wait for
+
+    // Appended later; the values above stay as they were.
+    never_connected,        // no connection was made within connect_timeout, or the
+                            // last attempt failed in a way retrying cannot fix; the
+                            // cause is in client::last_error()
+    no_permission,          // NOPERM: the ACL user may not run the command or touch the key
+    server_too_old,         // the server refused HELLO 3: RESP3 needs Redis 6.0 or later
 };
 
 const boost::system::error_category& error_category() noexcept;
@@ -61,7 +68,8 @@ inline error_code make_error_code(error e) noexcept {
 // knowing which layer produced the code.
 enum class condition {
     timeout = 1,        // connect_timeout, timeout, wait_timeout, asio timed_out
-    connection_failure, // connection_lost, not_connected, resolve/connect/TLS failures
+    connection_failure, // connection_lost, not_connected, never_connected,
+                        // resolve/connect/TLS failures
     lock_unavailable,   // lock_held, wait_timeout
     lease_gone,         // not_owner, expired, lock_lost
 };

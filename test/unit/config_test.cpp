@@ -113,14 +113,21 @@ TEST_CASE("config: malformed URLs name the problem", "[unit][config]") {
         {"redis://user:pw%4@h", "malformed percent-escape in the URL's password"},
         {"redis://user:pw%@h", "malformed percent-escape in the URL's password"},
         {"redis://us%4@h", "malformed percent-escape in the URL's user name"},
-        {"redis://alice@h", "names user \"alice\" without a password"},
-        {"redis://alice:@h", "names user \"alice\" with an empty password"},
+        {"redis://alice@h", "has a user part without a password"},
+        {"redis://alice:@h", "has a user part with an empty password"},
         {"redis://u:pa/ss@h", "unexpected '@' after the URL's host"},
         {"redis://u:pa?ss@h", "unexpected '@' after the URL's host"},
         {"redis://u:pa#ss@h", "unexpected '@' after the URL's host"},
     };
     for (const auto& r : rows) {
         INFO(r.url);
+        // What precedes '@' may be a password: it is never echoed.
+        if (std::string_view(r.url).find("alice") != std::string_view::npos) {
+            config probe;
+            std::string probe_why;
+            (void)config::parse_url(r.url, probe, probe_why);
+            CHECK(probe_why.find("alice") == std::string::npos);
+        }
         config out;
         out.host = "untouched";
         out.port = 1234;
@@ -227,12 +234,29 @@ TEST_CASE("config: from_url starts from a default config", "[unit][config]") {
     CHECK(c.tls.ca_file.empty());
 }
 
+TEST_CASE("config: a lone word before '@' (probably a password) is never echoed",
+          "[unit][config]") {
+    for (const char* url : {"redis://s3cret@host", "redis://s3cret:@host", "rediss://s3cret@h:1/2"}) {
+        INFO(url);
+        std::string why;
+        config out;
+        CHECK(config::parse_url(url, out, why) == error::invalid_url);
+        CHECK(why.find("s3cret") == std::string::npos);
+        try {
+            (void)config::from_url(url);
+            FAIL("from_url accepted it");
+        } catch (const boost::system::system_error& e) {
+            CHECK(std::string(e.what()).find("s3cret") == std::string::npos);
+        }
+    }
+}
+
 TEST_CASE("config: with_defaults fills zeros and keeps what was set", "[unit][config]") {
     config c;
     c.command_timeout = 100ms;
     c.max_nesting_depth = 4;
     const config d = c.with_defaults();
-    CHECK(d.connect_timeout == 5s);
+    CHECK(d.connect_timeout == 1s);
     CHECK(d.command_timeout == 100ms);
     CHECK(d.health_check_interval == 2s);
     CHECK(d.reconnect_min == 50ms);
@@ -240,6 +264,7 @@ TEST_CASE("config: with_defaults fills zeros and keeps what was set", "[unit][co
     CHECK(d.max_bulk_length == 512u * 1024 * 1024);
     CHECK(d.max_nesting_depth == 4);
     CHECK(d.max_aggregate_size == 16u * 1024 * 1024);
+    CHECK(d.max_reply_size == 64u * 1024 * 1024);
 
     // Every field set: nothing changes. Negative durations are not "unset";
     // validate reports them.
@@ -325,4 +350,19 @@ TEST_CASE("config: validate rejects what defaults cannot fix", "[unit][config]")
     c.tls.key_file = "client.key";
     CHECK(!c.validate(why));
     CHECK(why.empty());
+}
+
+TEST_CASE("config: use_lock_only_limits tightens the reply limits that are unset",
+          "[unit][config]") {
+    config c;
+    c.max_bulk_length = 100;
+    c.use_lock_only_limits();
+    CHECK(c.max_bulk_length == 100);  // set already: kept
+    CHECK(c.max_aggregate_size == 1024);
+    CHECK(c.max_nesting_depth == 4);
+    CHECK(c.max_reply_size == 1024u * 1024);
+    const config d = config{}.use_lock_only_limits().with_defaults();
+    CHECK(d.max_bulk_length == 64u * 1024);
+    std::string why;
+    CHECK(!d.validate(why));
 }

@@ -515,3 +515,50 @@ TEST_CASE("request_queue: a target that writes its own command keeps no bytes, a
     q.on_write_done();
     CHECK(never.use_count() == 1);  // the queue let go of it
 }
+
+TEST_CASE("request_queue: expire counts the written requests it timed out",
+          "[request_queue]") {
+    // The client resets the connection when a written request times out.
+    request_queue q;
+    recorder rec;
+    completions done;
+    const auto t0 = clock_type::now();
+    q.push("A", rec.handler("a"), opts(t0 + 10ms));
+    q.stage();
+    q.on_write_done();
+    q.push("B", rec.handler("b"), opts(t0 + 10ms));
+    std::size_t written = 99;
+    q.expire(t0 + 5ms, error::timeout, done, &written);
+    CHECK(written == 0);
+    q.expire(t0 + 20ms, error::timeout, done, &written);
+    CHECK(written == 1);  // A; B was never sent
+    rec.run(done);
+    CHECK(rec.results["a"].first == error::timeout);
+    CHECK(rec.results["b"].first == error::timeout);
+}
+
+TEST_CASE("request_queue: a completion names its command", "[request_queue]") {
+    CHECK(command_name::of_payload("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n").view() == "GET");
+    CHECK(command_name::of_payload("*1\r\n$4\r\nPING\r\n").view() == "PING");
+    // Cut at 15 bytes; malformed payloads give no name.
+    CHECK(command_name::of_payload("*1\r\n$20\r\nABCDEFGHIJKLMNOPQRST\r\n").view() ==
+          "ABCDEFGHIJKLMNO");
+    CHECK(command_name::of_payload("PING\r\n").view().empty());
+    CHECK(command_name::of_payload("*1\r\n$x\r\n").view().empty());
+    CHECK(command_name::of_payload("").view().empty());
+    CHECK(command_name::of_payload("*1\r\n$9\r\nPI").view() == "PI");
+
+    request_queue q;
+    recorder rec;
+    completions done;
+    q.push("*2\r\n$4\r\nINCR\r\n$1\r\nk\r\n", rec.handler("i"), opts(clock_type::time_point::max()));
+    q.stage();
+    q.on_write_done();
+    reply err;
+    err.type = resp3_type::simple_error;
+    err.str = "ERR value is not an integer";
+    CHECK(q.on_reply(std::move(err), done) == request_queue::match_result::matched);
+    REQUIRE(done.size() == 1);
+    CHECK(done.front().name.view() == "INCR");
+    rec.run(done);
+}

@@ -555,8 +555,20 @@ TEST_CASE("resp3: zero limits mean the documented defaults", "[unit][resp3]") {
         p.consume(bytes, ec);
         return ec;
     };
-    CHECK_FALSE(result("$536870912\r\n"));  // 512 MiB: waits for the payload
-    CHECK(result("$536870913\r\n") == error::reply_too_large);
+    // The bulk limit, with the reply limit out of the way.
+    auto unbounded_reply = [](const std::string& bytes) {
+        resp3_parser p(parser_limits{0, 0, 0, std::numeric_limits<std::size_t>::max()});
+        error_code ec;
+        p.consume(bytes, ec);
+        return ec;
+    };
+    CHECK_FALSE(unbounded_reply("$536870912\r\n"));  // 512 MiB: waits for the payload
+    CHECK(unbounded_reply("$536870913\r\n") == error::reply_too_large);
+    // The reply limit, 64 MiB including the reply node.
+    const std::size_t reply_cap = 64u * 1024 * 1024;
+    CHECK_FALSE(result("$" + std::to_string(reply_cap - sizeof(reply)) + "\r\n"));
+    CHECK(result("$" + std::to_string(reply_cap - sizeof(reply) + 1) + "\r\n") ==
+          error::reply_too_large);
     CHECK_FALSE(result("*16777216\r\n"));
     CHECK(result("*16777217\r\n") == error::reply_too_large);
     CHECK_FALSE(result("%8388608\r\n"));
@@ -656,4 +668,77 @@ TEST_CASE("resp3: to_string renders replies for logs", "[unit][resp3]") {
     CHECK(wide.size() == 515);
     CHECK(wide.substr(0, 25) == "[(integer) 7, (integer) 7");
     CHECK(wide.substr(512) == "...");
+}
+
+TEST_CASE("resp3: one reply's memory is bounded, not only each string and aggregate",
+          "[unit][resp3]") {
+    // Many small elements: each costs a reply node in memory, far more than
+    // its four bytes on the wire. Under the per-aggregate limit, over the
+    // per-reply one.
+    constexpr std::size_t cap = 64 * 1024;
+    const std::size_t fits = cap / sizeof(reply) - 2;  // the array's own node and slack
+    auto array_of_ones = [](std::size_t n) {
+        std::string s = "*" + std::to_string(n) + "\r\n";
+        for (std::size_t i = 0; i < n; ++i) s += ":1\r\n";
+        return s;
+    };
+    {
+        resp3_parser p(parser_limits{0, 0, 0, cap});
+        error_code ec;
+        p.consume(array_of_ones(fits), ec);
+        CHECK(!ec);
+        REQUIRE(p.has_reply());
+        CHECK(p.pop().elements.size() == fits);
+        // The next reply starts from zero again.
+        p.consume(array_of_ones(fits), ec);
+        CHECK(!ec);
+        CHECK(p.has_reply());
+    }
+    {
+        resp3_parser p(parser_limits{0, 0, 0, cap});
+        error_code ec;
+        p.consume(array_of_ones(2 * fits), ec);
+        CHECK(ec == error::reply_too_large);
+        CHECK_THAT(p.diagnostic(), Catch::Contains("reply would hold more than 65536 bytes"));
+        CHECK(!p.has_reply());
+    }
+    {
+        // A bulk string under the bulk limit but over the reply limit fails
+        // at its header, before its payload is buffered.
+        resp3_parser p(parser_limits{0, 0, 0, cap});
+        error_code ec;
+        p.consume("$100000\r\nabc", ec);
+        CHECK(ec == error::reply_too_large);
+        CHECK(p.buffered() < 100);
+    }
+    {
+        // Nested: the inner aggregates' elements count towards the outer reply.
+        resp3_parser p(parser_limits{0, 0, 0, cap});
+        std::string s = "*4\r\n";
+        for (int i = 0; i < 4; ++i) s += array_of_ones(fits / 3);
+        error_code ec;
+        p.consume(s, ec);
+        CHECK(ec == error::reply_too_large);
+    }
+}
+
+TEST_CASE("resp3: the default reply limit stops 12 MB of small elements early",
+          "[unit][resp3]") {
+    // The hostile-server case from issue 21: an array announcing 16 Mi
+    // elements (the aggregate limit) and 12 MB of ":1" elements made the
+    // client hold 566 MB. With the default 64 MiB reply limit the parser
+    // fails after about 64 MiB / sizeof(reply) elements.
+    resp3_parser p;
+    error_code ec;
+    p.consume("*16777216\r\n", ec);
+    REQUIRE(!ec);
+    std::string chunk;
+    for (int i = 0; i < 16 * 1024; ++i) chunk += ":1\r\n";  // 64 KiB
+    std::size_t sent = 0;
+    while (!ec && sent < 12u * 1000 * 1000) {
+        p.consume(chunk, ec);
+        sent += chunk.size();
+    }
+    CHECK(ec == error::reply_too_large);
+    CHECK(sent <= 4 * (64u * 1024 * 1024 / sizeof(reply)) + chunk.size());
 }

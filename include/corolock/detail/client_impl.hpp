@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <random>
@@ -97,6 +98,9 @@ public:
     bool connected() const noexcept { return connected_.load(std::memory_order_acquire); }
     bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
     client_stats stats() const;
+    error_detail last_error() const;
+    // Records a failure for last_error(). Any thread.
+    void note_error(error_code code, std::string message);
 
     // On the strand only.
     void add_listener(std::weak_ptr<connection_listener> l);
@@ -119,6 +123,19 @@ private:
     awaitable<error_code> writer();
     awaitable<error_code> health_check();
     awaitable<void> expire_loop();
+    // Waits connect_timeout from the start; if no connection was made by
+    // then, commands fail with never_connected until one is.
+    awaitable<void> connect_window();
+
+    // A connection attempt failed. Decides whether commands fail at once
+    // (fail_fast_) and with what, and records the cause.
+    void on_connect_failure(error_code ec);
+    // Fails every queued command with the fail-fast error and its text.
+    void fail_queued_fast();
+    // Completes a command that arrives while failing fast, without queueing it.
+    bool refuse_now(const exec_options& opts, exec_handler& handler);
+    bool refuse_now(target_ptr& target);
+    reply fail_fast_reply() const;
 
     awaitable<std::pair<error_code, std::size_t>> read_some(char* data, std::size_t size);
     awaitable<std::pair<error_code, std::size_t>> write_all(const std::string& data);
@@ -192,7 +209,21 @@ private:
     std::minstd_rand rng_;
     error_code last_connect_error_;
     std::string last_connect_diagnostic_;
+    // The last attempt failed in a way retrying cannot fix (credentials,
+    // database index, certificate, server version).
+    bool last_connect_permanent_ = false;
     bool started_ = false;
+    bool ever_connected_ = false;
+    bool window_passed_ = false;   // connect_timeout has passed since start()
+    // While disconnected: commands fail at once with fail_fast_ec_, their
+    // reply's text naming the cause, instead of being queued.
+    bool fail_fast_ = false;
+    error_code fail_fast_ec_;
+    std::string fail_fast_text_;
+    boost::asio::steady_timer window_timer_;
+
+    mutable std::mutex error_mu_;
+    error_detail last_error_;
 
     // The write side, on the strand. can_write_ is true between a finished
     // handshake and the end of that connection.
@@ -219,5 +250,11 @@ private:
 
 // Maps a server error reply's text to a corolock error code.
 error_code classify_server_error(std::string_view message) noexcept;
+
+// The cause of a socket or resolver failure in plain words, as
+// client::last_error() reports it: "connection refused", "host not found".
+// System messages start with a capital and netdb ones add a parenthesised
+// detail ("Host not found (authoritative)"); both read oddly after a colon.
+std::string describe_cause(const error_code& ec);
 
 }  // namespace corolock::detail

@@ -23,6 +23,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace corolock::detail {
@@ -51,6 +52,18 @@ protected:
 };
 using target_ptr = std::shared_ptr<reply_target>;
 
+// A command's name (its first word), kept inline for error reports: a
+// server error or a timeout names the command it answered. Longer names are
+// cut at 15 bytes.
+struct command_name {
+    char text[15] = {};
+    std::uint8_t size = 0;
+    std::string_view view() const noexcept { return {text, size}; }
+    // The name from a command's RESP bytes ("*N\r\n$L\r\nNAME\r\n..."); empty
+    // when they are not in that form.
+    static command_name of_payload(std::string_view payload) noexcept;
+};
+
 // Exactly one of handler and target is set.
 struct completion {
     exec_handler handler;
@@ -58,6 +71,7 @@ struct completion {
     error_code ec;
     reply result;
     bool direct = false;  // see request_queue::options::direct
+    command_name name;    // empty for a target: it can write its command again
 };
 // Usually one completion (a reply): kept inline, so completing a command
 // allocates nothing for the list.
@@ -123,7 +137,10 @@ public:
 
     // Completes every entry whose deadline is at or before `now` with `ec`.
     // Returns the earliest deadline still pending (time_point::max() if none).
-    clock::time_point expire(clock::time_point now, error_code ec, completions& out);
+    // When `written` is given, it is set to how many of them had been
+    // written (or staged): their replies may still be on the way.
+    clock::time_point expire(clock::time_point now, error_code ec, completions& out,
+                             std::size_t* written = nullptr);
     clock::time_point next_deadline() const noexcept;
 
     // The connection dropped. Written and staged entries fail with `ec`,
@@ -162,6 +179,7 @@ private:
         bool retried;
         bool priority;
         bool direct;
+        command_name name;
     };
 
     // Someone still waits for the entry's reply.

@@ -27,11 +27,16 @@
 namespace corolock::detail {
 
 // Zero means the default: 512 MiB (the server's proto-max-bulk-len), depth
-// 32, 16 Mi elements per aggregate.
+// 32, 16 Mi elements per aggregate, 64 MiB per reply. The reply limit counts
+// what one top-level reply costs in memory once parsed: sizeof(reply) for
+// every value (aggregates and their elements alike) plus the bytes of text
+// it keeps, so many small elements are charged for their nodes, not their
+// few bytes on the wire.
 struct parser_limits {
     std::size_t max_bulk_length = 0;
     std::size_t max_nesting_depth = 0;
     std::size_t max_aggregate_size = 0;
+    std::size_t max_reply_size = 0;
 };
 
 class resp3_parser {
@@ -73,6 +78,8 @@ private:
     void value_placed();
     void compact();
     step fail(error e, std::string what, std::size_t at);
+    bool over_reply_limit(std::size_t cost) const noexcept;
+    step reply_limit_failure(std::size_t cost, std::size_t at);
 
     parser_limits limits_;
     std::string buffer_;
@@ -82,6 +89,7 @@ private:
     std::vector<open_aggregate> stack_;
     std::vector<reply> pending_attributes_;  // from a completed attribute map
     std::deque<reply> ready_;
+    std::size_t reply_cost_ = 0;   // memory charged to the top-level reply being parsed
     error_code error_;
     std::string diagnostic_;
 };
