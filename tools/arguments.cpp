@@ -4,8 +4,14 @@
 #include "cli.hpp"
 
 #include <corolock/mutex.hpp>
+#include <corolock/printable.hpp>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <limits>
 
 namespace corolock::cli {
@@ -19,10 +25,89 @@ constexpr duration min_run_lease = std::chrono::milliseconds(100);
 // Anything longer is surely a typo, and it keeps the arithmetic far from overflow.
 constexpr duration max_duration = std::chrono::hours(24 * 365);
 
+// Quoted for a message; the bytes are made printable when the whole message
+// is (report_error), so a name with a newline cannot forge another line.
 std::string quoted(std::string_view s) {
     std::string out = "'";
     out.append(s);
     out.push_back('\'');
+    return out;
+}
+
+// The library's URL messages quote some parts of the URL ("the URL names
+// user "s3cret" without a password"): what was meant as a user name is
+// often a password written without its ':'. Every quoted part is dropped,
+// so nothing of the URL is ever repeated.
+std::string redact_quoted(std::string_view why) {
+    std::string out;
+    bool inside = false;
+    for (char c : why) {
+        if (c == '"') {
+            if (!inside) out += "(not shown)";
+            inside = !inside;
+            continue;
+        }
+        if (!inside) out.push_back(c);
+    }
+    // An unbalanced quote: the tail may be part of the URL; drop the message.
+    if (inside) return "the URL cannot be parsed";
+    return out;
+}
+
+// --password-file, the --tls-* options: applied to the parsed URL.
+struct credential_options {
+    std::optional<std::string> password_file;
+    std::optional<std::string> tls_ca, tls_cert, tls_key, tls_server_name;
+    bool tls_insecure = false;
+    bool any_tls() const {
+        return tls_ca || tls_cert || tls_key || tls_server_name || tls_insecure;
+    }
+};
+
+// "5", "0.5", "12.125": seconds with at most millisecond precision (further
+// digits are dropped). Empty when the text is not such a number or is too long.
+std::optional<duration> parse_seconds(std::string_view text) {
+    const auto dot = text.find('.');
+    const auto whole = text.substr(0, dot);
+    const auto fraction = dot == std::string_view::npos ? std::string_view() : text.substr(dot + 1);
+    if (whole.empty() || whole.size() > 9) return std::nullopt;
+    if (dot != std::string_view::npos && fraction.empty()) return std::nullopt;
+    auto digits = [](std::string_view s) {
+        return s.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    if (!digits(whole) || !digits(fraction)) return std::nullopt;
+    std::int64_t ms = std::stoll(std::string(whole)) * 1000;
+    std::int64_t scale = 100;
+    for (std::size_t i = 0; i < fraction.size() && i < 3; ++i, scale /= 10)
+        ms += (fraction[i] - '0') * scale;
+    if (ms > max_duration.count()) return std::nullopt;
+    return duration(ms);
+}
+
+// flock(1)-style short options for run: "-nq" is "-n -q", "-w5" is "-w 5",
+// "-E0" is "-E 0". Only before the first "--".
+std::vector<std::string_view> expand_short_options(const std::vector<std::string_view>& args) {
+    static constexpr std::string_view flags[] = {"-n", "-q", "-v"};
+    std::vector<std::string_view> out;
+    bool done = false;
+    for (auto tok : args) {
+        if (!done && tok == "--") done = true;
+        if (done || tok.size() <= 2 || tok[0] != '-' || tok[1] == '-') {
+            out.push_back(tok);
+            continue;
+        }
+        if (tok[1] == 'w' || tok[1] == 'E') {
+            out.push_back(tok.substr(0, 2));
+            out.push_back(tok.substr(2));
+            continue;
+        }
+        if (tok.find_first_not_of("nqv", 1) == std::string_view::npos) {
+            for (char c : tok.substr(1))
+                out.push_back(c == 'n' ? flags[0] : c == 'q' ? flags[1] : flags[2]);
+            continue;
+        }
+        out.push_back(tok);
+    }
     return out;
 }
 
@@ -108,6 +193,26 @@ public:
         return std::nullopt;
     }
 
+    // -w/--wait: plain or fractional seconds ("5", "0.25", as flock(1)
+    // takes them), or a duration ("500ms").
+    std::optional<usage_error> seconds_or_duration_value(duration& out, std::string& text) {
+        std::string_view v;
+        if (auto err = value(v); err) return err;
+        if (auto d = parse_seconds(v)) {
+            out = *d;
+            text = format_duration(*d);
+            return std::nullopt;
+        }
+        std::string why;
+        auto d = parse_duration(v, why);
+        if (!d)
+            return error("bad " + std::string(current_.name) + " value " + quoted(v) + ": " + why +
+                         "; or plain seconds: 5, 0.5");
+        out = *d;
+        text = std::string(v);
+        return std::nullopt;
+    }
+
     usage_error error(std::string message) const { return {command_, std::move(message)}; }
 
     usage_error unknown() const {
@@ -129,7 +234,25 @@ private:
 // -v, -vv, --verbose, --url: shared by every command. Returns true when the
 // option was one of these (err set on a bad value).
 bool common_option(option_reader& r, const option_token& opt, common_options& o,
-                   std::optional<usage_error>& err, std::optional<std::string_view>& url) {
+                   std::optional<usage_error>& err, std::optional<std::string_view>& url,
+                   credential_options& cred) {
+    auto string_value = [&](std::optional<std::string>& out) {
+        std::string_view v;
+        err = r.value(v);
+        if (!err && v.empty()) err = r.error("option " + std::string(opt.name) + " needs a value");
+        if (!err) out = std::string(v);
+        return true;
+    };
+    if (opt.name == "--password-file") return string_value(cred.password_file);
+    if (opt.name == "--tls-ca") return string_value(cred.tls_ca);
+    if (opt.name == "--tls-cert") return string_value(cred.tls_cert);
+    if (opt.name == "--tls-key") return string_value(cred.tls_key);
+    if (opt.name == "--tls-server-name") return string_value(cred.tls_server_name);
+    if (opt.name == "--tls-insecure") {
+        err = r.no_value();
+        cred.tls_insecure = true;
+        return true;
+    }
     if (opt.name == "--verbose") {
         err = r.no_value();
         ++o.verbosity;
@@ -149,10 +272,80 @@ bool common_option(option_reader& r, const option_token& opt, common_options& o,
     return false;
 }
 
-// Resolves --url / $REDIS_URL / the default and parses it.
+// The password in a file: its first line, without the line end.
+std::optional<usage_error> read_password_file(const std::string& command, const std::string& path,
+                                              std::string& out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        const int err = errno;
+        return usage_error{command, "cannot read --password-file " + quoted(path) + ": " +
+                                        std::strerror(err != 0 ? err : EIO)};
+    }
+    std::string line;
+    std::getline(in, line);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty())
+        return usage_error{command, "--password-file " + quoted(path) +
+                                        " is empty (the password is its first line)"};
+    out = std::move(line);
+    return std::nullopt;
+}
+
+// A URL with a user name and no password ("redis://alice@host") is refused
+// by the library, but is what one writes when the password comes from
+// --password-file or COROLOCK_PASSWORD: parse it with a stand-in password.
+std::string with_password_slot(std::string_view url) {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return std::string(url);
+    const auto start = scheme_end + 3;
+    const auto end = url.find_first_of("/?#", start);
+    const auto authority = url.substr(start, end == std::string_view::npos ? end : end - start);
+    const auto at = authority.rfind('@');
+    if (at == std::string_view::npos || at == 0 ||
+        authority.substr(0, at).find(':') != std::string_view::npos)
+        return std::string(url);
+    std::string out(url.substr(0, start + at));
+    out += ":-";
+    out.append(url.substr(start + at));
+    return out;
+}
+
+std::optional<usage_error> apply_credentials(const std::string& command,
+                                             const credential_options& cred, common_options& o) {
+    config& cfg = o.cfg;
+    if (cred.password_file) {
+        if (auto e = read_password_file(command, *cred.password_file, cfg.password); e) return e;
+    } else if (const char* env = std::getenv("COROLOCK_PASSWORD"); env != nullptr && *env != 0) {
+        cfg.password = env;
+    }
+    if (cred.any_tls()) cfg.tls.enabled = true;
+    auto readable = [&](const std::optional<std::string>& file, const char* option,
+                        std::string& out) -> std::optional<usage_error> {
+        if (!file) return std::nullopt;
+        if (::access(file->c_str(), R_OK) != 0) {
+            const int err = errno;
+            return usage_error{command, std::string("cannot read ") + option + " " +
+                                            quoted(*file) + ": " + std::strerror(err)};
+        }
+        out = *file;
+        return std::nullopt;
+    };
+    if (cred.tls_cert.has_value() != cred.tls_key.has_value())
+        return usage_error{command, "--tls-cert and --tls-key go together (a client certificate "
+                                    "and its private key)"};
+    if (auto e = readable(cred.tls_ca, "--tls-ca", cfg.tls.ca_file); e) return e;
+    if (auto e = readable(cred.tls_cert, "--tls-cert", cfg.tls.cert_file); e) return e;
+    if (auto e = readable(cred.tls_key, "--tls-key", cfg.tls.key_file); e) return e;
+    if (cred.tls_server_name) cfg.tls.server_name = *cred.tls_server_name;
+    if (cred.tls_insecure) cfg.tls.verify_peer = false;
+    return std::nullopt;
+}
+
+// Resolves --url / $REDIS_URL / the default and parses it, then applies the
+// password and TLS options.
 std::optional<usage_error> resolve_url(const std::string& command,
                                        std::optional<std::string_view> from_option,
-                                       common_options& o) {
+                                       common_options& o, const credential_options& cred) {
     if (from_option) {
         o.url = std::string(*from_option);
         o.url_from = "--url";
@@ -163,13 +356,19 @@ std::optional<usage_error> resolve_url(const std::string& command,
         o.url = std::string(default_url);
         o.url_from = "the default URL";
     }
+    const bool password_elsewhere =
+        cred.password_file.has_value() ||
+        (std::getenv("COROLOCK_PASSWORD") != nullptr && *std::getenv("COROLOCK_PASSWORD") != 0);
     std::string why;
-    if (auto ec = config::parse_url(o.url, o.cfg, why); ec) {
-        // The URL is not echoed: it may carry a password.
+    if (auto ec = config::parse_url(password_elsewhere ? with_password_slot(o.url) : o.url, o.cfg,
+                                    why);
+        ec) {
+        // Nothing of the URL is echoed: it may carry a password, also where
+        // the library's message quotes what it took for a user name.
         return usage_error{command, "malformed Redis URL in " + o.url_from + ": " +
-                                        (why.empty() ? ec.message() : why)};
+                                        (why.empty() ? ec.message() : redact_quoted(why))};
     }
-    return std::nullopt;
+    return apply_credentials(command, cred, o);
 }
 
 std::optional<usage_error> check_name(const std::string& command, std::string_view name) {
@@ -189,26 +388,55 @@ bool asks_for_help(const std::vector<std::string_view>& args) {
 
 std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, run_options& o) {
     const std::string cmd = "run";
-    option_reader r(cmd, args, /*run_style=*/true);
+    const auto expanded = expand_short_options(args);
+    option_reader r(cmd, expanded, /*run_style=*/true);
     std::optional<std::string_view> url;
+    credential_options cred;
     bool no_wait = false;
     bool wait_given = false;
     auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
         std::optional<usage_error> e;
-        if (common_option(r, opt, o.common, e, url)) return e;
+        if (common_option(r, opt, o.common, e, url, cred)) return e;
         if (opt.name == "--lease") return r.duration_value(o.lease, o.lease_text);
+        if (opt.name == "-q" || opt.name == "--quiet") {
+            o.quiet = true;
+            return r.no_value();
+        }
+        if (opt.name == "--no-process-group") {
+            o.own_process_group = false;
+            return r.no_value();
+        }
+        if (opt.name == "--pass-credentials") {
+            o.pass_credentials = true;
+            return r.no_value();
+        }
+        if (opt.name == "-E" || opt.name == "--conflict-exit-code") {
+            std::string_view v;
+            if (auto e2 = r.value(v); e2) return e2;
+            int code = 0;
+            bool ok = !v.empty() && v.size() <= 3;
+            for (char c : v) {
+                if (c < '0' || c > '9') ok = false;
+                else code = code * 10 + (c - '0');
+            }
+            if (!ok || code > 255)
+                return r.error("bad " + std::string(opt.name) + " value " + quoted(v) +
+                               ": expected an exit status from 0 to 255");
+            o.conflict_exit_code = code;
+            return std::nullopt;
+        }
         if (opt.name == "--grace") {
             std::string ignored;
             return r.duration_value(o.grace, ignored);
         }
-        if (opt.name == "--wait") {
+        if (opt.name == "--wait" || opt.name == "-w") {
             duration d{};
-            if (auto e2 = r.duration_value(d, o.wait_text); e2) return e2;
+            if (auto e2 = r.seconds_or_duration_value(d, o.wait_text); e2) return e2;
             o.wait = d;
             wait_given = true;
             return std::nullopt;
         }
-        if (opt.name == "--no-wait") {
+        if (opt.name == "--no-wait" || opt.name == "-n") {
             no_wait = true;
             return r.no_value();
         }
@@ -226,7 +454,8 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
         return r.unknown();
     });
     if (err) return err;
-    if (wait_given && no_wait) return r.error("--wait and --no-wait cannot be used together");
+    if (wait_given && no_wait)
+        return r.error("--wait and --no-wait cannot be used together (nor -w and -n)");
     if (no_wait) {
         o.wait = duration::zero();
         o.wait_text = "0s";
@@ -249,7 +478,7 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     o.name = std::string(r.positionals[0]);
     if (auto e = check_name(cmd, o.name); e) return e;
     o.command.assign(r.rest.begin(), r.rest.end());
-    return resolve_url(cmd, url, o.common);
+    return resolve_url(cmd, url, o.common, cred);
 }
 
 // status and break: [options] NAME
@@ -259,9 +488,10 @@ std::optional<usage_error> parse_name_command(const std::string& cmd,
                                               Options& o, Extra&& extra) {
     option_reader r(cmd, args, /*run_style=*/false);
     std::optional<std::string_view> url;
+    credential_options cred;
     auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
         std::optional<usage_error> e;
-        if (common_option(r, opt, o.common, e, url)) return e;
+        if (common_option(r, opt, o.common, e, url, cred)) return e;
         if (extra(r, opt, e)) return e;
         return r.unknown();
     });
@@ -272,7 +502,7 @@ std::optional<usage_error> parse_name_command(const std::string& cmd,
                        " (give exactly one NAME)");
     o.name = std::string(r.positionals[0]);
     if (auto e = check_name(cmd, o.name); e) return e;
-    return resolve_url(cmd, url, o.common);
+    return resolve_url(cmd, url, o.common, cred);
 }
 
 }  // namespace
@@ -315,6 +545,24 @@ std::optional<duration> parse_duration(std::string_view text, std::string& why) 
     }
     why.clear();
     return duration(value * per_unit);
+}
+
+std::string url_without_credentials(std::string_view url) {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos)
+        return url.find('@') == std::string_view::npos ? std::string(url) : std::string();
+    const auto start = scheme_end + 3;
+    const auto end = url.find_first_of("/?#", start);
+    const auto authority = url.substr(start, end == std::string_view::npos ? end : end - start);
+    const auto tail = end == std::string_view::npos ? std::string_view() : url.substr(end);
+    // An '@' past the host: a password holding '/', '?' or '#' unencoded.
+    if (tail.find('@') != std::string_view::npos) return std::string();
+    const auto at = authority.rfind('@');
+    if (at == std::string_view::npos) return std::string(url);
+    std::string out(url.substr(0, start));
+    out.append(authority.substr(at + 1));
+    out.append(tail);
+    return out;
 }
 
 std::string format_duration(duration d) {

@@ -39,7 +39,8 @@ inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis cannot be rea
 inline constexpr int lease_lost = 70;     // run: the lease was lost while COMMAND ran
 inline constexpr int os_error = 71;       // EX_OSERR: spawning failed, or an internal error
 inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: the lock was not acquired in time
-inline constexpr int remote_error = 76;   // EX_PROTOCOL: Redis answered with an error
+inline constexpr int remote_error = 76;   // EX_PROTOCOL: Redis answered with an error (NOPERM too)
+inline constexpr int no_permission = 77;  // EX_NOPERM: corolock itself runs set-user/group-ID
 inline constexpr int cannot_execute = 126;// COMMAND found but not executable (as shells do)
 inline constexpr int not_found = 127;     // COMMAND not found (as shells do)
 inline constexpr int signal_base = 128;   // + signal number
@@ -55,7 +56,7 @@ struct usage_error {
 struct common_options {
     std::string url;       // resolved: --url, else $REDIS_URL, else the default
     std::string url_from;  // "--url", "REDIS_URL" or "default", for messages
-    config cfg;            // parsed from url
+    config cfg;            // parsed from url, with the password and TLS options applied
     int verbosity = 0;     // -v: info, -vv: debug
 };
 
@@ -68,8 +69,12 @@ struct run_options {
     std::string lease_text = "30s";
     std::optional<duration> wait;  // absent: wait until signalled
     std::string wait_text;
+    int conflict_exit_code = 75;   // -E: the status when the lock is not acquired in time
+    bool quiet = false;            // -q: no message when the lock is not acquired
     on_lost_action on_lost = on_lost_action::kill;
     duration grace = std::chrono::seconds(5);
+    bool own_process_group = true; // --no-process-group turns it off
+    bool pass_credentials = false; // --pass-credentials: REDIS_URL/COROLOCK_PASSWORD kept for COMMAND
     std::vector<std::string> command;
 };
 
@@ -132,7 +137,16 @@ void report_error(std::string_view message);
 void report_warning(std::string_view message);
 
 // Explains a failure to reach or use Redis and returns the exit status.
-int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec);
+// `reached`: a PING on this connection was answered before, so the
+// credentials are good and an auth_failed (the library's mapping of NOPERM)
+// means the user lacks a permission: exit 76, not 69.
+int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
+                         bool reached = false);
+
+// REDIS_URL's value for COMMAND's environment: the user name and password
+// removed. Empty when the URL cannot be cleaned with certainty (then the
+// variable is left out).
+std::string url_without_credentials(std::string_view url);
 
 // JSON string literal for arbitrary bytes (inspect_commands.cpp).
 std::string json_string(std::string_view bytes);

@@ -24,8 +24,17 @@ Options every command takes:
   --url URL       Redis to use: redis://[user[:password]@]host[:port][/db], or
                   rediss://... for TLS. Default: $REDIS_URL, else
                   redis://127.0.0.1:6379.
+  --password-file FILE  The password: the first line of FILE. Overrides the
+                  URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
+  --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
+  --tls-insecure  TLS: CA bundle, client certificate and key, the name to
+                  verify (and send as SNI), or no verification at all. Any of
+                  them turns TLS on, also for a redis:// URL.
   -v, --verbose   Log connection and lock events to stderr (-vv: debug).
   -h, --help      Show the command's help.
+
+Names, owner ids and server text are printed with control bytes escaped
+(\n, \xNN, ...); --json output is JSON-escaped.
 
 Exit statuses:
   0    success (run: COMMAND's own status is passed through instead)
@@ -34,7 +43,9 @@ Exit statuses:
   70   run: the lease was lost while COMMAND ran (--on-lost kill)
   71   run: COMMAND could not be started, or an internal error
   75   run: the lock was not acquired within --wait (or at once, --no-wait)
-  76   Redis answered with an error (e.g. the key is not a corolock lock)
+  76   Redis answered with an error (e.g. the key is not a corolock lock), or
+       denied the command (NOPERM: the user's ACL lacks a permission)
+  77   corolock was installed set-user-ID or set-group-ID: it refuses to run
   126  run: COMMAND was found but cannot be executed
   127  run: COMMAND was not found
   128+N  run: COMMAND was killed by signal N, or corolock itself got signal N
@@ -42,6 +53,8 @@ Exit statuses:
 
 Environment:
   REDIS_URL           The default for --url.
+  COROLOCK_PASSWORD   The password, unless --password-file is given
+                      (overrides the URL's; like redis-cli's REDISCLI_AUTH).
   COROLOCK_LOG_LEVEL  Library log level when -v is not given (trace, debug,
                       info, warn, error).
 
@@ -51,6 +64,7 @@ channel corolock:{NAME}:unlock.
 
 Examples:
   corolock run --no-wait deploy -- make deploy
+  corolock run -n -q backup -- ./backup.sh      # cron: skip silently if busy
   corolock run --wait 2m db-migrate -- ./migrate.sh
   corolock status --json deploy
   corolock break deploy
@@ -76,9 +90,17 @@ Options:
                       renewing it (crash, network partition). Renewed every
                       third of it while COMMAND runs. At least 100ms.
                       Default 30s.
-  --wait DURATION     Give up (exit 75) if the lock is not acquired within
-                      DURATION. Default: wait until acquired or signalled.
-  --no-wait           Give up at once if the lock is held (same as --wait 0s).
+  -w, --wait SECONDS|DURATION
+                      Give up (exit 75, or -E's) if the lock is not acquired
+                      within that time: plain or fractional seconds as
+                      flock(1) takes them (5, 0.5) or a DURATION (500ms).
+                      Default: wait until acquired or signalled.
+  -n, --no-wait       Give up at once if the lock is held (same as -w 0).
+  -E, --conflict-exit-code N
+                      Exit N (0-255) instead of 75 when the lock is not
+                      acquired in time.
+  -q, --quiet         Print nothing when the lock is not acquired in time
+                      (a busy lock in cron stays silent).
   --on-lost ACTION    What to do if the lease is lost while COMMAND runs (Redis
                       unreachable until the lease ran out, or the lock was
                       broken): 'kill' (default) sends COMMAND SIGTERM, then
@@ -87,23 +109,36 @@ Options:
                       status.
   --grace DURATION    Time between SIGTERM and SIGKILL for --on-lost kill.
                       Default 5s.
-  -v, --verbose       Log lock and connection events to stderr (-vv: debug).
+  --no-process-group  Run COMMAND in corolock's own process group instead of
+                      one of its own; signals then reach COMMAND's process
+                      only, not its children.
+  --pass-credentials  Pass REDIS_URL (password included) and
+                      COROLOCK_PASSWORD on to COMMAND; by default COMMAND
+                      gets neither password.
+  --url URL, --password-file FILE, --tls-*  As for every command.
+  -v, --verbose       Who holds the lock and how long the wait took, lock and
+                      connection events, on stderr (-vv: also each renewal).
   -h, --help          Show this help.
 
 DURATION is a whole number and a unit: 500ms, 10s, 2m, 1h.
 Options go before '--'; everything after it is COMMAND and its arguments.
+Flags may be grouped: -nq, -w5, -E0.
 
-Signals: SIGINT, SIGTERM and SIGHUP sent to corolock are passed on to COMMAND;
-the lock is still released once COMMAND exits. COMMAND stays in corolock's
-process group, so Ctrl-C in a terminal reaches it directly too (it may see
-SIGINT twice). A signal that arrives while still waiting for the lock stops
-the wait: nothing is held, and corolock exits 128+N.
+Process group and signals: COMMAND runs in a process group of its own (in a
+terminal's foreground it gets the terminal). SIGINT, SIGTERM and SIGHUP sent
+to corolock are passed on to that group; the lock is released once COMMAND
+exits. A lost lease (--on-lost kill) stops the whole group. If corolock
+itself dies, even by SIGKILL, COMMAND gets SIGKILL (its own children do not).
+A signal that arrives while still waiting for the lock stops the wait:
+nothing is held, and corolock exits 128+N.
 
 If Redis cannot be reached at start, corolock gives up within about 3 seconds
 (exit 69) rather than waiting.
 
 Environment:
-  REDIS_URL       The default for --url.
+  REDIS_URL       The default for --url. COMMAND gets it without user and
+                  password.
+  COROLOCK_PASSWORD  The password (see --password-file); not passed on.
   COROLOCK_TOKEN, COROLOCK_NAME  Set for COMMAND (replacing inherited values).
 
 Exit statuses:
@@ -111,8 +146,9 @@ Exit statuses:
   64   usage error          69   Redis cannot be reached
   70   lease lost while COMMAND ran (--on-lost kill)
   71   COMMAND could not be started (other than 126/127), internal error
-  75   lock not acquired within --wait / --no-wait
-  76   Redis answered with an error
+  75   lock not acquired within --wait / --no-wait (or -E's N)
+  76   Redis answered with an error, or NOPERM
+  77   corolock is set-user-ID or set-group-ID
   126  COMMAND not executable    127  COMMAND not found
   128+N  corolock got signal N while waiting for the lock
 
@@ -120,7 +156,9 @@ Examples:
   corolock run nightly-report -- ./report.sh --date today
   corolock run --no-wait deploy -- make deploy || echo "a deploy is running"
   corolock run --wait 2m --lease 10s db-migrate -- ./migrate.sh
-  corolock run --url redis://:secret@redis.internal:6379/2 job -- ./job
+  corolock run -n -q -E 0 backup -- ./backup.sh   # cron: a busy lock is fine
+  corolock run --url redis://app@redis.internal:6379/2 \
+      --password-file /etc/corolock/pw job -- ./job
 )";
 
 constexpr std::string_view status_help = R"(Usage: corolock status [OPTIONS] [--json] NAME
@@ -136,13 +174,17 @@ Options:
                   Not held: "owner":"", "ttl_ms":0, "levels":0. ttl_ms is -1
                   for a key without expiry (not one corolock wrote).
   --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+  --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+  --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
   -h, --help      Show this help.
 
-Environment: REDIS_URL is the default for --url.
+Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
+password. In text output the name and owner are shown with control bytes
+escaped.
 
 Exit statuses: 0 the status was printed (held or not), 64 usage error,
-69 Redis cannot be reached, 76 Redis answered with an error.
+69 Redis cannot be reached, 76 Redis answered with an error or NOPERM.
 
 Examples:
   corolock status deploy
@@ -164,14 +206,18 @@ corolock run and --on-lost kill its COMMAND is then stopped and run exits 70.
 
 Options:
   --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+  --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+  --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
   -h, --help      Show this help.
 
-Environment: REDIS_URL is the default for --url.
+Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
+password.
 
 Exit statuses: 0 done (also when it was not held), 64 usage error, 69 Redis
 cannot be reached (if the connection dropped after sending, check with
-'corolock status' whether it took effect), 76 Redis answered with an error.
+'corolock status' whether it took effect), 76 Redis answered with an error or
+NOPERM.
 
 Example:
   corolock break nightly-report

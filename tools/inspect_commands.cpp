@@ -3,6 +3,7 @@
 
 #include <corolock/admin.hpp>
 #include <corolock/client.hpp>
+#include <corolock/printable.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -122,8 +123,13 @@ std::string json_string(std::string_view bytes) {
 
 int status_command(const status_options& o) {
     return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
+        // A PING first: it tells "cannot reach or log in" from "logged in
+        // but not allowed" (NOPERM, which the library reports as auth_failed).
+        if (const error_code reach = co_await check_reachable(c); reach)
+            co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", reach);
         auto [ec, st] = co_await async_lock_status(c, o.name, use_nothrow);
-        if (ec) co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec);
+        if (ec)
+            co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec, true);
         if (o.json) {
             std::string line = "{\"name\":" + json_string(o.name) +
                                ",\"held\":" + (st.held ? "true" : "false") +
@@ -138,9 +144,11 @@ int status_command(const status_options& o) {
         if (st.held)
             ttl = st.ttl.count() < 0 ? "none (the key has no expiry)"
                                      : std::to_string(st.ttl.count()) + " ms";
-        std::printf("lock:       %s\n", o.name.c_str());
+        // Names and owner ids are binary-safe: printable() keeps each on its
+        // line and away from the terminal's escape sequences.
+        std::printf("lock:       %s\n", printable(o.name).c_str());
         std::printf("held:       %s\n", st.held ? "yes" : "no");
-        std::printf("owner:      %s\n", st.held ? st.owner.c_str() : "-");
+        std::printf("owner:      %s\n", st.held ? printable(st.owner).c_str() : "-");
         std::printf("ttl:        %s\n", ttl.c_str());
         std::printf("levels:     %lld\n", static_cast<long long>(st.levels));
         std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
@@ -150,19 +158,22 @@ int status_command(const status_options& o) {
 
 int break_command(const break_options& o) {
     return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
+        if (const error_code reach = co_await check_reachable(c); reach)
+            co_return report_redis_failure(o.common, "break lock '" + o.name + "'", reach);
         auto [ec, removed] = co_await async_break_lock(c, o.name, use_nothrow);
         if (ec) {
-            const int status = report_redis_failure(o.common, "break lock '" + o.name + "'", ec);
+            const int status =
+                report_redis_failure(o.common, "break lock '" + o.name + "'", ec, true);
             if (ec == error::connection_lost || ec == error::timeout)
                 report_error("the break may or may not have happened; check with "
                              "'corolock status'");
             co_return status;
         }
         if (removed.held)
-            std::printf("removed lock %s held by %s (%s)\n", o.name.c_str(),
-                        removed.owner.c_str(), plural_levels(removed.levels).c_str());
+            std::printf("removed lock %s held by %s (%s)\n", printable(o.name).c_str(),
+                        printable(removed.owner).c_str(), plural_levels(removed.levels).c_str());
         else
-            std::printf("lock %s was not held\n", o.name.c_str());
+            std::printf("lock %s was not held\n", printable(o.name).c_str());
         co_return exit_status::ok;
     });
 }

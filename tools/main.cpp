@@ -1,11 +1,23 @@
 // corolock: the command-line tool. See `corolock --help` and docs/cli.md.
 #include "cli.hpp"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 
 int main(int argc, char** argv) {
     namespace cli = corolock::cli;
+    // Set-user-ID or set-group-ID, corolock would run COMMAND, read
+    // --password-file and the TLS key files, and trust PATH, REDIS_URL and
+    // COROLOCK_LOG_LEVEL with privileges its caller does not have. Nothing of
+    // that is made safe here, so it refuses before looking at anything.
+    if (::getuid() != ::geteuid() || ::getgid() != ::getegid()) {
+        std::fputs("corolock: refusing to run set-user-ID or set-group-ID (real and effective "
+                   "user or group differ); install corolock without the setuid/setgid bit\n",
+                   stderr);
+        return cli::exit_status::no_permission;
+    }
     std::vector<std::string_view> args;
     for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
 

@@ -17,6 +17,14 @@
 // set is registered before the child is spawned, so its SIGCHLD cannot be
 // missed. We only ever have one child, so waitpid on its pid is exact; a
 // SIGCHLD for a stop/continue just leads to one more WNOHANG check.
+//
+// The child is started with fork + execve rather than posix_spawn, because
+// it needs three things posix_spawn cannot do: PR_SET_PDEATHSIG (the
+// command dies with corolock, even when corolock is SIGKILLed), a process
+// group of its own (so a lost lease stops the whole job, grandchildren
+// included) and, in a terminal's foreground, the terminal for that group.
+// Between fork and exec the child makes only async-signal-safe calls; PATH
+// is searched before fork.
 #include "cli.hpp"
 
 #include <corolock/admin.hpp>
@@ -36,15 +44,20 @@
 
 #include <spdlog/spdlog.h>
 
+#include <corolock/printable.hpp>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -102,86 +115,197 @@ void close_own_descriptors_on_exec(const std::set<int>& inherited) {
 
 // ---- the child ----
 
+// How COMMAND is started.
+struct spawn_options {
+    bool own_process_group = true;  // a process group of its own, signalled as a whole
+    int terminal_fd = -1;           // >= 0: hand this terminal's foreground to the group
+    bool restore_sigpipe = false;   // SIGPIPE back to its default in the child
+};
+
+// The places execvp(3) would try for argv[0], computed before fork so that
+// the child does nothing between fork and exec that is not
+// async-signal-safe (the resolver may run a thread of Asio's).
+std::vector<std::string> exec_candidates(const std::string& file) {
+    if (file.find('/') != std::string::npos) return {file};
+    const char* path_env = std::getenv("PATH");
+    const std::string path = path_env != nullptr ? path_env : "/bin:/usr/bin";
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    for (;;) {
+        const auto colon = path.find(':', start);
+        std::string dir = path.substr(start, colon == std::string::npos ? colon : colon - start);
+        if (dir.empty()) dir = ".";  // an empty PATH entry is the current directory
+        out.push_back(dir + "/" + file);
+        if (colon == std::string::npos) break;
+        start = colon + 1;
+    }
+    return out;
+}
+
+// Takes the terminal's foreground back for corolock's own process group.
+// Called from the background (the child's group had it), where tcsetpgrp
+// would stop us with SIGTTOU unless it is blocked.
+void take_terminal_back(int fd) {
+    if (fd < 0) return;
+    sigset_t ttou, old;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    ::sigprocmask(SIG_BLOCK, &ttou, &old);
+    ::tcsetpgrp(fd, ::getpgrp());
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+}
+
 class child_process {
 public:
     child_process() = default;
     child_process(const child_process&) = delete;
     child_process& operator=(const child_process&) = delete;
 
-    // Starts argv[0] (looked up on PATH) with `extra_env` added to (or
-    // replacing in) this process's environment. Returns 0 or an errno value.
-    int spawn(const std::vector<std::string>& argv,
-              const std::vector<std::pair<std::string, std::string>>& extra_env) {
-        std::vector<std::string> env_storage;
-        for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-            const std::string_view entry(*e);
-            const bool replaced = std::any_of(extra_env.begin(), extra_env.end(), [&](const auto& kv) {
-                return entry.substr(0, kv.first.size() + 1) == kv.first + "=";
-            });
-            if (!replaced) env_storage.emplace_back(entry);
-        }
-        for (const auto& [key, value] : extra_env) env_storage.push_back(key + "=" + value);
-
+    // Starts argv[0] (looked up on PATH) with `env` as its whole
+    // environment. Returns 0 or an errno value.
+    int spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+              const spawn_options& opts) {
+        std::vector<std::string> env_storage(env);
         std::vector<char*> envp;
-        for (auto& s : env_storage) envp.push_back(s.data());
+        for (auto& e : env_storage) envp.push_back(e.data());
         envp.push_back(nullptr);
         std::vector<std::string> argv_storage(argv);
         std::vector<char*> argvp;
-        for (auto& s : argv_storage) argvp.push_back(s.data());
+        for (auto& a : argv_storage) argvp.push_back(a.data());
         argvp.push_back(nullptr);
+        const auto candidates = exec_candidates(argv[0]);
 
-        // The child stays in our process group, so that an interactive
-        // COMMAND keeps the terminal (reads, job control) exactly as it would
-        // without corolock. Signals we catch are reset to their defaults by
-        // exec; signals ignored when we started stay ignored, as with exec.
-        posix_spawnattr_t attr;
-        if (const int rc = ::posix_spawnattr_init(&attr); rc != 0) return rc;
-        if (restore_sigpipe) {
-            sigset_t defaults;
-            sigemptyset(&defaults);
-            sigaddset(&defaults, SIGPIPE);
-            ::posix_spawnattr_setsigdefault(&attr, &defaults);
-            ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+        // The child reports a failed exec through this pipe; a successful
+        // exec closes it (O_CLOEXEC), and the parent reads end-of-file.
+        int report[2];
+        if (::pipe2(report, O_CLOEXEC) != 0) return errno;
+
+        // Every signal stays blocked across fork until the child has reset
+        // the dispositions: a signal caught in the child before exec would
+        // run Asio's handler there, which writes into a pipe shared with us.
+        sigset_t all, old_mask;
+        sigfillset(&all);
+        ::sigprocmask(SIG_BLOCK, &all, &old_mask);
+        const pid_t parent = ::getpid();
+        const int terminal_fd = opts.own_process_group ? opts.terminal_fd : -1;
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            // The child: async-signal-safe calls only, until exec.
+            ::close(report[0]);
+            if (opts.own_process_group) {
+                ::setpgid(0, 0);
+                // Blocked SIGTTOU lets a background group take the terminal.
+                if (terminal_fd >= 0) ::tcsetpgrp(terminal_fd, ::getpid());
+            }
+            // If corolock dies (even by SIGKILL), the command must not run on
+            // without the lock. Checked again after setting it: corolock may
+            // have died before, and then the signal will never come.
+            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (::getppid() != parent) ::_exit(exit_status::os_error);
+            for (int signo : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) {
+                struct sigaction current {};
+                if (::sigaction(signo, nullptr, &current) == 0 && current.sa_handler != SIG_IGN)
+                    ::signal(signo, SIG_DFL);
+            }
+            if (opts.restore_sigpipe) ::signal(SIGPIPE, SIG_DFL);
+            ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+            int err = ENOENT;
+            bool denied = false;
+            for (const auto& file : candidates) {
+                ::execve(file.c_str(), argvp.data(), envp.data());
+                err = errno;
+                if (err == EACCES) denied = true;
+                else if (err != ENOENT && err != ENOTDIR) break;
+            }
+            if (denied && (err == ENOENT || err == ENOTDIR)) err = EACCES;
+            [[maybe_unused]] const auto written = ::write(report[1], &err, sizeof err);
+            ::_exit(exit_status::not_found);
         }
-        pid_t pid = -1;
-        const int rc = ::posix_spawnp(&pid, argvp[0], nullptr, &attr, argvp.data(), envp.data());
-        ::posix_spawnattr_destroy(&attr);
-        if (rc != 0) return rc;
+        const int fork_error = pid < 0 ? errno : 0;
+        ::close(report[1]);
+        if (pid > 0 && opts.own_process_group) {
+            // Also from here, so that the group exists whichever runs first.
+            ::setpgid(pid, pid);
+        }
+        int exec_error = 0;
+        if (pid > 0) {
+            ssize_t n = -1;
+            for (int attempt = 0; attempt < 100; ++attempt) {
+                n = ::read(report[0], &exec_error, sizeof exec_error);
+                if (n != -1 || errno != EINTR) break;
+            }
+            if (n != static_cast<ssize_t>(sizeof exec_error)) exec_error = 0;
+        }
+        ::close(report[0]);
+        ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+        if (fork_error != 0) return fork_error;
+        if (exec_error != 0) {
+            int ignored = 0;
+            while (::waitpid(pid, &ignored, 0) == -1 && errno == EINTR) {}
+            take_terminal_back(terminal_fd);
+            return exec_error;
+        }
         pid_ = pid;
+        group_ = opts.own_process_group;
+        terminal_fd_ = terminal_fd;
         return 0;
     }
 
     pid_t pid() const noexcept { return pid_; }
     bool running() const noexcept { return pid_ > 0; }
+    bool own_group() const noexcept { return group_; }
+    int terminal_fd() const noexcept { return terminal_fd_; }
 
-    // Set when corolock ignores SIGPIPE only for itself: the child gets the
-    // default disposition back.
-    bool restore_sigpipe = false;
-
-    // Only while the child is unreaped: after waitpid the pid may be reused
-    // by an unrelated process, which must never get our signals.
+    // To COMMAND's process group (or to its process alone, with
+    // --no-process-group). Only while the child is unreaped: after waitpid
+    // the pid may be reused by an unrelated process, which must never get
+    // our signals.
     void signal(int signo) const noexcept {
-        if (pid_ > 0) ::kill(pid_, signo);
+        if (pid_ <= 0) return;
+        if (group_) ::kill(-pid_, signo);
+        else ::kill(pid_, signo);
     }
 
-    // The wait status once the child has exited; empty while it runs.
+    // After the child was reaped: SIGKILL to what is left of its group (a
+    // background job of a shell script). The group's id cannot be reused
+    // while any member lives; when none does, this finds nothing.
+    void kill_leftovers() noexcept {
+        if (group_ && last_pid_ > 0) ::kill(-last_pid_, SIGKILL);
+    }
+
+    // The wait status once the child has exited; empty while it runs. A stop
+    // (Ctrl-Z, when the child has the terminal) is passed on to corolock
+    // itself, so the shell sees the job stopped, and undone on SIGCONT.
     std::optional<int> try_reap() noexcept {
         if (pid_ <= 0) return std::nullopt;
         int status = 0;
         pid_t r = -1;
         // EINTR: a signal arrived during the call; a few retries suffice.
         for (int attempt = 0; attempt < 100; ++attempt) {
-            r = ::waitpid(pid_, &status, WNOHANG);
+            r = ::waitpid(pid_, &status, WNOHANG | WUNTRACED);
             if (r != -1 || errno != EINTR) break;
         }
+        if (r == pid_ && WIFSTOPPED(status)) {
+            if (terminal_fd_ >= 0) {
+                take_terminal_back(terminal_fd_);
+                ::kill(0, SIGSTOP);  // our own group: the shell sees the job stop
+                // Continued (fg): give the terminal back and wake the command.
+                ::tcsetpgrp(terminal_fd_, pid_);
+                ::kill(-pid_, SIGCONT);
+            }
+            return std::nullopt;
+        }
         if (r == pid_) {
+            last_pid_ = pid_;
             pid_ = -1;
+            take_terminal_back(terminal_fd_);
             return status;
         }
         if (r == -1 && errno == ECHILD) {
             // Someone else reaped it (cannot happen unless SIGCHLD was set to
             // SIG_IGN behind our back); report it as a failure, never hang.
             pid_ = -1;
+            take_terminal_back(terminal_fd_);
             return (exit_status::os_error & 0xff) << 8;
         }
         return std::nullopt;
@@ -189,7 +313,40 @@ public:
 
 private:
     pid_t pid_ = -1;
+    pid_t last_pid_ = -1;
+    bool group_ = false;
+    int terminal_fd_ = -1;
 };
+
+// COMMAND's environment: ours, with COROLOCK_TOKEN and COROLOCK_NAME set,
+// and (unless --pass-credentials) no password: COROLOCK_PASSWORD removed and
+// REDIS_URL without its user name and password.
+std::vector<std::string> child_environment(const run_options& o, std::uint64_t token) {
+    const std::vector<std::pair<std::string, std::string>> set{
+        {"COROLOCK_TOKEN", std::to_string(token)}, {"COROLOCK_NAME", o.name}};
+    auto has_key = [](std::string_view entry, std::string_view key) {
+        return entry.size() > key.size() && entry.substr(0, key.size()) == key &&
+               entry[key.size()] == '=';
+    };
+    std::vector<std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+        const std::string_view entry(*e);
+        if (std::any_of(set.begin(), set.end(),
+                        [&](const auto& kv) { return has_key(entry, kv.first); }))
+            continue;
+        if (!o.pass_credentials) {
+            if (has_key(entry, "COROLOCK_PASSWORD")) continue;
+            if (has_key(entry, "REDIS_URL")) {
+                const auto clean = url_without_credentials(entry.substr(10));
+                if (!clean.empty()) env.push_back("REDIS_URL=" + clean);
+                continue;
+            }
+        }
+        env.emplace_back(entry);
+    }
+    for (const auto& [key, value] : set) env.push_back(key + "=" + value);
+    return env;
+}
 
 int status_of(int wait_status) {
     if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
@@ -206,6 +363,12 @@ std::string signal_name(int signo) {
 
 enum class phase { starting, running, finishing };
 
+// The release after a lost lease: Redis is often unreachable then (that is
+// why the lease was lost), and a release that cannot happen must not keep
+// corolock from exiting, so it gets this long and no more. Whatever it does
+// not finish, the lease's end does.
+constexpr duration lost_release_bound = std::chrono::milliseconds(200);
+
 struct run_state {
     run_state(const run_options& opts, client& c, asio::signal_set& fwd, asio::signal_set& chld)
         : o(opts), redis(c), forwarded(fwd), sigchld(chld) {}
@@ -220,14 +383,34 @@ struct run_state {
     int pending_signal = 0;                 // received while starting
     asio::cancellation_signal cancel_start; // cancels the PING or the acquire
     child_process child;
+    spawn_options spawn;
     bool lost = false;
+    const guard* held = nullptr;            // while running: for -vv's renewal notes
     const std::set<int>* inherited_fds = nullptr;
 
     template <class... Args>
     void note(spdlog::format_string_t<Args...> fmt, Args&&... args) {
         if (log) log->info(fmt, std::forward<Args>(args)...);
     }
+    template <class... Args>
+    void detail(spdlog::format_string_t<Args...> fmt, Args&&... args) {
+        if (log) log->debug(fmt, std::forward<Args>(args)...);
+    }
+    // The lock name, printable, for messages.
+    std::string name() const { return printable(o.name); }
+    // "pid 123" or "process group 123".
+    std::string target() const {
+        return (child.own_group() ? "process group " : "pid ") + std::to_string(child.pid());
+    }
 };
+
+std::string seconds_text(std::chrono::steady_clock::duration d) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%lld.%03lld s", static_cast<long long>(ms / 1000),
+                  static_cast<long long>(ms % 1000));
+    return buf;
+}
 
 asio::awaitable<void> signal_pump(run_state& s) {
     for (;;) {
@@ -239,7 +422,7 @@ asio::awaitable<void> signal_pump(run_state& s) {
             s.cancel_start.emit(asio::cancellation_type::terminal);
             break;
         case phase::running:
-            s.note("passing {} on to pid {}", signal_name(signo), s.child.pid());
+            s.note("passing {} on to {}", signal_name(signo), s.target());
             s.child.signal(signo);
             break;
         case phase::finishing:
@@ -277,21 +460,41 @@ asio::awaitable<void> handle_loss(run_state& s, const guard& g) {
     }
     s.lost = true;
     if (s.o.on_lost == on_lost_action::ignore) {
-        report_warning("lost the lease on lock '" + s.o.name + "' while pid " +
-                       std::to_string(s.child.pid()) +
+        report_warning("lost the lease on lock '" + s.name() + "' while " + s.target() +
                        " runs; the command is no longer protected (--on-lost ignore: letting "
                        "it run)");
         co_return;
     }
-    report_warning("lost the lease on lock '" + s.o.name + "'; sending SIGTERM to pid " +
-                   std::to_string(s.child.pid()));
+    report_warning("lost the lease on lock '" + s.name() + "'; sending SIGTERM to " + s.target());
     s.child.signal(SIGTERM);
     asio::steady_timer grace(co_await asio::this_coro::executor, s.o.grace);
     co_await grace.async_wait(use_nothrow);
     if (s.current != phase::running || !s.child.running()) co_return;  // it exited in time
-    report_warning("pid " + std::to_string(s.child.pid()) + " still runs " +
-                   format_duration(s.o.grace) + " after SIGTERM; sending SIGKILL");
+    report_warning(s.target() + " still runs " + format_duration(s.o.grace) +
+                   " after SIGTERM; sending SIGKILL");
     s.child.signal(SIGKILL);
+}
+
+// -vv: every renewal, seen as the guard's lease deadline moving forward (the
+// library has no renewal callback; its deadline is what a renewal changes).
+asio::awaitable<void> note_renewals(run_state& s) {
+    const auto poll_every =
+        std::clamp<duration>(s.o.lease / 10, std::chrono::milliseconds(20), std::chrono::seconds(1));
+    auto last = s.held != nullptr ? s.held->lease_deadline() : guard::clock::time_point{};
+    asio::steady_timer tick(co_await asio::this_coro::executor);
+    for (;;) {
+        tick.expires_after(poll_every);
+        co_await tick.async_wait(use_nothrow);
+        if (s.current != phase::running || s.held == nullptr || s.lost) co_return;
+        const auto deadline = s.held->lease_deadline();
+        if (deadline > last) {
+            last = deadline;
+            s.detail("renewed the lease on lock '{}'; valid for {} ms from now", s.name(),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(
+                         deadline - guard::clock::now())
+                         .count());
+        }
+    }
 }
 
 // Gives a level back, bounded by the client's command timeout. Returns the
@@ -299,6 +502,25 @@ asio::awaitable<void> handle_loss(run_state& s, const guard& g) {
 asio::awaitable<error_code> release(guard& g) {
     auto [ec] = co_await g.async_release(use_nothrow);
     co_return ec;
+}
+
+// A release given at most `bound`: returns its result, or
+// operation_aborted when it had not finished by then (it may still finish
+// while corolock exits; the lease's end frees the lock otherwise).
+asio::awaitable<error_code> bounded_release(guard& g, duration bound) {
+    struct race {
+        explicit race(asio::any_io_executor ex) : timer(std::move(ex)) {}
+        asio::steady_timer timer;
+        std::optional<error_code> result;
+    };
+    auto r = std::make_shared<race>(co_await asio::this_coro::executor);
+    r->timer.expires_after(bound);
+    g.async_release([r](error_code ec) {
+        r->result = ec;
+        r->timer.cancel();
+    });
+    if (!r->result) co_await r->timer.async_wait(use_nothrow);
+    co_return r->result ? *r->result : error_code(asio::error::operation_aborted);
 }
 
 asio::awaitable<int> run_flow(run_state& s) {
@@ -317,13 +539,32 @@ asio::awaitable<int> run_flow(run_state& s) {
     if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
     if (reach) co_return report_redis_failure(o.common, "run", reach);
 
-    // 2. Acquire, waiting via the unlock channel.
+    // -v: who holds the lock, if anyone, before waiting for it. The holder's
+    // host and pid are not stored with the lock; its owner id and remaining
+    // lease are.
     mutex lock(s.redis, o.name);
+    if (s.log) {
+        auto [sec, st] = co_await async_lock_status(s.redis, o.name, use_nothrow);
+        if (!sec && st.held && st.owner != lock.owner_id()) {
+            s.note("lock '{}' is held by owner {} (lease ends in {} ms unless renewed, levels {}); "
+                   "waiting {}",
+                   s.name(), printable(st.owner), st.ttl.count(), st.levels,
+                   o.wait ? (o.wait->count() == 0 ? std::string("not at all (--no-wait)")
+                                                  : "up to " + o.wait_text)
+                          : std::string("until it is free"));
+        } else if (!sec && !st.held) {
+            s.note("lock '{}' is free (last token {})", s.name(), st.last_token);
+        }
+    }
+
+    // 2. Acquire, waiting via the unlock channel.
     lock_options opts;
     opts.lease = o.lease;
     if (o.wait) opts.wait = *o.wait;
+    const auto wait_start = std::chrono::steady_clock::now();
     auto [aec, g] = co_await lock.async_acquire(
         opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+    const auto waited = std::chrono::steady_clock::now() - wait_start;
     s.cancel_start.slot().clear();
     if (s.pending_signal != 0) {
         if (g) {
@@ -338,70 +579,89 @@ asio::awaitable<int> run_flow(run_state& s) {
             auto [rec] = co_await async_release_owner(s.redis, o.name, lock.owner_id(), use_nothrow);
             if (rec && rec != error::expired && rec != error::not_owner)
                 report_warning("could not confirm that the abandoned acquire left nothing behind (" +
-                               rec.message() + "); if it did, Redis frees lock '" + o.name +
+                               rec.message() + "); if it did, Redis frees lock '" + s.name() +
                                "' within " + o.lease_text);
             else if (!rec)
                 s.note("the abandoned acquire had been granted; released it");
         }
-        co_return interrupted("waiting for lock '" + o.name + "'");
+        co_return interrupted("waiting for lock '" + s.name() + "'");
     }
     if (aec == error::wait_timeout || aec == error::lock_held) {
-        if (o.wait && o.wait->count() == 0)
-            report_error("lock '" + o.name + "' is held by another owner (--no-wait)");
-        else
-            report_error("lock '" + o.name + "' not acquired within " + o.wait_text);
-        co_return exit_status::not_acquired;
+        s.note("gave up on lock '{}' after {}", s.name(), seconds_text(waited));
+        if (!o.quiet) {
+            if (o.wait && o.wait->count() == 0)
+                report_error("lock '" + s.name() + "' is held by another owner (--no-wait)");
+            else
+                report_error("lock '" + s.name() + "' not acquired within " + o.wait_text);
+        }
+        co_return o.conflict_exit_code;
     }
-    if (aec) co_return report_redis_failure(o.common, "acquire lock '" + o.name + "'", aec);
-    s.note("acquired lock '{}' (token {})", o.name, g.token());
+    if (aec)
+        co_return report_redis_failure(o.common, "acquire lock '" + s.name() + "'", aec, true);
+    s.note("acquired lock '{}' (token {}, lease {}) after waiting {}", s.name(), g.token(),
+           o.lease_text, seconds_text(waited));
 
     // 3. Start the command.
     close_own_descriptors_on_exec(*s.inherited_fds);
-    const int spawn_error = s.child.spawn(
-        o.command, {{"COROLOCK_TOKEN", std::to_string(g.token())}, {"COROLOCK_NAME", o.name}});
+    const int spawn_error = s.child.spawn(o.command, child_environment(o, g.token()), s.spawn);
     if (spawn_error != 0) {
         s.current = phase::finishing;
         co_await release(g);
         if (spawn_error == ENOENT) {
-            report_error(o.command[0] + ": command not found");
+            report_error(printable(o.command[0]) + ": command not found");
             co_return exit_status::not_found;
         }
-        report_error(o.command[0] + ": " + std::strerror(spawn_error));
+        report_error(printable(o.command[0]) + ": " + std::strerror(spawn_error));
         if (spawn_error == EACCES || spawn_error == ENOEXEC || spawn_error == EISDIR ||
             spawn_error == EPERM)
             co_return exit_status::cannot_execute;
         co_return exit_status::os_error;
     }
     s.current = phase::running;
-    s.note("started pid {}: {}", s.child.pid(), o.command[0]);
+    s.held = &g;
+    s.note("started {}: {}", s.target(), printable(o.command[0]));
 
     // 4. Wait for it; a lost lease is handled alongside.
-    asio::co_spawn(co_await asio::this_coro::executor, handle_loss(s, g), asio::detached);
+    const auto ex = co_await asio::this_coro::executor;
+    asio::co_spawn(ex, handle_loss(s, g), asio::detached);
+    if (s.log && s.log->should_log(spdlog::level::debug))
+        asio::co_spawn(ex, note_renewals(s), asio::detached);
     const int wait_status = co_await wait_for_child(s);
     s.current = phase::finishing;
+    s.held = nullptr;
     const int child_status = status_of(wait_status);
     s.note("command exited with status {}", child_status);
 
-    // 5. Release, explicitly: bounded by the command timeout.
-    const error_code rec = co_await release(g);
+    // 5. Release, explicitly: bounded by the command timeout, or by far less
+    // once the lease is lost.
     if (s.lost) {
         if (o.on_lost == on_lost_action::kill) {
-            report_error("lock '" + o.name + "' was lost while the command ran (exit " +
+            // What the command left in its group (a background job that
+            // ignored SIGTERM) must not run on without the lock either.
+            s.child.kill_leftovers();
+            const error_code rec = co_await bounded_release(g, lost_release_bound);
+            if (rec == asio::error::operation_aborted)
+                s.note("no answer to the release within {}; not waiting for it",
+                       format_duration(lost_release_bound));
+            report_error("lock '" + s.name() + "' was lost while the command ran (exit " +
                          std::to_string(exit_status::lease_lost) + ")");
             co_return exit_status::lease_lost;
         }
+        co_await bounded_release(g, lost_release_bound);
         co_return child_status;
     }
+    const error_code rec = co_await release(g);
     if (rec == error::expired || rec == error::not_owner) {
-        report_warning("the lease on lock '" + o.name + "' had ended before the command finished (" +
-                       rec.message() + "): part of its work may have run unprotected");
+        report_warning("the lease on lock '" + s.name() +
+                       "' had ended before the command finished (" + rec.message() +
+                       "): part of its work may have run unprotected");
         if (o.on_lost == on_lost_action::kill) co_return exit_status::lease_lost;
     } else if (rec) {
-        report_warning("could not confirm the release of lock '" + o.name + "' (" +
+        report_warning("could not confirm the release of lock '" + s.name() + "' (" +
                        rec.message() + "); Redis frees it within " + o.lease_text +
                        " at the latest");
     } else {
-        s.note("released lock '{}'", o.name);
+        s.note("released lock '{}'", s.name());
     }
     co_return child_status;
 }
@@ -447,7 +707,13 @@ int run_command(const run_options& o) {
     run_state s(o, *redis, forwarded, sigchld);
     s.log = cfg.logger;
     s.inherited_fds = &inherited;
-    s.child.restore_sigpipe = sigpipe_was_default;
+    s.spawn.restore_sigpipe = sigpipe_was_default;
+    s.spawn.own_process_group = o.own_process_group;
+    // In the foreground of a terminal, COMMAND's group gets the terminal
+    // (reads, Ctrl-C, Ctrl-Z reach it as they would without corolock).
+    if (o.own_process_group && ::isatty(STDIN_FILENO) == 1 &&
+        ::tcgetpgrp(STDIN_FILENO) == ::getpgrp())
+        s.spawn.terminal_fd = STDIN_FILENO;
 
     asio::co_spawn(ioc, signal_pump(s), asio::detached);
     int status = exit_status::os_error;
@@ -467,6 +733,7 @@ int run_command(const run_options& o) {
                 s.child.signal(SIGKILL);
                 int ignored = 0;
                 ::waitpid(s.child.pid(), &ignored, 0);
+                take_terminal_back(s.child.terminal_fd());
             }
         }
         forwarded.cancel();

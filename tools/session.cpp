@@ -2,15 +2,18 @@
 
 #include <corolock/client.hpp>
 #include <corolock/command.hpp>
+#include <corolock/printable.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <mutex>
 
 namespace corolock::cli {
 
@@ -21,9 +24,35 @@ constexpr duration cli_connect_timeout = std::chrono::seconds(2);
 constexpr duration cli_command_timeout = std::chrono::seconds(3);
 }  // namespace
 
+namespace {
+// Log lines carry lock names, owner ids and server text (the library's too):
+// each message is made printable before it reaches the terminal.
+class printable_sink final : public spdlog::sinks::base_sink<std::mutex> {
+public:
+    explicit printable_sink(std::shared_ptr<spdlog::sinks::sink> inner) : inner_(std::move(inner)) {}
+
+protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+        const std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
+        spdlog::details::log_msg copy = msg;
+        copy.payload = text;
+        inner_->log(copy);
+    }
+    void flush_() override { inner_->flush(); }
+    void set_pattern_(const std::string& pattern) override { inner_->set_pattern(pattern); }
+    void set_formatter_(std::unique_ptr<spdlog::formatter> f) override {
+        inner_->set_formatter(std::move(f));
+    }
+
+private:
+    std::shared_ptr<spdlog::sinks::sink> inner_;
+};
+}  // namespace
+
 std::shared_ptr<spdlog::logger> make_logger(int verbosity) {
     if (verbosity <= 0) return nullptr;
-    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+    auto sink = std::make_shared<printable_sink>(
+        std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
     auto logger = std::make_shared<spdlog::logger>("corolock", std::move(sink));
     logger->set_level(verbosity >= 2 ? spdlog::level::debug : spdlog::level::info);
     logger->set_pattern("corolock: [%H:%M:%S.%e] [%l] %v");
@@ -75,16 +104,29 @@ int exit_status_for(const error_code& ec) {
     return exit_status::remote_error;
 }
 
+// Messages name locks, owners, commands and server text: every byte that
+// could end the line or drive the terminal is escaped (printable.hpp).
 void report_error(std::string_view message) {
-    std::fprintf(stderr, "corolock: %.*s\n", static_cast<int>(message.size()), message.data());
+    const std::string text = printable(message);
+    std::fprintf(stderr, "corolock: %s\n", text.c_str());
 }
 
 void report_warning(std::string_view message) {
-    std::fprintf(stderr, "corolock: warning: %.*s\n", static_cast<int>(message.size()),
-                 message.data());
+    const std::string text = printable(message);
+    std::fprintf(stderr, "corolock: warning: %s\n", text.c_str());
 }
 
-int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec) {
+int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
+                         bool reached) {
+    if (reached && ec == error::auth_failed) {
+        // The credentials worked for the PING: this is NOPERM (an ACL that
+        // denies the script or the lock's keys), which the library reports
+        // as auth_failed.
+        report_error(std::string(doing) + ": Redis at " + describe_server(o.cfg) +
+                     " denied the command (NOPERM): the user lacks a permission corolock "
+                     "needs (EVALSHA/EVAL, SUBSCRIBE/PUBLISH, keys corolock:{NAME}*)");
+        return exit_status::remote_error;
+    }
     const int status = exit_status_for(ec);
     std::string why = ec.message();
     if (ec == error::not_connected) {

@@ -4,7 +4,8 @@
 #
 #   cli_test.sh COROLOCK_BIN [GROUP...]
 #
-# GROUPs: usage run inspect loss exclusion signals (default: all of them).
+# GROUPs: usage run inspect loss exclusion signals flock job credentials
+# escape tls acl setuid (default: all of them). tls needs openssl.
 # Needs redis-server and redis-cli (from PATH, or COROLOCK_REDIS_SERVER and
 # COROLOCK_REDIS_CLI); python3 (or COROLOCK_PYTHON) to parse --json output.
 #
@@ -16,7 +17,7 @@ set -u
 bin=${1:?usage: cli_test.sh COROLOCK_BIN [GROUP...]}
 shift
 groups=("$@")
-[ ${#groups[@]} -eq 0 ] && groups=(usage run inspect loss exclusion signals)
+[ ${#groups[@]} -eq 0 ] && groups=(usage run inspect loss exclusion signals flock job credentials escape tls acl setuid)
 
 redis_cli=${COROLOCK_REDIS_CLI:-redis-cli}
 python=${COROLOCK_PYTHON:-python3}
@@ -31,8 +32,12 @@ started_pids=()
 # The shared throwaway server helper: throwaway_redis_start/stop, stop_pid.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/throwaway_redis.sh"
 
+redis_stopped=0
+
 cleanup() {
   local pid
+  # A test that stopped the server (SIGSTOP) lets it go on before stopping it.
+  [ "$redis_stopped" = 1 ] && [ -n "$REDIS_PID" ] && kill -CONT "$REDIS_PID" 2>/dev/null
   for pid in "${started_pids[@]}"; do stop_pid "$pid"; done
   throwaway_redis_stop
   rm -rf "$tmp_dir"
@@ -165,6 +170,15 @@ group_usage() {
   expect_status "help run" 0 "$last_status"
   expect_match "help run documents --on-lost" '--on-lost ACTION' "$tmp_dir/out"
   expect_match "help run documents COROLOCK_TOKEN" 'COROLOCK_TOKEN' "$tmp_dir/out"
+  local opt
+  for opt in '-n, --no-wait' '-w, --wait SECONDS' '-E, --conflict-exit-code N' '-q, --quiet' \
+    '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD'; do
+    expect_true "help run documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
+  done
+  cl 5 --help
+  for opt in '--tls-ca FILE' '--tls-server-name NAME' '--tls-insecure' '77   corolock was installed set-user-ID'; do
+    expect_true "--help documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
+  done
   cl 5 status --help
   expect_status "status --help" 0 "$last_status"
   expect_match "status --help shows --json" '--json' "$tmp_dir/out"
@@ -205,6 +219,47 @@ group_usage() {
     expect_status "usage: $what" 64 "$last_status"
     expect_match "usage: $what: message" "^corolock: $pattern" "$tmp_dir/err"
   done
+
+  # The flock(1)-style and credential options' own usage errors.
+  local -a new_cases=(
+    "bad -w value|run: bad -w value 'soon': expected a whole number and a unit|run -w soon x -- true"
+    "-w with -n|run: --wait and --no-wait cannot be used together|run -w 1 -n x -- true"
+    "bad -E value|run: bad -E value '256': expected an exit status from 0 to 255|run -E 256 x -- true"
+    "bad --conflict-exit-code|run: bad --conflict-exit-code value 'x': expected an exit status|run --conflict-exit-code x y -- true"
+    "unreadable --password-file|status: cannot read --password-file '/nonexistent/corolock-pw'|status --password-file /nonexistent/corolock-pw x"
+    "--tls-cert without --tls-key|status: --tls-cert and --tls-key go together|status --tls-cert /dev/null x"
+    "unreadable --tls-ca|status: cannot read --tls-ca '/nonexistent/ca.crt'|status --tls-ca /nonexistent/ca.crt x"
+  )
+  for entry in "${new_cases[@]}"; do
+    IFS='|' read -r what pattern args <<<"$entry"
+    # shellcheck disable=SC2086 # the arguments are split on purpose
+    cl 5 $args
+    expect_status "usage: $what" 64 "$last_status"
+    expect_match "usage: $what: message" "^corolock: $pattern" "$tmp_dir/err"
+  done
+  : >"$tmp_dir/empty-pw"
+  cl 5 status --password-file "$tmp_dir/empty-pw" x
+  expect_status "usage: empty --password-file" 64 "$last_status"
+  expect_match "usage: empty --password-file: message" "is empty \\(the password is its first line\\)" "$tmp_dir/err"
+
+  # A user part that is probably a password is never echoed.
+  cl 5 run --url "redis://s3cretpw@127.0.0.1:1" x -- true
+  expect_status "usage: URL with a user and no password" 64 "$last_status"
+  expect_match "usage: URL with a user and no password: message" "malformed Redis URL in --url" "$tmp_dir/err"
+  expect_no_match "usage: URL with a user and no password: not echoed" 's3cretpw' "$tmp_dir/err"
+  REDIS_URL="redis://s3cretpw@127.0.0.1:1" timeout 5 "$bin" status x >"$tmp_dir/out" 2>"$tmp_dir/err"
+  expect_status "usage: REDIS_URL with a user and no password" 64 $?
+  expect_no_match "usage: REDIS_URL with a user and no password: not echoed" 's3cretpw' "$tmp_dir/err"
+
+  # Names in messages are escaped: no raw control byte reaches the terminal,
+  # and a newline cannot start a line of its own.
+  cl 5 run $'\e[2J\e[H{x}' -- true
+  expect_status "usage: a bad name holding an escape sequence" 64 "$last_status"
+  expect_no_match "usage: the escape sequence is not printed raw" $'\e' "$tmp_dir/err"
+  expect_true "usage: the escape sequence is shown escaped" grep -qF "bad lock NAME '\\x1b[2J\\x1b[H{x}'" "$tmp_dir/err"
+  cl 5 run $'{x}\ncorolock: released lock cleanly' -- true
+  expect_no_match "usage: a newline in a name forges no line" '^corolock: released lock cleanly' "$tmp_dir/err"
+  expect_true "usage: the newline is shown as \\n" grep -qF "'{x}\\ncorolock: released lock cleanly'" "$tmp_dir/err"
 
   # A malformed REDIS_URL is reported as coming from there.
   REDIS_URL="redis://host:notaport" timeout 5 "$bin" status x >"$tmp_dir/out" 2>"$tmp_dir/err"
@@ -499,13 +554,364 @@ group_signals() {
   expect_true "signals: holder released" lock_absent sig3
 }
 
+# ---- flock(1)-style options and -v ----
+
+group_flock() {
+  spawn 60 "$bin" run --url "$url" fl -- sh -c "$(long_child 30)"
+  local holder=$last_pid
+  expect_true "flock: holder acquired" wait_until 10 lock_exists fl
+
+  cl 20 run --url "$url" -n fl -- touch "$tmp_dir/fl-ran"
+  expect_status "flock: -n on a held lock" 75 "$last_status"
+  expect_match "flock: -n: message" "lock 'fl' is held by another owner \(--no-wait\)" "$tmp_dir/err"
+  cl 20 run --url "$url" -n -q fl -- touch "$tmp_dir/fl-ran"
+  expect_status "flock: -n -q on a held lock" 75 "$last_status"
+  expect_true "flock: -q: nothing on stderr" [ ! -s "$tmp_dir/err" ]
+  cl 20 run --url "$url" -nq -E 3 fl -- touch "$tmp_dir/fl-ran"
+  expect_status "flock: -nq -E 3: the conflict exit code" 3 "$last_status"
+  expect_true "flock: -nq -E 3: silent" [ ! -s "$tmp_dir/err" ]
+  cl 20 run --url "$url" --no-wait --conflict-exit-code=0 --quiet fl -- touch "$tmp_dir/fl-ran"
+  expect_status "flock: --conflict-exit-code=0" 0 "$last_status"
+
+  local start elapsed
+  start=$(now_ms)
+  cl 20 run --url "$url" -w 0.3 fl -- touch "$tmp_dir/fl-ran"
+  elapsed=$(($(now_ms) - start))
+  expect_status "flock: -w 0.3 on a held lock" 75 "$last_status"
+  expect_match "flock: -w 0.3: message" "lock 'fl' not acquired within 300ms" "$tmp_dir/err"
+  expect_cond "flock: -w 0.3 waited about 300 ms (${elapsed} ms)" '[ "$elapsed" -ge 250 ] && [ "$elapsed" -lt 5000 ]'
+  start=$(now_ms)
+  cl 20 run --url "$url" -w1 fl -- touch "$tmp_dir/fl-ran"
+  elapsed=$(($(now_ms) - start))
+  expect_status "flock: -w1 on a held lock" 75 "$last_status"
+  expect_cond "flock: -w1 waited about 1 s (${elapsed} ms)" '[ "$elapsed" -ge 950 ] && [ "$elapsed" -lt 6000 ]'
+  cl 20 run --url "$url" --wait 0.2 fl -- touch "$tmp_dir/fl-ran"
+  expect_status "flock: --wait takes seconds too" 75 "$last_status"
+  expect_match "flock: --wait 0.2: message" "not acquired within 200ms" "$tmp_dir/err"
+  cl 20 run --url "$url" -w 500ms fl -- touch "$tmp_dir/fl-ran"
+  expect_status "flock: -w takes a duration too" 75 "$last_status"
+
+  # -v: whom it waits for, and how long it waited.
+  cl 20 run --url "$url" -v -w 0.3 fl -- touch "$tmp_dir/fl-ran"
+  expect_match "flock: -v names the holder's owner id" "lock 'fl' is held by owner [0-9a-f]{32} \(lease ends in [0-9]+ ms" "$tmp_dir/err"
+  expect_match "flock: -v says how long it waits" "waiting up to 300ms" "$tmp_dir/err"
+  expect_match "flock: -v says how long it waited" "gave up on lock 'fl' after [0-9]+\.[0-9]{3} s" "$tmp_dir/err"
+  expect_true "flock: COMMAND never ran on a conflict" [ ! -e "$tmp_dir/fl-ran" ]
+
+  signal_corolock TERM "$holder"
+  reap "$holder"
+  # A holder for about a second, and a -v waiter that gets the lock after it.
+  spawn 60 "$bin" run --url "$url" fl2 -- sleep 1
+  holder=$last_pid
+  expect_true "flock: short holder acquired" wait_until 10 lock_exists fl2
+  cl 20 run --url "$url" -v fl2 -- true
+  expect_status "flock: -v waiter ran" 0 "$last_status"
+  expect_match "flock: -v: waiting until free" "lock 'fl2' is held by owner [0-9a-f]{32} .*waiting until it is free" "$tmp_dir/err"
+  expect_match "flock: -v: acquired after waiting" "acquired lock 'fl2' \(token [0-9]+, lease 30s\) after waiting [0-9]+\.[0-9]{3} s" "$tmp_dir/err"
+  reap "$holder"
+
+  # -vv: each renewal (lease 300ms: one every 100 ms).
+  cl 20 run --url "$url" -vv --lease 300ms fl3 -- sleep 0.6
+  expect_status "flock: -vv run" 0 "$last_status"
+  expect_match "flock: -vv notes renewals" "renewed the lease on lock 'fl3'; valid for [0-9]+ ms from now" "$tmp_dir/err"
+}
+
+# ---- the whole job: process group, terminal signals, corolock's death ----
+
+proc_gone() {  # PID: no such process, or only a zombie left
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null | tr -d ' ')
+  [ -z "$st" ] || [ "${st#Z}" != "$st" ]
+}
+
+file_size() { stat -c %s "$1" 2>/dev/null || echo 0; }
+
+# The file stops growing: same size now and after 600 ms.
+stopped_growing() {
+  local before
+  before=$(file_size "$1")
+  sleep 0.6
+  [ "$(file_size "$1")" = "$before" ]
+}
+
+group_job() {
+  # A background grandchild that ignores SIGTERM: lease loss must stop it
+  # too (SIGTERM to the group; SIGKILL to what is left once the command has
+  # exited), or it keeps writing without the lock.
+  local writer="trap '' TERM; for i in \$(seq 400); do echo x >>'$tmp_dir/job1-writes'; sleep 0.05; done"
+  spawn 60 "$bin" run --url "$url" --lease 1s job1 -- sh -c "( $writer ) & wait"
+  local runner=$last_pid
+  expect_true "job: holder acquired" wait_until 10 lock_exists job1
+  expect_true "job: the grandchild writes" wait_until 5 test -s "$tmp_dir/job1-writes"
+  rcli DEL "corolock:{job1}" >/dev/null
+  reap "$runner"
+  expect_status "job: lease lost: exit 70" 70 "$last_status"
+  expect_true "job: the grandchild stopped writing after the loss" stopped_growing "$tmp_dir/job1-writes"
+
+  # The same with a command that ignores SIGTERM too: SIGKILL after --grace
+  # reaches the whole group.
+  spawn 60 "$bin" run --url "$url" --lease 1s --grace 500ms job2 -- sh -c "trap '' TERM; ( ${writer//job1/job2} ) & wait"
+  runner=$last_pid
+  expect_true "job: second holder acquired" wait_until 10 lock_exists job2
+  expect_true "job: the second grandchild writes" wait_until 5 test -s "$tmp_dir/job2-writes"
+  rcli DEL "corolock:{job2}" >/dev/null
+  reap "$runner"
+  expect_status "job: lease lost, SIGTERM ignored: exit 70" 70 "$last_status"
+  expect_true "job: the second grandchild stopped writing" stopped_growing "$tmp_dir/job2-writes"
+
+  # Forwarded signals reach the whole group: the grandchild's trap runs.
+  spawn 60 "$bin" run --url "$url" job3 -- \
+    sh -c "( trap 'echo term >\"$tmp_dir/job3-gc\"; exit 0' TERM; $(long_child 30) ) & wait"
+  runner=$last_pid
+  expect_true "job: third holder acquired" wait_until 10 lock_exists job3
+  sleep 0.3
+  signal_corolock TERM "$runner"
+  reap "$runner"
+  expect_true "job: SIGTERM to corolock reached the grandchild" wait_until 5 test -s "$tmp_dir/job3-gc"
+
+  # COMMAND leads its own process group; --no-process-group keeps it in ours.
+  cl 20 run --url "$url" job4 -- sh -c 'echo "pid=$$ pgid=$(ps -o pgid= -p $$ | tr -d " ")"'
+  expect_match "job: COMMAND leads its own process group" '^pid=([0-9]+) pgid=\1$' "$tmp_dir/out"
+  cl 20 run --url "$url" --no-process-group job4 -- sh -c 'echo "pid=$$ pgid=$(ps -o pgid= -p $$ | tr -d " ")"'
+  expect_status "job: --no-process-group" 0 "$last_status"
+  expect_no_match "job: --no-process-group: not a group of its own" '^pid=([0-9]+) pgid=\1$' "$tmp_dir/out"
+
+  # SIGKILL of corolock: the command dies with it (PR_SET_PDEATHSIG).
+  spawn 60 "$bin" run --url "$url" --lease 2s job5 -- sh -c "echo \$\$ >'$tmp_dir/job5-pid'; $(long_child 30)"
+  runner=$last_pid
+  expect_true "job: fifth holder started its command" wait_until 10 test -s "$tmp_dir/job5-pid"
+  local child
+  child=$(cat "$tmp_dir/job5-pid")
+  signal_corolock KILL "$runner"
+  reap "$runner"
+  expect_status "job: corolock killed" 137 "$last_status"
+  expect_true "job: the command died with corolock (pid $child)" wait_until 5 proc_gone "$child"
+
+  # After a lost lease in a partition (Redis stopped), run exits as soon as
+  # the command has stopped: the release that cannot happen gets 200 ms.
+  spawn 60 "$bin" run --url "$url" --lease 1s job6 -- \
+    sh -c "trap 'date +%s%N >\"$tmp_dir/job6-term\"; exit 0' TERM; $(long_child 30)"
+  runner=$last_pid
+  expect_true "job: sixth holder acquired" wait_until 10 lock_exists job6
+  kill -STOP "$REDIS_PID"
+  redis_stopped=1
+  reap "$runner"
+  local exited
+  exited=$(now_ms)
+  kill -CONT "$REDIS_PID"
+  redis_stopped=0
+  expect_status "job: partition: exit 70" 70 "$last_status"
+  local termed
+  termed=$(($(cat "$tmp_dir/job6-term" 2>/dev/null || echo 0) / 1000000))
+  local linger=$((exited - termed))
+  expect_cond "job: partition: exits within 1 s of the command's SIGTERM (${linger} ms)" '[ "$termed" -gt 0 ] && [ "$linger" -lt 1000 ]'
+  expect_true "job: Redis answers again" wait_until 5 sh -c "[ \"\$($redis_cli -h 127.0.0.1 -p $port PING)\" = PONG ]"
+}
+
+# ---- credentials ----
+
+group_credentials() {
+  rcli ACL SETUSER alice on '>s3cret-pw' '~*' '&*' '+@all' >/dev/null
+  printf 's3cret-pw\n' >"$tmp_dir/pw"
+  cl 20 run --url "redis://alice@127.0.0.1:$port" --password-file "$tmp_dir/pw" cred1 -- true
+  expect_status "credentials: --password-file with a user in the URL" 0 "$last_status"
+  cl 20 status --url "redis://alice@127.0.0.1:$port" --password-file "$tmp_dir/pw" cred1
+  expect_status "credentials: status with --password-file" 0 "$last_status"
+  COROLOCK_PASSWORD=s3cret-pw timeout 20 "$bin" run --url "redis://alice:wrong@127.0.0.1:$port" cred1 -- true \
+    >"$tmp_dir/out" 2>"$tmp_dir/err"
+  expect_status "credentials: COROLOCK_PASSWORD overrides the URL's password" 0 $?
+  printf 'wrong\n' >"$tmp_dir/bad-pw"
+  cl 20 run --url "redis://alice@127.0.0.1:$port" --password-file "$tmp_dir/bad-pw" cred1 -- true
+  expect_status "credentials: a wrong password in the file" 69 "$last_status"
+  expect_match "credentials: wrong password: message" "rejected the credentials" "$tmp_dir/err"
+  expect_no_match "credentials: wrong password: not echoed" 'wrong' "$tmp_dir/err"
+
+  # COMMAND never gets the password: COROLOCK_PASSWORD removed, REDIS_URL
+  # without user and password.
+  REDIS_URL="redis://alice:s3cret-pw@127.0.0.1:$port/0" COROLOCK_PASSWORD=s3cret-pw timeout 20 "$bin" run cred2 -- \
+    sh -c 'echo "url=$REDIS_URL pw=${COROLOCK_PASSWORD-unset}"' >"$tmp_dir/out" 2>"$tmp_dir/err"
+  expect_status "credentials: run with REDIS_URL and COROLOCK_PASSWORD" 0 $?
+  expect_true "credentials: COMMAND sees REDIS_URL without credentials" grep -qx "url=redis://127.0.0.1:$port/0 pw=unset" "$tmp_dir/out"
+  expect_no_match "credentials: no password in COMMAND's environment" 's3cret' "$tmp_dir/out"
+  REDIS_URL="redis://alice:s3cret-pw@127.0.0.1:$port" timeout 20 "$bin" run --pass-credentials cred2 -- \
+    sh -c 'echo "url=$REDIS_URL"' >"$tmp_dir/out" 2>"$tmp_dir/err"
+  expect_true "credentials: --pass-credentials keeps them" grep -qx "url=redis://alice:s3cret-pw@127.0.0.1:$port" "$tmp_dir/out"
+  rcli ACL DELUSER alice >/dev/null
+}
+
+# ---- output that cannot be forged ----
+
+group_escape() {
+  # A name with a newline cannot forge a line of status or break output.
+  local forged=$'x\ncorolock: released lock cleanly'
+  cl 20 status --url "$url" "$forged"
+  expect_status "escape: status of a name with a newline" 0 "$last_status"
+  expect_true "escape: status prints six lines" [ "$(wc -l <"$tmp_dir/out")" -eq 6 ]
+  expect_true "escape: the newline is shown as \\n" grep -qxF 'lock:       x\ncorolock: released lock cleanly' "$tmp_dir/out"
+  cl 20 break --url "$url" "$forged"
+  expect_true "escape: break prints one line" [ "$(wc -l <"$tmp_dir/out")" -eq 1 ]
+  expect_no_match "escape: break forges no line" '^corolock: released' "$tmp_dir/out"
+
+  # An owner id holding terminal escapes (written behind corolock's back).
+  rcli HSET "corolock:{esc}" owner $'\e[2J\e[Hevil' fence 7 l:1 7 >/dev/null
+  rcli PEXPIRE "corolock:{esc}" 60000 >/dev/null
+  cl 20 status --url "$url" esc
+  expect_status "escape: status of a lock with a hostile owner" 0 "$last_status"
+  expect_no_match "escape: status prints no raw escape" $'\e' "$tmp_dir/out"
+  expect_true "escape: status shows the owner escaped" grep -qxF 'owner:      \x1b[2J\x1b[Hevil' "$tmp_dir/out"
+  cl 20 run --url "$url" -v -n esc -- true
+  expect_status "escape: run -n against the hostile owner" 75 "$last_status"
+  expect_no_match "escape: run -v prints no raw escape" $'\e' "$tmp_dir/err"
+  cl 20 break --url "$url" esc
+  expect_status "escape: break of the hostile owner's lock" 0 "$last_status"
+  expect_true "escape: break shows the owner escaped" grep -qxF 'removed lock esc held by \x1b[2J\x1b[Hevil (1 level)' "$tmp_dir/out"
+  # JSON output was already escaped; it stays so.
+  cl 20 status --url "$url" --json "$forged"
+  expect_true "escape: --json is one line" [ "$(wc -l <"$tmp_dir/out")" -eq 1 ]
+}
+
+# ---- TLS ----
+
+tls_pid=""
+tls_port=""
+
+make_tls_files() {  # DIR
+  local d=$1
+  cat >"$d/openssl.cnf" <<'CNF'
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = corolock-test
+[v3_ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign
+subjectKeyIdentifier = hash
+[v3_server]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1,DNS:localhost
+[v3_client]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature
+extendedKeyUsage = clientAuth
+CNF
+  local key=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes)
+  export OPENSSL_CONF="$d/openssl.cnf"
+  openssl req -x509 -config "$d/openssl.cnf" -extensions v3_ca "${key[@]}" -keyout "$d/ca.key" \
+    -out "$d/ca.crt" -days 2 -subj "/CN=corolock cli test CA" 2>/dev/null || return 1
+  local who
+  for who in server client; do
+    openssl req -new -config "$d/openssl.cnf" "${key[@]}" -keyout "$d/$who.key" -out "$d/$who.csr" \
+      -subj "/CN=$who" 2>/dev/null || return 1
+    openssl x509 -req -in "$d/$who.csr" -CA "$d/ca.crt" -CAkey "$d/ca.key" -set_serial "$RANDOM" \
+      -extfile "$d/openssl.cnf" -extensions "v3_$who" -days 2 -out "$d/$who.crt" 2>/dev/null || return 1
+  done
+  unset OPENSSL_CONF
+}
+
+# A second throwaway server, TLS only, that asks for client certificates.
+start_tls_server() {
+  local d=$tmp_dir/tls candidate
+  mkdir -p "$d" && make_tls_files "$d" || return 1
+  for _ in $(seq 20); do
+    candidate=$((20000 + RANDOM % 12000))
+    port_is_free "$candidate" || continue
+    : >"$d/redis.log"
+    "${COROLOCK_REDIS_SERVER:-redis-server}" --port 0 --tls-port "$candidate" --bind 127.0.0.1 \
+      --tls-cert-file "$d/server.crt" --tls-key-file "$d/server.key" --tls-ca-cert-file "$d/ca.crt" \
+      --tls-auth-clients yes --save '' --appendonly no --dir "$d" --logfile "$d/redis.log" \
+      --daemonize no &
+    tls_pid=$!
+    started_pids+=("$tls_pid")
+    for _ in $(seq 100); do
+      grep -q 'Ready to accept connections' "$d/redis.log" && break
+      kill -0 "$tls_pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    if kill -0 "$tls_pid" 2>/dev/null && grep -q 'Ready to accept connections' "$d/redis.log"; then
+      tls_port=$candidate
+      return 0
+    fi
+    stop_pid "$tls_pid"
+  done
+  return 1
+}
+
+group_tls() {
+  if ! start_tls_server; then
+    fail "tls: could not start a TLS redis-server" "$(tail -5 "$tmp_dir/tls/redis.log" 2>/dev/null)"
+    return
+  fi
+  local d=$tmp_dir/tls turl="rediss://127.0.0.1:$tls_port"
+  local -a client=(--tls-cert "$d/client.crt" --tls-key "$d/client.key")
+  cl 20 status --url "$turl" --tls-ca "$d/ca.crt" "${client[@]}" tls1
+  expect_status "tls: status with --tls-ca, --tls-cert, --tls-key" 0 "$last_status"
+  cl 20 run --url "$turl" --tls-ca "$d/ca.crt" "${client[@]}" tls1 -- sh -c 'echo "token=$COROLOCK_TOKEN"'
+  expect_status "tls: run" 0 "$last_status"
+  expect_match "tls: run: COMMAND ran with a token" '^token=[0-9]+$' "$tmp_dir/out"
+  cl 20 status --url "redis://127.0.0.1:$tls_port" --tls-ca "$d/ca.crt" "${client[@]}" tls1
+  expect_status "tls: a --tls-* option turns TLS on for redis://" 0 "$last_status"
+  cl 20 status --url "$turl" --tls-ca "$d/ca.crt" --tls-server-name localhost "${client[@]}" tls1
+  expect_status "tls: --tls-server-name matching the certificate" 0 "$last_status"
+  cl 20 status --url "$turl" --tls-ca "$d/ca.crt" --tls-server-name wrong.invalid "${client[@]}" tls1
+  expect_status "tls: --tls-server-name not in the certificate" 69 "$last_status"
+  cl 20 status --url "$turl" "${client[@]}" tls1
+  expect_status "tls: the system's CAs do not trust the test CA" 69 "$last_status"
+  cl 20 status --url "$turl" --tls-insecure "${client[@]}" tls1
+  expect_status "tls: --tls-insecure skips verification" 0 "$last_status"
+  cl 20 status --url "$turl" --tls-ca "$d/ca.crt" tls1
+  expect_status "tls: no client certificate where the server asks for one" 69 "$last_status"
+  stop_pid "$tls_pid"
+}
+
+# ---- ACL: NOPERM ----
+
+group_acl() {
+  rcli ACL SETUSER limited on '>pw' '~other:*' '&*' '+@all' >/dev/null
+  local lurl="redis://limited:pw@127.0.0.1:$port"
+  cl 20 run --url "$lurl" acl1 -- touch "$tmp_dir/acl-ran"
+  expect_status "acl: run denied by NOPERM" 76 "$last_status"
+  expect_match "acl: run: message" 'denied the command \(NOPERM\)' "$tmp_dir/err"
+  expect_true "acl: COMMAND did not run" [ ! -e "$tmp_dir/acl-ran" ]
+  cl 20 status --url "$lurl" acl1
+  expect_status "acl: status denied by NOPERM" 76 "$last_status"
+  cl 20 break --url "$lurl" acl1
+  expect_status "acl: break denied by NOPERM" 76 "$last_status"
+  cl 20 status --url "redis://limited:wrong@127.0.0.1:$port" acl1
+  expect_status "acl: a wrong password is still 69" 69 "$last_status"
+  rcli ACL DELUSER limited >/dev/null
+}
+
+# ---- set-user-ID ----
+
+group_setuid() {
+  if [ "$(id -u)" != 0 ] || ! id nobody >/dev/null 2>&1; then
+    pass "setuid: skipped (needs root and a 'nobody' user to make a set-user-ID copy)"
+    return
+  fi
+  local copy=$tmp_dir/setuid/corolock
+  mkdir -p "$tmp_dir/setuid" && chmod 755 "$tmp_dir/setuid"
+  cp "$bin" "$copy" && chown nobody "$copy" && chmod 4755 "$copy"
+  if findmnt -no OPTIONS --target "$tmp_dir" 2>/dev/null | grep -qw nosuid; then
+    pass "setuid: skipped ($tmp_dir is mounted nosuid)"
+    return
+  fi
+  timeout 5 "$copy" --version >"$tmp_dir/out" 2>"$tmp_dir/err"
+  expect_status "setuid: a set-user-ID corolock refuses to run" 77 $?
+  expect_match "setuid: message" '^corolock: refusing to run set-user-ID or set-group-ID' "$tmp_dir/err"
+  expect_true "setuid: printed nothing else" [ ! -s "$tmp_dir/out" ]
+}
+
 # ---- main ----
 
 need_server=0
 for g in "${groups[@]}"; do
   case $g in
     usage) ;;
-    run | inspect | loss | exclusion | signals) need_server=1 ;;
+    setuid) ;;
+    run | inspect | loss | exclusion | signals | flock | job | credentials | escape | tls | acl) need_server=1 ;;
     *) echo "unknown group '$g'" >&2; exit 2 ;;
   esac
 done

@@ -1,0 +1,72 @@
+// printable(): bytes made safe for a terminal line.
+#include <corolock/printable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+using corolock::printable;
+using namespace std::string_literals;
+
+TEST_CASE("printable: plain text and UTF-8 pass through", "[unit][printable]") {
+    CHECK(printable("") == "");
+    CHECK(printable("deploy-42 job.nightly") == "deploy-42 job.nightly");
+    CHECK(printable("d\xc3\xa9ploiement \xe2\x9c\x93") == "d\xc3\xa9ploiement \xe2\x9c\x93");
+    CHECK(printable("\xf0\x9f\x94\x92") == "\xf0\x9f\x94\x92");
+}
+
+TEST_CASE("printable: line breaks, tabs and backslashes are escaped", "[unit][printable]") {
+    CHECK(printable("a\nb") == "a\\nb");
+    CHECK(printable("a\rb") == "a\\rb");
+    CHECK(printable("a\tb") == "a\\tb");
+    CHECK(printable("a\\b") == "a\\\\b");
+    // A name that would forge a second output line stays on one line.
+    const std::string forged = printable("x\ncorolock: released lock cleanly");
+    CHECK(forged.find('\n') == std::string::npos);
+    CHECK(forged == "x\\ncorolock: released lock cleanly");
+}
+
+TEST_CASE("printable: control bytes, DEL and terminal escapes become \\xNN", "[unit][printable]") {
+    CHECK(printable("\x1b[2J\x1b[H") == "\\x1b[2J\\x1b[H");
+    CHECK(printable("\x07\x08\x7f") == "\\x07\\x08\\x7f");
+    CHECK(printable("a\0b"s) == "a\\x00b");
+    CHECK(printable("\x01\x1f") == "\\x01\\x1f");
+}
+
+TEST_CASE("printable: malformed UTF-8 bytes become \\xNN", "[unit][printable]") {
+    CHECK(printable("\xff") == "\\xff");
+    CHECK(printable("\xc3") == "\\xc3");                  // truncated sequence
+    CHECK(printable("\xc3(") == "\\xc3(");                // bad continuation
+    CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");         // overlong '/'
+    CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80"); // a surrogate
+    CHECK(printable("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80"); // past U+10FFFF
+}
+
+TEST_CASE("printable: C1 controls and bidirectional overrides are made visible",
+          "[unit][printable]") {
+    CHECK(printable("\xc2\x9b" "2J") == "\\u{009b}2J");  // CSI
+    CHECK(printable("\xc2\x85") == "\\u{0085}");         // NEL
+    CHECK(printable("a\xe2\x80\xae" "b") == "a\\u{202e}b"); // RIGHT-TO-LEFT OVERRIDE
+    CHECK(printable("\xe2\x81\xa6") == "\\u{2066}");     // LEFT-TO-RIGHT ISOLATE
+    CHECK(printable("\xc2\xa0") == "\xc2\xa0");          // NBSP is ordinary text
+}
+
+TEST_CASE("printable: the output is printable and distinct inputs stay distinct",
+          "[unit][printable]") {
+    std::set<std::string> outputs;
+    for (int c = 0; c < 256; ++c) {
+        const std::string in(1, static_cast<char>(c));
+        const std::string out = printable(in);
+        INFO(c);
+        for (char o : out) {
+            const auto u = static_cast<unsigned char>(o);
+            CHECK(u >= 0x20);
+            CHECK(u != 0x7f);
+        }
+        outputs.insert(out);
+    }
+    CHECK(outputs.size() == 256);
+    // The escape text itself cannot be confused with an escaped byte.
+    CHECK(printable("\\x1b") != printable("\x1b"));
+}
