@@ -137,11 +137,13 @@ void report_error(std::string_view message);
 void report_warning(std::string_view message);
 
 // Explains a failure to reach or use Redis and returns the exit status.
+// `cause`: the client's last_error().message (what the last connection
+// attempt or the server said), shown in place of the code's generic text.
 // `reached`: a PING on this connection was answered before, so the
-// credentials are good and an auth_failed (the library's mapping of NOPERM)
-// means the user lacks a permission: exit 76, not 69.
+// credentials are good and an auth_failed means the user lacks a
+// permission: exit 76, not 69 (no_permission is 76 in any case).
 int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
-                         bool reached = false);
+                         std::string_view cause, bool reached = false);
 
 // REDIS_URL's value for COMMAND's environment: the user name and password
 // removed. Empty when the URL cannot be cleaned with certainty (then the

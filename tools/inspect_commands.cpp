@@ -126,10 +126,12 @@ int status_command(const status_options& o) {
         // A PING first: it tells "cannot reach or log in" from "logged in
         // but not allowed" (NOPERM, which the library reports as auth_failed).
         if (const error_code reach = co_await check_reachable(c); reach)
-            co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", reach);
+            co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", reach,
+                                         c.last_error().message);
         auto [ec, st] = co_await async_lock_status(c, o.name, use_nothrow);
         if (ec)
-            co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec, true);
+            co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec,
+                                         c.last_error().message, true);
         if (o.json) {
             std::string line = "{\"name\":" + json_string(o.name) +
                                ",\"held\":" + (st.held ? "true" : "false") +
@@ -159,11 +161,13 @@ int status_command(const status_options& o) {
 int break_command(const break_options& o) {
     return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await check_reachable(c); reach)
-            co_return report_redis_failure(o.common, "break lock '" + o.name + "'", reach);
+            co_return report_redis_failure(o.common, "break lock '" + o.name + "'", reach,
+                                         c.last_error().message);
         auto [ec, removed] = co_await async_break_lock(c, o.name, use_nothrow);
         if (ec) {
             const int status =
-                report_redis_failure(o.common, "break lock '" + o.name + "'", ec, true);
+                report_redis_failure(o.common, "break lock '" + o.name + "'", ec,
+                                     c.last_error().message, true);
             if (ec == error::connection_lost || ec == error::timeout)
                 report_error("the break may or may not have happened; check with "
                              "'corolock status'");

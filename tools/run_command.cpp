@@ -537,7 +537,7 @@ asio::awaitable<int> run_flow(run_state& s) {
     const error_code reach = co_await check_reachable(s.redis, s.cancel_start.slot());
     s.cancel_start.slot().clear();
     if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
-    if (reach) co_return report_redis_failure(o.common, "run", reach);
+    if (reach) co_return report_redis_failure(o.common, "run", reach, s.redis.last_error().message);
 
     // -v: who holds the lock, if anyone, before waiting for it. The holder's
     // host and pid are not stored with the lock; its owner id and remaining
@@ -597,7 +597,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         co_return o.conflict_exit_code;
     }
     if (aec)
-        co_return report_redis_failure(o.common, "acquire lock '" + s.name() + "'", aec, true);
+        co_return report_redis_failure(o.common, "acquire lock '" + s.name() + "'", aec,
+                                       s.redis.last_error().message, true);
     s.note("acquired lock '{}' (token {}, lease {}) after waiting {}", s.name(), g.token(),
            o.lease_text, seconds_text(waited));
 

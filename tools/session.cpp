@@ -93,10 +93,12 @@ int exit_status_for(const error_code& ec) {
     if (!ec) return exit_status::ok;
     if (ec == error::wait_timeout || ec == error::lock_held) return exit_status::not_acquired;
     if (ec == error::invalid_argument || ec == error::invalid_url) return exit_status::usage;
+    if (ec == error::no_permission) return exit_status::remote_error;
     if (ec == error::timeout || ec == error::not_connected || ec == error::connection_lost ||
         ec == error::connect_timeout || ec == error::resolve_failed ||
         ec == error::tls_handshake_failed || ec == error::auth_failed ||
-        ec == error::handshake_failed)
+        ec == error::handshake_failed || ec == error::never_connected ||
+        ec == error::server_too_old)
         return exit_status::unavailable;
     if (ec.category() != error_category()) return exit_status::unavailable;  // socket errors
     if (ec == error::client_stopped) return exit_status::os_error;
@@ -117,7 +119,7 @@ void report_warning(std::string_view message) {
 }
 
 int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
-                         bool reached) {
+                         std::string_view cause, bool reached) {
     if (reached && ec == error::auth_failed) {
         // The credentials worked for the PING: this is NOPERM (an ACL that
         // denies the script or the lock's keys), which the library reports
@@ -128,8 +130,17 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
         return exit_status::remote_error;
     }
     const int status = exit_status_for(ec);
-    std::string why = ec.message();
-    if (ec == error::not_connected) {
+    // The cause names what the last attempt or the server said; it is used
+    // where it explains this failure (no connection, no permission), never
+    // for an unrelated code, where it could be stale.
+    const bool explained = status == exit_status::unavailable || ec == error::no_permission;
+    std::string why = cause.empty() || !explained ? ec.message() : std::string(cause);
+    if (ec == error::no_permission) {
+        report_error(std::string(doing) + ": Redis at " + describe_server(o.cfg) +
+                     " denied the command (NOPERM): " + why);
+        return status;
+    }
+    if (ec == error::not_connected && (cause.empty() || !explained)) {
         why = "no connection within " + format_duration(cli_command_timeout) +
               " (is Redis running there? -v shows each attempt)";
     }
