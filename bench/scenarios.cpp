@@ -470,14 +470,16 @@ asio::awaitable<void> scenario_s3(const options& o, metrics& m) {
               [](const s3_event& a, const s3_event& b) { return a.token < b.token; });
 
     // Handoff: from one holder's release call to the next holder's acquire
-    // return, pairing consecutive tokens (the fence counter mints one token
-    // per acquisition, so consecutive tokens are consecutive holders).
+    // return, pairing neighbours in token order (tokens rise strictly with
+    // each acquisition, following the server's clock rather than by one, so
+    // the next larger token is the next holder). A pair whose acquisitions
+    // are not in token order would be a broken token: counted as a gap.
     std::vector<double> handoff_us, cross_us, same_us;
     std::uint64_t gaps = 0, overlaps = 0;
     for (std::size_t i = 1; i < events.size(); ++i) {
         const auto& prev = events[i - 1];
         const auto& next = events[i];
-        if (next.token != prev.token + 1) {
+        if (next.acquired_ns < prev.acquired_ns) {
             ++gaps;
             continue;
         }

@@ -441,10 +441,12 @@ int orchestrator::summarize(const stock_store::totals& t, double elapsed_s) {
     int spanning_pause = 0;
     for (const auto& [token, rel] : h_.rel_ns) {
         if (token == h_.victim_token) continue;
-        auto next = h_.acq_ns.find(token + 1);
+        // The next holder has the next larger token (tokens rise strictly
+        // but not by one: they follow the server's clock).
+        auto next = h_.acq_ns.upper_bound(token);
         if (next == h_.acq_ns.end()) continue;
         const bool to_frozen = resume_ns_ != 0 && rel < resume_ns_ &&
-                               workers_[static_cast<std::size_t>(h_.acq_worker[token + 1])].victim;
+                               workers_[static_cast<std::size_t>(h_.acq_worker[next->first])].victim;
         if (to_frozen) {
             ++spanning_pause;
             continue;
