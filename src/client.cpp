@@ -44,6 +44,11 @@ error_code classify_server_error(std::string_view message) noexcept {
     if (starts("WRONGTYPE")) return error::wrong_type;
     if (starts("NOSCRIPT")) return error::no_script;
     if (starts("NOPERM")) return error::no_permission;
+    // An ACL denial inside a script comes back as ERR (Redis 7.0: "ERR The
+    // user executing the script can't run this command or subcommand ...").
+    if (message.find("user executing the script can't run") != std::string_view::npos ||
+        message.find("NOPERM") != std::string_view::npos)
+        return error::no_permission;
     if (starts("WRONGPASS") || starts("NOAUTH")) return error::auth_failed;
     if (message.find("invalid password") != std::string_view::npos ||
         message.find("invalid username-password") != std::string_view::npos)

@@ -25,6 +25,10 @@ TEST_CASE("connect cause: socket and resolver failures in plain words", "[unit][
 TEST_CASE("connect cause: server error replies map to their codes", "[unit][client]") {
     CHECK(classify_server_error("NOPERM this user has no permissions to run the 'set' command") ==
           error::no_permission);
+    // An ACL denial inside a script (Redis 7.0's wording).
+    CHECK(classify_server_error("ERR The user executing the script can't run this command or "
+                                "subcommand script: 1732fe, on @user_script:1.") ==
+          error::no_permission);
     CHECK(classify_server_error("WRONGPASS invalid username-password pair") == error::auth_failed);
     CHECK(classify_server_error("NOAUTH Authentication required.") == error::auth_failed);
     CHECK(classify_server_error("WRONGTYPE Operation against a key") == error::wrong_type);
