@@ -9,4 +9,5 @@
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
 #include <corolock/mutex.hpp>
+#include <corolock/printable.hpp>
 #include <corolock/reply.hpp>
