@@ -163,10 +163,17 @@ TEST_CASE("network: a holder partitioned from redis is told it lost the lock bef
     CHECK(next->acquire_ok >= held->window_end);
     CHECK(next->acquire_ok < heal_at);
 
-    // After the heal: the connection that lost bytes was reset, and the
-    // client answered within its backoff cap plus a round trip.
+    // After the heal: the connection that lost bytes was reset (by the proxy
+    // at the heal, or by the client itself during the partition, once a
+    // written command timed out), and the client answered within its
+    // backoff cap plus a round trip.
     const auto st = proxy.stats();
-    CHECK(st.resets >= 1);
+    const bool closed_in_partition =
+        std::any_of(st.connections.begin(), st.connections.end(), [&](const auto& c) {
+            return c.closed_at && !c.reset && ns_of(*c.closed_at) > cut_at &&
+                   ns_of(*c.closed_at) < heal_at;
+        });
+    CHECK((st.resets >= 1 || closed_in_partition));
     std::optional<long long> reconnected;
     for (const auto& c : st.connections) {
         if (c.first_reply_at && ns_of(*c.first_reply_at) >= heal_at) {

@@ -328,7 +328,7 @@ TEST_CASE("lock: re-entry on one handle counts levels and mints tokens", "[lock]
     c.stop();
 }
 
-TEST_CASE("lock: the watchdog keeps a short lease alive; without it the lease expires",
+TEST_CASE("lock: the watchdog keeps a short lease alive, without it the lease expires",
           "[lock][integration]") {
     redis_server server;
     asio::io_context ioc;

@@ -142,7 +142,7 @@ TEST_CASE("command: parsing the serialized bytes gives the arguments back", "[un
     CHECK(got[2].elements.at(0).str == "EXEC");
 }
 
-TEST_CASE("command: integers are written in decimal; chars and bools are refused",
+TEST_CASE("command: integers are written in decimal, chars and bools are refused",
           "[unit][command]") {
     const std::uint64_t token = 42;
     CHECK(command("SET", "fence", token).payload() ==

@@ -158,7 +158,7 @@ TEST_CASE("lease_terms: a re-entry joins the longest lease, the shortest interva
     CHECK(off.renew_every == 150ms);
 }
 
-TEST_CASE("watchdog_schedule: one home for the terms; deadlines follow what was sent",
+TEST_CASE("watchdog_schedule: one home for the terms, deadlines follow what was sent",
           "[watchdog]") {
     // The entry reads the tenure's terms, so a re-entry that joins a shorter
     // interval or turns the watchdog on is honoured at once; the deadline
