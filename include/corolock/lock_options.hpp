@@ -22,7 +22,14 @@ struct lock_options {
     bool watchdog = true;
 
     // How often the watchdog renews. Zero (the default) means lease / 3.
-    // Otherwise it must be positive and below the lease.
+    // Otherwise it must be positive, and with the watchdog on it must leave a
+    // quarter of the lease for the renewal's round trip before the deadline:
+    // at most lease * 3/4 - (lease / 100 + 2 ms); 990 ms of 1 s is invalid.
+    //
+    // A re-entry (an acquire through a handle that holds the lock) joins its
+    // options to the hold's: the hold keeps the longest lease and the
+    // shortest interval any of its levels asked for, and the watchdog runs if
+    // any level asked for it (docs/safety.md, "Tenures").
     duration renew_interval{};
 };
 
