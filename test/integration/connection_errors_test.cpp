@@ -334,8 +334,13 @@ TEST_CASE("connection errors: TLS failures name their cause, and disabled verifi
                 // A known gap, noted for the connection work.
                 WARN("the certificate-required alert was overtaken by a reset: " << r.str);
             } else {
+                // Failing fast shows in the code: tls_handshake_failed at
+                // once, not never_connected after connect_timeout (no timed
+                // assertion: under ASan on a loaded machine the handshake
+                // alone took 1.6 s).
+                INFO("answered after " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              clock_type::now() - start).count() << " ms");
                 CHECK(ec == error::tls_handshake_failed);
-                CHECK(clock_type::now() - start < 1s);
                 CHECK_THAT(r.str, Catch::StartsWith("TLS handshake: ") &&
                                       Catch::Contains("certificate required"));
             }
