@@ -75,9 +75,11 @@ acquire_fsm::action acquire_fsm::on_wait(const facts& f) {
     if (state_ == state::yielding) return after_yield(f);
     if (state_ != state::waiting) return finish(misuse());
     if (abandoned_) return finish({});
-    action a;
-    a.rearm = queued_;
-    return attempt(a);
+    // A woken waiter stays marked woken while it tries: should it leave
+    // without the lock (cancelled, failed), the service passes the wake-up
+    // on; a second unlock meanwhile wakes the next waiter instead. It is
+    // re-armed only when it goes back to waiting.
+    return attempt({});
 }
 
 acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result& r) {
@@ -116,6 +118,7 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
             // wait: try again, with a fresh level (the old one is being
             // released), once the client has had time to reconnect.
             a.fresh_level = true;
+            a.rearm = queued_;
             const auto until = std::min(f.now + retry_delay_, wait_deadline_);
             retry_delay_ = std::min(retry_delay_ * 2, retry_max_);
             return wait(state::waiting, until, a);
@@ -148,6 +151,7 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
                          : lease_;
     a.note_expiry = true;
     a.expiry = f.now + ttl;
+    a.rearm = true;  // woken but not the winner: wait again, same place
     return wait(state::waiting, std::min(a.expiry, wait_deadline_), a);
 }
 

@@ -4,6 +4,7 @@
 // Each case is one that let another owner in while a guard still believed
 // itself valid, or one found by planting a bug that no test caught.
 #include <corolock/corolock.hpp>
+#include <corolock/detail/lock_service.hpp>
 
 #include "support/async_test.hpp"
 #include "support/fault_proxy.hpp"
@@ -12,6 +13,7 @@
 #include "support/redis_server.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -463,6 +465,68 @@ TEST_CASE("tenure: an unlock published while a waiter's connection is down still
             INFO("acquired " << took.count() << " ms after the connection came back");
             CHECK(took < 2000ms);
         }
+    }, 30s);
+    holder_client.stop();
+    waiter_client.stop();
+}
+
+TEST_CASE("tenure: a woken waiter that is cancelled passes its wake-up on",
+          "[tenure][integration]") {
+    // The wake-up must reach the next waiter even when the woken one leaves
+    // without using it. The one message here is a bare PUBLISH: the key
+    // stays held, so nothing later (a release, a give-back) sends another.
+    // The lease is then cut to 1.5 s without a message, so only a waiter
+    // that tried again after the wake-up learns that its wait can end then;
+    // one that was never told keeps its first timer (its 20 s wait, inside
+    // the holder's 30 s) and only tries again when that ends.
+    redis_server server;
+    fault_proxy proxy(server.port());
+    asio::io_context ioc;
+    auto wcfg = config_for(server);
+    wcfg.port = proxy.port();
+    corolock::client holder_client(ioc.get_executor(), config_for(server));
+    corolock::client waiter_client(ioc.get_executor(), wcfg);
+    const std::string channel = "corolock:{pass-on}:unlock";
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex holder(holder_client, "pass-on");
+        corolock::mutex first(waiter_client, "pass-on"), second(waiter_client, "pass-on");
+        auto g = co_await holder.acquire({.lease = 30s, .watchdog = false});
+        asio::cancellation_signal cancel_first;
+        std::optional<error_code> first_result, second_result;
+        first.async_acquire({.lease = 5s, .wait = 10s},
+                            asio::bind_cancellation_slot(cancel_first.slot(),
+                                                         [&](error_code ec, guard) { first_result = ec; }));
+        // The first waiter is registered before the second: it is the one woken.
+        auto waiters = [&] {
+            return corolock::detail::lock_service::of(*waiter_client.impl())->waiters().total_waiters();
+        };
+        CHECK(co_await eventually([&] { return waiters() == 1; }, 5000ms));
+        second.async_acquire({.lease = 5s, .wait = 20s}, [&](error_code ec, guard sg) {
+            second_result = ec;
+            if (!ec) asio::co_spawn(ioc, [sg = std::move(sg)]() mutable -> asio::awaitable<void> {
+                co_await sg.release();
+            }, asio::detached);
+        });
+        CHECK(co_await eventually([&] { return waiters() == 2; }, 5000ms));
+        CHECK(co_await eventually(
+            [&] { return server.cmd({"PUBSUB", "NUMSUB", channel}).at(1) == "1"; }, 5000ms));
+        co_await sleep_for(100ms);  // both have had their first answer and wait
+
+        // The woken waiter's retry is held in the proxy while it is cancelled.
+        proxy.pause(fault_proxy::direction::to_server);
+        server.cmd({"PUBLISH", channel, "unlocked"});
+        co_await sleep_for(200ms);
+        cancel_first.emit(asio::cancellation_type::terminal);
+        server.cmd({"PEXPIRE", lock_key("pass-on"), "1500"});
+        co_await sleep_for(100ms);
+        proxy.resume(fault_proxy::direction::to_server);
+
+        CHECK(co_await eventually([&] { return first_result.has_value(); }, 5000ms));
+        if (first_result) CHECK(*first_result == asio::error::operation_aborted);
+        // Acquired at the key's expiry (about 1.5 s), not at its wait's end (20 s).
+        CHECK(co_await eventually([&] { return second_result.has_value(); }, 6000ms));
+        INFO("second waiter: " << (second_result ? second_result->message() : "no answer"));
+        CHECK(second_result == error_code{});
     }, 30s);
     holder_client.stop();
     waiter_client.stop();

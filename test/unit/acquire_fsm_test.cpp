@@ -110,10 +110,12 @@ TEST_CASE("acquire_fsm: contended, it subscribes, retries at once, then waits at
     CHECK(a.note_expiry);
     CHECK(a.expiry == t0 + 2ms + 701ms);
     CHECK_FALSE(a.join_queue);
-    // Woken (or the TTL passed): back in the queue at the same place, retry.
+    CHECK(a.rearm);  // not the winner: waits again, at the same place
+    // Woken (or the TTL passed): retry, still marked woken, so that leaving
+    // without the lock passes the wake-up on.
     a = m.on_wait(at(t0 + 100ms));
     REQUIRE(a.what == step::attempt);
-    CHECK(a.rearm);
+    CHECK_FALSE(a.rearm);
     a = m.on_attempt(at(t0 + 101ms), granted());
     CHECK(a.what == step::done);
     CHECK(a.granted);
@@ -167,7 +169,7 @@ TEST_CASE("acquire_fsm: no barging past this process's queue", "[acquire_fsm]") 
     CHECK(a.until == t0 + 400ms);
     a = m.on_wait(at(t0 + 50ms));
     REQUIRE(a.what == step::attempt);
-    CHECK(a.rearm);
+    CHECK_FALSE(a.rearm);
     CHECK_FALSE(a.join_queue);  // already queued: no second SUBSCRIBE
     // Refused: it waits, it does not subscribe again.
     a = m.on_attempt(at(t0 + 51ms), refused(300));
@@ -446,9 +448,10 @@ TEST_CASE("acquire_fsm: a transient failure while queued keeps the place in the 
     REQUIRE(a.what == step::wait);
     CHECK_FALSE(a.join_queue);
     CHECK(a.fresh_level);
+    CHECK(a.rearm);
     a = m.on_wait(at(t0 + 21ms));
     REQUIRE(a.what == step::attempt);
-    CHECK(a.rearm);
+    CHECK_FALSE(a.rearm);
     CHECK_FALSE(a.join_queue);
 
     SECTION("cancelled during the retry wait: it leaves without re-arming") {
@@ -558,4 +561,21 @@ TEST_CASE("acquire_fsm: a grant that crossed a lost tenure is given back and tri
         CHECK(a.give_back);
         CHECK_FALSE(a.granted);
     }
+}
+
+TEST_CASE("acquire_fsm: a woken waiter cancelled during its retry leaves without re-arming",
+          "[acquire_fsm]") {
+    // Still marked woken when it leaves: the service passes the wake-up on.
+    acquire_fsm m(waiting_for(5s));
+    start_queued(m);
+    REQUIRE(m.on_attempt(at(t0 + 1ms), refused(5000)).what == step::wait);
+    auto a = m.on_wait(at(t0 + 10ms));  // woken
+    REQUIRE(a.what == step::attempt);
+    CHECK_FALSE(a.rearm);
+    m.cancel();
+    a = m.on_attempt(at(t0 + 11ms), refused(4000));
+    CHECK(a.what == step::done);
+    CHECK(a.leave_queue);
+    CHECK_FALSE(a.rearm);
+    CHECK_FALSE(a.granted);
 }
