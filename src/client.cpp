@@ -30,6 +30,7 @@
 #include <cassert>
 #include <exception>
 #include <mutex>
+#include <tuple>
 
 namespace corolock {
 namespace detail {
@@ -938,8 +939,13 @@ client_impl::awaitable<error_code> client_impl::reader() {
         const auto conn = conn_;
         if (!conn) co_return error::connection_lost;
         const auto buffer = asio::buffer(buf);
-        auto [ec, n] = conn->tls ? co_await conn->tls->async_read_some(buffer, use_nothrow)
-                                 : co_await conn->socket.async_read_some(buffer, use_nothrow);
+        // Two plain statements: g++ 12 miscompiles co_await inside ?:.
+        error_code ec;
+        std::size_t n = 0;
+        if (conn->tls)
+            std::tie(ec, n) = co_await conn->tls->async_read_some(buffer, use_nothrow);
+        else
+            std::tie(ec, n) = co_await conn->socket.async_read_some(buffer, use_nothrow);
         if (ec) co_return ec;
         last_read_ = clock::now();
         error_code pec;
