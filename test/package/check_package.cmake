@@ -80,7 +80,8 @@ set(ENV{PKG_CONFIG_PATH} "${pc_dir}")
 run(${PKG_CONFIG} --cflags --libs corolock)
 string(STRIP "${last_output}" flags)
 separate_arguments(flags UNIX_COMMAND "${flags}")
-run(c++ -std=c++20 ${SOURCE_DIR}/test/package/consumer/main.cpp ${flags}
+# No -std here either: the pkg-config flags must carry C++20.
+run(c++ ${SOURCE_DIR}/test/package/consumer/main.cpp ${flags}
     -Wl,-rpath,${prefix}/lib -o ${WORK_DIR}/consumer_pc)
 run(${WORK_DIR}/consumer_pc)
 message(STATUS "pkg-config consumer: ${last_output}")
