@@ -172,7 +172,8 @@ group_usage() {
   expect_match "help run documents COROLOCK_TOKEN" 'COROLOCK_TOKEN' "$tmp_dir/out"
   local opt
   for opt in '-n, --no-wait' '-w, --wait SECONDS' '-E, --conflict-exit-code N' '-q, --quiet' \
-    '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD'; do
+    '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD' \
+    '--metrics-file FILE'; do
     expect_true "help run documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
   done
   cl 5 --help
