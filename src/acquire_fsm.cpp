@@ -49,7 +49,10 @@ acquire_fsm::action acquire_fsm::start(const facts& f) {
     // Local waiters need no such wait: their wake-up itself is held back.
     if (!try_once_ && !f.holds_lock) {
         const auto until = std::min(f.yield_until, wait_deadline_);
-        if (until > f.now) return wait(state::yielding, until, {});
+        if (until > f.now) {
+            contended_ = true;
+            return wait(state::yielding, until, {});
+        }
     }
     return after_yield(f);
 }
@@ -64,6 +67,7 @@ acquire_fsm::action acquire_fsm::after_yield(const facts& f) {
     if (!try_once_ && !f.holds_lock && !abandoned_ && f.expiry_hint > f.now &&
         f.local_waiters > 0) {
         queued_ = true;
+        contended_ = true;
         action a;
         a.join_queue = true;
         return wait(state::waiting, std::min(f.expiry_hint, wait_deadline_), a);
@@ -126,6 +130,8 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
         a.ec = r.ec;
         return finish(a);
     }
+    // Refused: another owner holds the lock.
+    contended_ = true;
     if (abandoned_) return finish(a);
     if (try_once_) {
         a.ec = error::lock_held;

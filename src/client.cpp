@@ -609,9 +609,12 @@ client_impl::awaitable<void> client_impl::run() {
                               "not authenticated, and anyone on the path can impersonate it",
                               cfg_.host, cfg_.port);
             connected_.store(true, std::memory_order_release);
-            stats_.connects.fetch_add(1, std::memory_order_relaxed);
+            const bool again = stats_.connects.fetch_add(1, std::memory_order_relaxed) > 0;
             logger_->info("connected to {}:{}", cfg_.host, cfg_.port);
             for_each_listener([](connection_listener& l) { l.on_connected(); });
+            if (again)
+                notify(event_observer(), *logger_, "on_reconnected",
+                       [](observer& o) { o.on_reconnected(); });
 
             // Commands queued while disconnected go out now.
             can_write_ = true;

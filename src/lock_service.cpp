@@ -88,6 +88,12 @@ std::int64_t as_int(const reply& r) {
     if (r.type == resp3_type::integer) return r.integer;
     return 0;
 }
+
+void note_renewal_failed(client_impl& c, const lock_state& st, error_code ec) {
+    c.metrics().add(c.metrics().renewals_failed);
+    notify(c.event_observer(), c.log(), "on_renewal_failed",
+           [&](observer& o) { o.on_renewal_failed(st.name, ec); });
+}
 }  // namespace
 
 lock_state::lock_state(std::shared_ptr<client_impl> c, std::string lock_name, std::string owner_id)
@@ -290,9 +296,10 @@ class lock_service::release_call final : public script_call {
 public:
     release_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
                  std::uint64_t level, std::shared_ptr<const tenure> t, clock::time_point sent,
-                 bool tracked, release_handler handler, bool direct)
+                 bool tracked, release_handler handler, bool direct, bool granted)
         : svc_(std::move(svc)), st_(std::move(st)), tenure_(std::move(t)), level_(level),
-          sent_(sent), tracked_(tracked), direct_(direct), handler_(std::move(handler)) {}
+          sent_(sent), tracked_(tracked), direct_(direct), granted_(granted),
+          handler_(std::move(handler)) {}
 
     void arguments(script_args& out) const override {
         out.key(st_->keys.lock());
@@ -329,6 +336,12 @@ public:
             // owner now (a later tenure's key) is not this level, and the
             // work done under it was not protected. Never report success.
             if (!ec && tenure_ && tenure_->lost()) ec = error::lock_lost;
+            if (ec && granted_ && ec == condition::lease_gone) {
+                auto& c = *st_->client;
+                c.metrics().add(c.metrics().releases_found_gone);
+                notify(c.event_observer(), c.log(), "on_release_found_gone",
+                       [&](observer& o) { o.on_release_found_gone(st_->name, ec); });
+            }
         }
         st_->client->log().debug("release {} level {}: {}", st_->name, level_,
                                  ec ? ec.message() : "ok");
@@ -343,6 +356,7 @@ private:
     clock::time_point sent_;
     bool tracked_;
     bool direct_;
+    bool granted_;
     release_handler handler_;
 };
 
@@ -376,6 +390,7 @@ public:
             // tick and this reply were ready together), and the key may have
             // expired on the server meanwhile. A renewal only counts if it is
             // confirmed before the deadline.
+            note_renewal_failed(s->impl_, *st_, error::lock_lost);
             s->lose_tenure(st_, "the lease deadline passed before the renewal was confirmed");
         } else if (!ec && r.type == resp3_type::integer &&
                    r.integer == static_cast<int>(renew_status::renewed)) {
@@ -384,12 +399,15 @@ public:
             s->schedule_.on_renewed(watch_id_, sent_, lease_);
             t->publish_deadline(s->schedule_.deadline(watch_id_));
         } else if (!ec && r.type == resp3_type::integer) {
+            note_renewal_failed(s->impl_, *st_,
+                                r.integer == 0 ? error_code(error::expired) : error::not_owner);
             s->lose_tenure(st_, r.integer == 0 ? "the lock expired on the server"
                                                : "another owner holds the lock");
         } else {
             s->impl_.log().warn("renewal of {} failed: {}", st_->name,
                                 ec ? ec.message() : to_string(r));
             s->schedule_.on_renew_failed(watch_id_, clock::now());
+            note_renewal_failed(s->impl_, *st_, ec ? ec : error_code(error::unexpected_reply));
         }
         // Only this entry changed: O(1), not a rescan per reply (10,000 held
         // locks would cost 10^8 steps a period).
@@ -458,7 +476,7 @@ void lock_service::unwatch(std::uint64_t watch_id) noexcept {
 
 void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
                                  std::shared_ptr<const tenure> t, release_handler handler,
-                                 bool direct) {
+                                 bool direct, bool granted) {
     if (auto it = std::find(st->levels.begin(), st->levels.end(), level); it != st->levels.end()) {
         st->levels.erase(it);
         st->held.store(st->levels.size(), std::memory_order_release);
@@ -480,17 +498,17 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
     if (tracked) ++handoff_for(st->keys.channel()).releases_in_flight;
     run_script(release_script(),
                std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
-                                              tracked, std::move(handler), direct),
+                                              tracked, std::move(handler), direct, granted),
                /*idempotent=*/true);
 }
 
 void lock_service::release_in_background(const std::shared_ptr<lock_state>& st,
-                                         std::uint64_t level) {
+                                         std::uint64_t level, bool give_back) {
     note_background_release(+1);
     release_level(
         st, level, nullptr,
         [self = shared_from_this()](error_code) { self->note_background_release(-1); },
-        /*direct=*/true);
+        /*direct=*/true, !give_back);
 }
 
 // ---- waiters ----
@@ -714,6 +732,7 @@ void lock_service::send_renewal(const std::shared_ptr<lock_state>& st, bool prio
     run_script(renew_script(),
                std::make_shared<renew_call>(weak_from_this(), st, st->watch_id, clock::now()),
                /*idempotent=*/true, priority);
+    impl_.metrics().add(impl_.metrics().renewals_sent);
 }
 
 void lock_service::check_eviction_policy() {
@@ -833,6 +852,7 @@ void lock_service::lose_tenure(const std::shared_ptr<lock_state>& st, const char
     auto* t = st->live();
     if (!t) return;
     impl_.log().warn("lock {} lost: {}", st->name, why);
+    impl_.metrics().add(impl_.metrics().leases_lost);
     t->mark_lost(clock::now());
     st->lost_epoch = t->epoch;
     st->levels.clear();
@@ -840,6 +860,8 @@ void lock_service::lose_tenure(const std::shared_ptr<lock_state>& st, const char
     schedule_.remove(st->watch_id);
     unwatch(st->watch_id);
     st->signal_lost();
+    notify(impl_.event_observer(), impl_.log(), "on_lost",
+           [&](observer& o) { o.on_lost(st->name, why); });
     // If the lease was only presumed lost (renewals unconfirmed), the key may
     // still be ours: remove it, owner-checked, so it cannot outlive us. It is
     // queued now, so it reaches the server before any later re-acquire; it

@@ -72,6 +72,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     std::uint64_t level = 0;
     std::uint64_t token = 0;
     clock::time_point sent{};
+    clock::time_point started{};   // the first step, for the wait-time metric
+    clock::time_point woken_at{};  // the last wake-up, for the handoff metric ({}: none)
     // What the current attempt asked the server for: the lease (a re-entry
     // asks for at least its tenure's), and the tenure it re-entered (0: none).
     clock::duration granted{};
@@ -124,7 +126,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 svc->unregister_stop_hook(*this);
                 // An attempt may have been granted: give it back (owner- and
                 // level-checked, so harmless if it was not).
-                if (!handed_over && level != 0) svc->release_in_background(st, level);
+                if (!handed_over && level != 0)
+                    svc->release_in_background(st, level, /*give_back=*/true);
             }
         } catch (...) {
         }
@@ -142,6 +145,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         waiter.context = this;
         svc->register_stop_hook(*this);
         auto f = observe();
+        started = f.now;
         if (!machine.try_once() && !f.holds_lock) f.yield_until = svc->yield_until(st->keys.channel());
         perform(machine.start(f));
     }
@@ -176,7 +180,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     void on_attempt_reply(error_code ec, const detail::acquire_reply& r) {
         token = r.token;
         const bool crossed = !ec && r.acquired && crossed_loss(r);
-        const auto a = machine.on_attempt(observe(), {ec, r.acquired, r.pttl, crossed});
+        const auto f = observe();
+        const auto a = machine.on_attempt(f, {ec, r.acquired, r.pttl, crossed});
+        if (a.granted) note_grant(f.now);
         if (crossed)
             st->client->log().info(
                 "acquire {}: the grant crossed a lost tenure or came after its deadline; giving "
@@ -189,6 +195,21 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         else if (ec && a.what == fsm::step::done)
             st->client->log().debug("acquire {} failed: {}", st->name, ec.message());
         perform(a);
+    }
+
+    // Metrics and the observer hear of a grant before its caller resumes.
+    // A handoff is a grant whose attempt was sent after a wake-up.
+    void note_grant(clock::time_point now) {
+        auto& c = *st->client;
+        auto& m = c.metrics();
+        const auto waited = now - started;
+        m.add(m.acquisitions);
+        m.wait.record(waited);
+        if (machine.contended()) m.add(m.contended_acquisitions);
+        if (woken_at != clock::time_point{} && woken_at <= sent) m.handoff.record(now - woken_at);
+        detail::notify(c.event_observer(), c.log(), "on_acquired", [&](observer& o) {
+            o.on_acquired(st->name, waited, machine.contended());
+        });
     }
 
     // A grant that cannot start or continue a tenure safely. Either the
@@ -223,7 +244,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     // The side effects in the order the machine lists them, then the step.
     void perform(const fsm::action& a) {
-        if (a.give_back) svc->release_in_background(st, level);
+        if (a.give_back) svc->release_in_background(st, level, /*give_back=*/true);
         if (a.fresh_level) level = st->next_level++;
         if (a.join_queue) svc->add_waiter(waiter, st->keys.channel());
         if (a.rearm) svc->rearm_waiter(waiter);
@@ -253,6 +274,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // An unlock message woke this waiter (`context` is the operation).
     static void on_wake(void* context) noexcept {
         auto* op = static_cast<acquire_op*>(context);
+        op->woken_at = clock::now();
         if (!op->waiting) {
             op->wake_pending = true;
             return;
@@ -282,6 +304,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The service's timer: the wait's time came (it is out of the list).
     void wait_over() override {
         waiting = false;
+        woken_at = {};  // ended by its time: the next attempt is no handoff
         step([&] { resume_soon(); });
     }
 

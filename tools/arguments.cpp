@@ -410,6 +410,14 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
             o.pass_credentials = true;
             return r.no_value();
         }
+        if (opt.name == "--metrics-file") {
+            std::string_view v;
+            if (auto e2 = r.value(v); e2) return e2;
+            o.metrics_file = std::string(v);
+            if (auto why = check_metrics_file(o.metrics_file))
+                return r.error("bad --metrics-file " + quoted(v) + ": " + *why);
+            return std::nullopt;
+        }
         if (opt.name == "-E" || opt.name == "--conflict-exit-code") {
             std::string_view v;
             if (auto e2 = r.value(v); e2) return e2;

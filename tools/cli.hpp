@@ -5,6 +5,7 @@
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
 //   run_command.cpp corolock run
 //   inspect_commands.cpp  corolock status / corolock break
+//   metrics_file.cpp      run --metrics-file
 //   main.cpp        dispatch
 #pragma once
 
@@ -21,7 +22,10 @@
 #include <string_view>
 #include <vector>
 
-namespace corolock { class client; }
+namespace corolock {
+class client;
+struct metrics_snapshot;
+}
 namespace spdlog { class logger; }
 
 namespace corolock::cli {
@@ -75,6 +79,7 @@ struct run_options {
     duration grace = std::chrono::seconds(5);
     bool own_process_group = true; // --no-process-group turns it off
     bool pass_credentials = false; // --pass-credentials: REDIS_URL/COROLOCK_PASSWORD kept for COMMAND
+    std::string metrics_file;      // --metrics-file: empty for none
     std::vector<std::string> command;
 };
 
@@ -152,6 +157,19 @@ std::string url_without_credentials(std::string_view url);
 
 // JSON string literal for arbitrary bytes (inspect_commands.cpp).
 std::string json_string(std::string_view bytes);
+
+// ---- metrics_file.cpp ----
+
+// Why `path` cannot be a --metrics-file (its directory is not writable);
+// empty when it can.
+std::optional<std::string> check_metrics_file(const std::string& path);
+// The run's metrics in the Prometheus text format, labelled with the lock,
+// plus the run's exit status and end time.
+std::string run_metrics_text(const std::string& lock, const metrics_snapshot& m, int exit_status);
+// Writes a temporary file beside `path`, fsyncs it and renames it over
+// `path`, so a reader sees the old file or the new one, never a part. Returns
+// why it failed (nothing is left behind then).
+std::optional<std::string> write_file_atomically(const std::string& path, std::string_view data);
 
 // ---- the commands ----
 int run_command(const run_options& o);

@@ -115,6 +115,11 @@ Options:
   --pass-credentials  Pass REDIS_URL (password included) and
                       COROLOCK_PASSWORD on to COMMAND; by default COMMAND
                       gets neither password.
+  --metrics-file FILE At the end, write the run's metrics (acquire wait,
+                      renewals, lost leases, exit status...) to FILE in the
+                      Prometheus text format, atomically, for node_exporter's
+                      textfile collector; also when the lock is busy or
+                      COMMAND fails.
   --url URL, --password-file FILE, --tls-*  As for every command.
   -v, --verbose       Who holds the lock and how long the wait took, lock and
                       connection events, on stderr (-vv: also each renewal).

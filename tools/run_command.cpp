@@ -30,6 +30,7 @@
 #include <corolock/admin.hpp>
 #include <corolock/client.hpp>
 #include <corolock/guard.hpp>
+#include <corolock/metrics.hpp>
 #include <corolock/mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
@@ -667,9 +668,8 @@ asio::awaitable<int> run_flow(run_state& s) {
     co_return child_status;
 }
 
-}  // namespace
-
-int run_command(const run_options& o) {
+// The run itself; `m` gets the client's metrics at its end.
+int run_measured(const run_options& o, metrics_snapshot& m) {
     // Taken before anything of ours is open: these are passed on to COMMAND.
     const auto inherited = open_descriptors();
 
@@ -744,6 +744,21 @@ int run_command(const run_options& o) {
         ioc.stop();
     });
     ioc.run();
+    m = redis->metrics();
+    return status;
+}
+
+}  // namespace
+
+int run_command(const run_options& o) {
+    metrics_snapshot m;
+    const int status = run_measured(o, m);
+    if (!o.metrics_file.empty()) {
+        // Written whatever the outcome (a conflict, a failure), and never
+        // changing the exit status: a cron job's metrics are secondary.
+        if (auto why = write_file_atomically(o.metrics_file, run_metrics_text(o.name, m, status)))
+            report_warning("could not write --metrics-file '" + o.metrics_file + "': " + *why);
+    }
     return status;
 }
 

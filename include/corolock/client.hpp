@@ -13,6 +13,7 @@
 #include <corolock/config.hpp>
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
+#include <corolock/metrics.hpp>
 #include <corolock/reply.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -120,6 +121,9 @@ public:
 
     bool is_connected() const noexcept;
     client_stats stats() const;
+    // The lock layer's metrics (see metrics.hpp). Any thread, any time;
+    // relaxed reads, no lock.
+    metrics_snapshot metrics() const noexcept;
 
     // The most recent failure: a failed connection attempt (with its cause),
     // a server error reply (with the command's name and the server's text),

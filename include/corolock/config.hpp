@@ -14,6 +14,8 @@ namespace spdlog { class logger; }
 
 namespace corolock {
 
+class observer;
+
 struct tls_config {
     bool enabled = false;          // rediss:// sets this
     bool verify_peer = true;       // verification is on unless turned off explicitly
@@ -59,6 +61,10 @@ struct config {
     // Logger for connection events. Null means corolock's own quiet logger
     // (level off unless COROLOCK_LOG_LEVEL names one).
     std::shared_ptr<spdlog::logger> logger;
+
+    // Told about the client's lock events as they happen (see metrics.hpp).
+    // Null: none, and the events cost one branch each.
+    std::shared_ptr<corolock::observer> observer;
 
     // Parses redis://[user[:password]@]host[:port][/db] and rediss://...
     // Percent-escapes in user and password are decoded; an IPv6 host goes in

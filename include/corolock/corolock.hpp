@@ -8,6 +8,7 @@
 #include <corolock/error.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
+#include <corolock/metrics.hpp>
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
 #include <corolock/reply.hpp>

@@ -5,7 +5,7 @@
 #   cli_test.sh COROLOCK_BIN [GROUP...]
 #
 # GROUPs: usage run inspect loss exclusion signals flock job credentials
-# escape tls acl setuid (default: all of them). tls needs openssl.
+# escape tls acl setuid metrics (default: all of them). tls needs openssl.
 # Needs redis-server and redis-cli (from PATH, or COROLOCK_REDIS_SERVER and
 # COROLOCK_REDIS_CLI); python3 (or COROLOCK_PYTHON) to parse --json output.
 #
@@ -17,7 +17,7 @@ set -u
 bin=${1:?usage: cli_test.sh COROLOCK_BIN [GROUP...]}
 shift
 groups=("$@")
-[ ${#groups[@]} -eq 0 ] && groups=(usage run inspect loss exclusion signals flock job credentials escape tls acl setuid)
+[ ${#groups[@]} -eq 0 ] && groups=(usage run inspect loss exclusion signals flock job credentials escape tls acl setuid metrics)
 
 redis_cli=${COROLOCK_REDIS_CLI:-redis-cli}
 python=${COROLOCK_PYTHON:-python3}
@@ -172,7 +172,8 @@ group_usage() {
   expect_match "help run documents COROLOCK_TOKEN" 'COROLOCK_TOKEN' "$tmp_dir/out"
   local opt
   for opt in '-n, --no-wait' '-w, --wait SECONDS' '-E, --conflict-exit-code N' '-q, --quiet' \
-    '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD'; do
+    '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD' \
+    '--metrics-file FILE'; do
     expect_true "help run documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
   done
   cl 5 --help
@@ -910,6 +911,111 @@ group_setuid() {
   expect_true "setuid: printed nothing else" [ ! -s "$tmp_dir/out" ]
 }
 
+# ---- run --metrics-file: a Prometheus textfile, written atomically ----
+
+# Checks FILE against the text exposition format: HELP/TYPE before each
+# family's samples, every sample `name{labels} value`, histogram buckets
+# cumulative with +Inf equal to _count. Prints what is wrong.
+prom_well_formed() {  # FILE
+  "$python" - "$1" <<'PY'
+import re, sys
+sample = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})? (\S+)$')
+label = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+types, buckets, counts, bad = {}, {}, {}, []
+text = open(sys.argv[1], encoding='utf-8').read()
+if not text.endswith('\n'):
+    bad.append('no final newline')
+for line in text.splitlines():
+    if line.startswith('# HELP ') or line.startswith('# TYPE '):
+        parts = line.split(' ', 3)
+        if len(parts) < 4:
+            bad.append('short comment: ' + line)
+        elif parts[1] == 'TYPE':
+            types[parts[2]] = parts[3]
+        continue
+    m = sample.match(line)
+    if not m:
+        bad.append('not a sample: ' + line)
+        continue
+    name, labels, value = m.group(1), dict(label.findall(m.group(3) or '')), m.group(4)
+    float(value)
+    family = re.sub(r'_(bucket|sum|count)$', '', name) if re.sub(r'_(bucket|sum|count)$', '', name) in types else name
+    if family not in types:
+        bad.append('no TYPE before ' + name)
+    if name.endswith('_bucket'):
+        buckets.setdefault(family, []).append((labels.get('le'), float(value)))
+    elif name.endswith('_count') and types.get(family) == 'histogram':
+        counts[family] = float(value)
+for family, bs in buckets.items():
+    values = [v for _, v in bs]
+    if values != sorted(values):
+        bad.append(family + ': buckets not cumulative')
+    if bs[-1][0] != '+Inf' or bs[-1][1] != counts.get(family):
+        bad.append(family + ': +Inf bucket is not _count')
+if bad:
+    print('\n'.join(bad))
+sys.exit(1 if bad else 0)
+PY
+}
+
+# FILE has exactly this sample line.
+prom_has() {  # FILE LINE
+  grep -qxF -- "$2" "$1"
+}
+
+group_metrics() {
+  local dir=$tmp_dir/textfiles
+  mkdir -p "$dir"
+  local file=$dir/job.prom
+  local old_umask
+  old_umask=$(umask)
+  umask 022
+  cl 20 run --url "$url" --metrics-file "$file" mt -- true
+  umask "$old_umask"
+  expect_status "metrics: a run with --metrics-file" 0 "$last_status"
+  expect_true "metrics: the file exists" [ -s "$file" ]
+  expect_true "metrics: well-formed" prom_well_formed "$file"
+  expect_true "metrics: one acquisition" prom_has "$file" 'corolock_acquisitions_total{lock="mt"} 1'
+  expect_true "metrics: its wait observed once" prom_has "$file" 'corolock_acquire_wait_seconds_count{lock="mt"} 1'
+  expect_true "metrics: exit status 0" prom_has "$file" 'corolock_run_exit_status{lock="mt"} 0'
+  expect_match "metrics: an end time" '^corolock_run_end_time_seconds\{lock="mt"\} [0-9]{10}$' "$file"
+  expect_true "metrics: no temporary file left" [ "$(ls -A "$dir")" = "job.prom" ]
+  expect_true "metrics: readable by the collector's user (mode 644 under umask 022)" \
+    [ "$(stat -c %a "$file")" = "644" ]
+
+  # A failing COMMAND: the file is replaced, with its status.
+  cl 20 run --url "$url" --metrics-file "$file" mt -- sh -c 'exit 3'
+  expect_status "metrics: a failing COMMAND" 3 "$last_status"
+  expect_true "metrics: written for a failing COMMAND" prom_has "$file" 'corolock_run_exit_status{lock="mt"} 3'
+  expect_true "metrics: well-formed after a failure" prom_well_formed "$file"
+
+  # A conflict: nothing acquired, the conflict's status recorded.
+  spawn 60 "$bin" run --url "$url" mt2 -- sh -c "$(long_child 30)"
+  local holder=$last_pid
+  expect_true "metrics: holder acquired" wait_until 10 lock_exists mt2
+  cl 20 run --url "$url" -nq -E 9 --metrics-file "$file" mt2 -- true
+  expect_status "metrics: a conflict" 9 "$last_status"
+  expect_true "metrics: written on a conflict" prom_has "$file" 'corolock_run_exit_status{lock="mt2"} 9'
+  expect_true "metrics: no acquisition on a conflict" prom_has "$file" 'corolock_acquisitions_total{lock="mt2"} 0'
+  expect_true "metrics: well-formed after a conflict" prom_well_formed "$file"
+  signal_corolock TERM "$holder"
+  reap "$holder"
+
+  # Redis unreachable: still written.
+  local closed
+  closed=$(free_port)
+  cl 20 run --url "redis://127.0.0.1:$closed" --metrics-file "$file" mt -- true
+  expect_status "metrics: Redis unreachable" 69 "$last_status"
+  expect_true "metrics: written when Redis is unreachable" prom_has "$file" 'corolock_run_exit_status{lock="mt"} 69'
+  expect_true "metrics: no temporary file left after failures" [ "$(ls -A "$dir")" = "job.prom" ]
+
+  # A directory that cannot be written: a usage error, before anything runs.
+  cl 20 run --url "$url" --metrics-file "$tmp_dir/no-such-dir/x.prom" mt -- touch "$tmp_dir/mt-ran"
+  expect_status "metrics: an unwritable --metrics-file" 64 "$last_status"
+  expect_match "metrics: says why" "run: bad --metrics-file '.*/no-such-dir/x.prom': cannot write to its directory" "$tmp_dir/err"
+  expect_true "metrics: COMMAND did not run" [ ! -e "$tmp_dir/mt-ran" ]
+}
+
 # ---- main ----
 
 need_server=0
@@ -917,7 +1023,7 @@ for g in "${groups[@]}"; do
   case $g in
     usage) ;;
     setuid) ;;
-    run | inspect | loss | exclusion | signals | flock | job | credentials | escape | tls | acl) need_server=1 ;;
+    run | inspect | loss | exclusion | signals | flock | job | credentials | escape | tls | acl | metrics) need_server=1 ;;
     *) echo "unknown group '$g'" >&2; exit 2 ;;
   esac
 done

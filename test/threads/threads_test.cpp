@@ -202,7 +202,15 @@ TEST_CASE("threads: contenders on one lock from four threads keep a non-atomic c
         });
     }
     io_threads threads(ioc, 120s);
-    const bool finished = wait_until([&] { return tasks.done(); }, 100s);
+    // Meanwhile this thread reads the metrics the io threads write.
+    std::uint64_t seen = 0;
+    bool went_back = false;
+    const bool finished = wait_until([&] {
+        const auto now = c.metrics().acquisitions;
+        went_back = went_back || now < seen;
+        seen = now;
+        return tasks.done();
+    }, 100s);
     c.stop();
     CHECK(threads.join());
     REQUIRE(finished);
@@ -210,6 +218,11 @@ TEST_CASE("threads: contenders on one lock from four threads keep a non-atomic c
     CHECK(failures == 0);
     CHECK(overlaps == 0);
     CHECK(counter == contenders * rounds);
+    CHECK_FALSE(went_back);
+    const auto m = c.metrics();
+    CHECK(m.acquisitions == static_cast<std::uint64_t>(contenders * rounds));
+    CHECK(m.wait.count() == m.acquisitions);
+    CHECK(m.handoff.count() <= m.contended_acquisitions);
     // Fencing tokens rise strictly in the order the lock was held.
     REQUIRE(tokens.size() == static_cast<std::size_t>(contenders * rounds));
     CHECK(std::adjacent_find(tokens.begin(), tokens.end(),

@@ -579,3 +579,44 @@ TEST_CASE("acquire_fsm: a woken waiter cancelled during its retry leaves without
     CHECK_FALSE(a.rearm);
     CHECK_FALSE(a.granted);
 }
+
+TEST_CASE("acquire_fsm: contended() says whether the operation waited for another owner",
+          "[acquire_fsm][metrics]") {
+    SECTION("granted at once: not contended") {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        const auto a = m.on_attempt(at(t0 + 1ms), granted());
+        CHECK(a.granted);
+        CHECK_FALSE(m.contended());
+    }
+    SECTION("refused, then granted: contended") {
+        acquire_fsm m(waiting_for(5s));
+        start_queued(m);
+        CHECK(m.contended());
+        CHECK(m.on_attempt(at(t0 + 1ms), granted()).granted);
+        CHECK(m.contended());
+    }
+    SECTION("queued behind this process's waiters: contended before any attempt") {
+        acquire_fsm m(waiting_for(5s));
+        auto f = at(t0);
+        f.expiry_hint = t0 + 400ms;
+        f.local_waiters = 1;
+        REQUIRE(m.start(f).join_queue);
+        CHECK(m.contended());
+    }
+    SECTION("yielding to other processes' waiters: contended") {
+        acquire_fsm m(waiting_for(5s));
+        auto f = at(t0);
+        f.yield_until = t0 + 2ms;
+        REQUIRE(m.start(f).what == step::wait);
+        CHECK(m.contended());
+    }
+    SECTION("a retry after a lost connection: not contended") {
+        acquire_fsm m(waiting_for(5s));
+        m.start(at(t0));
+        REQUIRE(m.on_attempt(at(t0), failed(error::connection_lost)).what == step::wait);
+        REQUIRE(m.on_wait(at(t0 + 20ms)).what == step::attempt);
+        CHECK(m.on_attempt(at(t0 + 21ms), granted()).granted);
+        CHECK_FALSE(m.contended());
+    }
+}

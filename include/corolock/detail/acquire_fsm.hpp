@@ -106,6 +106,10 @@ public:
     bool try_once() const noexcept { return try_once_; }
     clock::duration lease() const noexcept { return lease_; }
     bool queued() const noexcept { return queued_; }
+    // The operation had to wait for another owner: an attempt was refused,
+    // or it queued behind this process's waiters or yielded to other
+    // processes' (a retry after a transient failure does not count).
+    bool contended() const noexcept { return contended_; }
     bool finished() const noexcept { return state_ == state::finished; }
     // True while the next resume decides whether to queue behind this
     // process's waiters: only then are facts' expiry_hint and local_waiters
@@ -133,6 +137,7 @@ private:
     state state_ = state::initial;
     bool queued_ = false;     // registered on the unlock channel
     bool abandoned_ = false;  // the caller has had its answer
+    bool contended_ = false;
 };
 
 }  // namespace corolock::detail

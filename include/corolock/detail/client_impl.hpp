@@ -13,6 +13,7 @@
 
 #include <corolock/client.hpp>
 #include <corolock/detail/inner_executor.hpp>
+#include <corolock/detail/metrics_recorder.hpp>
 #include <corolock/detail/request_queue.hpp>
 #include <corolock/detail/resp3_parser.hpp>
 
@@ -98,6 +99,10 @@ public:
     bool connected() const noexcept { return connected_.load(std::memory_order_acquire); }
     bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
     client_stats stats() const;
+    // The lock layer's counters (strand writes), and their snapshot (any thread).
+    metrics_recorder& metrics() noexcept { return metrics_; }
+    metrics_snapshot read_metrics() const;
+    observer* event_observer() const noexcept { return cfg_.observer.get(); }
     error_detail last_error() const;
     // Records a failure for last_error(). Any thread.
     void note_error(error_code code, std::string message);
@@ -246,6 +251,7 @@ private:
             connects{0}, disconnects{0}, timeouts{0}, retries{0};
         std::atomic<std::size_t> queued{0};
     } stats_;
+    metrics_recorder metrics_;
 };
 
 // Maps a server error reply's text to a corolock error code.

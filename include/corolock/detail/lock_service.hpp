@@ -201,12 +201,17 @@ public:
     // tenure: a release of a lost tenure's level never reports success.
     // The handler completes on its associated executor (by dispatch), or by a
     // direct call when `direct` (see detail/completion.hpp) allows it.
+    // `granted`: the level was handed to a caller, so a release that finds
+    // the lock gone counts in the metrics.
     using release_handler = boost::asio::any_completion_handler<void(error_code)>;
     void release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
-                       std::shared_ptr<const tenure> t, release_handler handler, bool direct);
+                       std::shared_ptr<const tenure> t, release_handler handler, bool direct,
+                       bool granted = true);
     // The same with nobody waiting for the answer (a dropped guard, a level
     // granted too late): counted in background_releases() until it comes.
-    void release_in_background(const std::shared_ptr<lock_state>& st, std::uint64_t level);
+    // `give_back`: the level never reached a caller (it may not be granted).
+    void release_in_background(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                               bool give_back = false);
 
     // Waiters.
     void add_waiter(unlock_waiters::waiter& w, std::string_view channel);

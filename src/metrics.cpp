@@ -1,0 +1,201 @@
+#include <corolock/metrics.hpp>
+
+#include <corolock/client.hpp>
+#include <corolock/detail/client_impl.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace corolock {
+
+namespace detail {
+
+void log_observer_failure(spdlog::logger& log, const char* event, const char* what) noexcept {
+    try {
+        log.error("observer's {} threw: {}", event, what);
+    } catch (...) {
+    }
+}
+
+metrics_snapshot client_impl::read_metrics() const {
+    metrics_snapshot m;
+    auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    m.acquisitions = get(metrics_.acquisitions);
+    m.contended_acquisitions = get(metrics_.contended_acquisitions);
+    m.wait = metrics_.wait.read();
+    m.handoff = metrics_.handoff.read();
+    m.renewals_sent = get(metrics_.renewals_sent);
+    m.renewals_failed = get(metrics_.renewals_failed);
+    m.leases_lost = get(metrics_.leases_lost);
+    m.releases_found_gone = get(metrics_.releases_found_gone);
+    const auto connects = get(stats_.connects);
+    m.reconnects = connects > 0 ? connects - 1 : 0;
+    m.commands_in_flight = stats_.queued.load(std::memory_order_relaxed);
+    return m;
+}
+
+}  // namespace detail
+
+metrics_snapshot client::metrics() const noexcept {
+    return impl_ ? impl_->read_metrics() : metrics_snapshot{};
+}
+
+namespace {
+
+// Nanoseconds as exact decimal seconds: 250000 -> "0.00025", 10^10 -> "10".
+std::string seconds_text(std::uint64_t ns) {
+    std::string out = std::to_string(ns / 1'000'000'000);
+    auto frac = std::to_string(ns % 1'000'000'000);
+    frac.insert(0, 9 - frac.size(), '0');
+    while (!frac.empty() && frac.back() == '0') frac.pop_back();
+    if (!frac.empty()) out += "." + frac;
+    return out;
+}
+
+bool valid_label_name(std::string_view n) {
+    auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+    if (n.empty() || !alpha(n[0])) return false;
+    // "le" is the histograms' own; "__" names are reserved by Prometheus.
+    if (n == "le" || n.substr(0, 2) == "__") return false;
+    for (char c : n)
+        if (!alpha(c) && !(c >= '0' && c <= '9')) return false;
+    return true;
+}
+
+// Length of the well-formed UTF-8 sequence at s[i], or 0.
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) return 1;
+    std::size_t len = 0;
+    std::uint32_t cp = 0;
+    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+    if (len == 0 || i + len > s.size()) return 0;
+    for (std::size_t k = 1; k < len; ++k) {
+        const auto cc = static_cast<unsigned char>(s[i + k]);
+        if ((cc & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (cc & 0x3f);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+class writer {
+public:
+    explicit writer(const metric_labels& labels) {
+        for (const auto& [name, value] : labels) {
+            if (!valid_label_name(name)) continue;
+            if (!labels_.empty()) labels_ += ',';
+            labels_ += name + "=\"" + prometheus_label_value(value) + "\"";
+        }
+    }
+
+    void family(std::string_view name, std::string_view type, std::string_view help) {
+        out_ += "# HELP ";
+        out_ += name;
+        out_ += ' ';
+        out_ += help;
+        out_ += "\n# TYPE ";
+        out_ += name;
+        out_ += ' ';
+        out_ += type;
+        out_ += '\n';
+    }
+
+    void sample(std::string_view name, std::string_view value, std::string_view le = {}) {
+        out_ += name;
+        if (!labels_.empty() || !le.empty()) {
+            out_ += '{';
+            out_ += labels_;
+            if (!le.empty()) {
+                if (!labels_.empty()) out_ += ',';
+                out_ += "le=\"";
+                out_ += le;
+                out_ += '"';
+            }
+            out_ += '}';
+        }
+        out_ += ' ';
+        out_ += value;
+        out_ += '\n';
+    }
+
+    void scalar(std::string_view name, std::string_view type, std::string_view help,
+                std::uint64_t value) {
+        family(name, type, help);
+        sample(name, std::to_string(value));
+    }
+
+    void histogram(const std::string& name, std::string_view help, const duration_histogram& h) {
+        family(name, "histogram", help);
+        std::uint64_t cumulative = 0;
+        for (std::size_t i = 0; i < duration_histogram::bounds.size(); ++i) {
+            cumulative += h.buckets[i];
+            sample(name + "_bucket", std::to_string(cumulative),
+                   seconds_text(static_cast<std::uint64_t>(duration_histogram::bounds[i].count())));
+        }
+        cumulative += h.buckets.back();
+        sample(name + "_bucket", std::to_string(cumulative), "+Inf");
+        const auto sum_ns = std::max<std::int64_t>(h.sum.count(), 0);
+        sample(name + "_sum", seconds_text(static_cast<std::uint64_t>(sum_ns)));
+        sample(name + "_count", std::to_string(cumulative));
+    }
+
+    std::string take() { return std::move(out_); }
+
+private:
+    std::string labels_;
+    std::string out_;
+};
+
+}  // namespace
+
+std::string prometheus_label_value(std::string_view value) {
+    std::string out;
+    out.reserve(value.size());
+    for (std::size_t i = 0; i < value.size();) {
+        const std::size_t len = utf8_length(value, i);
+        if (len == 0) {
+            out += "\xEF\xBF\xBD";  // U+FFFD
+            ++i;
+            continue;
+        }
+        const char c = value[i];
+        if (c == '\\') out += "\\\\";
+        else if (c == '"') out += "\\\"";
+        else if (c == '\n') out += "\\n";
+        else out.append(value.substr(i, len));
+        i += len;
+    }
+    return out;
+}
+
+std::string to_prometheus(const metrics_snapshot& m, const metric_labels& labels) {
+    writer w(labels);
+    w.scalar("corolock_acquisitions_total", "counter",
+             "Acquires granted, re-entries included.", m.acquisitions);
+    w.scalar("corolock_contended_acquisitions_total", "counter",
+             "Acquires granted after waiting for another owner.", m.contended_acquisitions);
+    w.histogram("corolock_acquire_wait_seconds",
+                "Time from an acquire's start to its grant, per granted acquire.", m.wait);
+    w.histogram("corolock_handoff_seconds",
+                "Time from a waiter's wake-up (an unlock message) to its grant.", m.handoff);
+    w.scalar("corolock_renewals_total", "counter", "Lease renewals sent by the watchdog.",
+             m.renewals_sent);
+    w.scalar("corolock_renewal_failures_total", "counter",
+             "Renewals that did not extend the lease.", m.renewals_failed);
+    w.scalar("corolock_leases_lost_total", "counter", "Held leases lost.", m.leases_lost);
+    w.scalar("corolock_releases_found_gone_total", "counter",
+             "Releases that found the lock expired or owned by another.", m.releases_found_gone);
+    w.scalar("corolock_reconnects_total", "counter", "Connections made after the first.",
+             m.reconnects);
+    w.scalar("corolock_commands_in_flight", "gauge", "Commands queued or awaiting a reply.",
+             m.commands_in_flight);
+    return w.take();
+}
+
+}  // namespace corolock
