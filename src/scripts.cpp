@@ -104,9 +104,12 @@ end
 local fence = string.format('%.0f', token)
 local lease = tonumber(ARGV[2])
 if fields == 0 then
-  -- A new tenure: the key did not exist, so it has no TTL yet.
+  -- A new tenure: the key did not exist, so it has no TTL yet. The token
+  -- is usually the time itself, already formatted.
+  local since = fence
+  if token ~= now then since = string.format('%.0f', now) end
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'l:' .. ARGV[3], fence,
-             'holder', string.format('%.0f', now) .. ' ' .. (ARGV[4] or ''))
+             'holder', since .. ' ' .. (ARGV[4] or ''))
   redis.call('PEXPIRE', KEYS[1], lease)
   return {1, token, 1, lease, 1}
 end
