@@ -185,6 +185,9 @@ auto async_release_owner(client& c, std::string_view name, std::string_view owne
 //
 // Cancellation (terminal and partial): completes at once with
 // operation_aborted; commands already written still run (all read-only).
+//
+// With g++ 12, pass options as a named variable inside a co_await, not as a
+// braced temporary ({.pattern = "x"}): g++ 12 destroys it twice.
 template <class CompletionToken>
 auto async_list_locks(client& c, lock_list_options options, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, lock_list)>(
