@@ -466,3 +466,32 @@ TEST_CASE("cli: admin: list pages through SCAN and stops at its bounds", "[admin
         c.stop();
     });
 }
+
+TEST_CASE("cli: admin: list cancelled while the server is paused completes at once", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ping_ec, pong] = co_await c.async_exec(corolock::command{"PING"}, use_nothrow);
+        REQUIRE_FALSE(ping_ec);
+        server.pause();
+        asio::cancellation_signal cancel;
+        bool done = false;
+        error_code result;
+        corolock::async_list_locks(
+            c, corolock::lock_list_options{},
+            asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, corolock::lock_list) {
+                result = ec;
+                done = true;
+            }));
+        cancel.emit(asio::cancellation_type::terminal);
+        for (int i = 0; i < 100 && !done; ++i) {
+            asio::steady_timer t(ioc, 5ms);
+            co_await t.async_wait(asio::use_awaitable);
+        }
+        server.resume();
+        CHECK(done);
+        CHECK(result == asio::error::operation_aborted);
+        c.stop();
+    });
+}
