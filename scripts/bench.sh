@@ -106,8 +106,10 @@ sha=$("$bench" --port "$REDIS_PORT" --load-acquire-script)
 # The lock's acquire script on random names. redis-benchmark replaces each
 # __rand_int__ with its own random number, so the two keys of one call name
 # different locks: the same work for a single server (two key lookups, one
-# INCR, one HSET, one PEXPIRE), but not a valid pair for Redis Cluster.
-acquire=(EVALSHA "$sha" 2 'corolock:{__rand_int__}' 'corolock:{__rand_int__}:fence' owner 30000 1)
+# INCR, one HSET, one PEXPIRE), but not a valid pair for Redis Cluster. The
+# last argument is a holder ("<pid> <host> <label>") of a typical size.
+acquire=(EVALSHA "$sha" 2 'corolock:{__rand_int__}' 'corolock:{__rand_int__}:fence' owner 30000 1
+         '4242 bench-host corolock_bench')
 
 # Each baseline is the median of three samples taken in rounds (every
 # baseline once per round), so that one disturbed sample on a shared machine

@@ -1,19 +1,26 @@
 #include <corolock/admin.hpp>
 
+#include <corolock/command.hpp>
+#include <corolock/detail/client_impl.hpp>
 #include <corolock/detail/lock_service.hpp>
+#include <corolock/detail/scripts.hpp>
 #include <corolock/mutex.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
 
 namespace corolock {
@@ -52,12 +59,12 @@ template <class... Results>
 using reply_parser = std::function<error_code(const reply&, Results&...)>;
 
 template <class... Results>
-void run_admin_script(client& c, std::string name, const detail::script& s,
-                      std::vector<std::string> keys, std::vector<std::string> args,
-                      bool idempotent, reply_parser<Results...> parse,
+void run_admin_script(const std::shared_ptr<detail::client_impl>& impl, std::string name,
+                      const detail::script& s, std::vector<std::string> keys,
+                      std::vector<std::string> args, bool idempotent,
+                      reply_parser<Results...> parse,
                       typename admin_op<Results...>::handler_type handler,
                       std::string why = {}) {
-    const auto& impl = c.impl();
     auto op = std::make_shared<admin_op<Results...>>(std::move(handler), impl->get_executor());
 
     // `why` arrives non-empty when the caller already found an argument bad.
@@ -116,13 +123,31 @@ bool is_text(const reply& r) noexcept { return r.is_string(); }
 
 namespace detail {
 
-void lock_status_impl(client& c, std::string name, lock_status_handler handler) {
+namespace {
+
+// The status script's holder field and server time into out.holder; a
+// field of another shape (written by hand) leaves it absent.
+void parse_holder_into(const reply& field, std::int64_t now_us, lock_status& out) {
+    detail::holder_fields h;
+    if (!out.held || !detail::parse_holder(field.str, h)) return;
+    lock_holder holder;
+    holder.host = h.host;
+    holder.pid = h.pid;
+    holder.label = h.label;
+    holder.since = std::chrono::system_clock::time_point(std::chrono::microseconds(h.since_us));
+    holder.held_for =
+        std::chrono::milliseconds(std::max<std::int64_t>(0, (now_us - h.since_us) / 1000));
+    out.holder = std::move(holder);
+}
+
+void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,
+                     lock_status_handler handler) {
     auto keys = keys_for(name);
     reply_parser<lock_status> parse = [](const reply& r, lock_status& out) -> error_code {
-        // {owner or '', pttl, levels, last token}
-        if (r.type != resp3_type::array || r.elements.size() != 4 || !is_text(r.elements[0]) ||
+        // {owner or '', pttl, levels, last token, holder or '', server time in µs}
+        if (r.type != resp3_type::array || r.elements.size() != 6 || !is_text(r.elements[0]) ||
             !is_integer(r.elements[1]) || !is_integer(r.elements[2]) ||
-            !is_integer(r.elements[3]))
+            !is_integer(r.elements[3]) || !is_text(r.elements[4]) || !is_integer(r.elements[5]))
             return error::unexpected_reply;
         out.owner = r.elements[0].str;
         out.held = !out.owner.empty();
@@ -136,11 +161,18 @@ void lock_status_impl(client& c, std::string name, lock_status_handler handler) 
         out.last_token = r.elements[3].integer > 0
                              ? static_cast<std::uint64_t>(r.elements[3].integer)
                              : 0;
+        parse_holder_into(r.elements[4], r.elements[5].integer, out);
         return {};
     };
-    run_admin_script<lock_status>(c, std::move(name), status_script(),
+    run_admin_script<lock_status>(impl, std::move(name), status_script(),
                                   {std::string(keys.lock()), std::string(keys.fence())}, {},
                                   /*idempotent=*/true, std::move(parse), std::move(handler));
+}
+
+}  // namespace
+
+void lock_status_impl(client& c, std::string name, lock_status_handler handler) {
+    lock_status_for(c.impl(), std::move(name), std::move(handler));
 }
 
 void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
@@ -156,7 +188,7 @@ void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
         return {};
     };
     // Not idempotent: a re-sent break could remove the next holder's lock.
-    run_admin_script<lock_status>(c, std::move(name), break_script(),
+    run_admin_script<lock_status>(c.impl(), std::move(name), break_script(),
                                   {std::string(keys.lock()), std::string(keys.channel())}, {},
                                   /*idempotent=*/false, std::move(parse), std::move(handler));
 }
@@ -182,11 +214,150 @@ void release_owner_impl(client& c, std::string name, std::string owner,
         }
         return error::unexpected_reply;
     };
-    run_admin_script<>(c, std::move(name), release_script(),
+    run_admin_script<>(c.impl(), std::move(name), release_script(),
                        {std::string(keys.lock()), std::string(keys.channel())},
                        {std::move(owner), std::string(all_levels)},
                        /*idempotent=*/true, std::move(parse), std::move(handler),
                        std::move(why));
+}
+
+namespace {
+
+// One async_list_locks: SCAN steps, each followed by a status script per
+// lock key it returned, all on the client's strand. Completion (and
+// cancellation) go through an admin_op, as for the single-lock tools.
+class list_op : public std::enable_shared_from_this<list_op> {
+public:
+    list_op(std::shared_ptr<client_impl> impl, lock_list_options o, lock_list_handler h)
+        : impl_(std::move(impl)), options_(std::move(o)),
+          op_(std::make_shared<admin_op<lock_list>>(std::move(h), impl_->get_executor())) {
+        using namespace std::chrono_literals;
+        if (options_.count_per_step == 0) options_.count_per_step = 100;
+        // A lock-only client's replies are capped at 1024 elements.
+        options_.count_per_step = std::min<std::size_t>(options_.count_per_step, 1000);
+        if (options_.max_steps == 0) options_.max_steps = 10000;
+        if (options_.max_locks == 0) options_.max_locks = 10000;
+        if (options_.max_time <= std::chrono::steady_clock::duration::zero()) options_.max_time = 10s;
+        match_ = "corolock:{" + (options_.pattern.empty() ? std::string("*") : options_.pattern) + "}";
+    }
+
+    void start() {
+        connect_cancellation();
+        const bool bad = options_.pattern.find_first_of("{}") != std::string::npos;
+        asio::post(impl_->strand(), [self = shared_from_this(), bad] {
+            if (bad) {
+                self->impl_->log().debug("admin list: the pattern has a brace");
+                self->finish(error::invalid_argument);
+            } else if (self->impl_->stopped()) {
+                self->finish(error::client_stopped);
+            } else {
+                self->deadline_ = std::chrono::steady_clock::now() + self->options_.max_time;
+                self->scan();
+            }
+        });
+    }
+
+private:
+    bool finished() const noexcept { return !op_->handler; }
+
+    void connect_cancellation() {
+        auto slot = asio::get_associated_cancellation_slot(op_->handler);
+        if (!slot.is_connected()) return;
+        slot.assign([weak = std::weak_ptr<admin_op<lock_list>>(op_),
+                     strand = impl_->strand()](asio::cancellation_type type) {
+            if ((type & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
+                asio::cancellation_type::none)
+                return;
+            asio::post(strand, [weak] {
+                if (auto o = weak.lock()) o->complete(asio::error::operation_aborted, lock_list{});
+            });
+        });
+    }
+
+    void scan() {
+        ++steps_;
+        command cmd{"SCAN", cursor_, "MATCH", match_, "COUNT",
+                    std::to_string(options_.count_per_step), "TYPE", "hash"};
+        client_impl::exec_options opts;
+        opts.idempotent = true;
+        impl_->exec(cmd.payload(), opts,
+                    asio::bind_executor(impl_->strand(),
+                                        [self = shared_from_this()](error_code ec, reply r) {
+                                            self->on_scan(ec, std::move(r));
+                                        }));
+    }
+
+    void on_scan(error_code ec, reply r) {
+        if (finished()) return;
+        if (ec) return finish(ec);
+        // {cursor, {key...}}
+        if (r.type != resp3_type::array || r.elements.size() != 2 || !r.elements[0].is_string() ||
+            r.elements[1].type != resp3_type::array)
+            return finish(error::unexpected_reply);
+        cursor_ = r.elements[0].str;
+        std::string why;
+        for (const auto& key : r.elements[1].elements) {
+            const auto name = lock_name_of_key(key.str);
+            if (!key.is_string() || name.empty() || validate_lock_name(name, why)) continue;
+            // SCAN may return a key twice (when the keyspace is rehashed).
+            if (!seen_.emplace(name).second) continue;
+            ++pending_;
+            lock_status_for(impl_, std::string(name),
+                            asio::bind_executor(impl_->strand(),
+                                                [self = shared_from_this(), n = std::string(name)](
+                                                    error_code e, lock_status st) mutable {
+                                                    self->on_status(std::move(n), e, std::move(st));
+                                                }));
+        }
+        if (pending_ == 0) next();
+    }
+
+    void on_status(std::string name, error_code ec, lock_status st) {
+        --pending_;
+        if (finished()) return;
+        // A hash under a lock's name that corolock did not write is not a lock.
+        if (ec && ec != error::wrong_type && !step_error_) step_error_ = ec;
+        if (!ec && st.held) {
+            if (result_.locks.size() < options_.max_locks)
+                result_.locks.push_back({std::move(name), std::move(st)});
+            else
+                result_.truncated = true;
+        }
+        if (pending_ == 0) step_error_ ? finish(step_error_) : next();
+    }
+
+    void next() {
+        if (cursor_ == "0") return finish({});
+        if (steps_ >= options_.max_steps || result_.locks.size() >= options_.max_locks ||
+            std::chrono::steady_clock::now() >= deadline_) {
+            result_.truncated = true;
+            return finish({});
+        }
+        scan();
+    }
+
+    void finish(error_code ec) {
+        if (ec) result_ = {};
+        op_->complete(ec, std::move(result_));
+    }
+
+    std::shared_ptr<client_impl> impl_;
+    lock_list_options options_;
+    std::shared_ptr<admin_op<lock_list>> op_;
+    std::string match_;
+    std::string cursor_ = "0";
+    std::size_t steps_ = 0;
+    std::size_t pending_ = 0;  // status scripts of this step not answered yet
+    error_code step_error_;
+    std::chrono::steady_clock::time_point deadline_;
+    lock_list result_;
+    std::unordered_set<std::string> seen_;
+};
+
+}  // namespace
+
+void list_locks_impl(client& c, lock_list_options options, lock_list_handler handler) {
+    std::make_shared<list_op>(c.impl(), std::move(options), std::move(handler))->start();
 }
 
 }  // namespace detail

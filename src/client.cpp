@@ -1,6 +1,7 @@
 #include <corolock/client.hpp>
 #include <corolock/detail/client_impl.hpp>
 #include <corolock/detail/logging.hpp>
+#include <corolock/detail/scripts.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -156,6 +157,7 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg)
       strand_(inner_executor(ex)),
       cfg_(cfg.with_defaults()),
       logger_(cfg_.logger ? cfg_.logger : default_logger()),
+      holder_(holder_argument(cfg_.holder_label)),
       // I/O objects live on the strand's inner executor (executor_ itself):
       // they are only touched on the strand, and their completions resume
       // coroutines that run there.

@@ -279,6 +279,7 @@ void lock_service::acquire_arguments(const lock_state& st, std::uint64_t level,
     out.arg(std::string_view(st.owner));
     out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
     out.arg(static_cast<std::int64_t>(level));
+    out.arg(std::string_view(st.client->holder()));
 }
 
 error_code lock_service::parse_acquire_reply(const reply& r, acquire_reply& out) noexcept {

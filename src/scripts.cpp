@@ -1,8 +1,13 @@
 #include <corolock/detail/scripts.hpp>
 
+#include <corolock/config.hpp>
+
 #include <openssl/evp.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <charconv>
 #include <cstdio>
 #include <string>
 
@@ -28,15 +33,15 @@ script make(std::string_view name, std::string_view source) {
     return script{name, source, sha1_hex(source)};
 }
 
-// The fields corolock writes into a lock hash: owner, fence and l:<level>.
-// A hash holding any other field was not written by corolock (or was
-// written into by someone else): the scripts answer WRONGTYPE naming the
+// The fields corolock writes into a lock hash: owner, fence, holder and
+// l:<level>. A hash holding any other field was not written by corolock (or
+// was written into by someone else): the scripts answer WRONGTYPE naming the
 // key and change nothing. The check costs an HKEYS only when the hash has
 // more fields than a single level needs.
 constexpr std::string_view foreign_lua = R"lua(
 local function foreign(key)
   for _, f in ipairs(redis.call('HKEYS', key)) do
-    if f ~= 'owner' and f ~= 'fence' and string.sub(f, 1, 2) ~= 'l:' then
+    if f ~= 'owner' and f ~= 'fence' and f ~= 'holder' and string.sub(f, 1, 2) ~= 'l:' then
       return redis.error_reply('WRONGTYPE ' .. key .. ' holds the field ' .. f ..
                                ', which corolock never writes; the key was left untouched')
     end
@@ -45,8 +50,21 @@ local function foreign(key)
 end
 )lua";
 
+// The fields of a held lock that are not levels: owner, fence and, in a hash
+// this version created, holder (older versions and hand-made hashes have no
+// holder). Every script that counts levels from HLEN subtracts this. HGET
+// rather than HEXISTS: the documented minimal ACL already allows it.
+constexpr std::string_view base_fields_lua = R"lua(
+local function base_fields(key)
+  if redis.call('HGET', key, 'holder') then return 3 end
+  return 2
+end
+)lua";
+
 // KEYS[1] lock hash, KEYS[2] fence counter
-// ARGV[1] owner id, ARGV[2] lease in ms, ARGV[3] level id (unique per owner)
+// ARGV[1] owner id, ARGV[2] lease in ms, ARGV[3] level id (unique per owner),
+// ARGV[4] "<pid> <host> <label>" (detail::holder_argument), written with the
+// server time only when the grant creates the hash
 // Returns {1, token, levels, pttl, created} when acquired or re-entered
 //         (created 1: the hash did not exist, this grant began a tenure),
 //         {0, 0, levels, pttl, 0} when another owner holds it (pttl -1: no TTL).
@@ -62,15 +80,19 @@ constexpr std::string_view acquire_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local fields = redis.call('HLEN', KEYS[1])
 if owner and owner ~= ARGV[1] then
-  return {0, 0, fields - 2, redis.call('PTTL', KEYS[1]), 0}
+  return {0, 0, fields - base_fields(KEYS[1]), redis.call('PTTL', KEYS[1]), 0}
 end
 if fields > 0 and not owner then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a hash without an owner, ' ..
                            'which corolock never writes; the key was left untouched')
 end
-if fields > 2 then
-  local bad = foreign(KEYS[1])
-  if bad then return bad end
+local base = 0
+if fields > 0 then
+  base = base_fields(KEYS[1])
+  if fields > base + 1 then
+    local bad = foreign(KEYS[1])
+    if bad then return bad end
+  end
 end
 local token = redis.call('INCR', KEYS[2])
 local t = redis.call('TIME')
@@ -79,17 +101,25 @@ if now > token then
   token = now
   redis.call('SET', KEYS[2], string.format('%.0f', token))
 end
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', string.format('%.0f', token),
-           'l:' .. ARGV[3], string.format('%.0f', token))
+local fence = string.format('%.0f', token)
 local lease = tonumber(ARGV[2])
+if fields == 0 then
+  -- A new tenure: the key did not exist, so it has no TTL yet. The token
+  -- is usually the time itself, already formatted.
+  local since = fence
+  if token ~= now then since = string.format('%.0f', now) end
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'l:' .. ARGV[3], fence,
+             'holder', since .. ' ' .. (ARGV[4] or ''))
+  redis.call('PEXPIRE', KEYS[1], lease)
+  return {1, token, 1, lease, 1}
+end
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'l:' .. ARGV[3], fence)
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < lease then
   redis.call('PEXPIRE', KEYS[1], lease)
   pttl = lease
 end
-local created = 0
-if fields == 0 then created = 1 end
-return {1, token, redis.call('HLEN', KEYS[1]) - 2, pttl, created}
+return {1, token, redis.call('HLEN', KEYS[1]) - base, pttl, 0}
 )lua";
 
 // KEYS[1] lock hash, KEYS[2] unlock channel
@@ -102,13 +132,14 @@ constexpr std::string_view release_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {0, 0} end
 if owner ~= ARGV[1] then return {-1, 0} end
-if redis.call('HLEN', KEYS[1]) > 3 then
+local base = base_fields(KEYS[1])
+if redis.call('HLEN', KEYS[1]) > base + 1 then
   local bad = foreign(KEYS[1])
   if bad then return bad end
 end
 if ARGV[2] ~= '*' then
   if redis.call('HDEL', KEYS[1], 'l:' .. ARGV[2]) == 0 then return {3, 0} end
-  if redis.call('HLEN', KEYS[1]) > 2 then return {2, 0} end
+  if redis.call('HLEN', KEYS[1]) > base then return {2, 0} end
 end
 redis.call('DEL', KEYS[1])
 return {1, redis.call('PUBLISH', KEYS[2], ARGV[1])}
@@ -131,13 +162,21 @@ return 1
 )lua";
 
 // KEYS[1] lock hash, KEYS[2] fence counter
-// Returns {owner or '', pttl, levels, last token}; read-only.
+// Returns {owner or '', pttl, levels, last token, holder or '', server time
+// in µs}; read-only. holder is the acquire script's "<since µs> <pid> <host>
+// <label>".
 constexpr std::string_view status_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner') or ''
 local levels = 0
-if owner ~= '' then levels = redis.call('HLEN', KEYS[1]) - 2 end
+local holder = ''
+if owner ~= '' then
+  levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
+  holder = redis.call('HGET', KEYS[1], 'holder') or ''
+end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-return {owner, redis.call('PTTL', KEYS[1]), levels, last}
+local t = redis.call('TIME')
+return {owner, redis.call('PTTL', KEYS[1]), levels, last, holder,
+        tonumber(t[1]) * 1000000 + tonumber(t[2])}
 )lua";
 
 // KEYS[1] lock hash, KEYS[2] unlock channel
@@ -146,14 +185,18 @@ return {owner, redis.call('PTTL', KEYS[1]), levels, last}
 constexpr std::string_view break_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {'', 0} end
-local levels = redis.call('HLEN', KEYS[1]) - 2
+local levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], owner)
 return {owner, levels}
 )lua";
 
 // The source of a script that starts with the foreign-field check.
-std::string checked(std::string_view body) { return std::string(foreign_lua).append(body); }
+std::string checked(std::string_view body) {
+    return std::string(foreign_lua).append(base_fields_lua).append(body);
+}
+// The source of a script that counts levels but changes nothing it checks.
+std::string counting(std::string_view body) { return std::string(base_fields_lua).append(body); }
 
 }  // namespace
 
@@ -172,11 +215,13 @@ const script& renew_script() {
     return s;
 }
 const script& status_script() {
-    static const script s = make("status", status_lua);
+    static const std::string source = counting(status_lua);
+    static const script s = make("status", source);
     return s;
 }
 const script& break_script() {
-    static const script s = make("break", break_lua);
+    static const std::string source = counting(break_lua);
+    static const script s = make("break", source);
     return s;
 }
 
@@ -199,5 +244,58 @@ lock_keys::lock_keys(std::string_view name) {
 }
 
 lock_keys keys_for(std::string_view name) { return lock_keys(name); }
+
+std::string holder_argument(std::string_view label) {
+    std::array<char, 256> host{};
+    if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+    std::string out = std::to_string(::getpid());
+    out.push_back(' ');
+    const std::size_t host_at = out.size();
+    out.append(host.data());
+    if (out.size() == host_at) out.push_back('?');
+    // The host is one word, so that the label may hold anything.
+    for (std::size_t i = host_at; i < out.size(); ++i) {
+        const auto c = static_cast<unsigned char>(out[i]);
+        if (c <= 0x20 || c == 0x7f) out[i] = '?';
+    }
+    out.push_back(' ');
+    out.append(label.substr(0, max_holder_label_length));
+    return out;
+}
+
+namespace {
+// The next space-delimited word of text, consumed.
+std::string_view next_word(std::string_view& text) noexcept {
+    const auto end = text.find(' ');
+    if (end == std::string_view::npos) return {};
+    const auto word = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    return word;
+}
+bool parse_int(std::string_view text, std::int64_t& out) noexcept {
+    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc{} && ptr == text.data() + text.size() && !text.empty();
+}
+}  // namespace
+
+bool parse_holder(std::string_view field, holder_fields& out) noexcept {
+    holder_fields h;
+    if (!parse_int(next_word(field), h.since_us) || !parse_int(next_word(field), h.pid))
+        return false;
+    h.host = next_word(field);
+    if (h.host.empty()) return false;
+    h.label = field;
+    out = h;
+    return true;
+}
+
+std::string_view lock_name_of_key(std::string_view key) noexcept {
+    if (key.size() <= key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix ||
+        key.back() != '}')
+        return {};
+    const auto name = key.substr(key_prefix.size(), key.size() - key_prefix.size() - 1);
+    if (name.find_first_of("{}") != std::string_view::npos) return {};
+    return name;
+}
 
 }  // namespace corolock::detail

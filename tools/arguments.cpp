@@ -513,6 +513,34 @@ std::optional<usage_error> parse_name_command(const std::string& cmd,
     return resolve_url(cmd, url, o.common, cred);
 }
 
+// list: [options] [--json] [PATTERN]
+std::optional<usage_error> parse_list(const std::vector<std::string_view>& args, list_options& o) {
+    const std::string cmd = "list";
+    option_reader r(cmd, args, /*run_style=*/false);
+    std::optional<std::string_view> url;
+    credential_options cred;
+    auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
+        std::optional<usage_error> e;
+        if (common_option(r, opt, o.common, e, url, cred)) return e;
+        if (opt.name == "--json") {
+            o.json = true;
+            return r.no_value();
+        }
+        return r.unknown();
+    });
+    if (err) return err;
+    if (r.positionals.size() > 1)
+        return r.error("unexpected argument " + quoted(r.positionals[1]) +
+                       " (give at most one PATTERN)");
+    if (!r.positionals.empty()) {
+        o.pattern = std::string(r.positionals[0]);
+        if (o.pattern.find_first_of("{}") != std::string::npos)
+            return r.error("bad PATTERN " + quoted(o.pattern) +
+                           ": lock names never contain '{' or '}'");
+    }
+    return resolve_url(cmd, url, o.common, cred);
+}
+
 }  // namespace
 
 std::optional<duration> parse_duration(std::string_view text, std::string& why) {
@@ -584,7 +612,7 @@ std::string format_duration(duration d) {
 std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
                                               parsed_command& out) {
     using kind = parsed_command::kind;
-    if (args.empty()) return usage_error{"", "missing COMMAND (run, status, break or help)"};
+    if (args.empty()) return usage_error{"", "missing COMMAND (run, status, list, break or help)"};
     const auto first = args[0];
     const std::vector<std::string_view> rest(args.begin() + 1, args.end());
 
@@ -613,7 +641,7 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
         out.what = kind::version;
         return std::nullopt;
     }
-    if (first == "run" || first == "status" || first == "break") {
+    if (first == "run" || first == "status" || first == "break" || first == "list") {
         if (asks_for_help(rest)) {
             out.what = kind::help;
             out.help_topic = std::string(first);
@@ -622,6 +650,10 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
         if (first == "run") {
             out.what = kind::run;
             return parse_run(rest, out.run);
+        }
+        if (first == "list") {
+            out.what = kind::list;
+            return parse_list(rest, out.list);
         }
         if (first == "status") {
             out.what = kind::status;
@@ -641,7 +673,7 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
     }
     if (is_option(first)) return usage_error{"", "unknown option " + quoted(first)};
     return usage_error{"", "unknown command " + quoted(first) +
-                               " (commands: run, status, break, help)"};
+                               " (commands: run, status, list, break, help)"};
 }
 
 }  // namespace corolock::cli

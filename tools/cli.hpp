@@ -4,7 +4,7 @@
 //   help.cpp        --help texts
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
 //   run_command.cpp corolock run
-//   inspect_commands.cpp  corolock status / corolock break
+//   inspect_commands.cpp  corolock status / corolock break / corolock list
 //   metrics_file.cpp      run --metrics-file
 //   main.cpp        dispatch
 #pragma once
@@ -94,13 +94,20 @@ struct break_options {
     std::string name;
 };
 
+struct list_options {
+    common_options common;
+    std::string pattern;  // a glob over lock names; empty: every name
+    bool json = false;
+};
+
 // What the command line asked for.
 struct parsed_command {
-    enum class kind { help, version, run, status, break_lock } what = kind::help;
+    enum class kind { help, version, run, status, break_lock, list } what = kind::help;
     std::string help_topic;  // kind::help: "" for the overview, or a command name
     run_options run;
     status_options status;
     break_options brk;
+    list_options list;
 };
 
 // Parses argv (without argv[0]). Returns the usage error on failure.
@@ -175,5 +182,6 @@ std::optional<std::string> write_file_atomically(const std::string& path, std::s
 int run_command(const run_options& o);
 int status_command(const status_options& o);
 int break_command(const break_options& o);
+int list_command(const list_options& o);
 
 }  // namespace corolock::cli

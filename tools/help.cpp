@@ -10,13 +10,17 @@ constexpr std::string_view overview = R"(corolock - a distributed lock on Redis,
 Usage:
   corolock run [OPTIONS] NAME -- COMMAND [ARGS...]
   corolock status [OPTIONS] [--json] NAME
+  corolock list [OPTIONS] [--json] [PATTERN]
   corolock break [OPTIONS] NAME
   corolock help [COMMAND]
   corolock --help | --version
 
 Commands:
   run     Hold the lock NAME while COMMAND runs (a distributed flock(1)).
-  status  Show who holds the lock NAME, its remaining lease and last token.
+  status  Show who holds the lock NAME, since when, its remaining lease and
+          last token.
+  list    Show every held lock (or those whose name matches PATTERN) and
+          who holds it.
   break   Force-release the lock NAME, whoever holds it, and wake its waiters.
   help    Show this text, or a command's own help.
 
@@ -67,6 +71,7 @@ Examples:
   corolock run -n -q backup -- ./backup.sh      # cron: skip silently if busy
   corolock run --wait 2m db-migrate -- ./migrate.sh
   corolock status --json deploy
+  corolock list 'db-*'
   corolock break deploy
 
 Run 'corolock help COMMAND' for a command's options and more examples.
@@ -169,15 +174,23 @@ Examples:
 constexpr std::string_view status_help = R"(Usage: corolock status [OPTIONS] [--json] NAME
 
 Shows the state of the lock NAME: whether it is held, the holder's owner id,
-the remaining lease, the re-entry count (levels) and the last fencing token
-handed out for NAME (kept even while nobody holds it). Read-only.
+who the holder is (host:pid, and its label: for 'corolock run' its COMMAND),
+when it took the lock and how long it has held it (both by the Redis
+server's clock), the remaining lease, the re-entry count (levels) and the
+last fencing token handed out for NAME (kept even while nobody holds it).
+Read-only.
 
 Options:
   --json          Print one JSON object on one line:
                   {"name":"NAME","held":true,"owner":"ID","ttl_ms":29140,
-                   "levels":1,"last_token":7}
-                  Not held: "owner":"", "ttl_ms":0, "levels":0. ttl_ms is -1
-                  for a key without expiry (not one corolock wrote).
+                   "levels":1,"last_token":7,"host":"web-1","pid":4242,
+                   "label":"make deploy","since":"2026-11-25T19:03:18.123Z",
+                   "held_for_ms":860}
+                  Not held: "owner":"", "ttl_ms":0, "levels":0. host, pid,
+                  label, since and held_for_ms are null when not held, or
+                  when the lock records no holder (taken by an older
+                  corolock). ttl_ms is -1 for a key without expiry (not one
+                  corolock wrote).
   --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
@@ -185,8 +198,8 @@ Options:
   -h, --help      Show this help.
 
 Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
-password. In text output the name and owner are shown with control bytes
-escaped.
+password. In text output the name, owner, host and label are shown with
+control bytes escaped.
 
 Exit statuses: 0 the status was printed (held or not), 64 usage error,
 69 Redis cannot be reached, 76 Redis answered with an error or NOPERM.
@@ -194,6 +207,40 @@ Exit statuses: 0 the status was printed (held or not), 64 usage error,
 Examples:
   corolock status deploy
   corolock status --json deploy | jq -r .owner
+)";
+
+constexpr std::string_view list_help = R"(Usage: corolock list [OPTIONS] [--json] [PATTERN]
+
+Shows every lock held now whose name matches PATTERN (a Redis glob: *, ?,
+[abc], \ to escape; default every name), with its holder. It walks the keys
+with SCAN (never KEYS), 100 per step, and stops after 10 s, 10000 steps or
+10000 locks with a warning that there may be more. A lock taken or released
+meanwhile may or may not be shown. Read-only.
+
+Text output: a header, then one line per lock, tab-separated:
+  NAME  HOLDER (host:pid)  SINCE  HELD FOR  TTL  LABEL
+with control bytes escaped (tabs too, so the columns are safe to cut).
+
+Options:
+  --json          Print one JSON object on one line:
+                  {"locks":[...],"truncated":false}
+                  with one object per lock, as 'corolock status --json'.
+  --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+  --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+  --tls-server-name NAME, --tls-insecure  As for every command.
+  -v, --verbose   Log connection events to stderr (-vv: debug).
+  -h, --help      Show this help.
+
+Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
+password.
+
+Exit statuses: 0 the list was printed (empty too), 64 usage error, 69 Redis
+cannot be reached, 76 Redis answered with an error or NOPERM.
+
+Examples:
+  corolock list
+  corolock list 'nightly-*'
+  corolock list --json | jq -r '.locks[] | select(.held_for_ms > 86400000) | .name'
 )";
 
 constexpr std::string_view break_help = R"(Usage: corolock break [OPTIONS] NAME
@@ -234,6 +281,7 @@ std::string help_text(std::string_view topic) {
     if (topic.empty()) return std::string(overview);
     if (topic == "run") return std::string(run_help);
     if (topic == "status") return std::string(status_help);
+    if (topic == "list") return std::string(list_help);
     if (topic == "break") return std::string(break_help);
     if (topic == "help") return std::string(overview);
     return {};

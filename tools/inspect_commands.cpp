@@ -1,4 +1,4 @@
-// corolock status and corolock break: one script run each.
+// corolock status and corolock break: one script run each; corolock list.
 #include "cli.hpp"
 
 #include <corolock/admin.hpp>
@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include <cstdio>
+#include <ctime>
 #include <exception>
 #include <functional>
 
@@ -58,6 +59,67 @@ int with_client(const common_options& o,
 
 std::string plural_levels(std::int64_t n) {
     return std::to_string(n) + (n == 1 ? " level" : " levels");
+}
+
+// RFC 3339 in UTC with milliseconds: 2026-11-25T19:03:18.123Z.
+std::string format_time(std::chrono::system_clock::time_point t) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+    std::tm tm{};
+    if (::gmtime_r(&secs, &tm) == nullptr) return "?";
+    char buf[40];
+    const auto n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03dZ", static_cast<int>(ms % 1000));
+    return std::string(buf, n) + frac;
+}
+
+// "2d 3h 4m 5s", or "12.345s" under a minute: a job stuck for days reads so.
+std::string format_held_for(std::chrono::milliseconds d) {
+    auto ms = d.count();
+    if (ms < 60 * 1000) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%lld.%03llds", static_cast<long long>(ms / 1000),
+                      static_cast<long long>(ms % 1000));
+        return buf;
+    }
+    auto s = ms / 1000;
+    std::string out;
+    const std::pair<long long, const char*> units[] = {{86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}};
+    for (const auto& [per, name] : units) {
+        if (s >= per || (per == 1 && out.empty())) {
+            if (!out.empty()) out += ' ';
+            out += std::to_string(s / per) + name;
+            s %= per;
+        }
+    }
+    return out;
+}
+
+std::string holder_text(const lock_holder& h) {
+    return printable(h.host) + ":" + std::to_string(h.pid);
+}
+
+// The JSON object of one lock, shared by status --json and list --json.
+std::string status_json(std::string_view name, const lock_status& st) {
+    std::string holder = ",\"host\":null,\"pid\":null,\"label\":null,\"since\":null,\"held_for_ms\":null";
+    if (st.holder) {
+        const auto& h = *st.holder;
+        holder = ",\"host\":" + json_string(h.host) + ",\"pid\":" + std::to_string(h.pid) +
+                 ",\"label\":" + json_string(h.label) + ",\"since\":" +
+                 json_string(format_time(h.since)) +
+                 ",\"held_for_ms\":" + std::to_string(h.held_for.count());
+    }
+    return "{\"name\":" + json_string(name) + ",\"held\":" + (st.held ? "true" : "false") +
+           ",\"owner\":" + json_string(st.owner) +
+           ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
+           ",\"levels\":" + std::to_string(st.levels) +
+           ",\"last_token\":" + std::to_string(st.last_token) + holder + "}";
+}
+
+std::string ttl_text(const lock_status& st) {
+    if (!st.held) return "-";
+    return st.ttl.count() < 0 ? "none (the key has no expiry)" : std::to_string(st.ttl.count()) + " ms";
 }
 
 }  // namespace
@@ -133,25 +195,24 @@ int status_command(const status_options& o) {
             co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec,
                                          c.last_error().message, true);
         if (o.json) {
-            std::string line = "{\"name\":" + json_string(o.name) +
-                               ",\"held\":" + (st.held ? "true" : "false") +
-                               ",\"owner\":" + json_string(st.owner) +
-                               ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
-                               ",\"levels\":" + std::to_string(st.levels) +
-                               ",\"last_token\":" + std::to_string(st.last_token) + "}\n";
+            const std::string line = status_json(o.name, st) + "\n";
             std::fputs(line.c_str(), stdout);
             co_return exit_status::ok;
         }
-        std::string ttl = "-";
-        if (st.held)
-            ttl = st.ttl.count() < 0 ? "none (the key has no expiry)"
-                                     : std::to_string(st.ttl.count()) + " ms";
-        // Names and owner ids are binary-safe: printable() keeps each on its
-        // line and away from the terminal's escape sequences.
+        // Names, owner ids, hosts and labels are binary-safe: printable()
+        // keeps each on its line and away from the terminal's escape sequences.
         std::printf("lock:       %s\n", printable(o.name).c_str());
         std::printf("held:       %s\n", st.held ? "yes" : "no");
         std::printf("owner:      %s\n", st.held ? printable(st.owner).c_str() : "-");
-        std::printf("ttl:        %s\n", ttl.c_str());
+        if (st.holder) {
+            std::printf("holder:     %s\n", holder_text(*st.holder).c_str());
+            std::printf("label:      %s\n", printable(st.holder->label).c_str());
+            std::printf("since:      %s (held for %s)\n", format_time(st.holder->since).c_str(),
+                        format_held_for(st.holder->held_for).c_str());
+        } else if (st.held) {
+            std::printf("holder:     unknown (not recorded)\n");
+        }
+        std::printf("ttl:        %s\n", ttl_text(st).c_str());
         std::printf("levels:     %lld\n", static_cast<long long>(st.levels));
         std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
         co_return exit_status::ok;
@@ -178,6 +239,45 @@ int break_command(const break_options& o) {
                         printable(removed.owner).c_str(), plural_levels(removed.levels).c_str());
         else
             std::printf("lock %s was not held\n", printable(o.name).c_str());
+        co_return exit_status::ok;
+    });
+}
+
+int list_command(const list_options& o) {
+    return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
+        if (const error_code reach = co_await check_reachable(c); reach)
+            co_return report_redis_failure(o.common, "list locks", reach, c.last_error().message);
+        lock_list_options lo;
+        lo.pattern = o.pattern;
+        auto [ec, list] = co_await async_list_locks(c, lo, use_nothrow);
+        if (ec)
+            co_return report_redis_failure(o.common, "list locks", ec, c.last_error().message, true);
+        if (o.json) {
+            std::string out = "{\"locks\":[";
+            for (std::size_t i = 0; i < list.locks.size(); ++i) {
+                if (i > 0) out += ',';
+                out += status_json(list.locks[i].name, list.locks[i].status);
+            }
+            out += std::string("],\"truncated\":") + (list.truncated ? "true" : "false") + "}\n";
+            std::fputs(out.c_str(), stdout);
+        } else {
+            // Tab-separated: printable() escapes tabs inside the fields.
+            std::printf("NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\n");
+            for (const auto& [name, st] : list.locks) {
+                std::string holder = "-", since = "-", held_for = "-", label = "-";
+                if (st.holder) {
+                    holder = holder_text(*st.holder);
+                    since = format_time(st.holder->since);
+                    held_for = format_held_for(st.holder->held_for);
+                    label = printable(st.holder->label);
+                }
+                std::printf("%s\t%s\t%s\t%s\t%s\t%s\n", printable(name).c_str(), holder.c_str(),
+                            since.c_str(), held_for.c_str(), ttl_text(st).c_str(), label.c_str());
+            }
+        }
+        if (list.truncated)
+            report_warning("the listing stopped at a bound (time, steps or locks); there may be "
+                           "more held locks");
         co_return exit_status::ok;
     });
 }

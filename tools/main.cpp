@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
         case cli::parsed_command::kind::run: return cli::run_command(cmd.run);
         case cli::parsed_command::kind::status: return cli::status_command(cmd.status);
         case cli::parsed_command::kind::break_lock: return cli::break_command(cmd.brk);
+        case cli::parsed_command::kind::list: return cli::list_command(cmd.list);
         }
     } catch (const std::exception& e) {
         // Setting up the event loop or the signal handling failed.

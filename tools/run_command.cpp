@@ -74,6 +74,18 @@ namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
+// The lock's holder label: COMMAND's words joined by spaces (the library
+// cuts it to max_holder_label_length bytes).
+std::string command_label(const std::vector<std::string>& command) {
+    std::string label;
+    for (const auto& word : command) {
+        if (label.size() >= max_holder_label_length) break;
+        if (!label.empty()) label.push_back(' ');
+        label.append(word);
+    }
+    return label;
+}
+
 // The signals passed on to the child. SIGQUIT is left at its default (core
 // dump of corolock itself), as the "really stop now" escape hatch.
 constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
@@ -696,7 +708,8 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         ::signal(SIGPIPE, SIG_IGN);
     }
 
-    const config cfg = tool_config(o.common);
+    config cfg = tool_config(o.common);
+    cfg.holder_label = command_label(o.command);
     std::optional<client> redis;
     try {
         redis.emplace(ioc.get_executor(), cfg);

@@ -1,9 +1,11 @@
-// Operator tools for a lock name: read its state, or force-release it.
+// Operator tools for a lock name: read its state, or force-release it; and
+// list the locks held now.
 //
 // These are for people and scripts looking at a lock from outside (the
-// `corolock status` and `corolock break` commands), not for holders: a
-// holder knows its own state from its guard. Both run one script on the
-// client's connection, so they are bounded by config.command_timeout.
+// `corolock status`, `corolock break` and `corolock list` commands), not for
+// holders: a holder knows its own state from its guard. Status and break run
+// one script on the client's connection, so they are bounded by
+// config.command_timeout; list is bounded by its lock_list_options.
 //
 // Breaking a lock is unsafe by design: the holder keeps running until its
 // watchdog notices (at most one renewal period), so for that long two
@@ -19,11 +21,28 @@
 #include <boost/asio/async_result.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace corolock {
+
+// Who holds a lock, as the grant that began the holder's tenure recorded it
+// (re-entries do not change it).
+struct lock_holder {
+    std::string host;      // the holder's host name (spaces and control bytes as '?')
+    std::int64_t pid = 0;  // the holder's process id on that host
+    // The holder's client's config::holder_label; `corolock run` records its
+    // command line. May be empty.
+    std::string label;
+    // When the tenure began, by the Redis server's clock.
+    std::chrono::system_clock::time_point since{};
+    // How long it has been held: the server's clock now minus since.
+    std::chrono::milliseconds held_for{0};
+};
 
 struct lock_status {
     // True when some owner holds the lock now.
@@ -39,6 +58,36 @@ struct lock_status {
     // The last fencing token minted for this name by anyone, held or not;
     // 0 when no token was ever minted. async_break_lock does not report it (zero).
     std::uint64_t last_token = 0;
+    // Who holds it. Absent when not held, or when the hash records no holder
+    // (written by a corolock older than the holder field, or by hand).
+    // async_break_lock does not report it.
+    std::optional<lock_holder> holder;
+};
+
+// What async_list_locks looks at, and the bounds that keep it short on a
+// large keyspace. Zero means the default.
+struct lock_list_options {
+    // Which lock names: a Redis glob (SCAN MATCH: *, ?, [abc], \ escapes).
+    // Empty means every name. A pattern with '{' or '}' is invalid (no
+    // lock name has braces).
+    std::string pattern{};
+    std::size_t count_per_step = 0;  // SCAN COUNT; default 100
+    std::size_t max_steps = 0;       // SCAN calls at most; default 10000
+    std::size_t max_locks = 0;       // locks reported at most; default 10000
+    // The whole listing's time; default 10 s. Each command is bounded by
+    // config.command_timeout as well.
+    std::chrono::steady_clock::duration max_time{};
+};
+
+struct listed_lock {
+    std::string name;
+    lock_status status;  // held is always true
+};
+
+struct lock_list {
+    std::vector<listed_lock> locks;  // in SCAN order
+    // A bound of lock_list_options ended the scan early: there may be more.
+    bool truncated = false;
 };
 
 namespace detail {
@@ -47,6 +96,8 @@ void lock_status_impl(client& c, std::string name, lock_status_handler handler);
 void break_lock_impl(client& c, std::string name, lock_status_handler handler);
 void release_owner_impl(client& c, std::string name, std::string owner,
                         boost::asio::any_completion_handler<void(error_code)> handler);
+using lock_list_handler = boost::asio::any_completion_handler<void(error_code, lock_list)>;
+void list_locks_impl(client& c, lock_list_options options, lock_list_handler handler);
 }  // namespace detail
 
 // Reads a lock's state in one atomic script run (read-only, so it is retried
@@ -119,6 +170,33 @@ auto async_release_owner(client& c, std::string_view name, std::string_view owne
                                                              cl->get_executor()));
         },
         token, &c, std::string(name), std::string(owner));
+}
+
+// Lists the locks held now, with their holders: SCAN (never KEYS) over the
+// lock keys ("corolock:{name}" hashes; fence counters and other keys are
+// skipped) whose name matches options.pattern, then one status script per
+// key found (pipelined with the rest of the step). A lock taken or released
+// during the scan may or may not appear, as SCAN guarantees nothing more.
+//
+// Completes with the list, or with: error::invalid_argument for a bad
+// pattern; the connection errors of client::async_exec; operation_aborted on
+// cancellation. A key that turns out not to be a corolock lock (WRONGTYPE) is
+// left out.
+//
+// Cancellation (terminal and partial): completes at once with
+// operation_aborted; commands already written still run (all read-only).
+//
+// With g++ 12, pass options as a named variable inside a co_await, not as a
+// braced temporary ({.pattern = "x"}): g++ 12 destroys it twice.
+template <class CompletionToken>
+auto async_list_locks(client& c, lock_list_options options, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(error_code, lock_list)>(
+        [](auto handler, client* cl, lock_list_options o) {
+            detail::list_locks_impl(*cl, std::move(o),
+                                    detail::erase_keeping_work<void(error_code, lock_list)>(
+                                        std::move(handler), cl->get_executor()));
+        },
+        token, &c, std::move(options));
 }
 
 }  // namespace corolock

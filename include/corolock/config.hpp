@@ -25,6 +25,8 @@ struct tls_config {
     std::string server_name;       // SNI and host-name check; empty means host
 };
 
+inline constexpr std::size_t max_holder_label_length = 256;
+
 struct config {
     std::string host = "127.0.0.1";
     std::uint16_t port = 6379;
@@ -32,6 +34,12 @@ struct config {
     std::string password;          // empty means no AUTH
     int database = 0;              // SELECT after HELLO when non-zero
     std::string client_name;       // CLIENT SETNAME (via HELLO SETNAME) when set
+    // Who this client is, for people reading a held lock (corolock status,
+    // corolock list, async_lock_status): stored with the host name and the
+    // process id in each lock this client's handles acquire. Free text, at
+    // most max_holder_label_length bytes (longer is cut); the CLI's run
+    // puts its command line here.
+    std::string holder_label;
     tls_config tls;
 
     using duration = std::chrono::steady_clock::duration;

@@ -1,6 +1,7 @@
-// The admin API behind `corolock status` and `corolock break`, against a
-// live redis-server: what it reports, what break removes and whom it wakes,
-// the owner-checked release, argument checks, and cancellation.
+// The admin API behind `corolock status`, `corolock list` and `corolock
+// break`, against a live redis-server: what it reports (the holder too),
+// what list finds, what break removes and whom it wakes, the owner-checked
+// release, argument checks, and cancellation.
 #include <corolock/admin.hpp>
 #include <corolock/corolock.hpp>
 
@@ -18,7 +19,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
 #include <optional>
+#include <set>
+#include <string>
+#include <vector>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -37,6 +45,29 @@ corolock::config config_for(const redis_server& server) {
     cfg.command_timeout = 2s;
     cfg.connect_timeout = 2s;
     return cfg;
+}
+
+// The server's clock (TIME) in µs.
+std::int64_t server_time_us(const redis_server& server) {
+    const auto t = server.cmd({"TIME"});
+    REQUIRE(t.size() == 2);
+    return std::stoll(t[0]) * 1'000'000 + std::stoll(t[1]);
+}
+
+std::int64_t since_us(const corolock::lock_holder& h) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(h.since.time_since_epoch()).count();
+}
+
+std::string this_host() {
+    std::array<char, 256> host{};
+    REQUIRE(::gethostname(host.data(), host.size() - 1) == 0);
+    return host.data();
+}
+
+std::set<std::string> names_of(const corolock::lock_list& list) {
+    std::set<std::string> names;
+    for (const auto& l : list.locks) names.insert(l.name);
+    return names;
 }
 
 }  // namespace
@@ -97,6 +128,7 @@ TEST_CASE("cli: admin: a key without expiry reports ttl -1", "[admin]") {
         CHECK(st.owner == "someone");
         CHECK(st.ttl == -1ms);
         CHECK(st.levels == 1);
+        CHECK_FALSE(st.holder);  // none recorded
         c.stop();
     });
 }
@@ -246,4 +278,220 @@ TEST_CASE("cli: admin: works with a plain callback", "[admin]") {
     CHECK_FALSE(called);  // never inside the initiating call
     ioc.run_for(5s);
     CHECK(called);
+}
+
+TEST_CASE("cli: admin: status names the holder, with since by the server's clock", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    auto cfg = config_for(server);
+    cfg.holder_label = "nightly report\n--full";
+    corolock::client c(ioc.get_executor(), cfg);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "who");
+        const auto before = server_time_us(server);
+        auto g1 = co_await m.acquire({.lease = 10s});
+        const auto after = server_time_us(server);
+        auto [ec, st] = co_await corolock::async_lock_status(c, "who", use_nothrow);
+        const auto read = server_time_us(server);
+        REQUIRE_FALSE(ec);
+        REQUIRE(st.holder);
+        CHECK(st.holder->host == this_host());
+        CHECK(st.holder->pid == ::getpid());
+        CHECK(st.holder->label == "nightly report\n--full");
+        const auto since = since_us(*st.holder);
+        CHECK(before <= since);
+        CHECK(since <= after);
+        // held_for is the server's TIME in the status script minus since.
+        CHECK(st.holder->held_for >= 0ms);
+        CHECK(st.holder->held_for.count() <= (read - since) / 1000);
+
+        // A re-entry is the same tenure: the holder and its since stay.
+        auto g2 = co_await m.acquire({.lease = 10s});
+        auto [ec2, st2] = co_await corolock::async_lock_status(c, "who", use_nothrow);
+        REQUIRE_FALSE(ec2);
+        REQUIRE(st2.holder);
+        CHECK(st2.levels == 2);
+        CHECK(since_us(*st2.holder) == since);
+        co_await g2.release();
+        co_await g1.release();
+
+        // Not held: no holder. The next tenure records its own since.
+        auto [ec3, st3] = co_await corolock::async_lock_status(c, "who", use_nothrow);
+        CHECK_FALSE(ec3);
+        CHECK_FALSE(st3.holder);
+        const auto before_next = server_time_us(server);
+        auto g3 = co_await m.acquire({.lease = 10s});
+        auto [ec4, st4] = co_await corolock::async_lock_status(c, "who", use_nothrow);
+        REQUIRE(st4.holder);
+        CHECK(since_us(*st4.holder) >= before_next);
+        co_await g3.release();
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: the holder label is cut to its limit; none is fine", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    auto cfg = config_for(server);
+    cfg.holder_label = std::string(corolock::max_holder_label_length + 50, 'x');
+    corolock::client long_label(ioc.get_executor(), cfg);
+    corolock::client no_label(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex a(long_label, "long"), b(no_label, "none");
+        auto ga = co_await a.acquire({.lease = 10s});
+        auto gb = co_await b.acquire({.lease = 10s});
+        auto [ea, sa] = co_await corolock::async_lock_status(no_label, "long", use_nothrow);
+        auto [eb, sb] = co_await corolock::async_lock_status(no_label, "none", use_nothrow);
+        REQUIRE(sa.holder);
+        CHECK(sa.holder->label == std::string(corolock::max_holder_label_length, 'x'));
+        REQUIRE(sb.holder);
+        CHECK(sb.holder->label.empty());
+        CHECK(sb.holder->host == this_host());
+        co_await ga.release();
+        co_await gb.release();
+        long_label.stop();
+        no_label.stop();
+    });
+}
+
+TEST_CASE("cli: admin: list finds held locks only, by pattern, and skips other keys",
+          "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    auto cfg = config_for(server);
+    cfg.holder_label = "lister";
+    corolock::client c(ioc.get_executor(), cfg);
+    // Keys that are not locks: a fence counter, a hash that only looks like
+    // a lock key's neighbour, a string under a lock key's name.
+    server.cmd({"SET", "corolock:{gone}:fence", "5"});
+    server.cmd({"HSET", "corolock:{x}:other", "owner", "y"});
+    server.cmd({"SET", "corolock:{plain}", "x"});
+    server.cmd({"HSET", "unrelated", "owner", "z"});
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex a(c, "db-1"), b(c, "db-2"), d(c, "web\nfront"), free_lock(c, "free");
+        auto ga = co_await a.acquire({.lease = 10s});
+        auto gb = co_await b.acquire({.lease = 10s});
+        auto gd = co_await d.acquire({.lease = 10s});
+        auto gf = co_await free_lock.acquire({.lease = 10s});
+        co_await gf.release();
+        const corolock::lock_list_options every;
+
+        auto [ec, all] = co_await corolock::async_list_locks(c, every, use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK_FALSE(all.truncated);
+        CHECK(names_of(all) == std::set<std::string>{"db-1", "db-2", "web\nfront"});
+        for (const auto& l : all.locks) {
+            CHECK(l.status.held);
+            REQUIRE(l.status.holder);
+            CHECK(l.status.holder->label == "lister");
+            CHECK(l.status.holder->pid == ::getpid());
+            CHECK(l.status.levels == 1);
+        }
+        // Named, not braced into the call: g++ 12 destroys a braced
+        // temporary in a co_await expression twice.
+        corolock::lock_list_options db_only{.pattern = "db-*"};
+        auto [ec2, db] = co_await corolock::async_list_locks(c, db_only, use_nothrow);
+        REQUIRE_FALSE(ec2);
+        CHECK(names_of(db) == std::set<std::string>{"db-1", "db-2"});
+        corolock::lock_list_options db_2{.pattern = "db-[2]"};
+        auto [ec3, one] = co_await corolock::async_list_locks(c, db_2, use_nothrow);
+        REQUIRE_FALSE(ec3);
+        CHECK(names_of(one) == std::set<std::string>{"db-2"});
+        corolock::lock_list_options braced{.pattern = "a{b"};
+        auto [ec4, bad] = co_await corolock::async_list_locks(c, braced, use_nothrow);
+        CHECK(ec4 == error::invalid_argument);
+
+        co_await ga.release();
+        auto [ec5, after] = co_await corolock::async_list_locks(c, every, use_nothrow);
+        REQUIRE_FALSE(ec5);
+        CHECK(names_of(after) == std::set<std::string>{"db-2", "web\nfront"});
+        co_await gb.release();
+        co_await gd.release();
+        c.stop();
+        auto [ec6, stopped] = co_await corolock::async_list_locks(c, every, use_nothrow);
+        CHECK(ec6 == error::client_stopped);
+    });
+}
+
+TEST_CASE("cli: admin: list pages through SCAN and stops at its bounds", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    // Many more keys than one SCAN step looks at: locks among other keys.
+    constexpr int locks = 120, others = 300;
+    for (int i = 0; i < others; ++i) server.cmd({"SET", "other:" + std::to_string(i), "v"});
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        std::vector<std::unique_ptr<corolock::mutex>> handles;
+        std::vector<corolock::guard> guards;
+        std::set<std::string> expected;
+        for (int i = 0; i < locks; ++i) {
+            const auto name = "job-" + std::to_string(i);
+            handles.push_back(std::make_unique<corolock::mutex>(c, name));
+            guards.push_back(co_await handles.back()->acquire({.lease = 30s}));
+            expected.insert(name);
+        }
+        server.cmd({"CONFIG", "RESETSTAT"});
+        corolock::lock_list_options small_steps{.count_per_step = 10};
+        auto [ec, all] = co_await corolock::async_list_locks(c, small_steps, use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK_FALSE(all.truncated);
+        CHECK(all.locks.size() == expected.size());  // each once
+        CHECK(names_of(all) == expected);
+        // It took many SCAN steps (about 420 / 10), and never KEYS.
+        const auto stats = server.cmd1({"INFO", "commandstats"});
+        const auto at = stats.find("cmdstat_scan:calls=");
+        REQUIRE(at != std::string::npos);
+        CHECK(std::stoll(stats.substr(at + 19)) >= 20);
+        CHECK(stats.find("cmdstat_keys:") == std::string::npos);
+
+        // Two steps of 10 cannot cover 420 keys.
+        corolock::lock_list_options two_steps{.count_per_step = 10, .max_steps = 2};
+        auto [ec2, part] = co_await corolock::async_list_locks(c, two_steps, use_nothrow);
+        REQUIRE_FALSE(ec2);
+        CHECK(part.truncated);
+        CHECK(part.locks.size() < expected.size());
+
+        corolock::lock_list_options five{.max_locks = 5};
+        auto [ec3, few] = co_await corolock::async_list_locks(c, five, use_nothrow);
+        REQUIRE_FALSE(ec3);
+        CHECK(few.truncated);
+        CHECK(few.locks.size() == 5);
+
+        for (auto& g : guards) co_await g.release();
+        const corolock::lock_list_options every;
+        auto [ec4, none] = co_await corolock::async_list_locks(c, every, use_nothrow);
+        REQUIRE_FALSE(ec4);
+        CHECK(none.locks.empty());
+        CHECK_FALSE(none.truncated);
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: list cancelled while the server is paused completes at once", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ping_ec, pong] = co_await c.async_exec(corolock::command{"PING"}, use_nothrow);
+        REQUIRE_FALSE(ping_ec);
+        server.pause();
+        asio::cancellation_signal cancel;
+        bool done = false;
+        error_code result;
+        corolock::async_list_locks(
+            c, corolock::lock_list_options{},
+            asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, corolock::lock_list) {
+                result = ec;
+                done = true;
+            }));
+        cancel.emit(asio::cancellation_type::terminal);
+        for (int i = 0; i < 100 && !done; ++i) {
+            asio::steady_timer t(ioc, 5ms);
+            co_await t.async_wait(asio::use_awaitable);
+        }
+        server.resume();
+        CHECK(done);
+        CHECK(result == asio::error::operation_aborted);
+        c.stop();
+    });
 }

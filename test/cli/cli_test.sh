@@ -210,6 +210,8 @@ group_usage() {
     "status with two NAMEs|status: unexpected argument 'b'|status a b"
     "flag given a value|status: option --json takes no value|status --json=yes a"
     "break unknown option|break: unknown option '--force'|break --force a"
+    "list pattern with a brace|list: bad PATTERN 'a\\{b': lock names never contain|list a{b"
+    "list with two PATTERNs|list: unexpected argument 'b' \\(give at most one PATTERN\\)|list a b"
     "help for an unknown command|no help for unknown command 'nope'|help nope"
   )
   local entry what pattern args
@@ -359,7 +361,7 @@ group_inspect() {
   cl 20 status --url "$url" --json never-used
   expect_status "status --json of an unknown lock" 0 "$last_status"
   expect_true "status --json: one exact object when not held" \
-    grep -qx '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0}' "$tmp_dir/out"
+    grep -qx '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null}' "$tmp_dir/out"
 
   spawn 60 "$bin" run --url "$url" --lease 20s held1 -- sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/held1-token'; $(long_child 30)"
   local holder=$last_pid
@@ -381,6 +383,20 @@ group_inspect() {
   expect_cond "status --json: 0 < ttl_ms <= 20000 ($ttl)" '[ "$ttl" -gt 0 ] 2>/dev/null && [ "$ttl" -le 20000 ]'
   expect_cond "status --json: last_token is the holder's token ($last = ${token:-?})" '[ -n "$token" ] && [ "$last" = "$token" ]'
   expect_true "status --json: name ($name)" [ "$name" = '"held1"' ]
+  # Who holds it: this host, the corolock process, its COMMAND, since when.
+  local host pid label since held_for run_pid
+  run_pid=$(corolock_pid "$holder")
+  host=$(json_field "$tmp_dir/out" host 2>&1)
+  pid=$(json_field "$tmp_dir/out" pid 2>&1)
+  label=$(json_field "$tmp_dir/out" label 2>&1)
+  since=$(json_field "$tmp_dir/out" since 2>&1)
+  held_for=$(json_field "$tmp_dir/out" held_for_ms 2>&1)
+  expect_true "status --json: host is this host ($host)" [ "$host" = "\"$(hostname)\"" ]
+  expect_true "status --json: pid is corolock run's ($pid = ${run_pid:-?})" [ -n "$run_pid" ] && [ "$pid" = "$run_pid" ]
+  expect_true "status --json: label is the command ($label)" grep -q '^"sh -c echo ' <<<"$label"
+  expect_true "status --json: since is an RFC 3339 UTC time ($since)" \
+    grep -Eqx '"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"' <<<"$since"
+  expect_cond "status --json: held_for_ms is a count of ms ($held_for)" '[ "$held_for" -ge 0 ] 2>/dev/null'
 
   cl 20 status --url "$url" held1
   expect_status "status (text) of a held lock" 0 "$last_status"
@@ -388,6 +404,35 @@ group_inspect() {
   expect_match "status (text): owner" '^owner: +[0-9a-f]{32}$' "$tmp_dir/out"
   expect_match "status (text): levels" '^levels: +1$' "$tmp_dir/out"
   expect_match "status (text): last token" "^last token: +$token\$" "$tmp_dir/out"
+  expect_match "status (text): holder" "^holder: +$(hostname):$run_pid\$" "$tmp_dir/out"
+  expect_match "status (text): label" '^label: +sh -c echo ' "$tmp_dir/out"
+  expect_match "status (text): since and held for" \
+    '^since: +[0-9-]{10}T[0-9:]{8}\.[0-9]{3}Z \(held for [0-9]+\.[0-9]{3}s\)$' "$tmp_dir/out"
+
+  # list: the held lock with its holder; free locks and other keys are not shown.
+  rcli SET "corolock:{held1}x:fence" 3 >/dev/null
+  rcli HSET "other-hash" owner someone >/dev/null
+  cl 20 list --url "$url"
+  expect_status "list (text)" 0 "$last_status"
+  expect_true "list (text): a header and one lock" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
+  expect_match "list (text): the header" $'^NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL$' "$tmp_dir/out"
+  expect_match "list (text): the lock and its holder" \
+    $'^held1\t'"$(hostname):$run_pid"$'\t[0-9TZ:.-]+\t[0-9.]+s\t[0-9]+ ms\tsh -c echo ' "$tmp_dir/out"
+  cl 20 list --url "$url" --json
+  expect_status "list --json" 0 "$last_status"
+  local listed
+  listed=$("$python" -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+print(doc["truncated"], ",".join(l["name"] + "@" + str(l["pid"]) for l in doc["locks"]))
+' "$tmp_dir/out" 2>&1)
+  expect_true "list --json: held1 and its pid ($listed)" [ "$listed" = "False held1@$run_pid" ]
+  cl 20 list --url "$url" 'held*'
+  expect_status "list PATTERN" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "list PATTERN: the match" $'^held1\t' "$tmp_dir/out"
+  expect_true "list PATTERN: a header and one lock" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
+  cl 20 list --url "$url" --json 'nomatch*'
+  expect_true "list PATTERN: no match" grep -qx '{"locks":\[\],"truncated":false}' "$tmp_dir/out"
 
   # JSON escaping of awkward names.
   cl 20 status --url "$url" --json 'we"ird\name'
@@ -769,6 +814,34 @@ group_escape() {
   # JSON output was already escaped; it stays so.
   cl 20 status --url "$url" --json "$forged"
   expect_true "escape: --json is one line" [ "$(wc -l <"$tmp_dir/out")" -eq 1 ]
+
+  # A held lock whose name and COMMAND hold a newline and an escape: list
+  # and status show them escaped, each lock on one line.
+  rcli DEL "corolock:{esc}" >/dev/null
+  local nl_name=$'nl\nname'
+  spawn 60 "$bin" run --url "$url" --lease 20s "$nl_name" -- sh -c "$(long_child 30)" $'\e[31mred\nline'
+  local holder=$last_pid
+  expect_true "escape: the newline lock is held" wait_until 10 lock_exists "$nl_name"
+  cl 20 list --url "$url"
+  expect_true "escape: list prints a header and one line" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
+  expect_match "escape: list shows the name escaped" '^nl\\nname'$'\t' "$tmp_dir/out"
+  expect_no_match "escape: list prints no raw escape" $'\e' "$tmp_dir/out"
+  expect_match "escape: list shows the label escaped" '\\x1b\[31mred\\nline$' "$tmp_dir/out"
+  cl 20 status --url "$url" "$nl_name"
+  expect_true "escape: status shows the label escaped" grep -qF 'label:      sh -c ' "$tmp_dir/out"
+  expect_no_match "escape: status prints no raw escape" $'\e' "$tmp_dir/out"
+  cl 20 list --url "$url" --json
+  local parsed
+  parsed=$("$python" -c '
+import json, sys
+doc = json.load(open(sys.argv[1]))
+l = doc["locks"][0]
+print(len(doc["locks"]), l["name"] == "nl\nname", l["label"].endswith("\x1b[31mred\nline"))
+' "$tmp_dir/out" 2>&1)
+  expect_true "escape: list --json parses back name and label ($parsed)" [ "$parsed" = "1 True True" ]
+  expect_true "escape: list --json is one line" [ "$(wc -l <"$tmp_dir/out")" -eq 1 ]
+  signal_corolock TERM "$holder"
+  reap "$holder"
 }
 
 # ---- TLS ----

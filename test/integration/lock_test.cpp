@@ -296,7 +296,7 @@ TEST_CASE("lock: re-entry on one handle counts levels and mints tokens", "[lock]
         CHECK(m.held_levels() == 3);
         CHECK(g1.token() < g2.token());
         CHECK(g2.token() < g3.token());
-        CHECK(server.cmd1({"HLEN", lock_key("reentrant")}) == "5");  // owner, fence, 3 levels
+        CHECK(server.cmd1({"HLEN", lock_key("reentrant")}) == "6");  // owner, fence, holder, 3 levels
         // Another handle is another owner, even in this coroutine.
         {
             const auto awaited = co_await other.try_acquire();
@@ -324,6 +324,63 @@ TEST_CASE("lock: re-entry on one handle counts levels and mints tokens", "[lock]
         auto g4 = co_await other.try_acquire();
         REQUIRE(g4);
         CHECK(g4->token() > g3.token());
+    });
+    c.stop();
+}
+
+TEST_CASE("lock: the holder field is written once per tenure, and levels are counted with "
+          "or without it", "[lock][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "layout"), other(c, "layout");
+        auto g1 = co_await m.acquire();
+        const auto holder = server.cmd1({"HGET", lock_key("layout"), "holder"});
+        CHECK_FALSE(holder.empty());
+        auto g2 = co_await m.acquire();
+        CHECK(server.cmd1({"HGET", lock_key("layout"), "holder"}) == holder);  // a re-entry
+        // A hash without the field, as an older corolock (or a hand) wrote
+        // it: its levels are still counted right, and a re-entry does not
+        // add the field.
+        server.cmd({"HDEL", lock_key("layout"), "holder"});
+        auto g3 = co_await m.acquire();
+        CHECK(server.cmd1({"HEXISTS", lock_key("layout"), "holder"}) == "0");
+        CHECK(server.cmd1({"HLEN", lock_key("layout")}) == "5");  // owner, fence, 3 levels
+        {
+            const auto awaited = co_await g1.release();
+            CHECK_FALSE(awaited);
+        }
+        {
+            const auto awaited = co_await g2.release();
+            CHECK_FALSE(awaited);
+        }
+        // One level left: still held.
+        CHECK(server.cmd1({"EXISTS", lock_key("layout")}) == "1");
+        CHECK(m.held_levels() == 1);
+        {
+            const auto awaited = co_await other.try_acquire();
+            CHECK_FALSE(awaited);
+        }
+        {
+            const auto awaited = co_await g3.release();
+            CHECK_FALSE(awaited);
+        }
+        CHECK(server.cmd1({"EXISTS", lock_key("layout")}) == "0");
+        // With the field, a level released of two leaves the lock held too.
+        auto g4 = co_await m.acquire();
+        auto g5 = co_await m.acquire();
+        CHECK(server.cmd1({"HLEN", lock_key("layout")}) == "5");  // owner, fence, holder, 2 levels
+        {
+            const auto awaited = co_await g4.release();
+            CHECK_FALSE(awaited);
+        }
+        CHECK(server.cmd1({"EXISTS", lock_key("layout")}) == "1");
+        {
+            const auto awaited = co_await g5.release();
+            CHECK_FALSE(awaited);
+        }
+        CHECK(server.cmd1({"EXISTS", lock_key("layout")}) == "0");
     });
     c.stop();
 }

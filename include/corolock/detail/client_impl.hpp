@@ -95,6 +95,8 @@ public:
     const strand_type& strand() const noexcept { return strand_; }
     boost::asio::any_io_executor get_executor() const noexcept { return executor_; }
     const config& cfg() const noexcept { return cfg_; }
+    // The acquire script's holder argument, formatted once (holder_argument).
+    const std::string& holder() const noexcept { return holder_; }
     spdlog::logger& log() const noexcept { return *logger_; }
     bool connected() const noexcept { return connected_.load(std::memory_order_acquire); }
     bool stopped() const noexcept { return stopped_.load(std::memory_order_acquire); }
@@ -183,6 +185,7 @@ private:
     strand_type strand_;
     config cfg_;
     std::shared_ptr<spdlog::logger> logger_;
+    std::string holder_;
 
     // One connection's streams. Shared: every pending operation's
     // coroutine or handler holds it, so closing the connection (close_socket)

@@ -75,7 +75,7 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
 class script_args {
 public:
     static constexpr std::size_t max_keys = 2;
-    static constexpr std::size_t max_args = 3;
+    static constexpr std::size_t max_args = 4;
 
     script_args() = default;
     // Its number views point into the object itself.
