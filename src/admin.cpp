@@ -1,6 +1,7 @@
 #include <corolock/admin.hpp>
 
 #include <corolock/detail/lock_service.hpp>
+#include <corolock/detail/logging.hpp>
 #include <corolock/mutex.hpp>
 
 #include <boost/asio/append.hpp>
@@ -63,7 +64,7 @@ void run_admin_script(client& c, std::string name, const detail::script& s,
     // `why` arrives non-empty when the caller already found an argument bad.
     error_code ec = why.empty() ? validate_lock_name(name, why) : error::invalid_argument;
     if (ec) {
-        impl->log().debug("admin {}: {}", s.name, why);
+        impl->log().debug("admin {}: {}", s.name, detail::escaped{why});
         // Never complete inside the initiating call.
         asio::post(impl->strand(), [op, ec] { op->complete(ec, Results{}...); });
         return;
