@@ -21,6 +21,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cctype>
+#include <string_view>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -574,6 +576,56 @@ TEST_CASE("client: several threads share one client", "[client][integration][thr
     long total = 0;
     for (int k = 0; k < 7; ++k) total += std::stol(server.cmd1({"GET", "counter:" + std::to_string(k)}));
     CHECK(total == 4000);
+}
+
+namespace {
+// Every byte but unreserved ones as %XX: the query's values are decoded.
+std::string percent_encoded(std::string_view s) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) || c == '-' || c == '_' || c == '.') {
+            out.push_back(c);
+        } else {
+            out.push_back('%');
+            out.push_back(hex[u >> 4]);
+            out.push_back(hex[u & 0xf]);
+        }
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("client: TLS options in the URL's query", "[client][integration][tls]") {
+    corolock::test::redis_server_options opts;
+    opts.tls = true;
+    redis_server server(opts);
+    // The test's timeouts, then the URL's fields, TLS options included.
+    auto connect_via = [&](const std::string& query) {
+        auto cfg = config_for(server);
+        std::string why;
+        REQUIRE(!corolock::config::parse_url(server.url() + "?" + query, cfg, why));
+        asio::io_context ioc;
+        corolock::client c(ioc.get_executor(), cfg);
+        corolock::error_code result;
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
+            result = ec;
+            INFO(r.str);
+            if (!ec) CHECK(r.str == "PONG");
+        });
+        c.stop();
+        return result;
+    };
+    const std::string ca = "tls_ca=" + percent_encoded(server.ca_file());
+    const std::string wrong_ca = "tls_ca=" + percent_encoded(server.wrong_ca_file());
+    CHECK_FALSE(connect_via(ca));
+    CHECK(connect_via(wrong_ca) == error::tls_handshake_failed);
+    // The certificate names 127.0.0.1 and localhost, nothing else.
+    CHECK_FALSE(connect_via(ca + "&tls_server_name=localhost"));
+    CHECK(connect_via(ca + "&tls_server_name=wrong.invalid") == error::tls_handshake_failed);
+    CHECK_FALSE(connect_via(wrong_ca + "&tls_verify=no"));
 }
 
 TEST_CASE("client: TLS with verification", "[client][integration][tls]") {
