@@ -41,7 +41,7 @@ TEST_CASE("client: 1,000 coroutines issue 10,000 commands and each gets its own 
           "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     int finished = 0;
     int mismatches = 0;
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -81,7 +81,7 @@ TEST_CASE("client: a burst queued by one handler goes out in slices, every reply
           "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     constexpr int n = 1000;
     std::vector<std::string> got(n);
     int completed = 0;
@@ -120,7 +120,7 @@ TEST_CASE("client: a command queued by the handler of a read's last reply goes o
     // returns, not after the reader has unwound.
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     std::uint64_t writes_before = 0;
     std::uint64_t writes_after = 0;
     bool queued = false;
@@ -160,7 +160,7 @@ TEST_CASE("client: a write larger than the socket takes is finished in order",
     SECTION("TLS") { opts.tls = true; }
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     if (opts.tls) cfg.tls.ca_file = server.ca_file();
     corolock::client c(ioc.get_executor(), cfg);
     constexpr int n = 32;
@@ -202,7 +202,7 @@ TEST_CASE("client: a write larger than the socket takes is finished in order",
 TEST_CASE("client: every completion token works", "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
 
     SECTION("use_awaitable throws on server errors and returns replies") {
         run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -257,7 +257,7 @@ TEST_CASE("client: every completion token works", "[client][integration]") {
 TEST_CASE("client: binary-safe arguments round-trip", "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         const std::string value("a\0b\r\nc", 6);
         co_await c.async_exec(command{"SET", "bin", value}, asio::use_awaitable);
@@ -277,7 +277,7 @@ TEST_CASE("client: a killed and restarted server fails written commands and the 
           "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
         // BLPOP keeps a command written and unanswered while we kill the server.
@@ -312,7 +312,7 @@ TEST_CASE("client: an idempotent command is re-sent once after the connection dr
           "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
         auto ex = co_await asio::this_coro::executor;
@@ -343,7 +343,7 @@ TEST_CASE("client: a wrong password gives auth_failed", "[client][integration]")
     opts.password = "right-password";
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.password = "wrong-password";
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -354,7 +354,7 @@ TEST_CASE("client: a wrong password gives auth_failed", "[client][integration]")
 
     // And the right one works, as an ACL user too.
     asio::io_context ioc2;
-    auto good = config_for(server);
+    auto good = plain_config_for(server);
     good.password = "right-password";
     corolock::client c2(ioc2.get_executor(), good);
     run_async(ioc2, [&]() -> asio::awaitable<void> {
@@ -370,7 +370,7 @@ TEST_CASE("client: an ACL user authenticates through HELLO", "[client][integrati
     opts.acl_password = "s3cret";
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.username = "locker";
     cfg.password = "s3cret";
     cfg.database = 2;
@@ -389,7 +389,7 @@ TEST_CASE("client: an ACL user authenticates through HELLO", "[client][integrati
 TEST_CASE("client: an unanswered command times out", "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.command_timeout = 300ms;
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -417,7 +417,7 @@ TEST_CASE("client: an idle connection is health-checked, and a silent server is 
           "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.health_check_interval = 100ms;
     cfg.command_timeout = 300ms;
     corolock::client c(ioc.get_executor(), cfg);
@@ -451,7 +451,7 @@ TEST_CASE("client: a cancelled command that was not written is never sent",
           "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
         server.kill9();
@@ -482,7 +482,7 @@ TEST_CASE("client: a cancelled command that was not written is never sent",
 TEST_CASE("client: stop() ends every background task", "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     std::optional<error_code> pending;
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
@@ -532,7 +532,7 @@ TEST_CASE("client: an io_context destroyed without running stop() frees the work
     bool waiting = false;
     {
         asio::io_context ioc;
-        corolock::client c(ioc.get_executor(), config_for(server));
+        corolock::client c(ioc.get_executor(), plain_config_for(server));
         auto in_frame = std::make_shared<int>(0);
         frame_alive = in_frame;
         asio::co_spawn(ioc, [&c, &waiting, in_frame]() -> asio::awaitable<void> {
@@ -555,7 +555,7 @@ TEST_CASE("client: an io_context destroyed without running stop() frees the work
 TEST_CASE("client: several threads share one client", "[client][integration][threads]") {
     redis_server server;
     asio::io_context ioc(4);
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     std::atomic<int> ok{0};
     for (int i = 0; i < 200; ++i) {
         asio::co_spawn(ioc, [&, i]() -> asio::awaitable<void> {
@@ -603,7 +603,7 @@ TEST_CASE("client: TLS options in the URL's query", "[client][integration][tls]"
     redis_server server(opts);
     // The test's timeouts, then the URL's fields, TLS options included.
     auto connect_via = [&](const std::string& query) {
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         std::string why;
         REQUIRE(!corolock::config::parse_url(server.url() + "?" + query, cfg, why));
         asio::io_context ioc;
@@ -634,7 +634,7 @@ TEST_CASE("client: TLS with verification", "[client][integration][tls]") {
     redis_server server(opts);
     SECTION("the right CA connects") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         REQUIRE(cfg.tls.enabled);
         cfg.tls.ca_file = server.ca_file();
         corolock::client c(ioc.get_executor(), cfg);
@@ -647,7 +647,7 @@ TEST_CASE("client: TLS with verification", "[client][integration][tls]") {
     }
     SECTION("a certificate from the wrong CA fails clearly") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         cfg.tls.ca_file = server.wrong_ca_file();
         corolock::client c(ioc.get_executor(), cfg);
         run_async(ioc, [&]() -> asio::awaitable<void> {

@@ -278,7 +278,7 @@ TEST_CASE("connection errors: rediss:// to a plain server that waits names the l
           "[client][integration][conn-errors][tls]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.tls.enabled = true;
     cfg.connect_timeout = 300ms;
     corolock::client c(ioc.get_executor(), cfg);
@@ -304,7 +304,7 @@ TEST_CASE("connection errors: TLS failures name their cause, and disabled verifi
     redis_server server(opts);
     SECTION("a certificate from the wrong CA") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         cfg.tls.ca_file = server.wrong_ca_file();
         corolock::client c(ioc.get_executor(), cfg);
         run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -320,7 +320,7 @@ TEST_CASE("connection errors: TLS failures name their cause, and disabled verifi
         mtls.extra_args = {"--tls-auth-clients", "yes"};
         redis_server strict(mtls);
         asio::io_context ioc;
-        auto cfg = config_for(strict);
+        auto cfg = plain_config_for(strict);
         cfg.tls.ca_file = strict.ca_file();
         corolock::client c(ioc.get_executor(), cfg);
         run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -351,7 +351,7 @@ TEST_CASE("connection errors: TLS failures name their cause, and disabled verifi
     }
     SECTION("verification disabled: warned on every connection") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         cfg.tls.verify_peer = false;
         captured_log log;
         cfg.logger = log.logger;
@@ -378,7 +378,7 @@ TEST_CASE("connection errors: SELECT of a missing database fails at once, with R
           "[client][integration][conn-errors]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.database = 99;
     cfg.connect_timeout = 5s;
     captured_log log;
@@ -405,7 +405,7 @@ TEST_CASE("connection errors: a wrong password fails at once, every time",
     opts.password = "right";
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.password = "wrong-and-secret";
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -454,7 +454,7 @@ TEST_CASE("connection errors: NOPERM is a permission error naming the command",
     redis_server server;
     server.cmd({"ACL", "SETUSER", "limited", "on", ">limited-pw", "~allowed:*", "+@all", "-set"});
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.username = "limited";
     cfg.password = "limited-pw";
     captured_log log;
@@ -482,7 +482,7 @@ TEST_CASE("connection errors: Redis's own error text reaches last_error and the 
           "[client][integration][conn-errors]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     captured_log log;
     cfg.logger = log.logger;
     corolock::client c(ioc.get_executor(), cfg);
@@ -507,7 +507,7 @@ TEST_CASE("connection errors: the client's sockets are close-on-exec",
     redis_server server;
     asio::io_context ioc;
     const auto before = open_fds();
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(!ec);
@@ -533,7 +533,7 @@ TEST_CASE("connection errors: one reply's memory is capped by max_reply_size",
         server.cmd(push);
     }
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.max_reply_size = 64 * 1024;  // 2,000 elements cost more than this in memory
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -589,7 +589,7 @@ TEST_CASE("connection errors: a lock-only client works within its tight reply li
     redis_server server;
     server.cmd({"SET", "big", std::string(100 * 1024, 'x')});
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.use_lock_only_limits();
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
