@@ -4,6 +4,7 @@
 #include <corolock/detail/client_impl.hpp>
 #include <corolock/detail/lock_service.hpp>
 #include <corolock/detail/scripts.hpp>
+#include <corolock/detail/logging.hpp>
 #include <corolock/mutex.hpp>
 
 #include <boost/asio/append.hpp>
@@ -70,7 +71,7 @@ void run_admin_script(const std::shared_ptr<detail::client_impl>& impl, std::str
     // `why` arrives non-empty when the caller already found an argument bad.
     error_code ec = why.empty() ? validate_lock_name(name, why) : error::invalid_argument;
     if (ec) {
-        impl->log().debug("admin {}: {}", s.name, why);
+        impl->log().debug("admin {}: {}", s.name, detail::escaped{why});
         // Never complete inside the initiating call.
         asio::post(impl->strand(), [op, ec] { op->complete(ec, Results{}...); });
         return;

@@ -206,7 +206,7 @@ void client_impl::start() {
             try {
                 std::rethrow_exception(e);
             } catch (const std::exception& ex) {
-                self->logger_->critical("client background task failed: {}", ex.what());
+                self->logger_->critical("client background task failed: {}", escaped{ex.what()});
             } catch (...) {
                 self->logger_->critical("client background task failed");
             }
@@ -471,9 +471,9 @@ void client_impl::complete(completion& c) {
         std::string text = name.empty() ? c.result.str : name + ": " + c.result.str;
         if (c.ec == error::no_permission) text = "permission denied: " + text;
         if (c.ec == error::no_script) {
-            logger_->debug("{}", text);
+            logger_->debug("{}", escaped{text});
         } else {
-            logger_->warn("server error: {}", text);
+            logger_->warn("server error: {}", escaped{text});
             note_error(c.ec, std::move(text));
         }
     }
@@ -544,7 +544,7 @@ void client_impl::flush() noexcept {
         else
             asio::async_write(conn_->socket, rest, std::move(on_done));
     } catch (const std::exception& e) {
-        logger_->error("write failed: {}", e.what());
+        logger_->error("write failed: {}", escaped{e.what()});
         fail_write(make_error_code(boost::system::errc::not_enough_memory));
     }
 }
@@ -609,10 +609,10 @@ client_impl::awaitable<void> client_impl::run() {
                 logger_->warn("TLS certificate verification is disabled (config.tls.verify_peer "
                               "= false): the connection to {}:{} is encrypted but the server is "
                               "not authenticated, and anyone on the path can impersonate it",
-                              cfg_.host, cfg_.port);
+                              escaped{cfg_.host}, cfg_.port);
             connected_.store(true, std::memory_order_release);
             const bool again = stats_.connects.fetch_add(1, std::memory_order_relaxed) > 0;
-            logger_->info("connected to {}:{}", cfg_.host, cfg_.port);
+            logger_->info("connected to {}:{}", escaped{cfg_.host}, cfg_.port);
             for_each_listener([](connection_listener& l) { l.on_connected(); });
             if (again)
                 notify(event_observer(), *logger_, "on_reconnected",
@@ -631,7 +631,8 @@ client_impl::awaitable<void> client_impl::run() {
             close_socket();
             if (stopped()) break;
             stats_.disconnects.fetch_add(1, std::memory_order_relaxed);
-            logger_->warn("connection to {}:{} lost: {}", cfg_.host, cfg_.port, why.message());
+            logger_->warn("connection to {}:{} lost: {}", escaped{cfg_.host}, cfg_.port,
+                          why.message());
             completions done;
             const auto retried = queue_.on_disconnect(error::connection_lost, done);
             stats_.retries.fetch_add(retried, std::memory_order_relaxed);
@@ -668,8 +669,8 @@ void client_impl::on_connect_failure(error_code ec) {
     last_connect_permanent_ = ec == error::auth_failed || ec == error::no_permission ||
                               ec == error::tls_handshake_failed || ec == error::server_too_old ||
                               (ec == error::handshake_failed && last_connect_permanent_);
-    logger_->warn("connect to {}:{} failed: {}{}{}", cfg_.host, cfg_.port, ec.message(),
-                  last_connect_diagnostic_.empty() ? "" : ": ", last_connect_diagnostic_);
+    logger_->warn("connect to {}:{} failed: {}{}{}", escaped{cfg_.host}, cfg_.port, ec.message(),
+                  last_connect_diagnostic_.empty() ? "" : ": ", escaped{last_connect_diagnostic_});
     note_error(ec, last_connect_diagnostic_);
     if (last_connect_permanent_) {
         const bool was = fail_fast_ && fail_fast_ec_ == ec;
@@ -678,7 +679,7 @@ void client_impl::on_connect_failure(error_code ec) {
         fail_fast_text_ = last_connect_diagnostic_;
         if (!was)
             logger_->warn("commands to {}:{} fail at once ({}) until a connection succeeds",
-                          cfg_.host, cfg_.port, last_connect_diagnostic_);
+                          escaped{cfg_.host}, cfg_.port, escaped{last_connect_diagnostic_});
         fail_queued_fast();
     } else if (window_passed_ && !ever_connected_) {
         fail_fast_ = true;
@@ -703,7 +704,7 @@ client_impl::awaitable<void> client_impl::connect_window() {
                                             : "the first attempt is still connecting";
     logger_->warn("no connection to {}:{} within {} ms ({}): commands fail with never_connected "
                   "until one succeeds",
-                  cfg_.host, cfg_.port, ms, cause);
+                  escaped{cfg_.host}, cfg_.port, ms, escaped{cause});
     if (fail_fast_) co_return;  // a permanent failure already fails them
     fail_fast_ = true;
     fail_fast_ec_ = error::never_connected;
@@ -1058,7 +1059,7 @@ client_impl::awaitable<void> client_impl::expire_loop() {
             // server that trickles bytes can no longer keep them waiting.
             logger_->warn("{} written command(s) to {}:{} got no reply in time; resetting the "
                           "connection",
-                          written, cfg_.host, cfg_.port);
+                          written, escaped{cfg_.host}, cfg_.port);
             fail_write(error::timeout);
         }
     }

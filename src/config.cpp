@@ -1,17 +1,20 @@
 // config: URL parsing, defaults and validation.
 //
-// The URL grammar is redis[s]://[user[:password]@]host[:port][/db]. The
+// The URL grammar is redis[s]://[user[:password]@]host[:port][/db][?query]. The
 // parser is strict (anything it does not understand is an error naming the
 // problem) because a half-understood URL would connect somewhere else, or as
 // someone else, than the caller meant. Error messages never contain the
 // password, nor any text that may be a password.
 #include <corolock/config.hpp>
+#include <corolock/printable.hpp>
 
 #include <boost/asio/ip/address_v6.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <utility>
+#include <vector>
 
 namespace corolock {
 
@@ -116,7 +119,72 @@ bool is_host_char(char c) noexcept {
            c == '.' || c == '_';
 }
 
+// The query's key=value pairs ("a=1&b=2"), decoded, into tls. Unknown keys
+// and bad values are errors naming the key; values are never echoed.
+bool apply_query(std::string_view query, bool tls_scheme, tls_config& tls, std::string& why) {
+    std::vector<std::string> seen;
+    for (bool more = !query.empty(); more;) {
+        const auto amp = query.find('&');
+        const std::string_view item = query.substr(0, amp);
+        more = amp != std::string_view::npos;
+        if (more) query.remove_prefix(amp + 1);
+        if (item.empty()) {
+            why = "empty parameter in the URL's query (expected key=value&key=value)";
+            return false;
+        }
+        const auto eq = item.find('=');
+        std::string key, value;
+        if (!percent_decode(item.substr(0, eq), key, "query", why)) return false;
+        if (eq == std::string_view::npos) {
+            why = "parameter " + quoted(printable(key)) +
+                  " in the URL's query has no value (expected key=value)";
+            return false;
+        }
+        if (!percent_decode(item.substr(eq + 1), value, "query", why)) return false;
+        if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+            why = "parameter " + quoted(printable(key)) + " is given twice in the URL's query";
+            return false;
+        }
+        seen.push_back(key);
+        if (!tls_scheme && key.rfind("tls_", 0) == 0) {
+            why = "TLS parameter " + quoted(printable(key)) +
+                  " in a redis:// URL: use rediss:// for TLS";
+            return false;
+        }
+        if (tls.set(key, value, why)) {
+            why += " (in the URL's query)";
+            return false;
+        }
+    }
+    return true;
+}
+
 }  // namespace
+
+error_code tls_config::set(std::string_view key, std::string_view value, std::string& why) {
+    auto fail = [&](std::string reason) {
+        why = std::move(reason);
+        return error_code(error::invalid_argument);
+    };
+    std::string* file = key == "tls_ca"     ? &ca_file
+                        : key == "tls_cert" ? &cert_file
+                        : key == "tls_key"  ? &key_file
+                                            : nullptr;
+    if (file != nullptr || key == "tls_server_name") {
+        if (value.empty()) return fail(quoted(printable(key)) + " has an empty value");
+        (file != nullptr ? *file : server_name) = std::string(value);
+    } else if (key == "tls_verify") {
+        if (value == "yes") verify_peer = true;
+        else if (value == "no") verify_peer = false;
+        else return fail("\"tls_verify\" must be yes or no");
+    } else {
+        // Only the key is echoed: a value may be a secret put in the wrong place.
+        return fail("unknown parameter " + quoted(printable(key)) +
+                    " (known: tls_ca, tls_cert, tls_key, tls_server_name, tls_verify)");
+    }
+    why.clear();
+    return {};
+}
 
 error_code config::parse_url(std::string_view url, config& out, std::string& why) {
     why.clear();
@@ -165,10 +233,16 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
     if (tail.find('@') != std::string_view::npos)
         return fail("unexpected '@' after the URL's host: percent-encode '/', '?' and '#' in the "
                     "user name and password (as %2F, %3F and %23)");
-    if (tail.find_first_of("?#") != std::string_view::npos)
-        return fail("query strings and fragments are not supported in the URL");
-    // Without '?' and '#', the tail is empty or "/db".
-    const std::string_view path = tail.empty() ? tail : tail.substr(1);
+    if (tail.find('#') != std::string_view::npos)
+        return fail("fragments ('#') are not supported in the URL");
+    // The tail is empty, "/db", "?query" or "/db?query".
+    const auto question = tail.find('?');
+    const std::string_view path_part = tail.substr(0, question);
+    const std::string_view query =
+        question == std::string_view::npos ? std::string_view() : tail.substr(question + 1);
+    const std::string_view path = path_part.empty() ? path_part : path_part.substr(1);
+    tls_config tls_options = out.tls;
+    if (!apply_query(query, tls, tls_options, why)) return error::invalid_url;
 
     // userinfo@hostport. The last '@' separates them: a host cannot contain
     // '@', so a raw '@' in the password is unambiguous and tolerated.
@@ -272,6 +346,7 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
     out.username = std::move(username);
     out.password = std::move(password);
     out.database = database;
+    out.tls = std::move(tls_options);
     out.tls.enabled = tls;
     return {};
 }

@@ -2,6 +2,7 @@
 
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
+#include <corolock/detail/logging.hpp>
 
 #include <boost/asio/bind_executor.hpp>
 
@@ -344,7 +345,7 @@ public:
                        [&](observer& o) { o.on_release_found_gone(st_->name, ec); });
             }
         }
-        st_->client->log().debug("release {} level {}: {}", st_->name, level_,
+        st_->client->log().debug("release {} level {}: {}", escaped{st_->name}, level_,
                                  ec ? ec.message() : "ok");
         complete_handler(std::move(handler_), direct_, st_->client->get_executor(), ec);
     }
@@ -405,7 +406,7 @@ public:
             s->lose_tenure(st_, r.integer == 0 ? "the lock expired on the server"
                                                : "another owner holds the lock");
         } else {
-            s->impl_.log().warn("renewal of {} failed: {}", st_->name,
+            s->impl_.log().warn("renewal of {} failed: {}", escaped{st_->name},
                                 ec ? ec.message() : to_string(r));
             s->schedule_.on_renew_failed(watch_id_, clock::now());
             note_renewal_failed(s->impl_, *st_, ec ? ec : error_code(error::unexpected_reply));
@@ -534,7 +535,7 @@ void lock_service::send_subscribe(std::string_view channel, bool subscribe, bool
                    // A failed SUBSCRIBE only costs latency: every wait is
                    // capped at the lock's TTL, so waiters still get through.
                    s->impl_.log().warn("{} {} failed: {}", subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
-                                       channel, ec.message());
+                                       escaped{channel}, ec.message());
                }));
 }
 
@@ -699,7 +700,7 @@ void lock_service::on_wait_timer() {
         try {
             target->wait_over();
         } catch (const std::exception& e) {
-            impl_.log().error("resuming a timed wait failed: {}", e.what());
+            impl_.log().error("resuming a timed wait failed: {}", escaped{e.what()});
         }
     }
     arm_wait_timer();
@@ -753,12 +754,12 @@ void lock_service::check_eviction_policy() {
                        s->impl_.log().warn(
                            "maxmemory-policy is {}: the server may evict lock keys and fencing "
                            "counters under memory pressure (see docs/safety.md); use noeviction",
-                           policy);
+                           escaped{policy});
                    else if (policy.rfind("volatile-", 0) == 0)
                        s->impl_.log().warn(
                            "maxmemory-policy is {}: the server may evict held lock keys under "
                            "memory pressure (see docs/safety.md); use noeviction",
-                           policy);
+                           escaped{policy});
                }));
 }
 
@@ -800,7 +801,7 @@ void lock_service::on_stopped() {
         try {
             op.on_client_stopped();
         } catch (const std::exception& e) {
-            impl_.log().error("abandoning an acquire on stop failed: {}", e.what());
+            impl_.log().error("abandoning an acquire on stop failed: {}", escaped{e.what()});
         } catch (...) {
             impl_.log().error("abandoning an acquire on stop failed");
         }
@@ -852,7 +853,7 @@ void lock_service::arm_watchdog_at(clock::time_point next) {
 void lock_service::lose_tenure(const std::shared_ptr<lock_state>& st, const char* why) {
     auto* t = st->live();
     if (!t) return;
-    impl_.log().warn("lock {} lost: {}", st->name, why);
+    impl_.log().warn("lock {} lost: {}", escaped{st->name}, why);
     impl_.metrics().add(impl_.metrics().leases_lost);
     t->mark_lost(clock::now());
     st->lost_epoch = t->epoch;

@@ -2,6 +2,7 @@
 
 #include <corolock/client.hpp>
 #include <corolock/detail/client_impl.hpp>
+#include <corolock/detail/logging.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -13,7 +14,7 @@ namespace detail {
 
 void log_observer_failure(spdlog::logger& log, const char* event, const char* what) noexcept {
     try {
-        log.error("observer's {} threw: {}", event, what);
+        log.error("observer's {} threw: {}", event, escaped{what});
     } catch (...) {
     }
 }

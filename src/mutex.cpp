@@ -2,6 +2,7 @@
 
 #include <corolock/detail/acquire_fsm.hpp>
 #include <corolock/detail/lock_service.hpp>
+#include <corolock/detail/logging.hpp>
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -19,6 +20,7 @@ namespace corolock {
 
 namespace asio = boost::asio;
 using detail::lock_service;
+using detail::escaped;
 using detail::lock_state;
 using clock = std::chrono::steady_clock;
 
@@ -187,13 +189,14 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
             st->client->log().info(
                 "acquire {}: the grant crossed a lost tenure or came after its deadline; giving "
                 "it back",
-                st->name);
+                escaped{st->name});
         if (!ec && r.acquired && a.give_back && !crossed)
-            st->client->log().debug("acquire {}: granted after cancellation; releasing", st->name);
+            st->client->log().debug("acquire {}: granted after cancellation; releasing",
+                                    escaped{st->name});
         if (ec && a.fresh_level)
-            st->client->log().info("acquire {}: {}; retrying", st->name, ec.message());
+            st->client->log().info("acquire {}: {}; retrying", escaped{st->name}, ec.message());
         else if (ec && a.what == fsm::step::done)
-            st->client->log().debug("acquire {} failed: {}", st->name, ec.message());
+            st->client->log().debug("acquire {} failed: {}", escaped{st->name}, ec.message());
         perform(a);
     }
 
@@ -464,7 +467,7 @@ void mutex::acquire_impl(lock_options opts, bool try_once,
     auto& client = *state_->client;
     std::string why;
     if (auto ec = normalize(opts, why); ec) {
-        client.log().debug("acquire {}: {}", state_->name, why);
+        client.log().debug("acquire {}: {}", escaped{state_->name}, escaped{why});
         asio::post(client.get_executor(), asio::append(std::move(handler), ec, guard{}));
         return;
     }

@@ -319,25 +319,39 @@ std::optional<usage_error> apply_credentials(const std::string& command,
         cfg.password = env;
     }
     if (cred.any_tls()) cfg.tls.enabled = true;
-    auto readable = [&](const std::optional<std::string>& file, const char* option,
-                        std::string& out) -> std::optional<usage_error> {
-        if (!file) return std::nullopt;
-        if (::access(file->c_str(), R_OK) != 0) {
-            const int err = errno;
-            return usage_error{command, std::string("cannot read ") + option + " " +
-                                            quoted(*file) + ": " + std::strerror(err)};
-        }
-        out = *file;
+    // Each option sets the field its URL query key sets (tls_config::set).
+    auto set = [&](const std::optional<std::string>& value, const char* option,
+                   std::string_view key) -> std::optional<usage_error> {
+        if (!value) return std::nullopt;
+        std::string why;
+        if (cfg.tls.set(key, *value, why)) return usage_error{command, option + (": " + why)};
         return std::nullopt;
+    };
+    // A file from an option or from the URL's query, checked now rather than
+    // when the client loads it. A URL's parts are never repeated.
+    auto readable = [&](const std::string& file, const std::optional<std::string>& from_option,
+                        const char* option, const char* key) -> std::optional<usage_error> {
+        if (file.empty() || ::access(file.c_str(), R_OK) == 0) return std::nullopt;
+        const std::string err = std::strerror(errno);
+        if (from_option)
+            return usage_error{command, std::string("cannot read ") + option + " " + quoted(file) +
+                                            ": " + err};
+        return usage_error{command,
+                           std::string("cannot read the file in the URL's ") + key + ": " + err};
     };
     if (cred.tls_cert.has_value() != cred.tls_key.has_value())
         return usage_error{command, "--tls-cert and --tls-key go together (a client certificate "
                                     "and its private key)"};
-    if (auto e = readable(cred.tls_ca, "--tls-ca", cfg.tls.ca_file); e) return e;
-    if (auto e = readable(cred.tls_cert, "--tls-cert", cfg.tls.cert_file); e) return e;
-    if (auto e = readable(cred.tls_key, "--tls-key", cfg.tls.key_file); e) return e;
-    if (cred.tls_server_name) cfg.tls.server_name = *cred.tls_server_name;
-    if (cred.tls_insecure) cfg.tls.verify_peer = false;
+    if (auto e = set(cred.tls_ca, "--tls-ca", "tls_ca"); e) return e;
+    if (auto e = set(cred.tls_cert, "--tls-cert", "tls_cert"); e) return e;
+    if (auto e = set(cred.tls_key, "--tls-key", "tls_key"); e) return e;
+    if (auto e = set(cred.tls_server_name, "--tls-server-name", "tls_server_name"); e) return e;
+    if (cred.tls_insecure) {
+        if (auto e = set(std::string("no"), "--tls-insecure", "tls_verify"); e) return e;
+    }
+    if (auto e = readable(cfg.tls.ca_file, cred.tls_ca, "--tls-ca", "tls_ca"); e) return e;
+    if (auto e = readable(cfg.tls.cert_file, cred.tls_cert, "--tls-cert", "tls_cert"); e) return e;
+    if (auto e = readable(cfg.tls.key_file, cred.tls_key, "--tls-key", "tls_key"); e) return e;
     return std::nullopt;
 }
 

@@ -8,12 +8,10 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
-#include <mutex>
 
 namespace corolock::cli {
 
@@ -24,35 +22,12 @@ constexpr duration cli_connect_timeout = std::chrono::seconds(2);
 constexpr duration cli_command_timeout = std::chrono::seconds(3);
 }  // namespace
 
-namespace {
-// Log lines carry lock names, owner ids and server text (the library's too):
-// each message is made printable before it reaches the terminal.
-class printable_sink final : public spdlog::sinks::base_sink<std::mutex> {
-public:
-    explicit printable_sink(std::shared_ptr<spdlog::sinks::sink> inner) : inner_(std::move(inner)) {}
-
-protected:
-    void sink_it_(const spdlog::details::log_msg& msg) override {
-        const std::string text = printable(std::string_view(msg.payload.data(), msg.payload.size()));
-        spdlog::details::log_msg copy = msg;
-        copy.payload = text;
-        inner_->log(copy);
-    }
-    void flush_() override { inner_->flush(); }
-    void set_pattern_(const std::string& pattern) override { inner_->set_pattern(pattern); }
-    void set_formatter_(std::unique_ptr<spdlog::formatter> f) override {
-        inner_->set_formatter(std::move(f));
-    }
-
-private:
-    std::shared_ptr<spdlog::sinks::sink> inner_;
-};
-}  // namespace
-
+// Log lines carry lock names, owner ids and server text: the library escapes
+// its own arguments (detail/logging.hpp), and the CLI's notes pass theirs
+// through printable(), so a whole-line escape here would escape them twice.
 std::shared_ptr<spdlog::logger> make_logger(int verbosity) {
     if (verbosity <= 0) return nullptr;
-    auto sink = std::make_shared<printable_sink>(
-        std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+    auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
     auto logger = std::make_shared<spdlog::logger>("corolock", std::move(sink));
     logger->set_level(verbosity >= 2 ? spdlog::level::debug : spdlog::level::info);
     logger->set_pattern("corolock: [%H:%M:%S.%e] [%l] %v");

@@ -23,6 +23,13 @@ struct tls_config {
     std::string cert_file;         // client certificate (mutual TLS), optional
     std::string key_file;          // client private key, optional
     std::string server_name;       // SNI and host-name check; empty means host
+
+    // Sets one option by the name it has in a rediss:// URL's query:
+    // tls_ca, tls_cert, tls_key (file names), tls_server_name, and
+    // tls_verify (yes or no). The CLI's --tls-* options set the same fields
+    // through it. An unknown key or a bad value gives error::invalid_argument
+    // and a why that names the key (never the value). Leaves `enabled` alone.
+    error_code set(std::string_view key, std::string_view value, std::string& why);
 };
 
 inline constexpr std::size_t max_holder_label_length = 256;
@@ -74,10 +81,12 @@ struct config {
     // Null: none, and the events cost one branch each.
     std::shared_ptr<corolock::observer> observer;
 
-    // Parses redis://[user[:password]@]host[:port][/db] and rediss://...
-    // Percent-escapes in user and password are decoded; an IPv6 host goes in
-    // brackets. Throws boost::system::system_error(error::invalid_url) whose
-    // what() names the problem.
+    // Parses redis://[user[:password]@]host[:port][/db][?key=value&...] and
+    // rediss://... The query holds TLS options (see tls_config::set), for
+    // rediss:// only. Percent-escapes in user, password and query are
+    // decoded; an IPv6 host goes in brackets. Throws
+    // boost::system::system_error(error::invalid_url) whose what() names the
+    // problem.
     static config from_url(std::string_view url);
 
     // Non-throwing form. On failure returns error::invalid_url, leaves out

@@ -935,6 +935,14 @@ group_tls() {
   expect_status "tls: the system's CAs do not trust the test CA" 69 "$last_status"
   cl 20 status --url "$turl" --tls-insecure "${client[@]}" tls1
   expect_status "tls: --tls-insecure skips verification" 0 "$last_status"
+  cl 20 status --url "$turl/0?tls_ca=$d/ca.crt&tls_server_name=localhost" "${client[@]}" tls1
+  expect_status "tls: tls_ca and tls_server_name in the URL's query" 0 "$last_status"
+  cl 20 status --url "$turl?tls_verify=no" "${client[@]}" tls1
+  expect_status "tls: tls_verify=no in the URL's query" 0 "$last_status"
+  cl 20 status --url "$turl?tls_ca=/nonexistent/ca.crt" "${client[@]}" tls1
+  expect_status "tls: an unreadable tls_ca in the URL's query" 64 "$last_status"
+  expect_true "tls: the unreadable file is named by its query key" \
+    grep -qF "cannot read the file in the URL's tls_ca" "$tmp_dir/err"
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" tls1
   expect_status "tls: no client certificate where the server asks for one" 69 "$last_status"
   stop_pid "$tls_pid"

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <optional>
 
 namespace asio = boost::asio;
@@ -24,15 +25,11 @@ using namespace corolock::test;
 namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-// The documented list, as ACL SETUSER arguments.
+// The documented list (read from docs/security.md), as ACL SETUSER arguments.
 std::vector<std::string> minimal_acl(const std::string& user, bool with_time) {
-    std::vector<std::string> args{"ACL", "SETUSER", user, "on", ">locks-pw", "~corolock:*",
-                                  "&corolock:*", "-@all"};
-    for (const char* c : {"+hello", "+ping", "+evalsha", "+eval", "+subscribe", "+unsubscribe",
-                          "+hget", "+hlen", "+hkeys", "+hset", "+hdel", "+del", "+incr", "+get",
-                          "+set", "+pttl", "+pexpire", "+publish"})
-        args.emplace_back(c);
-    if (with_time) args.emplace_back("+time");
+    std::vector<std::string> args{"ACL", "SETUSER", user};
+    for (auto& rule : restricted_user::documented_rules("locks-pw"))
+        if (with_time || rule != "+time") args.push_back(std::move(rule));
     return args;
 }
 
@@ -75,6 +72,36 @@ TEST_CASE("acl: the lock works for a user restricted to the documented commands"
     }, 30s);
     a.stop();
     b.stop();
+}
+
+TEST_CASE("acl: the fixture's restricted user has the rules docs/security.md shows",
+          "[acl][integration]") {
+    const auto rules = restricted_user::documented_rules("pw");
+    const auto has = [&](const char* r) {
+        return std::find(rules.begin(), rules.end(), r) != rules.end();
+    };
+    CHECK(has(">pw"));
+    CHECK(has("~corolock:*"));
+    CHECK(has("&corolock:*"));
+    CHECK(has("-@all"));
+    CHECK(has("+evalsha"));
+    CHECK(has("+time"));
+    CHECK_FALSE(has("+@all"));
+}
+
+TEST_CASE("acl: in the restricted run, lock clients log in as the restricted user",
+          "[acl][integration]") {
+    if (!restricted_user::enabled()) {
+        SUCCEED("not the restricted run (ctest -L acl)");
+        return;
+    }
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> { co_await wait_connected(c); });
+    const std::string user = std::string("user=") + restricted_user::name + " ";
+    CHECK_THAT(server.cmd1({"CLIENT", "LIST"}), Catch::Contains(user));
+    c.stop();
 }
 
 TEST_CASE("acl: a user without a command the scripts call gets no_permission, not a lock",

@@ -196,10 +196,11 @@ TEST_CASE("bad input: a wrong password", "[bad-input][integration]") {
     opts.password = "right-password";
     redis_server server(opts);
     asio::io_context ioc;
-    auto good_cfg = config_for(server);
+    // The default user's password is what this row is about.
+    auto good_cfg = plain_config_for(server);
     good_cfg.password = "right-password";
     corolock::client good(ioc.get_executor(), good_cfg);
-    auto bad_cfg = config_for(server);
+    auto bad_cfg = plain_config_for(server);
     bad_cfg.password = "wrong-password";
     corolock::client bad(ioc.get_executor(), bad_cfg);
     bystander b(good, "password");

@@ -72,7 +72,7 @@ TEST_CASE("bad input: a malformed or oversized server reply", "[bad-input][integ
     logger->set_level(spdlog::level::warn);
 
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);  // BLPOP and GET of a plain key
     cfg.port = proxy.port();
     cfg.max_bulk_length = 4096;
     cfg.logger = logger;

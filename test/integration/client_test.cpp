@@ -21,6 +21,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cctype>
+#include <string_view>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -39,7 +41,7 @@ TEST_CASE("client: 1,000 coroutines issue 10,000 commands and each gets its own 
           "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     int finished = 0;
     int mismatches = 0;
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -79,7 +81,7 @@ TEST_CASE("client: a burst queued by one handler goes out in slices, every reply
           "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     constexpr int n = 1000;
     std::vector<std::string> got(n);
     int completed = 0;
@@ -118,7 +120,7 @@ TEST_CASE("client: a command queued by the handler of a read's last reply goes o
     // returns, not after the reader has unwound.
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     std::uint64_t writes_before = 0;
     std::uint64_t writes_after = 0;
     bool queued = false;
@@ -158,7 +160,7 @@ TEST_CASE("client: a write larger than the socket takes is finished in order",
     SECTION("TLS") { opts.tls = true; }
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     if (opts.tls) cfg.tls.ca_file = server.ca_file();
     corolock::client c(ioc.get_executor(), cfg);
     constexpr int n = 32;
@@ -200,7 +202,7 @@ TEST_CASE("client: a write larger than the socket takes is finished in order",
 TEST_CASE("client: every completion token works", "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
 
     SECTION("use_awaitable throws on server errors and returns replies") {
         run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -255,7 +257,7 @@ TEST_CASE("client: every completion token works", "[client][integration]") {
 TEST_CASE("client: binary-safe arguments round-trip", "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         const std::string value("a\0b\r\nc", 6);
         co_await c.async_exec(command{"SET", "bin", value}, asio::use_awaitable);
@@ -275,7 +277,7 @@ TEST_CASE("client: a killed and restarted server fails written commands and the 
           "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
         // BLPOP keeps a command written and unanswered while we kill the server.
@@ -310,7 +312,7 @@ TEST_CASE("client: an idempotent command is re-sent once after the connection dr
           "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
         auto ex = co_await asio::this_coro::executor;
@@ -341,7 +343,7 @@ TEST_CASE("client: a wrong password gives auth_failed", "[client][integration]")
     opts.password = "right-password";
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.password = "wrong-password";
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -352,7 +354,7 @@ TEST_CASE("client: a wrong password gives auth_failed", "[client][integration]")
 
     // And the right one works, as an ACL user too.
     asio::io_context ioc2;
-    auto good = config_for(server);
+    auto good = plain_config_for(server);
     good.password = "right-password";
     corolock::client c2(ioc2.get_executor(), good);
     run_async(ioc2, [&]() -> asio::awaitable<void> {
@@ -368,7 +370,7 @@ TEST_CASE("client: an ACL user authenticates through HELLO", "[client][integrati
     opts.acl_password = "s3cret";
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.username = "locker";
     cfg.password = "s3cret";
     cfg.database = 2;
@@ -387,7 +389,7 @@ TEST_CASE("client: an ACL user authenticates through HELLO", "[client][integrati
 TEST_CASE("client: an unanswered command times out", "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.command_timeout = 300ms;
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -415,7 +417,7 @@ TEST_CASE("client: an idle connection is health-checked, and a silent server is 
           "[client][integration][fault]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.health_check_interval = 100ms;
     cfg.command_timeout = 300ms;
     corolock::client c(ioc.get_executor(), cfg);
@@ -449,7 +451,7 @@ TEST_CASE("client: a cancelled command that was not written is never sent",
           "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
         server.kill9();
@@ -480,7 +482,7 @@ TEST_CASE("client: a cancelled command that was not written is never sent",
 TEST_CASE("client: stop() ends every background task", "[client][integration]") {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     std::optional<error_code> pending;
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await wait_connected(c);
@@ -530,7 +532,7 @@ TEST_CASE("client: an io_context destroyed without running stop() frees the work
     bool waiting = false;
     {
         asio::io_context ioc;
-        corolock::client c(ioc.get_executor(), config_for(server));
+        corolock::client c(ioc.get_executor(), plain_config_for(server));
         auto in_frame = std::make_shared<int>(0);
         frame_alive = in_frame;
         asio::co_spawn(ioc, [&c, &waiting, in_frame]() -> asio::awaitable<void> {
@@ -553,7 +555,7 @@ TEST_CASE("client: an io_context destroyed without running stop() frees the work
 TEST_CASE("client: several threads share one client", "[client][integration][threads]") {
     redis_server server;
     asio::io_context ioc(4);
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     std::atomic<int> ok{0};
     for (int i = 0; i < 200; ++i) {
         asio::co_spawn(ioc, [&, i]() -> asio::awaitable<void> {
@@ -576,13 +578,63 @@ TEST_CASE("client: several threads share one client", "[client][integration][thr
     CHECK(total == 4000);
 }
 
+namespace {
+// Every byte but unreserved ones as %XX: the query's values are decoded.
+std::string percent_encoded(std::string_view s) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (std::isalnum(u) || c == '-' || c == '_' || c == '.') {
+            out.push_back(c);
+        } else {
+            out.push_back('%');
+            out.push_back(hex[u >> 4]);
+            out.push_back(hex[u & 0xf]);
+        }
+    }
+    return out;
+}
+}  // namespace
+
+TEST_CASE("client: TLS options in the URL's query", "[client][integration][tls]") {
+    corolock::test::redis_server_options opts;
+    opts.tls = true;
+    redis_server server(opts);
+    // The test's timeouts, then the URL's fields, TLS options included.
+    auto connect_via = [&](const std::string& query) {
+        auto cfg = plain_config_for(server);
+        std::string why;
+        REQUIRE(!corolock::config::parse_url(server.url() + "?" + query, cfg, why));
+        asio::io_context ioc;
+        corolock::client c(ioc.get_executor(), cfg);
+        corolock::error_code result;
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
+            result = ec;
+            INFO(r.str);
+            if (!ec) CHECK(r.str == "PONG");
+        });
+        c.stop();
+        return result;
+    };
+    const std::string ca = "tls_ca=" + percent_encoded(server.ca_file());
+    const std::string wrong_ca = "tls_ca=" + percent_encoded(server.wrong_ca_file());
+    CHECK_FALSE(connect_via(ca));
+    CHECK(connect_via(wrong_ca) == error::tls_handshake_failed);
+    // The certificate names 127.0.0.1 and localhost, nothing else.
+    CHECK_FALSE(connect_via(ca + "&tls_server_name=localhost"));
+    CHECK(connect_via(ca + "&tls_server_name=wrong.invalid") == error::tls_handshake_failed);
+    CHECK_FALSE(connect_via(wrong_ca + "&tls_verify=no"));
+}
+
 TEST_CASE("client: TLS with verification", "[client][integration][tls]") {
     corolock::test::redis_server_options opts;
     opts.tls = true;
     redis_server server(opts);
     SECTION("the right CA connects") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         REQUIRE(cfg.tls.enabled);
         cfg.tls.ca_file = server.ca_file();
         corolock::client c(ioc.get_executor(), cfg);
@@ -595,7 +647,7 @@ TEST_CASE("client: TLS with verification", "[client][integration][tls]") {
     }
     SECTION("a certificate from the wrong CA fails clearly") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         cfg.tls.ca_file = server.wrong_ca_file();
         corolock::client c(ioc.get_executor(), cfg);
         run_async(ioc, [&]() -> asio::awaitable<void> {

@@ -201,29 +201,26 @@ TEST_CASE("connection errors: a closed port fails within about a second, naming 
     // connect_timeout left at its default (1 s).
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        const auto start = clock_type::now();
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
-        const auto took = clock_type::now() - start;
         CHECK(ec == error::never_connected);
         CHECK(ec == corolock::condition::connection_failure);
         CHECK(r.str == "never connected: connection refused");
-        CHECK(took >= 900ms);
-        CHECK(took < 1800ms);
         const auto detail = c.last_error();
         CHECK(detail.code == asio::error::connection_refused);
         CHECK(detail.message == "connection refused");
-        // Later commands fail at once, while the client keeps trying.
-        const auto again = clock_type::now();
+        // Later commands fail at once, while the client keeps trying: a
+        // queued one would wait and end in timeout or not_connected instead.
         auto [ec2, r2] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(ec2 == error::never_connected);
-        CHECK(clock_type::now() - again < 200ms);
         // An acquire without a wait ends too, instead of hanging.
         corolock::mutex m(c, "never-connected");
         auto [ec3, g] = co_await m.async_acquire({.lease = 5s}, use_nothrow);
         CHECK(ec3 == error::never_connected);
         CHECK_FALSE(g.owns_lock());
     }, 20s);
+    // The default window (1 s) ended the first command's wait.
     CHECK_THAT(log.str(), Catch::Contains("connection refused") &&
+                              Catch::Contains("within 1000 ms") &&
                               Catch::Contains("commands fail with never_connected"));
     c.stop();
 }
@@ -236,15 +233,17 @@ TEST_CASE("connection errors: connect_timeout sets how long a first connection i
     cfg.port = closed_port();
     cfg.connect_timeout = 300ms;
     cfg.reconnect_max = 100ms;
+    captured_log log;
+    cfg.logger = log.logger;
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        const auto start = clock_type::now();
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
-        const auto took = clock_type::now() - start;
         CHECK(ec == error::never_connected);
-        CHECK(took >= 250ms);
-        CHECK(took < 1s);
     }, 20s);
+    // The window that ended the wait was connect_timeout's, not the default
+    // (1 s): the client says which it waited (no timed assertion).
+    CHECK_THAT(log.str(), Catch::Contains("no connection to 127.0.0.1:" + std::to_string(cfg.port) +
+                                          " within 300 ms"));
     c.stop();
 }
 
@@ -260,15 +259,18 @@ TEST_CASE("connection errors: rediss:// to a plain server fails at once with the
     auto cfg = fake_config(plain);
     cfg.tls.enabled = true;
     cfg.connect_timeout = 5s;  // failing at once does not wait for it
+    captured_log log;
+    cfg.logger = log.logger;
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        const auto start = clock_type::now();
+        // At once, by cause: a wait for connect_timeout would end in
+        // never_connected, not in the handshake's own code.
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(ec == error::tls_handshake_failed);
-        CHECK(clock_type::now() - start < 1s);
         CHECK(r.str == "TLS handshake: wrong version number");
         CHECK(c.last_error().message == "TLS handshake: wrong version number");
     }, 20s);
+    CHECK_THAT(log.str(), Catch::Contains("fail at once (TLS handshake: wrong version number)"));
     c.stop();
 }
 
@@ -276,7 +278,7 @@ TEST_CASE("connection errors: rediss:// to a plain server that waits names the l
           "[client][integration][conn-errors][tls]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.tls.enabled = true;
     cfg.connect_timeout = 300ms;
     corolock::client c(ioc.get_executor(), cfg);
@@ -302,7 +304,7 @@ TEST_CASE("connection errors: TLS failures name their cause, and disabled verifi
     redis_server server(opts);
     SECTION("a certificate from the wrong CA") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         cfg.tls.ca_file = server.wrong_ca_file();
         corolock::client c(ioc.get_executor(), cfg);
         run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -318,7 +320,7 @@ TEST_CASE("connection errors: TLS failures name their cause, and disabled verifi
         mtls.extra_args = {"--tls-auth-clients", "yes"};
         redis_server strict(mtls);
         asio::io_context ioc;
-        auto cfg = config_for(strict);
+        auto cfg = plain_config_for(strict);
         cfg.tls.ca_file = strict.ca_file();
         corolock::client c(ioc.get_executor(), cfg);
         run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -349,7 +351,7 @@ TEST_CASE("connection errors: TLS failures name their cause, and disabled verifi
     }
     SECTION("verification disabled: warned on every connection") {
         asio::io_context ioc;
-        auto cfg = config_for(server);
+        auto cfg = plain_config_for(server);
         cfg.tls.verify_peer = false;
         captured_log log;
         cfg.logger = log.logger;
@@ -376,15 +378,19 @@ TEST_CASE("connection errors: SELECT of a missing database fails at once, with R
           "[client][integration][conn-errors]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.database = 99;
     cfg.connect_timeout = 5s;
+    captured_log log;
+    cfg.logger = log.logger;
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        const auto start = clock_type::now();
+        // At once, by cause: a wait for connect_timeout would end in
+        // never_connected, not in handshake_failed.
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(ec == error::handshake_failed);
-        CHECK(clock_type::now() - start < 1s);
+        CHECK_THAT(log.str(),
+                   Catch::Contains("fail at once (SELECT 99: ERR DB index is out of range)"));
         CHECK(r.str == "SELECT 99: ERR DB index is out of range");
         CHECK(c.last_error().message == "SELECT 99: ERR DB index is out of range");
         auto [ec2, r2] = co_await c.async_exec(command{"PING"}, use_nothrow);
@@ -399,16 +405,16 @@ TEST_CASE("connection errors: a wrong password fails at once, every time",
     opts.password = "right";
     redis_server server(opts);
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.password = "wrong-and-secret";
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(ec == error::auth_failed);
-        const auto start = clock_type::now();
+        // Failed at once by cause: a command queued for a later connection
+        // would wait and end in timeout or not_connected, not auth_failed.
         auto [ec2, r2] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(ec2 == error::auth_failed);
-        CHECK(clock_type::now() - start < 200ms);
         CHECK_THAT(r2.str, Catch::Contains("WRONGPASS"));
         CHECK(r2.str.find("wrong-and-secret") == std::string::npos);
         CHECK(c.last_error().message.find("wrong-and-secret") == std::string::npos);
@@ -426,12 +432,15 @@ TEST_CASE("connection errors: a server without HELLO gets one clear error naming
     asio::io_context ioc;
     auto cfg = fake_config(old_redis);
     cfg.connect_timeout = 5s;
+    captured_log log;
+    cfg.logger = log.logger;
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        const auto start = clock_type::now();
+        // At once, by cause: a wait for connect_timeout would end in
+        // never_connected, not in server_too_old.
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(ec == error::server_too_old);
-        CHECK(clock_type::now() - start < 1s);
+        CHECK_THAT(log.str(), Catch::Contains("fail at once (HELLO 3: ERR unknown command"));
         CHECK_THAT(ec.message(), Catch::Contains("Redis 6.0"));
         CHECK_THAT(r.str, Catch::Contains("unknown command 'HELLO'") &&
                               Catch::Contains("Redis 6.0 or later"));
@@ -445,7 +454,7 @@ TEST_CASE("connection errors: NOPERM is a permission error naming the command",
     redis_server server;
     server.cmd({"ACL", "SETUSER", "limited", "on", ">limited-pw", "~allowed:*", "+@all", "-set"});
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.username = "limited";
     cfg.password = "limited-pw";
     captured_log log;
@@ -473,7 +482,7 @@ TEST_CASE("connection errors: Redis's own error text reaches last_error and the 
           "[client][integration][conn-errors]") {
     redis_server server;
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     captured_log log;
     cfg.logger = log.logger;
     corolock::client c(ioc.get_executor(), cfg);
@@ -498,7 +507,7 @@ TEST_CASE("connection errors: the client's sockets are close-on-exec",
     redis_server server;
     asio::io_context ioc;
     const auto before = open_fds();
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(!ec);
@@ -524,7 +533,7 @@ TEST_CASE("connection errors: one reply's memory is capped by max_reply_size",
         server.cmd(push);
     }
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.max_reply_size = 64 * 1024;  // 2,000 elements cost more than this in memory
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -580,7 +589,7 @@ TEST_CASE("connection errors: a lock-only client works within its tight reply li
     redis_server server;
     server.cmd({"SET", "big", std::string(100 * 1024, 'x')});
     asio::io_context ioc;
-    auto cfg = config_for(server);
+    auto cfg = plain_config_for(server);
     cfg.use_lock_only_limits();
     corolock::client c(ioc.get_executor(), cfg);
     run_async(ioc, [&]() -> asio::awaitable<void> {

@@ -250,7 +250,7 @@ TEST_CASE("fault proxy: 1-byte slicing still yields correct replies through the 
     fault_proxy proxy(server.port());
     proxy.slice();
     asio::io_context ioc;
-    auto cfg = corolock::test::config_for(server);
+    auto cfg = corolock::test::plain_config_for(server);
     cfg.port = proxy.port();
     // Byte-at-a-time is slow (more so under sanitizers): this checks the
     // replies, not the speed.

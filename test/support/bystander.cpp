@@ -23,7 +23,7 @@ constexpr auto lease = 600ms;
 }  // namespace
 
 bystander::bystander(corolock::client& c, std::string tag)
-    : client_(c), mutex_(c, "bystander-" + tag), counter_("bystander:" + tag) {}
+    : client_(c), mutex_(c, "bystander-" + tag), counter_(data_prefix + ("bystander:" + tag)) {}
 
 asio::awaitable<void> bystander::begin() {
     guard_ = co_await mutex_.acquire({.lease = lease});

@@ -15,13 +15,30 @@ namespace corolock::test {
 
 using namespace std::chrono_literals;
 
-corolock::config config_for(const redis_server& server) {
+corolock::config plain_config_for(const redis_server& server) {
     auto cfg = corolock::config::from_url(server.url());
     cfg.command_timeout = 2s;
     cfg.connect_timeout = 2s;
     cfg.reconnect_min = 20ms;
     cfg.reconnect_max = 200ms;
     return cfg;
+}
+
+corolock::config config_for(const redis_server& server) {
+    auto cfg = plain_config_for(server);
+    if (restricted_user::enabled()) {
+        cfg.username = restricted_user::name;
+        cfg.password = restricted_user::password;
+    }
+    return cfg;
+}
+
+std::string client_url(const redis_server& server) {
+    std::string url = server.url();
+    if (restricted_user::enabled())
+        url.insert(url.find("://") + 3,
+                   std::string(restricted_user::name) + ":" + restricted_user::password + "@");
+    return url;
 }
 
 long long mono_ns() {

@@ -17,8 +17,23 @@
 namespace corolock::test {
 
 // The server's URL with short timeouts and a fast reconnect, so a fault
-// costs a test milliseconds, not the library's production defaults.
+// costs a test milliseconds, not the library's production defaults. Logs in
+// as the restricted user when that run is on (see restricted_user).
 corolock::config config_for(const redis_server& server);
+
+// config_for() without the restricted user, ever: for a client that runs
+// arbitrary commands on arbitrary keys (the generic client's own tests), or
+// that tests the default user's credentials. Not a lock client.
+corolock::config plain_config_for(const redis_server& server);
+
+// Where a test keeps the data its lock clients touch inside a critical
+// section (counters standing for the protected resource): under the lock's
+// key prefix, which the restricted user's key pattern (~corolock:*) covers.
+inline constexpr const char* data_prefix = "corolock:test-data:";
+
+// The URL a lock client in another process uses: server.url(), with the
+// restricted user's credentials when that run is on.
+std::string client_url(const redis_server& server);
 
 // CLOCK_MONOTONIC in nanoseconds: the clock every process on this machine
 // shares, so events of several processes can be ordered exactly.

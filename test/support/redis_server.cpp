@@ -23,6 +23,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -401,6 +402,36 @@ authorityKeyIdentifier = keyid
 
 // ---------------------------------------------------------------------------
 
+bool restricted_user::enabled() {
+    const char* env = std::getenv("COROLOCK_TEST_AS_ACL_USER");
+    return env != nullptr && std::string_view(env) == "1";
+}
+
+std::vector<std::string> restricted_user::documented_rules(const std::string& pass) {
+    const std::string doc_path = std::string(COROLOCK_SOURCE_DIR) + "/docs/security.md";
+    std::ifstream doc(doc_path);
+    std::string line;
+    bool in_section = false, in_block = false;
+    std::vector<std::string> words;
+    while (std::getline(doc, line)) {
+        if (line.rfind("## ", 0) == 0) in_section = line == "## The minimal ACL";
+        if (!in_section) continue;
+        if (line.rfind("```", 0) == 0) {
+            if (in_block) break;  // the section's first block is the ACL
+            in_block = true;
+            continue;
+        }
+        if (!in_block) continue;
+        std::istringstream in(line);
+        for (std::string w; in >> w;) words.push_back(w == ">PASSWORD" ? ">" + pass : w);
+    }
+    const std::vector<std::string> head{"ACL", "SETUSER", "locks"};
+    if (words.size() <= head.size() || !std::equal(head.begin(), head.end(), words.begin()))
+        throw std::runtime_error(
+            "no \"ACL SETUSER locks ...\" block under \"## The minimal ACL\" in " + doc_path);
+    return {words.begin() + static_cast<std::ptrdiff_t>(head.size()), words.end()};
+}
+
 redis_server::redis_server(redis_server_options opts)
     : opts_(std::move(opts)), admin_timeout_(opts_.admin_timeout) {
     const char* env = std::getenv("COROLOCK_REDIS_SERVER");
@@ -532,6 +563,11 @@ redis_server::start_result redis_server::start_once(deadline_type deadline) {
         argv.insert(argv.end(), {"--user", opts_.acl_user, "on",
                                  opts_.acl_password.empty() ? "nopass" : ">" + opts_.acl_password,
                                  "~*", "&*", "+@all"});
+    }
+    if (restricted_user::enabled()) {
+        argv.insert(argv.end(), {"--user", restricted_user::name});
+        const auto rules = restricted_user::documented_rules();
+        argv.insert(argv.end(), rules.begin(), rules.end());
     }
     argv.insert(argv.end(), opts_.extra_args.begin(), opts_.extra_args.end());
 

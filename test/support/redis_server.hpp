@@ -34,6 +34,20 @@ struct redis_server_options {
     std::chrono::milliseconds admin_timeout{5'000};   // bound on each cmd() call
 };
 
+// The integration tier run as the restricted ACL user (ctest label "acl"):
+// with COROLOCK_TEST_AS_ACL_USER=1 in the environment, every redis_server
+// also has this user, with the rules of docs/security.md's "The minimal ACL"
+// read from the document itself, and config_for() and client_url() log lock
+// clients in as it. cmd(), the fixture's own admin connection, stays as it is.
+struct restricted_user {
+    static constexpr const char* name = "corolock-restricted";
+    static constexpr const char* password = "restricted-pw";
+    static bool enabled();  // the environment switch
+    // The documented rules (what follows "ACL SETUSER locks"), with PASSWORD
+    // replaced by `pass`. Throws std::runtime_error if the section is missing.
+    static std::vector<std::string> documented_rules(const std::string& pass = password);
+};
+
 // An error reply (-ERR ...) to cmd(); what() is the server's message.
 struct redis_reply_error : std::runtime_error {
     using std::runtime_error::runtime_error;

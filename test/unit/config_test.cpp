@@ -91,9 +91,21 @@ TEST_CASE("config: malformed URLs name the problem", "[unit][config]") {
         {"redis://h/1/2", "invalid database \"1/2\""},
         {"redis://h//", "invalid database \"/\""},
         {"redis://h/99999999999", "invalid database \"99999999999\" in the URL: out of range"},
-        {"redis://h?db=1", "query strings and fragments are not supported"},
-        {"redis://h/0?timeout=1", "query strings and fragments are not supported"},
-        {"redis://h#frag", "query strings and fragments are not supported"},
+        {"redis://h?db=1", "unknown parameter \"db\" (known: tls_ca, tls_cert, tls_key"},
+        {"redis://h/0?timeout=1", "unknown parameter \"timeout\""},
+        {"redis://h#frag", "fragments ('#') are not supported"},
+        {"rediss://h?tls_ca=a#frag", "fragments ('#') are not supported"},
+        {"redis://h?tls_ca=ca.pem", "TLS parameter \"tls_ca\" in a redis:// URL: use rediss://"},
+        {"rediss://h?tls_ca", "parameter \"tls_ca\" in the URL's query has no value"},
+        {"rediss://h?tls_ca=", "\"tls_ca\" has an empty value (in the URL's query)"},
+        {"rediss://h?tls_server_name=", "\"tls_server_name\" has an empty value"},
+        {"rediss://h?tls_ca=a&tls_ca=b", "parameter \"tls_ca\" is given twice"},
+        {"rediss://h?tls_ca=a&&tls_key=b", "empty parameter in the URL's query"},
+        {"rediss://h?tls_ca=a&", "empty parameter in the URL's query"},
+        {"rediss://h?tls_verify=maybe", "\"tls_verify\" must be yes or no"},
+        {"rediss://h?tls_verify=No", "\"tls_verify\" must be yes or no"},
+        {"rediss://h?tls_ca=%zz", "malformed percent-escape in the URL's query"},
+        {"rediss://h?tls%5Fca%0A=x", "unknown parameter \"tls_ca\\n\""},  // decoded, printable
         {"redis://[::1", "unbalanced '['"},
         {"redis://::1]", "unbalanced bracket"},
         {"redis://h]:1", "unbalanced bracket"},
@@ -146,6 +158,69 @@ TEST_CASE("config: malformed URLs name the problem", "[unit][config]") {
         CHECK(out.database == 5);
         CHECK(out.tls.enabled);
     }
+}
+
+TEST_CASE("config: a rediss:// URL's query sets the TLS options", "[unit][config]") {
+    const config c = config::from_url(
+        "rediss://u:p@h:6380/2?tls_ca=%2Fetc%2Fca%20bundle.pem&tls_cert=c.pem&tls_key=k.pem"
+        "&tls_server_name=redis.internal&tls_verify=no");
+    CHECK(c.host == "h");
+    CHECK(c.port == 6380);
+    CHECK(c.database == 2);
+    CHECK(c.password == "p");
+    CHECK(c.tls.enabled);
+    CHECK(c.tls.ca_file == "/etc/ca bundle.pem");  // percent-decoded
+    CHECK(c.tls.cert_file == "c.pem");
+    CHECK(c.tls.key_file == "k.pem");
+    CHECK(c.tls.server_name == "redis.internal");
+    CHECK_FALSE(c.tls.verify_peer);
+
+    // Without a path, an empty query, and tls_verify=yes.
+    const config d = config::from_url("rediss://h?tls_verify=yes&tls_ca=ca.pem");
+    CHECK(d.database == 0);
+    CHECK(d.tls.verify_peer);
+    CHECK(d.tls.ca_file == "ca.pem");
+    CHECK(config::from_url("rediss://h/1?").database == 1);
+
+    // Options the query does not name are kept from the config parsed into.
+    config e;
+    e.tls.server_name = "kept";
+    std::string why;
+    REQUIRE(!config::parse_url("rediss://h?tls_ca=x", e, why));
+    CHECK(e.tls.server_name == "kept");
+    CHECK(e.tls.ca_file == "x");
+}
+
+TEST_CASE("config: an unknown query key is named, its value never echoed", "[unit][config]") {
+    for (const char* url : {"rediss://h?password=s3cret", "redis://h/0?auth=s3cret",
+                            "rediss://h?tls_ca=a&pass=s3cret"}) {
+        INFO(url);
+        config c;
+        std::string why;
+        CHECK(config::parse_url(url, c, why) == error::invalid_url);
+        CHECK_THAT(why, Catch::Contains("unknown parameter"));
+        CHECK(why.find("s3cret") == std::string::npos);
+    }
+}
+
+TEST_CASE("config: tls_config::set maps each query key onto one field", "[unit][config]") {
+    corolock::tls_config t;
+    std::string why;
+    CHECK(!t.set("tls_ca", "ca", why));
+    CHECK(!t.set("tls_cert", "cert", why));
+    CHECK(!t.set("tls_key", "key", why));
+    CHECK(!t.set("tls_server_name", "name", why));
+    CHECK(!t.set("tls_verify", "no", why));
+    CHECK(why.empty());
+    CHECK(t.ca_file == "ca");
+    CHECK(t.cert_file == "cert");
+    CHECK(t.key_file == "key");
+    CHECK(t.server_name == "name");
+    CHECK_FALSE(t.verify_peer);
+    CHECK_FALSE(t.enabled);  // the scheme (or the CLI) decides that
+    CHECK(t.set("tls-ca", "x", why) == error::invalid_argument);
+    CHECK_THAT(why, Catch::Contains("unknown parameter \"tls-ca\""));
+    CHECK(t.ca_file == "ca");
 }
 
 TEST_CASE("config: from_url throws system_error(invalid_url) with the reason", "[unit][config]") {
