@@ -9,6 +9,7 @@
 //   main.cpp        dispatch
 #pragma once
 
+#include <corolock/admin.hpp>
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
 
@@ -117,6 +118,13 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
 // "500ms", "10s", "2m", "1h": a whole number and a unit. Empty why on success.
 std::optional<duration> parse_duration(std::string_view text, std::string& why);
 std::string format_duration(duration d);
+
+// How a lock's holder reads in text (defined in inspect_commands.cpp):
+// RFC 3339 UTC with milliseconds; "2d 3h 4m 5s" (or "12.345s"); host:pid,
+// escaped.
+std::string format_time(std::chrono::system_clock::time_point t);
+std::string format_held_for(std::chrono::milliseconds d);
+std::string holder_text(const lock_holder& h);
 
 // Help texts (help.cpp). Empty topic: the overview. Unknown topic: empty string.
 std::string help_text(std::string_view topic);

@@ -61,6 +61,31 @@ std::string plural_levels(std::int64_t n) {
     return std::to_string(n) + (n == 1 ? " level" : " levels");
 }
 
+
+// The JSON object of one lock, shared by status --json and list --json.
+std::string status_json(std::string_view name, const lock_status& st) {
+    std::string holder = ",\"host\":null,\"pid\":null,\"label\":null,\"since\":null,\"held_for_ms\":null";
+    if (st.holder) {
+        const auto& h = *st.holder;
+        holder = ",\"host\":" + json_string(h.host) + ",\"pid\":" + std::to_string(h.pid) +
+                 ",\"label\":" + json_string(h.label) + ",\"since\":" +
+                 json_string(format_time(h.since)) +
+                 ",\"held_for_ms\":" + std::to_string(h.held_for.count());
+    }
+    return "{\"name\":" + json_string(name) + ",\"held\":" + (st.held ? "true" : "false") +
+           ",\"owner\":" + json_string(st.owner) +
+           ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
+           ",\"levels\":" + std::to_string(st.levels) +
+           ",\"last_token\":" + std::to_string(st.last_token) + holder + "}";
+}
+
+std::string ttl_text(const lock_status& st) {
+    if (!st.held) return "-";
+    return st.ttl.count() < 0 ? "none (the key has no expiry)" : std::to_string(st.ttl.count()) + " ms";
+}
+
+}  // namespace
+
 // RFC 3339 in UTC with milliseconds: 2026-11-25T19:03:18.123Z.
 std::string format_time(std::chrono::system_clock::time_point t) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -99,30 +124,6 @@ std::string format_held_for(std::chrono::milliseconds d) {
 std::string holder_text(const lock_holder& h) {
     return printable(h.host) + ":" + std::to_string(h.pid);
 }
-
-// The JSON object of one lock, shared by status --json and list --json.
-std::string status_json(std::string_view name, const lock_status& st) {
-    std::string holder = ",\"host\":null,\"pid\":null,\"label\":null,\"since\":null,\"held_for_ms\":null";
-    if (st.holder) {
-        const auto& h = *st.holder;
-        holder = ",\"host\":" + json_string(h.host) + ",\"pid\":" + std::to_string(h.pid) +
-                 ",\"label\":" + json_string(h.label) + ",\"since\":" +
-                 json_string(format_time(h.since)) +
-                 ",\"held_for_ms\":" + std::to_string(h.held_for.count());
-    }
-    return "{\"name\":" + json_string(name) + ",\"held\":" + (st.held ? "true" : "false") +
-           ",\"owner\":" + json_string(st.owner) +
-           ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
-           ",\"levels\":" + std::to_string(st.levels) +
-           ",\"last_token\":" + std::to_string(st.last_token) + holder + "}";
-}
-
-std::string ttl_text(const lock_status& st) {
-    if (!st.held) return "-";
-    return st.ttl.count() < 0 ? "none (the key has no expiry)" : std::to_string(st.ttl.count()) + " ms";
-}
-
-}  // namespace
 
 std::string json_string(std::string_view bytes) {
     // Valid UTF-8 passes through; control characters, quotes and backslashes

@@ -552,16 +552,23 @@ asio::awaitable<int> run_flow(run_state& s) {
     if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
     if (reach) co_return report_redis_failure(o.common, "run", reach, s.redis.last_error().message);
 
-    // -v: who holds the lock, if anyone, before waiting for it. The holder's
-    // host and pid are not stored with the lock; its owner id and remaining
-    // lease are.
+    // -v: who holds the lock, if anyone, before waiting for it: the holder
+    // the lock records (host, pid, since when, its label or command), or its
+    // owner id when it records none (a lock written by an older corolock).
     mutex lock(s.redis, o.name);
     if (s.log) {
         auto [sec, st] = co_await async_lock_status(s.redis, o.name, use_nothrow);
         if (!sec && st.held && st.owner != lock.owner_id()) {
-            s.note("lock '{}' is held by owner {} (lease ends in {} ms unless renewed, levels {}); "
+            const std::string who =
+                st.holder ? holder_text(*st.holder) + " since " + format_time(st.holder->since) +
+                                " (held for " + format_held_for(st.holder->held_for) + ", " +
+                                (st.holder->label.empty() ? std::string("no label")
+                                                          : "label '" + printable(st.holder->label) + "'") +
+                                ")"
+                          : "owner " + printable(st.owner);
+            s.note("lock '{}' is held by {} (lease ends in {} ms unless renewed, levels {}); "
                    "waiting {}",
-                   s.name(), printable(st.owner), st.ttl.count(), st.levels,
+                   s.name(), who, st.ttl.count(), st.levels,
                    o.wait ? (o.wait->count() == 0 ? std::string("not at all (--no-wait)")
                                                   : "up to " + o.wait_text)
                           : std::string("until it is free"));

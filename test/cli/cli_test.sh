@@ -639,7 +639,7 @@ group_flock() {
 
   # -v: whom it waits for, and how long it waited.
   cl 20 run --url "$url" -v -w 0.3 fl -- touch "$tmp_dir/fl-ran"
-  expect_match "flock: -v names the holder's owner id" "lock 'fl' is held by owner [0-9a-f]{32} \(lease ends in [0-9]+ ms" "$tmp_dir/err"
+  expect_match "flock: -v names the holder: host:pid, since, held for, its command" "lock 'fl' is held by [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [0-9]+\.[0-9]{3}s, label 'sh -c .*'\) \(lease ends in [0-9]+ ms" "$tmp_dir/err"
   expect_match "flock: -v says how long it waits" "waiting up to 300ms" "$tmp_dir/err"
   expect_match "flock: -v says how long it waited" "gave up on lock 'fl' after [0-9]+\.[0-9]{3} s" "$tmp_dir/err"
   expect_true "flock: COMMAND never ran on a conflict" [ ! -e "$tmp_dir/fl-ran" ]
@@ -652,7 +652,7 @@ group_flock() {
   expect_true "flock: short holder acquired" wait_until 10 lock_exists fl2
   cl 20 run --url "$url" -v fl2 -- true
   expect_status "flock: -v waiter ran" 0 "$last_status"
-  expect_match "flock: -v: waiting until free" "lock 'fl2' is held by owner [0-9a-f]{32} .*waiting until it is free" "$tmp_dir/err"
+  expect_match "flock: -v: waiting until free" "lock 'fl2' is held by [^ ]+:[0-9]+ since .*label 'sleep 1'.*waiting until it is free" "$tmp_dir/err"
   expect_match "flock: -v: acquired after waiting" "acquired lock 'fl2' \(token [0-9]+, lease 30s\) after waiting [0-9]+\.[0-9]{3} s" "$tmp_dir/err"
   reap "$holder"
 
