@@ -3,6 +3,7 @@
 #include <corolock/client.hpp>
 #include <corolock/detail/client_impl.hpp>
 #include <corolock/detail/logging.hpp>
+#include <corolock/detail/utf8.hpp>
 
 #include <spdlog/spdlog.h>
 
@@ -64,26 +65,6 @@ bool valid_label_name(std::string_view n) {
     return true;
 }
 
-// Length of the well-formed UTF-8 sequence at s[i], or 0.
-std::size_t utf8_length(std::string_view s, std::size_t i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) return 1;
-    std::size_t len = 0;
-    std::uint32_t cp = 0;
-    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
-    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
-    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
-    if (len == 0 || i + len > s.size()) return 0;
-    for (std::size_t k = 1; k < len; ++k) {
-        const auto cc = static_cast<unsigned char>(s[i + k]);
-        if ((cc & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (cc & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
 
 class writer {
 public:
@@ -159,7 +140,8 @@ std::string prometheus_label_value(std::string_view value) {
     std::string out;
     out.reserve(value.size());
     for (std::size_t i = 0; i < value.size();) {
-        const std::size_t len = utf8_length(value, i);
+        std::uint32_t cp = 0;
+        const std::size_t len = detail::utf8_sequence(value, i, cp);
         if (len == 0) {
             out += "\xEF\xBF\xBD";  // U+FFFD
             ++i;

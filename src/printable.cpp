@@ -1,5 +1,6 @@
 // printable(): see include/corolock/printable.hpp.
 #include <corolock/printable.hpp>
+#include <corolock/detail/utf8.hpp>
 
 #include <cstdint>
 
@@ -21,26 +22,6 @@ void append_code_point_escape(std::string& out, std::uint32_t cp) {
     out.push_back('}');
 }
 
-// Length and code point of a well-formed UTF-8 sequence at bytes[i], or 0.
-std::size_t utf8_sequence(std::string_view bytes, std::size_t i, std::uint32_t& cp) {
-    const auto c = static_cast<unsigned char>(bytes[i]);
-    std::size_t len = 0;
-    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
-    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
-    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
-    else return 0;
-    if (i + len > bytes.size()) return 0;
-    for (std::size_t k = 1; k < len; ++k) {
-        const auto cc = static_cast<unsigned char>(bytes[i + k]);
-        if ((cc & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (cc & 0x3f);
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF.
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
-}
 
 bool hidden_code_point(std::uint32_t cp) {
     return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
@@ -69,7 +50,7 @@ std::string printable(std::string_view bytes) {
             continue;
         }
         std::uint32_t cp = 0;
-        const std::size_t len = utf8_sequence(bytes, i, cp);
+        const std::size_t len = detail::utf8_sequence(bytes, i, cp);
         if (len == 0) {
             append_byte_escape(out, c);
             ++i;
@@ -85,3 +66,31 @@ std::string printable(std::string_view bytes) {
 }
 
 }  // namespace corolock
+
+namespace corolock::detail {
+
+std::size_t utf8_sequence(std::string_view bytes, std::size_t i, std::uint32_t& cp) noexcept {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c < 0x80) {
+        cp = c;
+        return 1;
+    }
+    std::size_t len = 0;
+    if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
+    else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
+    else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
+    else return 0;
+    if (i + len > bytes.size()) return 0;
+    for (std::size_t k = 1; k < len; ++k) {
+        const auto cc = static_cast<unsigned char>(bytes[i + k]);
+        if ((cc & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (cc & 0x3f);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF.
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+}  // namespace corolock::detail
