@@ -436,7 +436,16 @@ std::shared_ptr<tenure> lock_service::on_acquired(const std::shared_ptr<lock_sta
     if (first) {
         // A tenure object that no guard refers to any more is reused: a lock
         // taken and released over and over allocates none after the first.
-        if (!st->current || st->current.use_count() != 1) st->current = std::make_shared<tenure>();
+        // Only strand-owned references count as nobody's: the handle's own
+        // and the spare slot's (which holds the last hold's tenure).
+        const bool spared = st->current && st->current == spare_tenure_;
+        if (spared) spare_tenure_.reset();
+        if (!st->current || st->current.use_count() != 1) {
+            if (spare_tenure_ && spare_tenure_.use_count() == 1)
+                st->current = std::move(spare_tenure_);  // its handle and guards are gone
+            else
+                st->current = std::make_shared<tenure>();
+        }
         st->current->reset(++st->tenures, asked);
     } else {
         st->current->terms.join(asked);
@@ -489,6 +498,7 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
             // Stop renewing before the release is even sent: no zombie renewals.
             schedule_.remove(st->watch_id);
             unwatch(st->watch_id);
+            if (!spare_tenure_ || spare_tenure_.use_count() > 1) spare_tenure_ = st->current;
             // The timer is not re-armed here: rescanning every held lock on
             // each release would make releasing n locks O(n^2). If it was
             // armed for this lock, it ticks once early and finds nothing.

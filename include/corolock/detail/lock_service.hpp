@@ -344,6 +344,11 @@ private:
     // The node of the last lock let go, reused by the next one taken: a lock
     // taken and released over and over allocates no node after the first.
     decltype(watched_)::node_type spare_watched_;
+    // The tenure of the last hold that ended, kept for the next handle's
+    // first hold: a lock taken under fresh names, one handle each, then
+    // allocates no tenure. Reused only when nothing else refers to it (the
+    // ending handle, reacquiring, takes it back). Strand only.
+    std::shared_ptr<tenure> spare_tenure_;
     void watch(const std::shared_ptr<lock_state>& st);
     void unwatch(std::uint64_t watch_id) noexcept;
     boost::asio::steady_timer watchdog_timer_;
