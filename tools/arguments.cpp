@@ -503,6 +503,21 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     return resolve_url(cmd, url, o.common, cred);
 }
 
+// Reads the options of a command that takes the common ones plus those
+// `extra` knows (it returns true for an option it took, with any error in
+// e); the positionals stay in r.
+template <class Common, class Extra>
+std::optional<usage_error> read_options(option_reader& r, Common& common,
+                                        std::optional<std::string_view>& url,
+                                        credential_options& cred, Extra&& extra) {
+    return r.read([&](const option_token& opt) -> std::optional<usage_error> {
+        std::optional<usage_error> e;
+        if (common_option(r, opt, common, e, url, cred)) return e;
+        if (extra(r, opt, e)) return e;
+        return r.unknown();
+    });
+}
+
 // status and break: [options] NAME
 template <class Options, class Extra>
 std::optional<usage_error> parse_name_command(const std::string& cmd,
@@ -511,13 +526,7 @@ std::optional<usage_error> parse_name_command(const std::string& cmd,
     option_reader r(cmd, args, /*run_style=*/false);
     std::optional<std::string_view> url;
     credential_options cred;
-    auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
-        std::optional<usage_error> e;
-        if (common_option(r, opt, o.common, e, url, cred)) return e;
-        if (extra(r, opt, e)) return e;
-        return r.unknown();
-    });
-    if (err) return err;
+    if (auto err = read_options(r, o.common, url, cred, extra); err) return err;
     if (r.positionals.empty()) return r.error("missing NAME");
     if (r.positionals.size() > 1)
         return r.error("unexpected argument " + quoted(r.positionals[1]) +
@@ -533,15 +542,14 @@ std::optional<usage_error> parse_list(const std::vector<std::string_view>& args,
     option_reader r(cmd, args, /*run_style=*/false);
     std::optional<std::string_view> url;
     credential_options cred;
-    auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
-        std::optional<usage_error> e;
-        if (common_option(r, opt, o.common, e, url, cred)) return e;
-        if (opt.name == "--json") {
-            o.json = true;
-            return r.no_value();
-        }
-        return r.unknown();
-    });
+    auto err = read_options(r, o.common, url, cred,
+                            [&](option_reader& rr, const option_token& opt,
+                                std::optional<usage_error>& e) {
+                                if (opt.name != "--json") return false;
+                                o.json = true;
+                                e = rr.no_value();
+                                return true;
+                            });
     if (err) return err;
     if (r.positionals.size() > 1)
         return r.error("unexpected argument " + quoted(r.positionals[1]) +
