@@ -1,4 +1,4 @@
-// libFuzzer target for the RESP3 parser (include/corolock/detail/resp3_parser.hpp).
+// libFuzzer target for the RESP3 parser (src/redis/resp3_parser.hpp).
 //
 // Every input is parsed under three sets of limits (the defaults, small
 // fixed ones, and tiny ones drawn from the input's hash), and under each set
@@ -11,7 +11,7 @@
 // input as a crash.
 //
 // Run it through scripts/fuzz.sh; the seed corpus is fuzz/corpus/.
-#include <corolock/detail/resp3_parser.hpp>
+#include "redis/resp3_parser.hpp"
 
 #include "support/reply_equal.hpp"
 

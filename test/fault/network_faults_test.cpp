@@ -11,7 +11,7 @@
 #include "support/async_test.hpp"
 #include "support/fault_proxy.hpp"
 
-#include <corolock/detail/scripts.hpp>
+#include "redis/scripts.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -2,7 +2,7 @@
 // handoff, re-entry, the watchdog, the lost signal, crashes and cancellation.
 #include <corolock/admin.hpp>
 #include <corolock/corolock.hpp>
-#include <corolock/detail/lock_service.hpp>
+#include "redis/lock_service.hpp"
 
 #include "support/async_test.hpp"
 #include "support/child_process.hpp"

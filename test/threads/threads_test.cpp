@@ -8,7 +8,7 @@
 // only record what they saw (in atomics, or in data the lock under test
 // protects), and every CHECK runs on the test's own thread.
 #include <corolock/corolock.hpp>
-#include <corolock/detail/scripts.hpp>
+#include "redis/scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

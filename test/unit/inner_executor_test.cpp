@@ -2,7 +2,7 @@
 // answers the blocking query from what it was made with, and a strand over
 // it keeps the strand's rules: dispatch() runs inline on the strand, post()
 // never does.
-#include <corolock/detail/inner_executor.hpp>
+#include "core/inner_executor.hpp"
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/executor_work_guard.hpp>

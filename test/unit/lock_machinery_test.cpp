@@ -1,9 +1,9 @@
 // The lock layer's sans-I/O parts: unlock waiters and the watchdog schedule.
 #include <corolock/detail/completion.hpp>
-#include <corolock/detail/lock_service.hpp>
-#include <corolock/detail/scripts.hpp>
-#include <corolock/detail/unlock_waiters.hpp>
-#include <corolock/detail/watchdog_schedule.hpp>
+#include "redis/lock_service.hpp"
+#include "redis/scripts.hpp"
+#include "core/waiters.hpp"
+#include "core/watchdog_schedule.hpp"
 #include <corolock/mutex.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>

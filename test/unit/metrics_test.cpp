@@ -1,6 +1,6 @@
 // Histogram bucketing and the Prometheus text rendering (metrics.hpp), with
 // a small parser of the text exposition format that checks every line.
-#include <corolock/detail/metrics_recorder.hpp>
+#include "core/metrics_recorder.hpp"
 #include <corolock/metrics.hpp>
 
 #include <catch2/catch.hpp>

@@ -6,11 +6,11 @@
 // lock_state is the shared state of one mutex handle (one owner).
 #pragma once
 
-#include <corolock/detail/client_impl.hpp>
-#include <corolock/detail/scripts.hpp>
-#include <corolock/detail/tenure.hpp>
-#include <corolock/detail/unlock_waiters.hpp>
-#include <corolock/detail/watchdog_schedule.hpp>
+#include "redis/client_impl.hpp"
+#include "redis/scripts.hpp"
+#include "core/tenure.hpp"
+#include "core/waiters.hpp"
+#include "core/watchdog_schedule.hpp"
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
 

@@ -1,7 +1,7 @@
 #include <corolock/client.hpp>
-#include <corolock/detail/client_impl.hpp>
-#include <corolock/detail/logging.hpp>
-#include <corolock/detail/scripts.hpp>
+#include "redis/client_impl.hpp"
+#include "core/logging.hpp"
+#include "redis/scripts.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>

@@ -1,4 +1,4 @@
-#include <corolock/detail/watchdog_schedule.hpp>
+#include "core/watchdog_schedule.hpp"
 
 #include <algorithm>
 

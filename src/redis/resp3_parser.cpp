@@ -1,4 +1,4 @@
-#include <corolock/detail/resp3_parser.hpp>
+#include "redis/resp3_parser.hpp"
 
 #include <algorithm>
 #include <charconv>

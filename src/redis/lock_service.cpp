@@ -1,8 +1,8 @@
-#include <corolock/detail/lock_service.hpp>
+#include "redis/lock_service.hpp"
 
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
-#include <corolock/detail/logging.hpp>
+#include "core/logging.hpp"
 
 #include <boost/asio/bind_executor.hpp>
 

@@ -1,6 +1,6 @@
 #include <corolock/guard.hpp>
 
-#include <corolock/detail/lock_service.hpp>
+#include "redis/lock_service.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>

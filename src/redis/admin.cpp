@@ -1,10 +1,10 @@
 #include <corolock/admin.hpp>
 
 #include <corolock/command.hpp>
-#include <corolock/detail/client_impl.hpp>
-#include <corolock/detail/lock_service.hpp>
-#include <corolock/detail/scripts.hpp>
-#include <corolock/detail/logging.hpp>
+#include "redis/client_impl.hpp"
+#include "redis/lock_service.hpp"
+#include "redis/scripts.hpp"
+#include "core/logging.hpp"
 #include <corolock/mutex.hpp>
 
 #include <boost/asio/append.hpp>

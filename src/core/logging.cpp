@@ -1,4 +1,4 @@
-#include <corolock/detail/logging.hpp>
+#include "core/logging.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,4 @@
-#include <corolock/detail/acquire_fsm.hpp>
+#include "core/acquire_fsm.hpp"
 
 #include <boost/asio/error.hpp>
 #include <boost/system/errc.hpp>

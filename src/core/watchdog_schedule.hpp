@@ -8,7 +8,7 @@
 // one pipelined round trip instead of owning a timer each.
 #pragma once
 
-#include <corolock/detail/tenure.hpp>
+#include "core/tenure.hpp"
 
 #include <chrono>
 #include <cstdint>

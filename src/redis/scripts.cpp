@@ -1,4 +1,4 @@
-#include <corolock/detail/scripts.hpp>
+#include "redis/scripts.hpp"
 
 #include <corolock/config.hpp>
 

@@ -12,10 +12,10 @@
 #pragma once
 
 #include <corolock/client.hpp>
-#include <corolock/detail/inner_executor.hpp>
-#include <corolock/detail/metrics_recorder.hpp>
-#include <corolock/detail/request_queue.hpp>
-#include <corolock/detail/resp3_parser.hpp>
+#include "core/inner_executor.hpp"
+#include "core/metrics_recorder.hpp"
+#include "redis/request_queue.hpp"
+#include "redis/resp3_parser.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -1,6 +1,6 @@
 // printable(): see include/corolock/printable.hpp.
 #include <corolock/printable.hpp>
-#include <corolock/detail/utf8.hpp>
+#include "core/utf8.hpp"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include <corolock/detail/unlock_waiters.hpp>
+#include "core/waiters.hpp"
 
 #include <cassert>
 

@@ -1,9 +1,9 @@
 #include <corolock/metrics.hpp>
 
 #include <corolock/client.hpp>
-#include <corolock/detail/client_impl.hpp>
-#include <corolock/detail/logging.hpp>
-#include <corolock/detail/utf8.hpp>
+#include "redis/client_impl.hpp"
+#include "core/logging.hpp"
+#include "core/utf8.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -1,8 +1,8 @@
 #include <corolock/mutex.hpp>
 
-#include <corolock/detail/acquire_fsm.hpp>
-#include <corolock/detail/lock_service.hpp>
-#include <corolock/detail/logging.hpp>
+#include "core/acquire_fsm.hpp"
+#include "redis/lock_service.hpp"
+#include "core/logging.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>

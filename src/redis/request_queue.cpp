@@ -1,4 +1,4 @@
-#include <corolock/detail/request_queue.hpp>
+#include "redis/request_queue.hpp"
 
 #include <algorithm>
 #include <cassert>
