@@ -9,6 +9,7 @@
 // lives on an internal strand, so it may be used from several threads.
 #pragma once
 
+#include <corolock/backend.hpp>
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>
 #include <corolock/detail/completion.hpp>
@@ -130,6 +131,10 @@ public:
     // a command's timeout. Empty code when nothing failed yet. Thread-safe;
     // for messages and logs, not for control flow.
     error_detail last_error() const;
+
+    // This client as a lock backend: a handle that shares the client's
+    // connection and does not stop it when destroyed.
+    backend lock_backend() const noexcept;
 
     // The shared implementation, for corolock's own layers (locks, watchdog).
     const std::shared_ptr<detail::client_impl>& impl() const noexcept { return impl_; }

@@ -10,6 +10,7 @@
 // remaining TTL, so a lost message costs at most one TTL.
 #pragma once
 
+#include <corolock/backend.hpp>
 #include <corolock/client.hpp>
 #include <corolock/detail/completion.hpp>
 #include <corolock/guard.hpp>
@@ -29,8 +30,11 @@ class mutex {
 public:
     using acquire_signature = void(error_code, guard);
 
-    // Throws boost::system::system_error(error::invalid_argument) for an
-    // empty name, a name over max_lock_name_length bytes, or one with braces.
+    // A handle on `name` in the backend's lock service (any backend: see
+    // backend.hpp), or in a Redis client's. Throws
+    // boost::system::system_error(error::invalid_argument) for an empty name,
+    // a name over max_lock_name_length bytes, or one with braces.
+    mutex(const backend& b, std::string name);
     mutex(client& c, std::string name);
 
     mutex(mutex&&) noexcept = default;

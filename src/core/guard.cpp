@@ -1,6 +1,6 @@
 #include <corolock/guard.hpp>
 
-#include "redis/lock_service.hpp"
+#include "core/backend.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -15,7 +15,6 @@
 namespace corolock {
 
 namespace asio = boost::asio;
-using detail::lock_service;
 using detail::lock_state;
 
 namespace {
@@ -33,15 +32,14 @@ void complete_later(Handler&& h, error_code ec, const asio::any_io_executor& via
 
 // On the strand: hands the level to the lock service's background releases.
 void release_now(const std::shared_ptr<lock_state>& st, std::uint64_t level) {
-    auto svc = lock_service::of(*st->client);
-    if (!svc->stopped()) svc->release_in_background(st, level);
+    st->backend->release_in_background(st, level);
 }
 
 // Hands a level's release to the client's background work, without waiting.
 void release_detached(std::shared_ptr<lock_state> st, std::uint64_t level) noexcept {
     try {
-        if (st->client->stopped()) return;  // nothing can be sent; the TTL frees it
-        if (st->client->strand().running_in_this_thread()) {
+        if (st->backend->stopped()) return;  // nothing can be sent; the TTL frees it
+        if (st->backend->strand().running_in_this_thread()) {
             // Dropped where the client runs (code its completion resumed):
             // released now, so the level is gone before whatever that code
             // does next. Posted, the release would come after the same
@@ -50,7 +48,7 @@ void release_detached(std::shared_ptr<lock_state> st, std::uint64_t level) noexc
             release_now(st, level);
             return;
         }
-        auto strand = st->client->strand();  // before `st` is moved from
+        auto strand = st->backend->strand();  // before `st` is moved from
         asio::post(strand, [st = std::move(st), level] { release_now(st, level); });
     } catch (...) {
         // Allocation failed: the lease expires by itself within its TTL.
@@ -102,7 +100,7 @@ const std::string& guard::name() const noexcept {
 }
 
 asio::any_io_executor guard::client_executor(const std::shared_ptr<lock_state>& st) noexcept {
-    return st ? st->client->get_executor() : asio::any_io_executor{};
+    return st ? st->backend->get_executor() : asio::any_io_executor{};
 }
 
 void guard::release_impl(asio::any_completion_handler<void(error_code)> handler, bool direct) {
@@ -112,22 +110,21 @@ void guard::release_impl(asio::any_completion_handler<void(error_code)> handler,
     }
     auto st = state_;
     const auto level = std::exchange(level_, 0);
-    if (st->client->stopped()) {
-        complete_later(std::move(handler), error::client_stopped, st->client->get_executor());
+    if (st->backend->stopped()) {
+        complete_later(std::move(handler), error::client_stopped, st->backend->get_executor());
         return;
     }
     auto release = [st, level, t = tenure_, direct, handler = std::move(handler)]() mutable {
-        lock_service::of(*st->client)->release_level(st, level, std::move(t), std::move(handler),
-                                                     direct);
+        st->backend->release(st, level, std::move(t), std::move(handler), direct);
     };
     // Called from the strand (a caller resumed by the client's own
     // completion, the usual case), the release is queued at once: it never
     // completes inside this call, since its answer comes from the server (or,
     // when the client has stopped meanwhile, by a post). Otherwise posted.
-    if (st->client->strand().running_in_this_thread())
+    if (st->backend->strand().running_in_this_thread())
         release();
     else
-        asio::post(st->client->strand(), std::move(release));
+        asio::post(st->backend->strand(), std::move(release));
 }
 
 void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<detail::tenure> t,
@@ -144,9 +141,9 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<deta
     if (slot.is_connected())
         slot.assign([cancelled_early](asio::cancellation_type) { *cancelled_early = true; });
 
-    asio::post(st->client->strand(), [st, t, cancelled_early,
+    asio::post(st->backend->strand(), [st, t, cancelled_early,
                                       handler = std::move(handler)]() mutable {
-        auto ex = asio::get_associated_executor(handler, st->client->get_executor());
+        auto ex = asio::get_associated_executor(handler, st->backend->get_executor());
         auto finish = [&](error_code ec) {
             auto s = asio::get_associated_cancellation_slot(handler);
             if (s.is_connected()) s.clear();
@@ -154,7 +151,7 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<deta
         };
         if (*cancelled_early) return finish(asio::error::operation_aborted);
         if (t->lost()) return finish(error::lock_lost);
-        if (st->client->stopped() || lock_service::of(*st->client)->stopped())
+        if (st->backend->stopped())
             return finish(error::client_stopped);
         if (st->live() != t.get()) return finish(error::released);
         // lost_signal is a condition variable: it is cancelled when the lease
@@ -163,11 +160,11 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<deta
         auto slot = asio::get_associated_cancellation_slot(handler);
         st->lost_timer().async_wait(asio::bind_cancellation_slot(
             slot, [st, t, handler = std::move(handler)](error_code) mutable {
-                auto ex2 = asio::get_associated_executor(handler, st->client->get_executor());
+                auto ex2 = asio::get_associated_executor(handler, st->backend->get_executor());
                 error_code result = asio::error::operation_aborted;
                 if (t->lost())
                     result = error::lock_lost;
-                else if (st->client->stopped())
+                else if (st->backend->stopped())
                     result = error::client_stopped;
                 asio::dispatch(ex2, asio::append(std::move(handler), result));
             }));

@@ -13,6 +13,7 @@
 
 #include <corolock/client.hpp>
 #include "core/inner_executor.hpp"
+#include "redis/redis_backend.hpp"
 #include "core/metrics_recorder.hpp"
 #include "redis/request_queue.hpp"
 #include "redis/resp3_parser.hpp"
@@ -116,6 +117,9 @@ public:
     // On the strand only.
     std::shared_ptr<void>& lock_service_slot() noexcept { return lock_service_; }
 
+    // This client as the core's lock backend (see redis_backend.hpp).
+    redis_backend& lock_backend() noexcept { return backend_; }
+
 private:
     using tcp = boost::asio::ip::tcp;
     // The background coroutines run on the strand, typed as such: boxing a
@@ -211,6 +215,7 @@ private:
 
     std::vector<std::weak_ptr<connection_listener>> listeners_;
     std::shared_ptr<void> lock_service_;
+    redis_backend backend_{*this};
 
     clock::time_point last_read_{};
     clock::duration backoff_{};

@@ -1084,6 +1084,17 @@ client::client(executor_type ex, config cfg)
 
 client::client(executor_type ex, std::string_view url) : client(ex, config::from_url(url)) {}
 
+backend client::lock_backend() const noexcept {
+    return backend(impl_ ? impl_->lock_backend().shared() : nullptr, false);
+}
+
+std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_executor ex,
+                                                            std::string_view url) {
+    auto impl = std::make_shared<detail::client_impl>(ex, checked(config::from_url(url)));
+    impl->start();
+    return impl->lock_backend().shared();
+}
+
 client::~client() {
     if (impl_) impl_->stop();
 }

@@ -26,93 +26,23 @@ namespace corolock::detail {
 namespace asio = boost::asio;
 
 namespace {
-// Owner ids come from the OS random source, read a block at a time: one
-// getrandom() call serves 16 ids instead of one (a fresh handle per lock is
-// the common pattern, so this was a system call per acquire). The block is
-// per thread, and a fork makes every block stale: the child handler bumps
-// the generation, so a parent and its child never hand out the same bytes.
-constexpr std::size_t owner_id_bytes = 16;
-constexpr std::size_t owner_ids_per_block = 16;
-std::atomic<std::uint64_t> fork_generation{0};
-// The child handler must not take a lock that a vanished thread may hold.
-static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
-void on_fork_child() noexcept { fork_generation.fetch_add(1, std::memory_order_relaxed); }
-
-struct random_block {
-    std::array<unsigned char, owner_id_bytes * owner_ids_per_block> bytes{};
-    std::size_t used = owner_id_bytes * owner_ids_per_block;  // empty: fill first
-    std::uint64_t generation = 0;
-};
-
-void fill_random(unsigned char* data, std::size_t size) {
-    std::size_t got = 0;
-    // getrandom() of at most 256 bytes only returns short or fails with
-    // EINTR before the pool is ready; bound the retries anyway.
-    for (int attempt = 0; attempt < 100 && got < size; ++attempt) {
-        const ssize_t n = ::getrandom(data + got, size - got, 0);
-        if (n > 0) got += static_cast<std::size_t>(n);
-        else if (n < 0 && errno != EINTR) break;
-    }
-    if (got < size) throw std::runtime_error("corolock: the OS random source failed");
-}
-}  // namespace
-
-std::string random_owner_id() {
-    // Registered before the first block exists, so no fork can copy a block
-    // unnoticed. glibc drops the handler if the library is unloaded.
-    static const bool fork_safe = ::pthread_atfork(nullptr, nullptr, &on_fork_child) == 0;
-    thread_local random_block block;
-    const auto generation = fork_generation.load(std::memory_order_relaxed);
-    // Without the fork handler (it could not be registered), every id is
-    // read on its own, as before blocks.
-    if (!fork_safe || block.used == block.bytes.size() || block.generation != generation) {
-        fill_random(block.bytes.data(), fork_safe ? block.bytes.size() : owner_id_bytes);
-        block.used = 0;
-        block.generation = generation;
-    }
-    unsigned char* bytes = block.bytes.data() + block.used;
-    block.used += owner_id_bytes;
-    std::string hex(2 * owner_id_bytes, '0');
-    constexpr char digits[] = "0123456789abcdef";
-    for (std::size_t i = 0; i < owner_id_bytes; ++i) {
-        hex[2 * i] = digits[bytes[i] >> 4];
-        hex[2 * i + 1] = digits[bytes[i] & 0xf];
-    }
-    std::memset(bytes, 0, owner_id_bytes);  // handed out: keep no copy
-    return hex;
-}
-
-namespace {
-std::atomic<std::uint64_t> next_watch_id{1};
-
 std::int64_t as_int(const reply& r) {
     if (r.type == resp3_type::integer) return r.integer;
     return 0;
 }
 
-void note_renewal_failed(client_impl& c, const lock_state& st, error_code ec) {
+void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code ec) {
     c.metrics().add(c.metrics().renewals_failed);
     notify(c.event_observer(), c.log(), "on_renewal_failed",
            [&](observer& o) { o.on_renewal_failed(st.name, ec); });
 }
 }  // namespace
 
-lock_state::lock_state(std::shared_ptr<client_impl> c, std::string lock_name, std::string owner_id)
-    : client(std::move(c)),
-      name(std::move(lock_name)),
-      keys(keys_for(name)),
-      owner(std::move(owner_id)),
-      watch_id(next_watch_id.fetch_add(1, std::memory_order_relaxed)) {}
-
-boost::asio::steady_timer& lock_state::lost_timer() {
-    // On the inner executor: a strand boxed in the timer's any_io_executor
-    // would cost another allocation. Only the strand touches the timer, and
-    // the one handler waiting on it reads atomics only.
-    if (!lost_signal)
-        lost_signal = std::make_unique<boost::asio::steady_timer>(
-            client->get_executor(), clock::time_point::max());
-    return *lost_signal;
-}
+redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::shared_ptr<client_impl> c,
+                                   std::string lock_name)
+    : lock_state(std::move(b), std::move(lock_name), random_owner_id()),
+      client(std::move(c)),
+      keys(keys_for(name)) {}
 
 lock_service::lock_service(std::shared_ptr<client_impl> c)
     : client_(c), impl_(*c), watchdog_timer_(c->strand()), wait_timer_(c->strand()) {}
@@ -273,7 +203,7 @@ void lock_service::run_script(const script& s, std::span<const std::string_view>
                false, by_source);
 }
 
-void lock_service::acquire_arguments(const lock_state& st, std::uint64_t level,
+void lock_service::acquire_arguments(const redis_lock_state& st, std::uint64_t level,
                                      clock::duration lease, script_args& out) noexcept {
     out.key(st.keys.lock());
     out.key(st.keys.fence());
@@ -296,7 +226,7 @@ error_code lock_service::parse_acquire_reply(const reply& r, acquire_reply& out)
 // One release of one level: the owner-checked release script.
 class lock_service::release_call final : public script_call {
 public:
-    release_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
+    release_call(std::weak_ptr<lock_service> svc, std::shared_ptr<redis_lock_state> st,
                  std::uint64_t level, std::shared_ptr<const tenure> t, clock::time_point sent,
                  bool tracked, release_handler handler, bool direct, bool granted)
         : svc_(std::move(svc)), st_(std::move(st)), tenure_(std::move(t)), level_(level),
@@ -352,7 +282,7 @@ public:
 
 private:
     std::weak_ptr<lock_service> svc_;
-    std::shared_ptr<lock_state> st_;
+    std::shared_ptr<redis_lock_state> st_;
     std::shared_ptr<const tenure> tenure_;  // null: nobody asks (a give-back, a dropped guard)
     std::uint64_t level_;
     clock::time_point sent_;
@@ -367,7 +297,7 @@ class lock_service::renew_call final : public script_call {
 public:
     // Renews the live tenure for its lease, or with the watchdog off only
     // checks that the lock is still the owner's (lease 0).
-    renew_call(std::weak_ptr<lock_service> svc, std::shared_ptr<lock_state> st,
+    renew_call(std::weak_ptr<lock_service> svc, std::shared_ptr<redis_lock_state> st,
                std::uint64_t watch_id, clock::time_point sent)
         : svc_(std::move(svc)), st_(std::move(st)), watch_id_(watch_id), sent_(sent),
           epoch_(st_->live()->epoch),
@@ -418,7 +348,7 @@ public:
 
 private:
     std::weak_ptr<lock_service> svc_;
-    std::shared_ptr<lock_state> st_;
+    std::shared_ptr<redis_lock_state> st_;
     std::uint64_t watch_id_;
     clock::time_point sent_;
     std::uint64_t epoch_;
@@ -428,7 +358,7 @@ private:
 
 // ---- holding ----
 
-std::shared_ptr<tenure> lock_service::on_acquired(const std::shared_ptr<lock_state>& st,
+std::shared_ptr<tenure> lock_service::on_acquired(const std::shared_ptr<redis_lock_state>& st,
                                                   std::uint64_t level, clock::time_point sent,
                                                   clock::duration granted,
                                                   const lease_terms& asked) {
@@ -466,7 +396,7 @@ std::shared_ptr<tenure> lock_service::on_acquired(const std::shared_ptr<lock_sta
     return st->current;
 }
 
-void lock_service::watch(const std::shared_ptr<lock_state>& st) {
+void lock_service::watch(const std::shared_ptr<redis_lock_state>& st) {
     if (auto it = watched_.find(st->watch_id); it != watched_.end()) {
         it->second = st;
     } else if (spare_watched_) {
@@ -485,7 +415,7 @@ void lock_service::unwatch(std::uint64_t watch_id) noexcept {
     spare_watched_ = std::move(node);
 }
 
-void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, std::uint64_t level,
                                  std::shared_ptr<const tenure> t, release_handler handler,
                                  bool direct, bool granted) {
     if (auto it = std::find(st->levels.begin(), st->levels.end(), level); it != st->levels.end()) {
@@ -514,7 +444,7 @@ void lock_service::release_level(const std::shared_ptr<lock_state>& st, std::uin
                /*idempotent=*/true);
 }
 
-void lock_service::release_in_background(const std::shared_ptr<lock_state>& st,
+void lock_service::release_in_background(const std::shared_ptr<redis_lock_state>& st,
                                          std::uint64_t level, bool give_back) {
     note_background_release(+1);
     release_level(
@@ -733,14 +663,14 @@ void lock_service::on_connected() {
 void lock_service::verify_held() {
     // Collected first: a renewal that fails at once may lose its tenure,
     // which takes it out of watched_.
-    std::vector<std::shared_ptr<lock_state>> held;
+    std::vector<std::shared_ptr<redis_lock_state>> held;
     held.reserve(watched_.size());
     for (const auto& [id, weak] : watched_)
         if (auto st = weak.lock(); st && st->live()) held.push_back(std::move(st));
     for (const auto& st : held) send_renewal(st, /*priority=*/true);
 }
 
-void lock_service::send_renewal(const std::shared_ptr<lock_state>& st, bool priority) {
+void lock_service::send_renewal(const std::shared_ptr<redis_lock_state>& st, bool priority) {
     run_script(renew_script(),
                std::make_shared<renew_call>(weak_from_this(), st, st->watch_id, clock::now()),
                /*idempotent=*/true, priority);
@@ -860,7 +790,7 @@ void lock_service::arm_watchdog_at(clock::time_point next) {
     });
 }
 
-void lock_service::lose_tenure(const std::shared_ptr<lock_state>& st, const char* why) {
+void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, const char* why) {
     auto* t = st->live();
     if (!t) return;
     impl_.log().warn("lock {} lost: {}", escaped{st->name}, why);

@@ -3,11 +3,12 @@
 //  - the watchdog (watchdog_schedule plus one timer),
 //  - script execution with the NOSCRIPT fallback,
 //  - releases handed over by dropped guards.
-// lock_state is the shared state of one mutex handle (one owner).
+// redis_lock_state is the shared state of one mutex handle (one owner).
 #pragma once
 
 #include "redis/client_impl.hpp"
 #include "redis/scripts.hpp"
+#include "core/backend.hpp"
 #include "core/tenure.hpp"
 #include "core/waiters.hpp"
 #include "core/watchdog_schedule.hpp"
@@ -35,39 +36,13 @@ namespace corolock::detail {
 
 class lock_service;
 
-struct lock_state : std::enable_shared_from_this<lock_state> {
-    using clock = std::chrono::steady_clock;
-
-    lock_state(std::shared_ptr<client_impl> c, std::string lock_name, std::string owner_id);
+// A Redis mutex handle's state: the core's, plus the client and the keys.
+struct redis_lock_state final : lock_state {
+    redis_lock_state(std::shared_ptr<lock_backend> b, std::shared_ptr<client_impl> c,
+                     std::string lock_name);
 
     const std::shared_ptr<client_impl> client;
-    const std::string name;
     const lock_keys keys;
-    const std::string owner;
-    const std::uint64_t watch_id;  // this handle's id in the watchdog schedule
-
-    // --- strand only ---
-    std::uint64_t next_level = 1;
-    // Ids of the levels held now: usually one, kept inline.
-    boost::container::small_vector<std::uint64_t, 1> levels;
-    // The tenure the levels belong to (kept after it ends, for reuse). Its
-    // terms are the one home of the lease, the renewal interval and the
-    // watchdog setting while the handle holds the lock.
-    std::shared_ptr<tenure> current;
-    std::uint64_t tenures = 0;     // tenures begun; the next one's epoch is this + 1
-    std::uint64_t lost_epoch = 0;  // the newest tenure that was lost (0: none)
-    // The live tenure: null when no level is held.
-    tenure* live() const noexcept { return levels.empty() ? nullptr : current.get(); }
-    // A condition variable: cancel() on lost. Made by the first until_lost()
-    // wait, so that a held lock nobody watches does not carry a timer.
-    std::unique_ptr<boost::asio::steady_timer> lost_signal;
-    boost::asio::steady_timer& lost_timer();
-    void signal_lost() noexcept {
-        if (lost_signal) lost_signal->cancel();
-    }
-
-    // --- any thread ---
-    std::atomic<std::size_t> held{0};
 };
 
 // The keys and arguments of one script run, as views into the caller's
@@ -178,7 +153,7 @@ public:
     }
 
     // The arguments of one acquire attempt, and its reply parsed.
-    static void acquire_arguments(const lock_state& st, std::uint64_t level, clock::duration lease,
+    static void acquire_arguments(const redis_lock_state& st, std::uint64_t level, clock::duration lease,
                                   script_args& out) noexcept;
     static error_code parse_acquire_reply(const reply& r, acquire_reply& out) noexcept;
 
@@ -186,7 +161,7 @@ public:
     // server for `granted` (the script made the TTL at least that): begins a
     // tenure with the terms `asked`, or joins them to the live tenure's.
     // Starts or refreshes the watchdog. Returns the level's tenure.
-    std::shared_ptr<tenure> on_acquired(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+    std::shared_ptr<tenure> on_acquired(const std::shared_ptr<redis_lock_state>& st, std::uint64_t level,
                                         clock::time_point sent, clock::duration granted,
                                         const lease_terms& asked);
 
@@ -194,7 +169,7 @@ public:
     // fire now, renewals stop, and an owner-checked clean-up of every level
     // of the handle is queued, so it reaches the server before any later
     // acquire of the handle.
-    void lose_tenure(const std::shared_ptr<lock_state>& st, const char* why);
+    void lose_tenure(const std::shared_ptr<redis_lock_state>& st, const char* why);
 
     // Drops a level locally (stopping renewal synchronously when it was the
     // last), then runs the owner-checked release script. `t` is the level's
@@ -204,13 +179,13 @@ public:
     // `granted`: the level was handed to a caller, so a release that finds
     // the lock gone counts in the metrics.
     using release_handler = boost::asio::any_completion_handler<void(error_code)>;
-    void release_level(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+    void release_level(const std::shared_ptr<redis_lock_state>& st, std::uint64_t level,
                        std::shared_ptr<const tenure> t, release_handler handler, bool direct,
                        bool granted = true);
     // The same with nobody waiting for the answer (a dropped guard, a level
     // granted too late): counted in background_releases() until it comes.
     // `give_back`: the level never reached a caller (it may not be granted).
-    void release_in_background(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+    void release_in_background(const std::shared_ptr<redis_lock_state>& st, std::uint64_t level,
                                bool give_back = false);
 
     // Waiters.
@@ -307,7 +282,7 @@ private:
     // Renews (or, with the watchdog off, only checks) every held tenure at
     // once, ahead of other traffic: after a reconnect.
     void verify_held();
-    void send_renewal(const std::shared_ptr<lock_state>& st, bool priority);
+    void send_renewal(const std::shared_ptr<redis_lock_state>& st, bool priority);
     // Warns once when the server's eviction policy can evict lock keys.
     void check_eviction_policy();
     // A release's reply: `receivers` got the unlock message (-1: unknown,
@@ -340,7 +315,7 @@ private:
     std::unordered_map<std::string, handoff, string_hash, std::equal_to<>> handoffs_;
     handoff& handoff_for(std::string_view channel);
     watchdog_schedule schedule_;
-    std::map<std::uint64_t, std::weak_ptr<lock_state>> watched_;
+    std::map<std::uint64_t, std::weak_ptr<redis_lock_state>> watched_;
     // The node of the last lock let go, reused by the next one taken: a lock
     // taken and released over and over allocates no node after the first.
     decltype(watched_)::node_type spare_watched_;
@@ -349,7 +324,7 @@ private:
     // allocates no tenure. Reused only when nothing else refers to it (the
     // ending handle, reacquiring, takes it back). Strand only.
     std::shared_ptr<tenure> spare_tenure_;
-    void watch(const std::shared_ptr<lock_state>& st);
+    void watch(const std::shared_ptr<redis_lock_state>& st);
     void unwatch(std::uint64_t watch_id) noexcept;
     boost::asio::steady_timer watchdog_timer_;
     clock::time_point armed_at_ = clock::time_point::max();
@@ -363,7 +338,5 @@ private:
     bool eviction_checked_ = false;
 };
 
-// A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.
-std::string random_owner_id();
 
 }  // namespace corolock::detail

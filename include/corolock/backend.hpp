@@ -1,0 +1,67 @@
+// corolock::backend: a connection to a lock service, chosen by URL.
+//
+// Every backend gives the same lock: the same mutex, lock_options and guard
+// (token, deadline, until_lost(), release()), the same async_acquire with any
+// completion token. Which service holds the lock is the URL's scheme:
+//
+//   redis://[user:pass@]host[:port][/db]   one Redis server (config::from_url)
+//   rediss://...                           the same over TLS
+//
+// docs/backends.md compares them and says which to choose.
+//
+//   corolock::backend locks(ioc.get_executor(), "redis://127.0.0.1:6379");
+//   corolock::mutex m(locks, "orders:42");
+//   auto g = co_await m.acquire();
+//
+// A corolock::client (Redis) is a backend too: client::lock_backend().
+#pragma once
+
+#include <corolock/error.hpp>
+#include <corolock/metrics.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <memory>
+#include <string_view>
+
+namespace corolock {
+
+namespace detail { class lock_backend; }
+
+class backend {
+public:
+    using executor_type = boost::asio::any_io_executor;
+
+    // Starts connecting at once (each backend reconnects by itself). Throws
+    // boost::system::system_error(error::invalid_argument) for a malformed
+    // URL, an unknown scheme or a bad setting, with the reason as its text.
+    backend(executor_type ex, std::string_view url);
+
+    // A handle on a backend owned elsewhere (see client::lock_backend()):
+    // destroying it does not stop the backend. For corolock's own layers.
+    backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept;
+
+    backend(backend&&) noexcept = default;
+    backend& operator=(backend&&) noexcept;
+    backend(const backend&) = delete;
+    backend& operator=(const backend&) = delete;
+    // Stops the backend if this handle owns it. Never throws, never blocks.
+    ~backend();
+
+    executor_type get_executor() const noexcept;
+    // "redis", "rediss", ...
+    std::string_view scheme() const noexcept;
+    // The lock layer's metrics (see metrics.hpp). Any thread.
+    metrics_snapshot metrics() const noexcept;
+    // Ends all background work; pending acquires complete with
+    // error::client_stopped. Idempotent, thread-safe, never blocks.
+    void stop() noexcept;
+
+    const std::shared_ptr<detail::lock_backend>& impl() const noexcept { return impl_; }
+
+private:
+    std::shared_ptr<detail::lock_backend> impl_;
+    bool owning_ = false;
+};
+
+}  // namespace corolock

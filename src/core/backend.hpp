@@ -1,0 +1,127 @@
+// The seam between the protocol-free lock core and the backends.
+//
+// The core (this folder) owns what every backend shares: a handle's state
+// (lock_state: its levels, its tenure, its lost signal), the guard, the
+// public mutex's validation and normalisation of options, the acquire state
+// machine, the waiter lists and the watchdog schedule. A backend (src/redis,
+// src/etcd, ...) implements lock_backend: it makes a handle's state (its own
+// subclass of lock_state, with its keys or paths), runs acquires with the
+// core's machine, releases levels and renews tenures over its protocol.
+//
+// Dependencies point one way: backends include core headers, never the
+// reverse. Everything a backend does with a lock_state happens on its strand.
+#pragma once
+
+#include "core/inner_executor.hpp"
+#include "core/tenure.hpp"
+
+#include <corolock/error.hpp>
+#include <corolock/guard.hpp>
+#include <corolock/lock_options.hpp>
+#include <corolock/metrics.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/container/small_vector.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace spdlog { class logger; }
+
+namespace corolock::detail {
+
+class lock_backend;
+
+// The state of one mutex handle (one owner), shared by the handle and its
+// guards. A backend derives from it to add what its protocol needs (keys,
+// a lease id, ...), and makes it in lock_backend::make_state().
+struct lock_state : std::enable_shared_from_this<lock_state> {
+    using clock = std::chrono::steady_clock;
+
+    lock_state(std::shared_ptr<lock_backend> b, std::string lock_name, std::string owner_id);
+    virtual ~lock_state() = default;
+
+    const std::shared_ptr<lock_backend> backend;
+    const std::string name;
+    const std::string owner;
+    const std::uint64_t watch_id;  // this handle's id in a watchdog schedule
+
+    // --- strand only ---
+    std::uint64_t next_level = 1;
+    // Ids of the levels held now: usually one, kept inline.
+    boost::container::small_vector<std::uint64_t, 1> levels;
+    // The tenure the levels belong to (kept after it ends, for reuse). Its
+    // terms are the one home of the lease, the renewal interval and the
+    // watchdog setting while the handle holds the lock.
+    std::shared_ptr<tenure> current;
+    std::uint64_t tenures = 0;     // tenures begun; the next one's epoch is this + 1
+    std::uint64_t lost_epoch = 0;  // the newest tenure that was lost (0: none)
+    // The live tenure: null when no level is held.
+    tenure* live() const noexcept { return levels.empty() ? nullptr : current.get(); }
+    // A condition variable: cancel() on lost. Made by the first until_lost()
+    // wait, so that a held lock nobody watches does not carry a timer.
+    std::unique_ptr<boost::asio::steady_timer> lost_signal;
+    boost::asio::steady_timer& lost_timer();
+    void signal_lost() noexcept {
+        if (lost_signal) lost_signal->cancel();
+    }
+
+    // --- any thread ---
+    std::atomic<std::size_t> held{0};
+};
+
+// One connection to a lock service, as the core sees it.
+class lock_backend {
+public:
+    using strand_type = boost::asio::strand<inner_executor>;
+    using clock = std::chrono::steady_clock;
+    using acquire_handler = boost::asio::any_completion_handler<void(error_code, guard)>;
+    using release_handler = boost::asio::any_completion_handler<void(error_code)>;
+
+    virtual ~lock_backend() = default;
+
+    // The executor completions default to (the user's).
+    virtual boost::asio::any_io_executor get_executor() const noexcept = 0;
+    // The strand every lock_state of this backend lives on.
+    virtual const strand_type& strand() const noexcept = 0;
+    // Nothing can be sent any more (stopped, or the lock layer was).
+    virtual bool stopped() const noexcept = 0;
+    virtual spdlog::logger& log() const noexcept = 0;
+    // Ends every connection and background task. Idempotent, never throws.
+    virtual void stop() noexcept = 0;
+    // The backend's URL scheme ("redis", "etcd", ...), for messages.
+    virtual std::string_view scheme() const noexcept = 0;
+    virtual metrics_snapshot metrics() const noexcept = 0;
+
+    // A new handle's state; the name is valid. Any thread.
+    virtual std::shared_ptr<lock_state> make_state(std::string name) = 0;
+
+    // Starts an acquire of `st` with normalised options. Any thread: the
+    // backend hops to its strand. The handler is completed once, on its
+    // associated executor (or directly when `direct`, see completion.hpp),
+    // never inside this call.
+    virtual void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
+                         bool try_once, acquire_handler handler, bool direct) = 0;
+
+    // Strand only. Releases one level (owner-checked); `t` is the level's
+    // tenure: a release of a lost tenure's level never reports success.
+    virtual void release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                         std::shared_ptr<const tenure> t, release_handler handler,
+                         bool direct) = 0;
+    // Strand only. The same with nobody waiting for the answer (a dropped
+    // guard).
+    virtual void release_in_background(const std::shared_ptr<lock_state>& st,
+                                       std::uint64_t level) = 0;
+};
+
+// A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.
+std::string random_owner_id();
+
+}  // namespace corolock::detail

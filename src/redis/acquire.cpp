@@ -1,0 +1,434 @@
+// The Redis backend's acquire: the Asio shell around the core's
+// acquire_fsm, running the acquire script and waiting on the unlock channel.
+#include "redis/redis_backend.hpp"
+
+#include "core/acquire_fsm.hpp"
+#include "core/logging.hpp"
+#include "redis/client_impl.hpp"
+#include "redis/lock_service.hpp"
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/post.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cassert>
+
+namespace corolock::detail {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+namespace {
+
+// One acquire in progress: the Asio shell around detail::acquire_fsm, which
+// makes every decision. The shell runs the acquire script, waits in the lock
+// service's list of timed waits (one timer for every waiter of the client)
+// until an unlock message takes it out early, and keeps the queue
+// registration; it lives (owned by its pending attempt, its wait in that
+// list, or a posted resume) until the machine is done, which may be
+// after the caller's handler was completed, so that a lock granted after the
+// caller gave up is released at once. The handler is completed at most once:
+// by the result, by cancellation or by the client stopping.
+struct acquire_op : std::enable_shared_from_this<acquire_op>,
+                    detail::lock_service::wait_target,
+                    detail::script_call {
+    using handler_type = asio::any_completion_handler<void(error_code, guard)>;
+    using fsm = detail::acquire_fsm;
+
+    acquire_op(std::shared_ptr<redis_lock_state> s, lock_options o, bool once, handler_type h)
+        : st(std::move(s)),
+          renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
+          handler(std::move(h)),
+          machine(settings_for(*st->client, o, once)) {}
+
+    static fsm::settings settings_for(const detail::client_impl& c, const lock_options& o,
+                                      bool once) {
+        fsm::settings s;
+        s.try_once = once;
+        if (o.wait) s.wait_deadline = clock::now() + *o.wait;
+        s.lease = o.lease;
+        s.retry_min = c.cfg().reconnect_min;
+        s.retry_max = c.cfg().reconnect_max;
+        return s;
+    }
+
+    // Kept small: a burst of acquires has one of these each in flight. The
+    // lease asked for is the machine's; of the other options only this is
+    // needed.
+    std::shared_ptr<redis_lock_state> st;
+    std::shared_ptr<lock_service> svc;
+    clock::duration renew_every;  // zero: no watchdog
+    handler_type handler;
+    detail::unlock_waiters::waiter waiter;
+    detail::lock_service::wait_list::iterator wait_pos;  // valid while `waiting`
+    fsm machine;
+    std::uint64_t level = 0;
+    std::uint64_t token = 0;
+    clock::time_point sent{};
+    clock::time_point started{};   // the first step, for the wait-time metric
+    clock::time_point woken_at{};  // the last wake-up, for the handoff metric ({}: none)
+    // What the current attempt asked the server for: the lease (a re-entry
+    // asks for at least its tenure's), and the tenure it re-entered (0: none).
+    clock::duration granted{};
+    std::uint64_t sent_epoch = 0;
+    // A wait in the service's list.
+    bool waiting = false;
+    // A wake-up (unlock message) that arrived while no wait was pending, for
+    // instance while an attempt was in flight: the next wait returns at once.
+    // Without it the wake-up is lost, and the waiter, still marked woken, is
+    // skipped by every later message until its TTL cap: starvation.
+    bool wake_pending = false;
+
+    // Whether the caller was handed a guard for `level`: from then on the
+    // level is the caller's to release, never the operation's.
+    bool handed_over = false;
+    // Inside the initiating call (started inline on the strand): an answer
+    // reached now is posted, not dispatched.
+    bool initiating = false;
+    // The handler's executor is the client's io_context executor: on a
+    // thread running it, the handler is called directly.
+    bool direct = false;
+
+    // Every resume goes through here, on the strand. Nothing may escape: an
+    // exception would end the client's reader (attempt replies are delivered
+    // from it) or io_context::run(), and leave this operation's waiter and
+    // stop hook registered while it is destroyed. Only allocation failure,
+    // or a plain callback handler of the caller's that throws when completed,
+    // can get here; the caller is then answered client_stopped if it has no
+    // answer yet, as with any other end the operation could not reach.
+    template <class Step>
+    void step(Step&& s) noexcept {
+        try {
+            s();
+        } catch (...) {
+            fail_safely();
+        }
+    }
+
+    void fail_safely() noexcept {
+        machine.cancel();
+        // Kept until the end: the list's reference may be the last one.
+        std::shared_ptr<detail::lock_service::wait_target> keep;
+        if (waiting) {
+            waiting = false;
+            keep = svc->remove_wait(wait_pos);
+        }
+        try {
+            if (svc) {
+                if (waiter.registered) svc->remove_waiter(waiter, false);
+                svc->unregister_stop_hook(*this);
+                // An attempt may have been granted: give it back (owner- and
+                // level-checked, so harmless if it was not).
+                if (!handed_over && level != 0)
+                    svc->release_in_background(st, level, /*give_back=*/true);
+            }
+        } catch (...) {
+        }
+        waiter.wake = nullptr;
+        try {
+            complete(error::client_stopped, {});
+        } catch (...) {
+        }
+    }
+
+    void start() {
+        svc = lock_service::of(*st->client);
+        level = st->next_level++;
+        waiter.wake = &acquire_op::on_wake;
+        waiter.context = this;
+        svc->register_stop_hook(*this);
+        auto f = observe();
+        started = f.now;
+        if (!machine.try_once() && !f.holds_lock) f.yield_until = svc->yield_until(st->keys.channel());
+        perform(machine.start(f));
+    }
+
+    fsm::facts observe() const {
+        fsm::facts f;
+        f.now = clock::now();
+        f.holds_lock = !st->levels.empty();
+        f.service_stopped = svc->stopped();
+        if (machine.deciding_queue()) {
+            f.expiry_hint = svc->expiry_hint(st->keys.channel());
+            f.local_waiters = svc->waiters().waiter_count(st->keys.channel());
+        }
+        return f;
+    }
+
+    // The attempt's script: this operation is the call, so an attempt
+    // allocates nothing but its bytes.
+    void arguments(detail::script_args& out) const override {
+        lock_service::acquire_arguments(*st, level, granted, out);
+    }
+
+    // The terms this acquire asks for, to begin or join a tenure with.
+    detail::lease_terms asked() const noexcept { return {machine.lease(), renew_every}; }
+
+    void on_script_reply(error_code ec, reply r) override {
+        detail::acquire_reply parsed;
+        if (!ec) ec = lock_service::parse_acquire_reply(r, parsed);
+        step([&] { on_attempt_reply(ec, parsed); });
+    }
+
+    void on_attempt_reply(error_code ec, const detail::acquire_reply& r) {
+        token = r.token;
+        const bool crossed = !ec && r.acquired && crossed_loss(r);
+        const auto f = observe();
+        const auto a = machine.on_attempt(f, {ec, r.acquired, r.pttl, crossed});
+        if (a.granted) note_grant(f.now);
+        if (crossed)
+            st->client->log().info(
+                "acquire {}: the grant crossed a lost tenure or came after its deadline; giving "
+                "it back",
+                escaped{st->name});
+        if (!ec && r.acquired && a.give_back && !crossed)
+            st->client->log().debug("acquire {}: granted after cancellation; releasing",
+                                    escaped{st->name});
+        if (ec && a.fresh_level)
+            st->client->log().info("acquire {}: {}; retrying", escaped{st->name}, ec.message());
+        else if (ec && a.what == fsm::step::done)
+            st->client->log().debug("acquire {} failed: {}", escaped{st->name}, ec.message());
+        perform(a);
+    }
+
+    // Metrics and the observer hear of a grant before its caller resumes.
+    // A handoff is a grant whose attempt was sent after a wake-up.
+    void note_grant(clock::time_point now) {
+        auto& c = *st->client;
+        auto& m = c.metrics();
+        const auto waited = now - started;
+        m.add(m.acquisitions);
+        m.wait.record(waited);
+        if (machine.contended()) m.add(m.contended_acquisitions);
+        if (woken_at != clock::time_point{} && woken_at <= sent) m.handoff.record(now - woken_at);
+        detail::notify(c.event_observer(), c.log(), "on_acquired", [&](observer& o) {
+            o.on_acquired(st->name, waited, machine.contended());
+        });
+    }
+
+    // A grant that cannot start or continue a tenure safely. Either the
+    // attempt re-entered a tenure that was lost while it was in flight (the
+    // loss's clean-up, queued behind it, removes what it granted), or the
+    // script created the key while the handle holds a live tenure: the key
+    // was removed behind the holder (broken, evicted, lost in a failover),
+    // so that tenure is lost now and its clean-up removes this grant too.
+    // The machine gives the level back and tries again, fresh.
+    // A re-entry confirmed only after its tenure's deadline ends that tenure.
+    // A grant that begins a tenure but comes back after its own deadline
+    // (sent + lease - drift: the server may have run it at once and expired
+    // it since) would hand out a guard that is lost at birth; it is treated
+    // the same way.
+    bool crossed_loss(const detail::acquire_reply& r) {
+        if (sent_epoch != 0 && st->lost_epoch >= sent_epoch) return true;
+        if (st->live() && st->live()->deadline() <= clock::now()) {
+            // The live tenure's deadline passed before this re-entry's grant
+            // came back (its timer and this reply were ready together): the
+            // tenure is lost, whatever the grant says.
+            svc->lose_tenure(st, "the lease deadline passed before a re-entry was confirmed");
+            return true;
+        }
+        if (r.created && st->live()) {
+            svc->lose_tenure(st, "its key was removed behind the holder (found by a re-entry)");
+            return true;
+        }
+        if (!st->live() && detail::watchdog_schedule::deadline_for(sent, granted) <= clock::now())
+            return true;
+        return false;
+    }
+
+    // The side effects in the order the machine lists them, then the step.
+    void perform(const fsm::action& a) {
+        if (a.give_back) svc->release_in_background(st, level, /*give_back=*/true);
+        if (a.fresh_level) level = st->next_level++;
+        if (a.join_queue) svc->add_waiter(waiter, st->keys.channel());
+        if (a.rearm) svc->rearm_waiter(waiter);
+        if (a.note_expiry) svc->note_expiry_hint(st->keys.channel(), a.expiry);
+        switch (a.what) {
+        case fsm::step::attempt:
+            granted = machine.lease();
+            sent_epoch = 0;
+            if (auto* t = st->live()) {
+                // A re-entry never asks for less than its tenure holds, so
+                // the grant's deadline and the renewals agree with the TTL.
+                granted = std::max(granted, t->terms.lease);
+                sent_epoch = t->epoch;
+            }
+            sent = clock::now();
+            svc->run_script(detail::acquire_script(), shared_from_this(), /*idempotent=*/false);
+            return;
+        case fsm::step::wait:
+            wait_until(a.until);
+            return;
+        case fsm::step::done:
+            finish(a);
+            return;
+        }
+    }
+
+    // An unlock message woke this waiter (`context` is the operation).
+    static void on_wake(void* context) noexcept {
+        auto* op = static_cast<acquire_op*>(context);
+        op->woken_at = clock::now();
+        if (!op->waiting) {
+            op->wake_pending = true;
+            return;
+        }
+        try {
+            op->end_wait_early();
+        } catch (...) {
+            // Only posting the resume can fail (allocation), and then the
+            // wait is still in place: its time ends it. Nothing else here,
+            // since a wake-up runs while the waiter lists are being walked
+            // and must not change them.
+        }
+    }
+
+    // Waits for a wake-up, the timer's expiry, or cancellation; a wake-up
+    // that came while no wait was pending counts.
+    void wait_until(clock::time_point until) {
+        if (wake_pending) {
+            wake_pending = false;
+            resume_soon();
+            return;
+        }
+        wait_pos = svc->add_wait(until, shared_from_this());
+        waiting = true;
+    }
+
+    // The service's timer: the wait's time came (it is out of the list).
+    void wait_over() override {
+        waiting = false;
+        woken_at = {};  // ended by its time: the next attempt is no handoff
+        step([&] { resume_soon(); });
+    }
+
+    // A wake-up or cancellation while the wait is pending. Posted first: if
+    // that fails, the wait is still in place.
+    void end_wait_early() {
+        resume_soon();
+        waiting = false;
+        auto keep = svc->remove_wait(wait_pos);
+    }
+
+    void resume_soon() {
+        asio::post(st->client->strand(), [self = shared_from_this()] { self->on_wait(); });
+    }
+
+    void on_wait() {
+        step([&] { perform(machine.on_wait(observe())); });
+    }
+
+    // Registrations go first, the caller's completion last: a handler that
+    // runs inline then finds this operation already out of every list.
+    void finish(const fsm::action& a) {
+        guard g;
+        if (a.granted) {
+            auto t = svc->on_acquired(st, level, sent, granted, asked());
+            g = detail::make_guard(st, level, token, std::move(t));
+        }
+        if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
+        svc->unregister_stop_hook(*this);
+        waiter.wake = nullptr;  // the only reference to this op that is not owning
+        if (a.granted) {
+            handed_over = true;
+            complete({}, std::move(g));
+        } else {
+            // Neither granted nor failed: only a cancelled operation ends so,
+            // and its caller has had its answer already.
+            assert(a.ec || machine.abandoned());
+            complete(a.ec ? a.ec : error_code(error::client_stopped), {});
+        }
+    }
+
+    bool completed() const noexcept { return !handler; }
+
+    void complete(error_code ec, guard g) {
+        if (!handler) return;
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        if (slot.is_connected()) slot.clear();
+        if (initiating) {
+            // post() hands over to the handler's own associated executor.
+            asio::post(st->client->get_executor(),
+                       asio::append(std::move(handler), ec, std::move(g)));
+        } else {
+            detail::complete_handler(std::move(handler), direct, st->client->get_executor(), ec,
+                                     std::move(g));
+        }
+        handler = {};
+    }
+
+    void on_client_stopped() override {
+        step([&] { abandon(error::client_stopped); });
+    }
+
+    // Normally unlinked already (finish, fail_safely); an operation dropped
+    // unfinished unlinks here, while `svc` still keeps the list's sentinel
+    // alive, so that it leaves no dangling link behind.
+    ~acquire_op() {
+        if (!svc) return;
+        // Still a waiter only if it was dropped unfinished (a completion list
+        // cut short): a registered waiter left behind would be woken later.
+        if (waiter.registered) {
+            try {
+                svc->remove_waiter(waiter, false);
+            } catch (...) {
+                // Allocation failed, perhaps before the waiter was out.
+                svc->forget_waiter(waiter);
+            }
+        }
+        svc->unregister_stop_hook(*this);
+    }
+
+    // The caller gets its answer now; the machine ends at its next step.
+    void abandon(error_code ec) {
+        machine.cancel();
+        complete(ec, {});
+        if (waiting) end_wait_early();
+    }
+};
+
+}  // namespace
+
+void redis_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
+                            bool try_once, acquire_handler handler, bool direct) {
+    auto state = std::static_pointer_cast<redis_lock_state>(base);
+    auto& client = *state->client;
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto op = std::make_shared<acquire_op>(std::move(state), opts, try_once, std::move(handler));
+    op->direct = direct;
+    if (slot.is_connected()) {
+        slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
+            auto o = weak.lock();
+            if (!o) return;
+            // Posted: completing clears this slot, which must not happen
+            // from inside the slot's own handler.
+            asio::post(o->st->client->strand(), [o] {
+                o->step([&] { o->abandon(asio::error::operation_aborted); });
+            });
+        });
+    }
+    auto start = [op] {
+        auto& c = *op->st->client;
+        if (c.stopped()) {
+            op->complete(error::client_stopped, {});
+            return;
+        }
+        op->step([&] { op->start(); });
+    };
+    if (client.strand().running_in_this_thread()) {
+        // A caller resumed by the client's own completion (the usual case)
+        // starts at once, saving a post and the scheduler's poll it costs;
+        // an answer reached inside this call is posted, never run here.
+        op->initiating = true;
+        start();
+        op->initiating = false;
+    } else {
+        asio::post(client.strand(), std::move(start));
+    }
+}
+
+
+}  // namespace corolock::detail

@@ -1,0 +1,44 @@
+#include "redis/redis_backend.hpp"
+
+#include "redis/client_impl.hpp"
+#include "redis/lock_service.hpp"
+
+namespace corolock::detail {
+
+boost::asio::any_io_executor redis_backend::get_executor() const noexcept {
+    return client_.get_executor();
+}
+const lock_backend::strand_type& redis_backend::strand() const noexcept { return client_.strand(); }
+bool redis_backend::stopped() const noexcept { return client_.stopped(); }
+spdlog::logger& redis_backend::log() const noexcept { return client_.log(); }
+void redis_backend::stop() noexcept { client_.stop(); }
+std::string_view redis_backend::scheme() const noexcept {
+    return client_.cfg().tls.enabled ? "rediss" : "redis";
+}
+metrics_snapshot redis_backend::metrics() const noexcept { return client_.read_metrics(); }
+
+std::shared_ptr<lock_backend> redis_backend::shared() const {
+    return std::shared_ptr<lock_backend>(client_.shared_from_this(),
+                                         const_cast<redis_backend*>(this));
+}
+
+std::shared_ptr<lock_state> redis_backend::make_state(std::string name) {
+    return std::make_shared<redis_lock_state>(shared(), client_.shared_from_this(),
+                                              std::move(name));
+}
+
+void redis_backend::release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                            std::shared_ptr<const tenure> t, release_handler handler,
+                            bool direct) {
+    lock_service::of(client_)->release_level(std::static_pointer_cast<redis_lock_state>(st),
+                                             level, std::move(t), std::move(handler), direct);
+}
+
+void redis_backend::release_in_background(const std::shared_ptr<lock_state>& st,
+                                          std::uint64_t level) {
+    auto svc = lock_service::of(client_);
+    if (!svc->stopped())
+        svc->release_in_background(std::static_pointer_cast<redis_lock_state>(st), level);
+}
+
+}  // namespace corolock::detail

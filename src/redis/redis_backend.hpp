@@ -1,0 +1,44 @@
+// The Redis backend: the core's lock_backend over one client_impl. It lives
+// inside the client_impl (handed out through an aliasing pointer, so a
+// handle's state keeps the client alive without another allocation); the
+// per-client lock machinery is lock_service, made on first use.
+#pragma once
+
+#include "core/backend.hpp"
+
+namespace corolock::detail {
+
+class client_impl;
+
+class redis_backend final : public lock_backend {
+public:
+    explicit redis_backend(client_impl& c) noexcept : client_(c) {}
+
+    boost::asio::any_io_executor get_executor() const noexcept override;
+    const strand_type& strand() const noexcept override;
+    bool stopped() const noexcept override;
+    spdlog::logger& log() const noexcept override;
+    void stop() noexcept override;
+    std::string_view scheme() const noexcept override;
+    metrics_snapshot metrics() const noexcept override;
+
+    std::shared_ptr<lock_state> make_state(std::string name) override;
+    void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts, bool try_once,
+                 acquire_handler handler, bool direct) override;
+    void release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                 std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
+    void release_in_background(const std::shared_ptr<lock_state>& st,
+                               std::uint64_t level) override;
+
+    // This backend, sharing ownership of its client.
+    std::shared_ptr<lock_backend> shared() const;
+
+private:
+    client_impl& client_;
+};
+
+// A started Redis client for `url`, as a backend. Throws system_error
+// (invalid_argument) for a bad URL or configuration.
+std::shared_ptr<lock_backend> connect_redis(boost::asio::any_io_executor ex, std::string_view url);
+
+}  // namespace corolock::detail
