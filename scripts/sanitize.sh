@@ -29,11 +29,17 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 run_asan() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
-  echo "sanitize: ASan + UBSan, whole suite, in $dir"
+  echo "sanitize: ASan + UBSan, every tier but fault and acl, in $dir"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
     -DCOROLOCK_WERROR=ON
   cmake --build "$dir" -j "$jobs"
-  (cd "$dir" && ctest --output-on-failure -j "$jobs")
+  # The fault tier (the longest under ASan) and the acl entry (the
+  # integration tier again, as a restricted user) run their code paths in
+  # the integration tier too; leaving them out here keeps CI within its
+  # budget (docs/reliability.md, "CI time"). ASAN_ALL=1 runs everything.
+  local exclude=(-LE '^(fault|acl)$')
+  [ "${ASAN_ALL:-0}" = 1 ] && exclude=()
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "${exclude[@]}")
 }
 
 run_tsan() {
