@@ -2,6 +2,7 @@
 #pragma once
 
 #include <corolock/admin.hpp>
+#include <corolock/backend.hpp>
 #include <corolock/client.hpp>
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>
