@@ -21,6 +21,8 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <deque>
 #include <list>
@@ -431,7 +433,7 @@ struct gateway::impl::watch_impl : watch_stream, std::enable_shared_from_this<wa
         for (long reads = 0; !parser.is_done() && reads < (1L << 40); ++reads) {
             parser.get().body().data = chunk;
             parser.get().body().size = sizeof chunk;
-            co_await http::async_read(s, c.buffer, parser, asio::redirect_error(use_awaitable, ec));
+            co_await http::async_read_some(s, c.buffer, parser, asio::redirect_error(use_awaitable, ec));
             if (ec == http::error::need_buffer) ec = {};
             if (ec) co_return outcome{ec, "/v3/watch: " + describe(ec)};
             const std::string_view got(chunk, sizeof chunk - parser.get().body().size);
