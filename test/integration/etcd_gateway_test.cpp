@@ -152,7 +152,7 @@ TEST_CASE("etcd gateway: put-if-absent with a lease, a prefix sorted by create r
     });
 }
 
-TEST_CASE("etcd gateway: lease grant, keep-alive, time-to-live and revoke; keys vanish on revoke",
+TEST_CASE("etcd gateway: lease grant, keep-alive, time-to-live and revoke, keys vanish on revoke",
           "[etcd][integration]") {
     etcd_server server;
     asio::io_context ioc;
@@ -310,7 +310,7 @@ TEST_CASE("etcd gateway: many concurrent requests share a few keep-alive connect
     });
 }
 
-TEST_CASE("etcd gateway: a wrong password is auth_failed with etcd's message; a revoked token "
+TEST_CASE("etcd gateway: a wrong password is auth_failed with etcd's message, a revoked token "
           "is renewed once", "[etcd][integration]") {
     etcd_server server;
     server.enable_auth("root-pw");
