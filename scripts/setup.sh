@@ -7,10 +7,12 @@ set -euo pipefail
 packages=(
   g++ cmake make pkg-config            # toolchain
   libboost1.81-dev libboost-system1.81-dev  # Asio and System
+  libboost-json1.81-dev                 # the etcd gateway's JSON
   libspdlog-dev                         # logging
   catch2                                # tests: Catch2 v2.13
   libssl-dev openssl                    # TLS, and test certificates
   redis-server redis-tools              # the test server, redis-cli, redis-benchmark
+  etcd-server etcd-client               # the etcd test servers, etcdctl
   python3 procps                        # the CLI and bench tests: JSON checks, ps
 )
 # Extra packages a caller needs on top (for example clang for the fuzzer).
