@@ -2,7 +2,14 @@
 #include <corolock/backend.hpp>
 
 #include "core/backend.hpp"
+#include "etcd/etcd_backend.hpp"
 #include "redis/redis_backend.hpp"
+
+#include <boost/system/system_error.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
 
 #include <utility>
 
@@ -10,10 +17,33 @@ namespace corolock {
 
 namespace {
 
+// The URL's scheme in lower case, when it is one (RFC 3986, 3.1); empty
+// when the URL has none. Text before a "://" that is no scheme may hold a
+// password, so it is never echoed.
+std::string scheme_of(std::string_view url) {
+    const auto end = url.find("://");
+    if (end == std::string_view::npos || end == 0 || end > 32) return {};
+    const auto s = url.substr(0, end);
+    if (!std::isalpha(static_cast<unsigned char>(s[0]))) return {};
+    std::string out;
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (!std::isalnum(u) && c != '+' && c != '-' && c != '.') return {};
+        out += static_cast<char>(std::tolower(u));
+    }
+    return out;
+}
+
 std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std::string_view url) {
-    // Every scheme but the other backends' goes to the Redis URL parser,
-    // which explains what is wrong with a URL without echoing a secret.
-    return detail::connect_redis(std::move(ex), url);
+    const auto scheme = scheme_of(url);
+    if (scheme == "etcd" || scheme == "etcds") return detail::etcd::connect(std::move(ex), url);
+    if (scheme.empty() || scheme == "redis" || scheme == "rediss")
+        // The Redis URL parser explains what is wrong with a URL without a
+        // scheme, without echoing a secret.
+        return detail::connect_redis(std::move(ex), url);
+    throw boost::system::system_error(
+        make_error_code(error::invalid_url),
+        "unsupported URL scheme '" + scheme + "': expected redis, rediss, etcd or etcds");
 }
 
 }  // namespace

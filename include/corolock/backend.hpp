@@ -6,6 +6,9 @@
 //
 //   redis://[user:pass@]host[:port][/db]   one Redis server (config::from_url)
 //   rediss://...                           the same over TLS
+//   etcd://[user:pass@]host:port[,host:port...][/prefix]
+//                                          an etcd cluster (v3 API, 3.4 or later)
+//   etcds://...[?ca_file=PATH]             the same over TLS
 //
 // docs/backends.md compares them and says which to choose.
 //

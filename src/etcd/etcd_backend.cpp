@@ -1,0 +1,825 @@
+#include "etcd/etcd_backend.hpp"
+
+#include "core/logging.hpp"
+#include "core/watchdog_schedule.hpp"
+
+#include <corolock/detail/completion.hpp>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace corolock::detail::etcd {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+
+// Runs one transport operation from a coroutine: (error_code, Result).
+template <class Result, class F>
+asio::awaitable<std::tuple<error_code, Result>> call(F f) {
+    return asio::async_initiate<decltype(nothrow), void(error_code, Result)>(
+        [f = std::move(f)](auto h) mutable { f(handler<Result>(std::move(h))); }, nothrow);
+}
+
+// etcd leases are whole seconds: at least the lease asked for.
+std::int64_t ttl_seconds(clock::duration lease) {
+    const auto s = std::chrono::ceil<std::chrono::seconds>(lease).count();
+    return std::max<std::int64_t>(s, 1);
+}
+
+// The lease's deadline: from when its last confirmed grant or keep-alive
+// was sent, for the shorter of the lease asked for and the TTL granted.
+clock::time_point deadline_of(clock::time_point sent, clock::duration lease, std::int64_t ttl) {
+    const auto granted = std::chrono::duration_cast<clock::duration>(std::chrono::seconds(ttl));
+    return watchdog_schedule::deadline_for(sent, std::min(lease, granted));
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+std::string percent_decode(std::string_view s, bool& ok) {
+    std::string out;
+    ok = true;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '%') {
+            out += s[i];
+            continue;
+        }
+        unsigned v = 0;
+        if (i + 2 >= s.size()) {
+            ok = false;
+            return {};
+        }
+        auto r = std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16);
+        if (r.ec != std::errc() || r.ptr != s.data() + i + 3) {
+            ok = false;
+            return {};
+        }
+        out += static_cast<char>(v);
+        i += 2;
+    }
+    return out;
+}
+
+}  // namespace
+
+// ---- URL ----
+
+error_code parse_url(std::string_view url, backend_options& out, std::string& why) {
+    auto fail = [&](std::string reason) {
+        why = std::move(reason);
+        return error_code(error::invalid_url);
+    };
+    for (char c : url)
+        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
+            return fail("the URL contains whitespace or a control character");
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return fail("the URL has no scheme");
+    const auto scheme = url.substr(0, scheme_end);
+    backend_options o;
+    if (iequals(scheme, "etcd"))
+        o.gateway.tls = false;
+    else if (iequals(scheme, "etcds"))
+        o.gateway.tls = true;
+    else
+        return fail("not an etcd URL: expected etcd://host:port or etcds://...");
+    std::string_view rest = url.substr(scheme_end + 3);
+    std::string_view query;
+    if (auto q = rest.find('?'); q != std::string_view::npos) {
+        query = rest.substr(q + 1);
+        rest = rest.substr(0, q);
+    }
+    std::string_view path;
+    if (auto p = rest.find('/'); p != std::string_view::npos) {
+        path = rest.substr(p + 1);
+        rest = rest.substr(0, p);
+    }
+    if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+        const auto userinfo = rest.substr(0, at);
+        rest = rest.substr(at + 1);
+        const auto colon = userinfo.find(':');
+        bool ok1 = true, ok2 = true;
+        o.gateway.username = percent_decode(userinfo.substr(0, colon), ok1);
+        if (colon != std::string_view::npos)
+            o.gateway.password = percent_decode(userinfo.substr(colon + 1), ok2);
+        if (!ok1 || !ok2) return fail("the URL's user or password has a bad %-escape");
+        if (o.gateway.username.empty()) return fail("the URL has a password but no user name");
+    }
+    if (rest.empty()) return fail("the URL names no host: expected etcd://host:port");
+    while (!rest.empty()) {
+        const auto comma = rest.find(',');
+        auto ep = rest.substr(0, comma);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        const auto colon = ep.rfind(':');
+        if (ep.empty() || colon == std::string_view::npos || colon + 1 == ep.size())
+            return fail("each host needs a port: etcd://host:2379[,host:port...]");
+        unsigned port = 0;
+        auto r = std::from_chars(ep.data() + colon + 1, ep.data() + ep.size(), port);
+        if (r.ec != std::errc() || r.ptr != ep.data() + ep.size() || port == 0 || port > 65535)
+            return fail("a port is not a number from 1 to 65535");
+        o.gateway.endpoints.emplace_back(ep);
+    }
+    if (!path.empty()) {
+        bool ok = true;
+        o.prefix = percent_decode(path, ok);
+        if (!ok) return fail("the URL's key prefix has a bad %-escape");
+        if (o.prefix.back() != '/') o.prefix += '/';
+    }
+    while (!query.empty()) {
+        const auto amp = query.find('&');
+        auto kv = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        const auto eq = kv.find('=');
+        const auto key = kv.substr(0, eq);
+        bool ok = true;
+        const auto value =
+            eq == std::string_view::npos ? std::string{} : percent_decode(kv.substr(eq + 1), ok);
+        if (!ok) return fail("a query value has a bad %-escape");
+        if (key == "ca_file" && o.gateway.tls)
+            o.gateway.ca_file = value;
+        else
+            return fail("unknown URL option '" + std::string(key.substr(0, 32)) +
+                        "' (etcds:// takes ca_file)");
+    }
+    out = std::move(o);
+    why.clear();
+    return {};
+}
+
+std::string lock_prefix(const std::string& prefix, std::string_view name) {
+    return prefix + std::to_string(name.size()) + ":" + std::string(name) + "/";
+}
+
+// ---- state ----
+
+etcd_lock_state::etcd_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
+                                 const std::string& key_prefix)
+    : lock_state(std::move(b), std::move(lock_name), random_owner_id()),
+      prefix(lock_prefix(key_prefix, name)),
+      key(prefix + owner) {
+    holder.st = this;
+}
+
+void etcd_lock_state::holder_watch::on_deleted(const std::string& deleted, std::int64_t revision) {
+    // A delete of an earlier tenure's key (the same name) is older than the
+    // live key's creation.
+    if (deleted != st->key || revision <= st->create_revision || !st->live()) return;
+    auto self = std::static_pointer_cast<etcd_lock_state>(st->shared_from_this());
+    static_cast<etcd_backend&>(*st->backend).lose_tenure(self, "its key was deleted behind the holder");
+}
+
+void etcd_lock_state::holder_watch::on_watch_reset() {
+    if (!st->live()) return;
+    auto self = std::static_pointer_cast<etcd_lock_state>(st->shared_from_this());
+    static_cast<etcd_backend&>(*st->backend).check_key(self);
+}
+
+// ---- the shared watch of a lock's prefix ----
+
+struct etcd_backend::prefix_watch {
+    std::shared_ptr<watch_stream> stream;
+    std::vector<watcher*> watchers;
+    bool ready = false;
+    std::int64_t revision = 0;  // the last revision seen
+    int generation = 0;         // restarts
+};
+
+void etcd_backend::watch_prefix(const std::string& prefix, watcher* w) {
+    auto& pw = watches_[prefix];
+    if (!pw) pw = std::make_shared<prefix_watch>();
+    pw->watchers.push_back(w);
+    if (!pw->stream) start_watch(prefix);
+}
+
+void etcd_backend::unwatch_prefix(const std::string& prefix, watcher* w) noexcept {
+    auto it = watches_.find(prefix);
+    if (it == watches_.end()) return;
+    auto& v = it->second->watchers;
+    v.erase(std::remove(v.begin(), v.end(), w), v.end());
+    if (v.empty()) {
+        if (it->second->stream) it->second->stream->cancel();
+        watches_.erase(it);
+    }
+}
+
+bool etcd_backend::watch_ready(const std::string& prefix) const {
+    auto it = watches_.find(prefix);
+    return it != watches_.end() && it->second->ready;
+}
+
+void etcd_backend::start_watch(const std::string& prefix) {
+    auto pw = watches_[prefix];
+    const int gen = ++pw->generation;
+    watch_request req;
+    req.key = prefix;
+    req.range_end = prefix_end(prefix);
+    req.start_revision = pw->revision == 0 ? 0 : pw->revision + 1;
+    std::weak_ptr<etcd_backend> weak = shared_from_this();
+    std::weak_ptr<prefix_watch> weak_pw = pw;
+    pw->stream = gateway_->watch(std::move(req), [weak, weak_pw, prefix, gen](error_code ec,
+                                                                              watch_update u) {
+        auto self = weak.lock();
+        if (!self) return;
+        asio::dispatch(self->strand_, [self, weak_pw, prefix, gen, ec, u = std::move(u)] {
+            auto pw = weak_pw.lock();
+            if (!pw || pw->generation != gen || self->stopped()) return;
+            if (ec) {
+                // Broken (or cancelled by its last watcher leaving): tell the
+                // watchers to look again, and start over while anyone watches.
+                pw->ready = false;
+                pw->stream.reset();
+                auto watchers = pw->watchers;
+                for (auto* w : watchers) w->on_watch_reset();
+                if (!pw->watchers.empty() && self->watches_.count(prefix) &&
+                    ec != asio::error::operation_aborted) {
+                    pw->revision = 0;  // from now: the watchers look again anyway
+                    auto timer = std::make_shared<asio::steady_timer>(self->strand_);
+                    timer->expires_after(std::chrono::milliseconds(200));
+                    timer->async_wait([self, prefix, timer](error_code) {
+                        if (!self->stopped() && self->watches_.count(prefix) &&
+                            !self->watches_[prefix]->stream)
+                            self->start_watch(prefix);
+                    });
+                }
+                return;
+            }
+            pw->revision = std::max(pw->revision, u.header.revision);
+            if (u.created) {
+                pw->ready = true;
+                auto watchers = pw->watchers;
+                for (auto* w : watchers) w->on_watch_reset();
+            }
+            for (const auto& e : u.events) {
+                if (e.type != watch_event::kind::del) continue;
+                auto watchers = pw->watchers;  // a watcher may leave while told
+                for (auto* w : watchers)
+                    if (std::find(pw->watchers.begin(), pw->watchers.end(), w) !=
+                        pw->watchers.end())
+                        w->on_deleted(e.kv.key, e.kv.mod_revision);
+            }
+        });
+    });
+}
+
+// ---- the backend ----
+
+etcd_backend::etcd_backend(asio::any_io_executor ex, backend_options opts, bool tls)
+    : executor_(ex),
+      strand_(asio::make_strand(inner_executor(ex))),
+      opts_(std::move(opts)),
+      tls_(tls),
+      logger_(default_logger()) {}
+
+etcd_backend::~etcd_backend() {
+    try {
+        if (gateway_) gateway_->stop();
+    } catch (...) {
+    }
+}
+
+void etcd_backend::start() {
+    gateway_ = gateway::create(asio::any_io_executor(strand_), opts_.gateway);
+}
+
+void etcd_backend::stop() noexcept {
+    if (stopped_.exchange(true)) return;
+    try {
+        if (gateway_) gateway_->stop();
+        asio::post(strand_, [self = shared_from_this()] {
+            for (auto& [prefix, pw] : self->watches_) {
+                if (pw->stream) pw->stream->cancel();
+                auto watchers = pw->watchers;
+                for (auto* w : watchers) w->on_watch_reset();
+            }
+        });
+    } catch (...) {
+    }
+}
+
+metrics_snapshot etcd_backend::metrics() const noexcept {
+    metrics_snapshot m;
+    m.acquisitions = metrics_.acquisitions.load(std::memory_order_relaxed);
+    m.contended_acquisitions = metrics_.contended_acquisitions.load(std::memory_order_relaxed);
+    m.wait = metrics_.wait.read();
+    m.handoff = metrics_.handoff.read();
+    m.renewals_sent = metrics_.renewals_sent.load(std::memory_order_relaxed);
+    m.renewals_failed = metrics_.renewals_failed.load(std::memory_order_relaxed);
+    m.leases_lost = metrics_.leases_lost.load(std::memory_order_relaxed);
+    m.releases_found_gone = metrics_.releases_found_gone.load(std::memory_order_relaxed);
+    return m;
+}
+
+std::shared_ptr<lock_state> etcd_backend::make_state(std::string name) {
+    return std::make_shared<etcd_lock_state>(shared_from_this(), std::move(name), opts_.prefix);
+}
+
+void etcd_backend::revoke_in_background(std::int64_t lease_id) {
+    if (lease_id == 0 || stopped()) return;
+    gateway_->lease_revoke(lease_id, [](error_code, lease_revoke_result) {});
+}
+
+std::shared_ptr<tenure> etcd_backend::on_granted(const std::shared_ptr<etcd_lock_state>& st,
+                                                 std::uint64_t level, const lease_terms& terms,
+                                                 clock::time_point deadline) {
+    std::shared_ptr<tenure> t;
+    if (auto* live = st->live()) {
+        live->terms.renew_every = terms.renew_every.count() == 0 ? live->terms.renew_every
+                                  : live->terms.renew_every.count() == 0
+                                      ? terms.renew_every
+                                      : std::min(live->terms.renew_every, terms.renew_every);
+        t = st->current;
+    } else {
+        if (st->current && st->current.use_count() == 1)
+            t = st->current;
+        else
+            t = std::make_shared<tenure>();
+        t->reset(++st->tenures, terms);
+        t->publish_deadline(deadline);
+        st->current = t;
+        watch_prefix(st->prefix, &st->holder);  // a deleted key is a lost tenure
+        arm_deadline(st, t->epoch);
+        if (terms.renew_every.count() > 0) run_renewals(st, t->epoch);
+    }
+    st->levels.push_back(level);
+    st->held.fetch_add(1, std::memory_order_acq_rel);
+    return t;
+}
+
+void etcd_backend::end_tenure(const std::shared_ptr<etcd_lock_state>& st) noexcept {
+    st->levels.clear();
+    st->held.store(0, std::memory_order_release);
+    if (st->renew_timer) st->renew_timer->cancel();
+    if (st->deadline_timer) st->deadline_timer->cancel();
+    unwatch_prefix(st->prefix, &st->holder);
+}
+
+void etcd_backend::check_key(const std::shared_ptr<etcd_lock_state>& st) {
+    const auto epoch = st->live()->epoch;
+    range_request req;
+    req.key = st->key;
+    gateway_->range(std::move(req), [this, st, epoch, self = shared_from_this()](
+                                        error_code ec, range_result r) {
+        asio::dispatch(strand_, [this, st, epoch, ec, r = std::move(r), self] {
+            auto* t = st->live();
+            if (ec || !t || t->epoch != epoch) return;  // a failure: the keep-alive decides
+            if (r.kvs.empty() || r.kvs.front().create_revision != st->create_revision)
+                lose_tenure(st, "its key was gone when the watch was made again");
+        });
+    });
+}
+
+void etcd_backend::lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why) {
+    auto* t = st->live();
+    if (!t || t->lost()) return;
+    log().warn("lock {}: lease lost: {}", escaped{st->name}, why);
+    metrics_recorder::add(metrics_.leases_lost);
+    t->mark_lost(clock::now());
+    st->lost_epoch = t->epoch;
+    const auto lease = std::exchange(st->lease_id, 0);
+    end_tenure(st);
+    st->signal_lost();
+    revoke_in_background(lease);
+}
+
+void etcd_backend::arm_deadline(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch) {
+    if (!st->deadline_timer) st->deadline_timer = std::make_unique<asio::steady_timer>(strand_);
+    st->deadline_timer->expires_at(st->current->deadline());
+    st->deadline_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code) {
+        auto* t = st->live();
+        if (!t || t->epoch != epoch || t->lost()) return;
+        if (clock::now() >= t->deadline())
+            lose_tenure(st, "the lease deadline passed without a confirmed keep-alive");
+        else
+            arm_deadline(st, epoch);  // a keep-alive moved it
+    });
+}
+
+void etcd_backend::run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch) {
+    if (!st->renew_timer) st->renew_timer = std::make_unique<asio::steady_timer>(strand_);
+    st->renew_timer->expires_after(st->current->terms.renew_every);
+    st->renew_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code) {
+        auto* t = st->live();
+        if (!t || t->epoch != epoch || t->lost() || stopped()) return;
+        const auto sent = clock::now();
+        const auto lease = t->terms.lease;
+        metrics_recorder::add(metrics_.renewals_sent);
+        gateway_->lease_keepalive(
+            st->lease_id, [this, st, epoch, sent, lease, self](error_code ec,
+                                                               lease_keepalive_result r) {
+                auto* t = st->live();
+                if (!t || t->epoch != epoch || t->lost()) return;
+                if (!ec && r.ttl > 0 && clock::now() < t->deadline()) {
+                    t->publish_deadline(std::max(t->deadline(), deadline_of(sent, lease, r.ttl)));
+                } else {
+                    metrics_recorder::add(metrics_.renewals_failed);
+                    if (!ec) {
+                        lose_tenure(st, r.ttl <= 0 ? "etcd reports the lease gone"
+                                                   : "the keep-alive came back after the deadline");
+                        return;
+                    }
+                    log().info("lock {}: keep-alive failed: {}", escaped{st->name}, ec.message());
+                }
+                run_renewals(st, epoch);
+            });
+    });
+}
+
+// ---- acquire ----
+
+namespace {
+
+struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watcher {
+    acquire_op(std::shared_ptr<etcd_backend> b, std::shared_ptr<etcd_lock_state> s,
+               lock_options o, bool once, lock_backend::acquire_handler h, bool d)
+        : backend(std::move(b)),
+          st(std::move(s)),
+          opts(o),
+          try_once(once),
+          handler(std::move(h)),
+          direct(d),
+          wake(backend->strand()) {}
+
+    std::shared_ptr<etcd_backend> backend;
+    std::shared_ptr<etcd_lock_state> st;
+    lock_options opts;
+    bool try_once;
+    lock_backend::acquire_handler handler;
+    bool direct;
+    asio::steady_timer wake;  // cancelled by a wake-up or by abandon()
+    bool woken = false;
+    bool abandoned = false;
+    bool watching = false;
+    std::string predecessor;
+    clock::time_point started = clock::now();
+
+    // This acquire's own lease and key while it waits or until its grant.
+    std::int64_t lease_id = 0;
+    std::int64_t my_revision = 0;
+    clock::time_point lease_sent{};
+    std::int64_t lease_ttl = 0;
+
+    void on_deleted(const std::string& key, std::int64_t) override {
+        if (key == predecessor) poke();
+    }
+    void on_watch_reset() override { poke(); }
+    void poke() {
+        woken = true;
+        wake.cancel();
+    }
+
+    void complete(error_code ec, guard g) {
+        if (!handler) return;
+        auto slot = asio::get_associated_cancellation_slot(handler);
+        if (slot.is_connected()) slot.clear();
+        detail::complete_handler(std::move(handler), direct, backend->get_executor(), ec,
+                                 std::move(g));
+        handler = {};
+    }
+
+    void abandon(error_code ec) {
+        abandoned = true;
+        complete(ec, {});
+        wake.cancel();
+    }
+
+    void stop_watching() {
+        if (watching) backend->unwatch_prefix(st->prefix, this);
+        watching = false;
+    }
+
+    // Gives the lease (and with it the key) back.
+    void give_back() {
+        stop_watching();
+        backend->revoke_in_background(std::exchange(lease_id, 0));
+    }
+
+    // Waits for a wake-up or until `until`. False when abandoned.
+    asio::awaitable<bool> wait_until(clock::time_point until) {
+        if (!woken) {
+            wake.expires_at(until);
+            co_await wake.async_wait(nothrow);
+        }
+        woken = false;
+        co_return !abandoned && !backend->stopped();
+    }
+
+    std::optional<clock::time_point> wait_deadline() const {
+        if (!opts.wait) return std::nullopt;
+        return started + *opts.wait;
+    }
+
+    asio::awaitable<void> run() {
+        try {
+            co_await run_inner();
+        } catch (...) {
+            give_back();
+            complete(error::client_stopped, {});
+        }
+    }
+
+    asio::awaitable<void> run_inner() {
+        auto& wire = backend->wire();
+        const auto level = st->next_level++;
+        const lease_terms terms{opts.lease,
+                                opts.watchdog ? opts.renew_interval : clock::duration::zero()};
+
+        // A re-entry: a put on the handle's key, if it is still its own,
+        // mints the level's token.
+        if (st->live()) {
+            txn_request req;
+            req.compares.push_back({st->key, compare::target::create_revision,
+                                    compare::op::equal, st->create_revision});
+            req.success.push_back(put_request{st->key, st->owner, st->lease_id});
+            const auto epoch = st->live()->epoch;
+            auto [ec, r] = co_await call<txn_result>(
+                [&](auto h) { wire.txn(std::move(req), std::move(h)); });
+            auto* t = st->live();
+            if (ec) co_return complete(ec, {});
+            if (!t || t->epoch != epoch || t->lost() || !r.succeeded ||
+                clock::now() >= t->deadline()) {
+                if (t && t->epoch == epoch)
+                    backend->lose_tenure(st, "its key was gone when a re-entry checked it");
+                // Fall through to a fresh acquire below.
+            } else {
+                if (abandoned) co_return;  // the level was never handed out
+                metrics_recorder::add(backend->recorder().acquisitions);
+                auto tt = backend->on_granted(st, level, terms, t->deadline());
+                co_return complete({}, make_guard(st, level,
+                                                  static_cast<std::uint64_t>(r.header.revision),
+                                                  std::move(tt)));
+            }
+        }
+
+        bool contended = false;
+        for (int round = 0; round < 1000; ++round) {
+            if (abandoned || backend->stopped()) break;
+            // A lease of this acquire's own, and its key under the lock.
+            lease_sent = clock::now();
+            {
+                auto [ec, g] = co_await call<lease_grant_result>(
+                    [&](auto h) { wire.lease_grant(ttl_seconds(opts.lease), std::move(h)); });
+                if (ec) co_return complete(ec, {});
+                lease_id = g.id;
+                lease_ttl = g.ttl;
+            }
+            if (abandoned) break;
+            txn_request req;
+            req.compares.push_back(
+                {st->key, compare::target::create_revision, compare::op::equal, 0});
+            req.success.push_back(put_request{st->key, st->owner, lease_id});
+            range_request first;
+            first.key = st->prefix;
+            first.range_end = prefix_end(st->prefix);
+            first.sort_by_create_revision = true;
+            first.limit = 1;
+            req.success.push_back(first);
+            {
+                range_request mine_req;
+                mine_req.key = st->key;
+                req.failure.push_back(std::move(mine_req));
+            }
+            req.failure.push_back(first);
+            auto [ec, r] =
+                co_await call<txn_result>([&](auto h) { wire.txn(std::move(req), std::move(h)); });
+            if (ec) {
+                give_back();
+                co_return complete(ec, {});
+            }
+            if (!r.succeeded) {
+                // The handle's key exists: a tenure of it that was lost and
+                // whose lease is not revoked yet. Wait for it to go.
+                give_back();
+                if (!(co_await wait_until(clock::now() + std::chrono::milliseconds(50)))) break;
+                continue;
+            }
+            my_revision = r.header.revision;
+            const auto* owner = r.responses.size() >= 2
+                                    ? std::get_if<range_result>(&r.responses[1])
+                                    : nullptr;
+            const bool mine = owner && !owner->kvs.empty() &&
+                              owner->kvs.front().create_revision == my_revision;
+            if (mine) {
+                co_return grant(level, terms, static_cast<std::uint64_t>(my_revision), contended);
+            }
+            if (try_once || (opts.wait && opts.wait->count() == 0)) {
+                give_back();
+                co_return complete(error::lock_held, {});
+            }
+            contended = true;
+            // Wait behind the predecessor, the last key created before ours.
+            watching = true;
+            backend->watch_prefix(st->prefix, this);
+            const auto outcome = co_await wait_for_turn();
+            if (outcome == turn::granted) {
+                // The confirming put: the key survived the wait, and the
+                // put's revision is the token.
+                txn_request confirm;
+                confirm.compares.push_back({st->key, compare::target::create_revision,
+                                            compare::op::equal, my_revision});
+                confirm.success.push_back(put_request{st->key, st->owner, lease_id});
+                auto [cec, cr] = co_await call<txn_result>(
+                    [&](auto h) { wire.txn(std::move(confirm), std::move(h)); });
+                stop_watching();
+                if (cec) {
+                    give_back();
+                    co_return complete(cec, {});
+                }
+                if (cr.succeeded) {
+                    co_return grant(level, terms, static_cast<std::uint64_t>(cr.header.revision),
+                                    contended);
+                }
+                // The key expired while waiting: start again.
+                give_back();
+                continue;
+            }
+            stop_watching();
+            give_back();
+            if (outcome == turn::restart) continue;
+            if (outcome == turn::timed_out) co_return complete(error::wait_timeout, {});
+            if (outcome == turn::failed) co_return complete(last_error, {});
+            break;  // abandoned or stopped
+        }
+        give_back();
+        if (backend->stopped()) complete(error::client_stopped, {});
+        // An abandoned acquire's caller has had its answer.
+    }
+
+    enum class turn { granted, restart, timed_out, failed, abandoned };
+    error_code last_error;
+
+    asio::awaitable<turn> wait_for_turn() {
+        auto& wire = backend->wire();
+        const auto slice = std::max<clock::duration>(opts.lease / 3, std::chrono::milliseconds(10));
+        for (int round = 0; round < 1'000'000; ++round) {
+            // The watch must be in place before looking, so that a deletion
+            // after the look is seen.
+            while (!backend->watch_ready(st->prefix)) {
+                auto until = clock::now() + slice;
+                if (auto d = wait_deadline()) until = std::min(until, *d);
+                if (!(co_await wait_until(until))) co_return turn::abandoned;
+                if (auto d = wait_deadline(); d && clock::now() >= *d) co_return turn::timed_out;
+            }
+            range_request before;
+            before.key = st->prefix;
+            before.range_end = prefix_end(st->prefix);
+            before.sort_by_create_revision = true;
+            before.max_create_revision = my_revision - 1;
+            before.keys_only = true;
+            auto [ec, r] = co_await call<range_result>(
+                [&](auto h) { wire.range(std::move(before), std::move(h)); });
+            if (abandoned || backend->stopped()) co_return turn::abandoned;
+            if (ec) {
+                last_error = ec;
+                co_return turn::failed;
+            }
+            if (r.kvs.empty()) co_return turn::granted;
+            predecessor = r.kvs.back().key;
+            const auto slice_end = clock::now() + slice;
+            auto until = slice_end;
+            if (auto d = wait_deadline()) until = std::min(until, *d);
+            if (!(co_await wait_until(until))) co_return turn::abandoned;
+            if (auto d = wait_deadline(); d && clock::now() >= *d && !woken)
+                co_return turn::timed_out;
+            if (clock::now() >= slice_end) {
+                // A slice passed: keep this acquire's own lease alive.
+                const auto sent = clock::now();
+                auto [kec, k] = co_await call<lease_keepalive_result>(
+                    [&](auto h) { wire.lease_keepalive(lease_id, std::move(h)); });
+                if (abandoned || backend->stopped()) co_return turn::abandoned;
+                if (kec) {
+                    last_error = kec;
+                    co_return turn::failed;
+                }
+                if (k.ttl <= 0) co_return turn::restart;  // our key is gone
+                lease_sent = sent;
+                lease_ttl = k.ttl;
+            }
+        }
+        co_return turn::restart;
+    }
+
+    void grant(std::uint64_t level, const lease_terms& terms, std::uint64_t token,
+               bool contended) {
+        stop_watching();
+        const auto deadline = deadline_of(lease_sent, opts.lease, lease_ttl);
+        if (abandoned || clock::now() >= deadline) {
+            give_back();
+            if (!abandoned) complete(error::lock_lost, {});
+            return;
+        }
+        st->lease_id = std::exchange(lease_id, 0);
+        st->create_revision = my_revision;
+        auto& m = backend->recorder();
+        metrics_recorder::add(m.acquisitions);
+        if (contended) metrics_recorder::add(m.contended_acquisitions);
+        m.wait.record(clock::now() - started);
+        auto t = backend->on_granted(st, level, terms, deadline);
+        complete({}, make_guard(st, level, token, std::move(t)));
+    }
+};
+
+}  // namespace
+
+void etcd_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
+                           bool try_once, acquire_handler handler, bool direct) {
+    auto st = std::static_pointer_cast<etcd_lock_state>(base);
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto op = std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts, try_once,
+                                           std::move(handler), direct);
+    if (slot.is_connected()) {
+        slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
+            auto o = weak.lock();
+            if (!o) return;
+            asio::post(o->backend->strand(), [o] { o->abandon(asio::error::operation_aborted); });
+        });
+    }
+    asio::post(strand_, [op] {
+        if (op->backend->stopped()) return op->complete(error::client_stopped, {});
+        asio::co_spawn(op->backend->strand(), [op]() { return op->run(); }, asio::detached);
+    });
+}
+
+// ---- release ----
+
+void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t level,
+                           std::shared_ptr<const tenure> t, release_handler handler,
+                           bool direct) {
+    auto st = std::static_pointer_cast<etcd_lock_state>(base);
+    auto finish = [&](error_code ec) {
+        if (ec) metrics_recorder::add(metrics_.releases_found_gone);
+        asio::post(strand_, [h = std::move(handler), ec, direct, ex = executor_]() mutable {
+            detail::complete_handler(std::move(h), direct, ex, ec);
+        });
+    };
+    auto it = std::find(st->levels.begin(), st->levels.end(), level);
+    auto* live = st->live();
+    if (t->lost() || it == st->levels.end() || live != t.get()) {
+        return finish(t->lost() ? error_code(error::lock_lost) : error_code(error::expired));
+    }
+    const bool expired = clock::now() >= t->deadline();
+    st->levels.erase(it);
+    st->held.fetch_sub(1, std::memory_order_acq_rel);
+    if (!st->levels.empty()) return finish(expired ? error_code(error::expired) : error_code{});
+    // The last level: revoking the lease deletes the key, and only it.
+    const auto lease = std::exchange(st->lease_id, 0);
+    end_tenure(st);
+    gateway_->lease_revoke(lease, [this, expired, h = std::move(handler), direct,
+                                   self = shared_from_this()](error_code ec,
+                                                              lease_revoke_result) mutable {
+        error_code result;
+        if (expired)
+            result = error::expired;
+        else if (ec == error::server_error)
+            result = error::expired;  // etcd: the lease was not found, it expired
+        else
+            result = ec;
+        if (result) metrics_recorder::add(metrics_.releases_found_gone);
+        asio::dispatch(strand_, [h = std::move(h), result, direct, ex = executor_]() mutable {
+            detail::complete_handler(std::move(h), direct, ex, result);
+        });
+    });
+}
+
+void etcd_backend::release_in_background(const std::shared_ptr<lock_state>& base,
+                                         std::uint64_t level) {
+    auto st = std::static_pointer_cast<etcd_lock_state>(base);
+    auto it = std::find(st->levels.begin(), st->levels.end(), level);
+    if (it == st->levels.end()) return;
+    st->levels.erase(it);
+    st->held.fetch_sub(1, std::memory_order_acq_rel);
+    if (!st->levels.empty()) return;
+    const auto lease = std::exchange(st->lease_id, 0);
+    end_tenure(st);
+    revoke_in_background(lease);
+}
+
+std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url) {
+    backend_options o;
+    std::string why;
+    if (auto ec = parse_url(url, o, why); ec) throw boost::system::system_error(ec, why);
+    const bool tls = o.gateway.tls;
+    auto b = std::make_shared<etcd_backend>(std::move(ex), std::move(o), tls);
+    b->start();
+    return b;
+}
+
+}  // namespace corolock::detail::etcd

@@ -1,0 +1,170 @@
+// The etcd backend: corolock's mutex on etcd's lease + revision + watch, in
+// the way of etcd's own concurrency.Mutex, improved (docs/backends.md).
+//
+// A lock NAME is the key prefix  <prefix><len(NAME)>:<NAME>/  (the length
+// keeps names binary-safe: "a" and "a/b" never share a prefix). A handle's
+// tenure is one key under it,  <lock prefix><owner id>,  attached to a lease
+// of the tenure's own:
+//
+//  - acquire: grant a lease (TTL = the lease asked for, rounded up to whole
+//    seconds), then one txn: "if my key has no create revision, put it with
+//    the lease; then range the prefix, first by create revision". The owner
+//    is the key with the lowest create revision.
+//  - wait: the waiter's predecessor is the last key created before its own.
+//    One watch on the lock's prefix per process, shared by every local
+//    waiter and holder of that lock, delivers the predecessor's deletion to
+//    the one waiter behind it (no herd). A waiter's wait is also capped at a
+//    third of its lease: it keeps its own key's lease alive then and looks
+//    again, which also covers a watch that broke.
+//  - grant after waiting: a txn "if my key still has its create revision,
+//    put it again" both checks that the key survived the wait (etcd 3.4's
+//    own Lock could report success after its session expired) and mints the
+//    fencing token: the revision of that put.
+//  - fencing token: the revision of the write that confirmed ownership (the
+//    creating put, or that confirming put, or a re-entry's put): etcd's
+//    revision is one counter for the whole cluster, and each grant's write
+//    comes after every earlier holder's last write, so tokens rise.
+//  - lease deadline: when the last lease grant or keep-alive that etcd
+//    confirmed was *sent*, plus min(lease, granted TTL), minus the drift
+//    allowance. The server cannot expire the lease before that.
+//  - watchdog: a keep-alive every renew interval; the deadline is checked by
+//    a timer of its own, so a keep-alive that hangs cannot delay the lost
+//    signal. The shared watch also reports the holder's key deleted (a
+//    `break`, a revoked lease) at once.
+//  - release: the tenure's last level revokes its lease, which deletes its
+//    key and no other. A cancelled acquire revokes its lease the same way.
+#pragma once
+
+#include "core/backend.hpp"
+#include "core/metrics_recorder.hpp"
+#include "etcd/gateway.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace corolock::detail::etcd {
+
+struct backend_options {
+    gateway_options gateway;
+    std::string prefix = "corolock/";  // every key corolock writes starts with it
+};
+
+// Parses etcd://[user[:password]@]host:port[,host:port...][/prefix][?ca_file=PATH]
+// (etcds:// for TLS). On failure returns error::invalid_url and the reason
+// (never the password) in why.
+error_code parse_url(std::string_view url, backend_options& out, std::string& why);
+
+// The key prefix of a lock name under `prefix`.
+std::string lock_prefix(const std::string& prefix, std::string_view name);
+
+class etcd_backend;
+
+// A local waiter or holder of a lock, told by the lock's shared watch.
+struct prefix_watcher {
+    // A key under the prefix was deleted at `revision`.
+    virtual void on_deleted(const std::string& key, std::int64_t revision) = 0;
+    // The watch was made, broke or restarted: events may have been missed,
+    // look again.
+    virtual void on_watch_reset() = 0;
+
+protected:
+    ~prefix_watcher() = default;
+};
+
+struct etcd_lock_state final : lock_state {
+    etcd_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
+                    const std::string& key_prefix);
+
+    const std::string prefix;  // the lock's key prefix
+    const std::string key;     // this handle's key: prefix + owner id
+
+    // --- strand only: the live tenure's lease and key ---
+    std::int64_t lease_id = 0;
+    std::int64_t create_revision = 0;
+    std::chrono::steady_clock::duration lease_ttl{};  // granted by etcd
+    // The keep-alive and deadline loops of the live tenure end when its
+    // epoch is no longer live.
+    std::unique_ptr<boost::asio::steady_timer> renew_timer, deadline_timer;
+
+    // While a tenure is live: its key deleted (a break, a revoked lease)
+    // loses it at once.
+    struct holder_watch final : prefix_watcher {
+        etcd_lock_state* st = nullptr;
+        void on_deleted(const std::string& key, std::int64_t revision) override;
+        void on_watch_reset() override;
+    } holder;
+};
+
+class etcd_backend final : public lock_backend,
+                           public std::enable_shared_from_this<etcd_backend> {
+public:
+    etcd_backend(boost::asio::any_io_executor ex, backend_options opts, bool tls);
+    ~etcd_backend() override;
+
+    void start();
+
+    boost::asio::any_io_executor get_executor() const noexcept override { return executor_; }
+    const strand_type& strand() const noexcept override { return strand_; }
+    bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
+    spdlog::logger& log() const noexcept override { return *logger_; }
+    void stop() noexcept override;
+    std::string_view scheme() const noexcept override { return tls_ ? "etcds" : "etcd"; }
+    metrics_snapshot metrics() const noexcept override;
+
+    std::shared_ptr<lock_state> make_state(std::string name) override;
+    void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts, bool try_once,
+                 acquire_handler handler, bool direct) override;
+    void release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                 std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
+    void release_in_background(const std::shared_ptr<lock_state>& st,
+                               std::uint64_t level) override;
+
+    // --- for the acquire operation, on the strand ---
+    transport& wire() noexcept { return *gateway_; }
+    metrics_recorder& recorder() noexcept { return metrics_; }
+    // Local waiters and holders of a lock share one watch of its prefix.
+    // Registers w (until unwatch_prefix); watch_ready() tells when the watch
+    // is in place, and w->on_watch_reset() is called then.
+    using watcher = prefix_watcher;
+    void watch_prefix(const std::string& prefix, watcher* w);
+    void unwatch_prefix(const std::string& prefix, watcher* w) noexcept;
+    // Whether the prefix's watch is in place (created by etcd).
+    bool watch_ready(const std::string& prefix) const;
+
+    // A tenure of `st` was granted: begin it (or join a re-entry to it).
+    std::shared_ptr<tenure> on_granted(const std::shared_ptr<etcd_lock_state>& st,
+                                       std::uint64_t level, const lease_terms& terms,
+                                       clock::time_point deadline);
+    // The live tenure is lost: lost signal now, its lease revoked.
+    void lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why);
+    // Revokes a lease in the background (a give-back, a cancelled acquire).
+    void revoke_in_background(std::int64_t lease_id);
+
+private:
+    struct prefix_watch;
+    void start_watch(const std::string& prefix);
+    friend struct etcd_lock_state::holder_watch;
+    void end_tenure(const std::shared_ptr<etcd_lock_state>& st) noexcept;
+    void check_key(const std::shared_ptr<etcd_lock_state>& st);
+    void run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch);
+    void arm_deadline(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch);
+
+    boost::asio::any_io_executor executor_;
+    strand_type strand_;
+    backend_options opts_;
+    bool tls_;
+    std::shared_ptr<spdlog::logger> logger_;
+    std::shared_ptr<gateway> gateway_;
+    metrics_recorder metrics_;
+    std::atomic<bool> stopped_{false};
+    std::map<std::string, std::shared_ptr<prefix_watch>> watches_;  // strand only
+};
+
+// A started etcd backend for `url`. Throws system_error (invalid_url).
+std::shared_ptr<lock_backend> connect(boost::asio::any_io_executor ex, std::string_view url);
+
+}  // namespace corolock::detail::etcd
