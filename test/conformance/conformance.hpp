@@ -26,7 +26,8 @@ using namespace std::chrono_literals;
 
 inline constexpr auto use_nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
 
-// A fresh server of the backend under test, its name printed once per case.
+// A fresh server of the backend under test; fails the case if its scheme is
+// not the backend asked for.
 inline std::unique_ptr<lock_server> start_server() {
     const auto name = conformance_backend();
     auto s = start_lock_server(name);
