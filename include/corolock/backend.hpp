@@ -36,8 +36,9 @@ public:
     using executor_type = boost::asio::any_io_executor;
 
     // Starts connecting at once (each backend reconnects by itself). Throws
-    // boost::system::system_error(error::invalid_argument) for a malformed
-    // URL, an unknown scheme or a bad setting, with the reason as its text.
+    // boost::system::system_error with the reason as its text:
+    // error::invalid_url for a malformed URL or an unknown scheme,
+    // error::invalid_argument for a bad setting in it.
     backend(executor_type ex, std::string_view url);
 
     // A handle on a backend owned elsewhere (see client::lock_backend()):

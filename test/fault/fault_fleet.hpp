@@ -92,6 +92,11 @@ struct fleet_options {
     // Where worker i connects: urls[i % urls.size()] (e.g. a fault proxy of
     // its own); the server itself when empty.
     std::vector<std::string> urls = {};
+    // The conformance suite's split (test/conformance): the lock service at
+    // urls (any backend), the counter and the oracle on the fleet's
+    // redis_server, passed to each worker as --resource=URL. Off: the
+    // fleet's server is both.
+    bool separate_resource = false;
 };
 
 class fleet {
@@ -117,11 +122,13 @@ public:
     // `duration` (default: the fleet's).
     std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
         const std::size_t i = workers_.size();
-        workers_.push_back(std::make_unique<child_process>(std::vector<std::string>{
+        std::vector<std::string> argv{
             COROLOCK_TEST_WORKER, "cycle", opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
             std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
-            std::to_string(seed_ + i)}));
+            std::to_string(seed_ + i)};
+        if (opts_.separate_resource) argv.push_back("--resource=" + server_.url());
+        workers_.push_back(std::make_unique<child_process>(std::move(argv)));
         const auto line = wait_for_line(*workers_.back(), "running", 10s);
         INFO(workers_.back()->output());
         REQUIRE(!line.empty());

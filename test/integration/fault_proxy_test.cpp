@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <string>
@@ -298,4 +299,103 @@ TEST_CASE("fault proxy: 1-byte slicing still yields correct replies through the 
     CHECK(st.bytes_to_client > static_cast<std::uint64_t>(n) * big.size());
     CHECK(st.unparsed == 0);
     CHECK(c.stats().disconnects == 0);
+}
+
+namespace {
+
+// A loopback TCP echo server on its own thread: an upstream that speaks no
+// RESP, for the proxy's raw mode. Polls in 20 ms steps, so it stops in time.
+class echo_server {
+public:
+    echo_server() {
+        listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+        REQUIRE(listen_fd_ >= 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        REQUIRE(::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+        REQUIRE(::listen(listen_fd_, 8) == 0);
+        socklen_t len = sizeof addr;
+        REQUIRE(::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+        port_ = ntohs(addr.sin_port);
+        thread_ = std::thread([this] { run(); });
+    }
+    ~echo_server() {
+        stop_ = true;
+        thread_.join();
+        for (int fd : conns_) ::close(fd);
+        ::close(listen_fd_);
+    }
+    echo_server(const echo_server&) = delete;
+    echo_server& operator=(const echo_server&) = delete;
+    std::uint16_t port() const { return port_; }
+
+private:
+    void run() {
+        while (!stop_) {
+            std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+            for (int fd : conns_) fds.push_back({fd, POLLIN, 0});
+            if (::poll(fds.data(), fds.size(), 20) <= 0) continue;
+            if (fds[0].revents & POLLIN) {
+                const int c = ::accept(listen_fd_, nullptr, nullptr);
+                if (c >= 0) conns_.push_back(c);
+            }
+            for (std::size_t i = 1; i < fds.size(); ++i) {
+                if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+                char buf[4096];
+                const ssize_t n = ::recv(fds[i].fd, buf, sizeof buf, 0);
+                if (n > 0) {
+                    (void)::send(fds[i].fd, buf, static_cast<std::size_t>(n), MSG_NOSIGNAL);
+                } else {
+                    ::close(fds[i].fd);
+                    conns_.erase(std::find(conns_.begin(), conns_.end(), fds[i].fd));
+                }
+            }
+        }
+    }
+
+    int listen_fd_ = -1;
+    std::uint16_t port_ = 0;
+    std::vector<int> conns_;  // the server thread's only
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+const std::string http_request =
+    "POST /v3/lease/grant HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\n{\"TTL\":5}";
+
+}  // namespace
+
+TEST_CASE("fault proxy: bytes of another protocol go through, in RESP and in raw mode",
+          "[proxy][integration]") {
+    echo_server upstream;
+    SECTION("RESP mode: the parser gives up and forwards raw") {
+        fault_proxy proxy(upstream.port());
+        raw_socket s(proxy.port());
+        s.send(http_request);
+        CHECK(s.read(http_request.size(), 2s) == http_request);
+        CHECK(proxy.stats().commands == 0);
+        CHECK(proxy.stats().unparsed >= 1);
+    }
+    SECTION("raw mode: never parsed; blackhole and heal apply to the bytes") {
+        fault_proxy proxy(upstream.port(), "127.0.0.1", fault_proxy::framing::raw);
+        {
+            raw_socket s(proxy.port());
+            s.send(http_request);
+            CHECK(s.read(http_request.size(), 2s) == http_request);
+            proxy.blackhole(true);
+            s.send("ping");
+            CHECK(s.read(4, 300ms).empty());
+            CHECK(proxy.stats().bytes_dropped >= 4);
+            proxy.heal();  // resets the connection that lost bytes
+            s.read(1, 2s);
+            CHECK((s.closed || s.failed_errno != 0));
+        }
+        raw_socket fresh(proxy.port());
+        fresh.send("after");
+        CHECK(fresh.read(5, 2s) == "after");
+        const auto st = proxy.stats();
+        CHECK(st.commands == 0);
+        CHECK(st.unparsed == 0);
+    }
 }

@@ -149,7 +149,7 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
     // that each frame's end is known exactly; test traffic is small.
     void consume(int d, std::string_view data) {
         stream& s = streams[d];
-        if (s.raw) {
+        if (s.raw || proxy.framing_ == framing::raw) {
             forward(d, std::string(data));
             return;
         }
@@ -274,9 +274,10 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
     }
 };
 
-fault_proxy::fault_proxy(std::uint16_t upstream_port, std::string upstream_host)
+fault_proxy::fault_proxy(std::uint16_t upstream_port, std::string upstream_host, framing f)
     : acceptor_(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
-      upstream_(asio::ip::make_address(upstream_host), upstream_port) {
+      upstream_(asio::ip::make_address(upstream_host), upstream_port),
+      framing_(f) {
     port_ = acceptor_.local_endpoint().port();
     start_accepting();
     thread_ = std::thread([this] {

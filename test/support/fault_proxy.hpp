@@ -31,6 +31,11 @@
 //    command that a predicate picks) is swallowed, then the connection goes
 //    on as chosen (see after_drop);
 //  - inject_to_client(): raw bytes go to the client between two frames.
+//
+// For a protocol other than RESP (the conformance suite's other backends),
+// framing::raw skips the parser altogether: bytes are forwarded as they
+// arrive, and delay, pause, blackhole, slice and reset_all() apply to them
+// as to frames; drop_next_reply() and unanswered() never see a command.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -108,9 +113,13 @@ public:
         std::vector<connection_info> connections;  // every connection, oldest first
     };
 
+    // How the byte streams are cut: into RESP frames, or not at all.
+    enum class framing { resp, raw };
+
     // Starts listening on 127.0.0.1 (a free port) and forwarding to
     // upstream_host:upstream_port. Throws std::system_error if it cannot listen.
-    explicit fault_proxy(std::uint16_t upstream_port, std::string upstream_host = "127.0.0.1");
+    explicit fault_proxy(std::uint16_t upstream_port, std::string upstream_host = "127.0.0.1",
+                         framing f = framing::resp);
     // Closes every connection and the listener, and joins the thread
     // (bounded: the loop is stopped if it does not wind down within 5 s).
     ~fault_proxy();
@@ -194,6 +203,7 @@ private:
     mutable boost::asio::io_context ioc_;
     boost::asio::ip::tcp::acceptor acceptor_;
     boost::asio::ip::tcp::endpoint upstream_;
+    framing framing_ = framing::resp;
     std::uint16_t port_ = 0;
 
     // Everything below lives on the proxy's thread.

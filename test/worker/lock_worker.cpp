@@ -1,5 +1,11 @@
 // A lock client in its own process, for the multi-process tests.
 //
+// URL below is the lock service's URL, of any backend (corolock::backend).
+// The protected resource (the non-atomic counter and the fenced oracle) is a
+// Redis server: the one given by the option --resource=REDIS_URL (anywhere on
+// the command line), else the lock URL itself, which must then be a Redis
+// URL (the Redis-only tests' way: one server for both).
+//
 //   lock_worker increment URL NAMES COUNTER_PREFIX TASKS ITERATIONS LEASE_MS [LOG]
 //       TASKS coroutines, each with its own mutex handle, take turns on the
 //       comma-separated lock NAMES; inside each critical section they do a
@@ -47,7 +53,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -162,7 +170,8 @@ int usage() {
 
 // The fault tests' workload (mode "cycle"); see the top of this file.
 struct cycle_worker {
-    corolock::client& c;
+    corolock::client& c;           // the resource
+    const corolock::backend& locks;
     std::string name;
     std::string counter_key;
     std::string oracle_key;
@@ -244,7 +253,7 @@ struct cycle_worker {
 
     asio::awaitable<void> run() {
         using namespace asio::experimental::awaitable_operators;
-        corolock::mutex m(c, name);
+        corolock::mutex m(locks, name);
         std::uniform_int_distribution<int> backoff(10, 50);
         while (std::chrono::steady_clock::now() < until) {
             log.write("acquire_invoked", 0, name, 0);
@@ -263,9 +272,57 @@ struct cycle_worker {
     }
 };
 
+// The option --resource=URL, taken out of the arguments wherever it is.
+std::string take_resource_option(std::vector<std::string>& args) {
+    static const std::string flag = "--resource=";
+    std::string url;
+    for (auto it = args.begin(); it != args.end();) {
+        if (it->rfind(flag, 0) == 0) {
+            url = it->substr(flag.size());
+            it = args.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return url;
+}
+
+// The lock service and the protected resource. Without a resource URL both
+// are one Redis client (the lock through client::lock_backend()); with one,
+// the lock URL opens a backend of its own, of whatever scheme.
+struct endpoints {
+    std::unique_ptr<corolock::client> resource;
+    corolock::backend locks{nullptr, false};
+
+    endpoints(asio::io_context& ioc, const std::string& lock_url, const std::string& resource_url,
+              const std::function<corolock::config(const std::string&)>& resource_config) {
+        if (resource_url.empty()) {
+            resource = std::make_unique<corolock::client>(ioc.get_executor(), resource_config(lock_url));
+            locks = resource->lock_backend();
+        } else {
+            resource =
+                std::make_unique<corolock::client>(ioc.get_executor(), resource_config(resource_url));
+            locks = corolock::backend(ioc.get_executor(), lock_url);
+        }
+    }
+    void stop() {
+        locks.stop();
+        resource->stop();
+    }
+};
+
+corolock::config plain_config(const std::string& url) { return corolock::config::from_url(url); }
+
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv_in) {
+    std::vector<std::string> args(argv_in, argv_in + argc);
+    const std::string resource_url = take_resource_option(args);
+    argc = static_cast<int>(args.size());
+    std::vector<char*> argv_list;
+    for (auto& a : args) argv_list.push_back(a.data());
+    argv_list.push_back(nullptr);
+    char** argv = argv_list.data();
     if (argc < 2) return usage();
     const std::string mode = argv[1];
     asio::io_context ioc;
@@ -280,13 +337,14 @@ int main(int argc, char** argv) {
         const auto lease = std::chrono::milliseconds(std::stoi(argv[7]));
         event_log log;
         if (argc >= 9) log.out.open(argv[8], std::ios::app);
-        corolock::client c(ioc.get_executor(), url);
+        endpoints ep(ioc, url, resource_url, plain_config);
+        corolock::client& c = *ep.resource;
         int done = 0;
         long violations = 0;
         for (int t = 0; t < tasks; ++t) {
             asio::co_spawn(ioc, [&, t]() -> asio::awaitable<void> {
                 const std::string& name = names[static_cast<std::size_t>(t) % names.size()];
-                corolock::mutex m(c, name);
+                corolock::mutex m(ep.locks, name);
                 for (int i = 0; i < iterations; ++i) {
                     log.write("acquire_invoked", t, name, 0);
                     auto g = co_await m.acquire({.lease = lease, .wait = 60s});
@@ -308,14 +366,14 @@ int main(int argc, char** argv) {
                     if (ec) log.write("release_failed", t, name, g.token(), with_error(error_name(ec)));
                     else log.write("release_ok", t, name, g.token());
                 }
-                if (++done == tasks) c.stop();
+                if (++done == tasks) ep.stop();
             }, [&](std::exception_ptr e) {
                 if (!e) return;
                 try { std::rethrow_exception(e); } catch (const std::exception& ex) {
                     std::cerr << "task failed: " << ex.what() << "\n";
                 }
                 exit_code = 1;
-                c.stop();
+                ep.stop();
             });
         }
         ioc.run_for(120s);
@@ -324,7 +382,7 @@ int main(int argc, char** argv) {
     }
 
     if (mode == "hold" && argc >= 5) {
-        corolock::client c(ioc.get_executor(), std::string_view(argv[2]));
+        corolock::backend c(ioc.get_executor(), std::string_view(argv[2]));
         const auto lease = std::chrono::milliseconds(std::stoi(argv[4]));
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
             corolock::mutex m(c, argv[3]);
@@ -338,7 +396,7 @@ int main(int argc, char** argv) {
     }
 
     if (mode == "wait" && argc >= 5) {
-        corolock::client c(ioc.get_executor(), std::string_view(argv[2]));
+        corolock::backend c(ioc.get_executor(), std::string_view(argv[2]));
         const auto wait = std::chrono::milliseconds(std::stoi(argv[4]));
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
             corolock::mutex m(c, argv[3]);
@@ -372,14 +430,20 @@ int main(int argc, char** argv) {
         const unsigned long seed = argc >= 11 ? std::stoul(argv[10]) : 1;
         // Short timeouts and a fast reconnect, as the in-process tests use
         // (test/support/lock_testing.cpp's config_for): a fault then costs
-        // the run seconds, not the library's production defaults.
-        auto cfg = corolock::config::from_url(argv[2]);
-        cfg.command_timeout = 2s;
-        cfg.connect_timeout = 2s;
-        cfg.reconnect_min = 20ms;
-        cfg.reconnect_max = 200ms;
-        corolock::client c(ioc.get_executor(), cfg);
+        // the run seconds, not the library's production defaults. A lock
+        // backend opened by URL (with --resource) has its own defaults.
+        const auto short_timeouts = [](const std::string& url) {
+            auto cfg = corolock::config::from_url(url);
+            cfg.command_timeout = 2s;
+            cfg.connect_timeout = 2s;
+            cfg.reconnect_min = 20ms;
+            cfg.reconnect_max = 200ms;
+            return cfg;
+        };
+        endpoints ep(ioc, argv[2], resource_url, short_timeouts);
+        corolock::client& c = *ep.resource;
         cycle_worker w{c,
+                       ep.locks,
                        argv[3],
                        argv[4],
                        argv[5],
@@ -399,7 +463,7 @@ int main(int argc, char** argv) {
                 }
                 exit_code = 1;
             }
-            c.stop();
+            ep.stop();
         });
         ioc.run_for(duration + std::chrono::seconds(60));
         std::cout << "done " << w.cycles << std::endl;

@@ -1,0 +1,57 @@
+// Shared by the conformance suite's files: the lock service of the backend
+// under test (COROLOCK_CONFORMANCE_BACKEND, see support/lock_server.hpp) and
+// the helpers its cases share.
+#pragma once
+
+#include "support/async_test.hpp"
+#include "support/lock_server.hpp"
+
+#include <corolock/corolock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace corolock::test::conformance {
+
+using namespace std::chrono_literals;
+
+inline constexpr auto use_nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
+
+// A fresh server of the backend under test; fails the case if its scheme is
+// not the backend asked for.
+inline std::unique_ptr<lock_server> start_server() {
+    const auto name = conformance_backend();
+    auto s = start_lock_server(name);
+    REQUIRE(s);
+    INFO("backend " << name);
+    REQUIRE(s->scheme() == name);
+    return s;
+}
+
+// Tries `m` until it gets the lock, for at most `limit`; the guard, or none.
+// For "the lock is free again" checks: polling try_acquire is the one public
+// way every backend has to ask.
+inline boost::asio::awaitable<std::optional<guard>> try_until(mutex& m, lock_options o,
+                                                              std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        auto [ec, g] = co_await m.async_try_acquire(o, use_nothrow);
+        if (!ec) co_return std::optional<guard>(std::move(g));
+        if (ec != error::lock_held) {
+            UNSCOPED_INFO("try_acquire: " << ec.message());
+        }
+        if (std::chrono::steady_clock::now() >= deadline) co_return std::nullopt;
+        co_await sleep_for(5ms);
+    }
+}
+
+}  // namespace corolock::test::conformance

@@ -1,0 +1,100 @@
+// corolock::backend: a lock backend opened by URL, and a Redis client seen
+// as one. What the URL entry point and the handle's ownership promise
+// (include/corolock/backend.hpp); the lock itself is the conformance suite's.
+#include <corolock/corolock.hpp>
+
+#include "support/async_test.hpp"
+#include "support/lock_testing.hpp"
+#include "support/redis_server.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using corolock::error;
+using corolock::error_code;
+using namespace corolock::test;
+
+namespace {
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+}  // namespace
+
+TEST_CASE("backend: a redis:// URL opens a Redis backend whose locks exclude a client's",
+          "[backend][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::backend locks(ioc.get_executor(), client_url(server));
+    CHECK(locks.scheme() == "redis");
+    corolock::client c(ioc.get_executor(), client_url(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex by_url(locks, "backend-test");
+        corolock::mutex by_client(c, "backend-test");
+        auto g = co_await by_url.acquire({.lease = 5s});
+        CHECK(g.token() > 0);
+        // The same name through the client is another owner: held.
+        auto other = co_await by_client.try_acquire({.lease = 5s});
+        CHECK_FALSE(other.has_value());
+        const auto released = co_await g.release();
+        CHECK(released == error_code{});
+        auto after = co_await by_client.try_acquire({.lease = 5s});
+        REQUIRE(after.has_value());
+        CHECK(after->token() > g.token());
+        const auto released_after = co_await after->release();
+        CHECK(released_after == error_code{});
+    });
+    CHECK(locks.metrics().acquisitions == 1);
+}
+
+TEST_CASE("backend: a client's backend handle shares the client and does not stop it",
+          "[backend][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), client_url(server));
+    {
+        auto view = c.lock_backend();
+        CHECK(view.scheme() == "redis");
+    }  // a view going away leaves the client running
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c.lock_backend(), "backend-view");
+        auto g = co_await m.acquire({.lease = 5s});
+        const auto released = co_await g.release();
+        CHECK(released == error_code{});
+    });
+    CHECK(c.metrics().acquisitions == 1);
+}
+
+TEST_CASE("backend: the owning handle stops its backend; acquires then fail, never hang",
+          "[backend][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    auto locks = std::make_unique<corolock::backend>(ioc.get_executor(), client_url(server));
+    corolock::mutex m(*locks, "backend-stop");
+    locks.reset();  // stops the backend; the mutex still refers to it
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 2s}, use_nothrow);
+        CHECK(ec == error::client_stopped);
+        CHECK_FALSE(g.owns_lock());
+    });
+}
+
+TEST_CASE("backend: a URL of no known scheme is invalid_url with the reason",
+          "[backend][integration]") {
+    asio::io_context ioc;
+    for (const std::string url : {"memcached://127.0.0.1:11211", "127.0.0.1:6379"}) {
+        INFO(url);
+        try {
+            corolock::backend b(ioc.get_executor(), url);
+            FAIL("no exception");
+        } catch (const boost::system::system_error& e) {
+            CHECK(e.code() == error::invalid_url);
+            CHECK(std::string(e.what()).find("scheme") != std::string::npos);
+        }
+    }
+    CHECK_THROWS_AS(corolock::backend(ioc.get_executor(), ""), boost::system::system_error);
+}

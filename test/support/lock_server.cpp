@@ -1,0 +1,74 @@
+// The conformance suite's servers, one factory per backend.
+#include "support/lock_server.hpp"
+
+#include "support/redis_server.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+#include <utility>
+
+namespace corolock::test {
+
+namespace {
+
+// One redis-server (redis_server.hpp), without TLS or credentials.
+class redis_lock_server final : public lock_server {
+public:
+    std::string url() const override { return server_.url(); }
+    std::string url_via(std::uint16_t port) const override {
+        return "redis://127.0.0.1:" + std::to_string(port);
+    }
+    std::string scheme() const override { return "redis"; }
+    std::uint16_t port() const override { return server_.port(); }
+    pid_t pid() const override { return server_.pid(); }
+    void kill9() override { server_.kill9(); }
+    void pause() override { server_.pause(); }
+    void resume() override { server_.resume(); }
+    void restart() override { server_.restart(); }
+
+private:
+    redis_server server_;
+};
+
+// Adding a backend: write test/support/<name>_server.{hpp,cpp} (a real
+// server on free loopback ports, stopped by PID), wrap it in a lock_server
+// as redis_lock_server does above, and add a row to this table. Then list
+// the name in the CMake cache variable COROLOCK_CONFORMANCE_BACKENDS (see
+// test/CMakeLists.txt), which registers the suite once more under
+// "conformance <name>: ".
+//
+//   etcd: test/support/etcd_server.hpp (class etcd_server, url()
+//   "etcd://127.0.0.1:PORT") plugs in here as
+//       {"etcd", [] { return std::make_unique<etcd_lock_server>(); }},
+//   with an etcd_lock_server wrapper like redis_lock_server's above.
+const std::vector<std::pair<std::string, lock_server_factory>>& factories() {
+    static const std::vector<std::pair<std::string, lock_server_factory>> table = {
+        {"redis", [] { return std::unique_ptr<lock_server>(new redis_lock_server()); }},
+        // {"etcd", ...},  <- the etcd backend's row goes here
+    };
+    return table;
+}
+
+}  // namespace
+
+std::string conformance_backend() {
+    const char* b = std::getenv("COROLOCK_CONFORMANCE_BACKEND");
+    return b && *b ? std::string(b) : std::string("redis");
+}
+
+std::vector<std::string> lock_server_backends() {
+    std::vector<std::string> out;
+    for (const auto& [name, make] : factories()) out.push_back(name);
+    return out;
+}
+
+std::unique_ptr<lock_server> start_lock_server(std::string_view backend) {
+    for (const auto& [name, make] : factories())
+        if (name == backend) return make();
+    std::string known;
+    for (const auto& n : lock_server_backends()) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("no lock server for backend '" + std::string(backend) +
+                                "' (known: " + known + ")");
+}
+
+}  // namespace corolock::test

@@ -1,0 +1,76 @@
+// A lock service for the conformance suite, whatever the backend.
+//
+// The conformance suite (test/conformance) runs the same cases against every
+// backend. It never names a backend's server class: it asks
+// start_lock_server() for the backend named by COROLOCK_CONFORMANCE_BACKEND
+// and talks to it only through this interface (and to the lock only through
+// the public API: backend, mutex, guard, lock_options).
+//
+// Each implementation starts a throwaway server (or cluster) of its own on
+// free loopback ports, answers before its constructor returns, and stops
+// every process it started, by PID, in its destructor (never throws).
+//
+// A new backend plugs in with one entry in the factory table in
+// lock_server.cpp (see "Adding a backend" there).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace corolock::test {
+
+class lock_server {
+public:
+    virtual ~lock_server() = default;
+
+    // The URL a lock client opens (corolock::backend), e.g.
+    // "redis://127.0.0.1:PORT" or "etcd://127.0.0.1:PORT".
+    virtual std::string url() const = 0;
+    // The same service reached through 127.0.0.1:port instead (a fault
+    // proxy in front of port()): same scheme, same credentials and options.
+    virtual std::string url_via(std::uint16_t port) const = 0;
+    // The URL scheme: "redis", "etcd", ...
+    virtual std::string scheme() const = 0;
+    // The loopback port lock clients connect to (what a proxy forwards to).
+    virtual std::uint16_t port() const = 0;
+    // The server process (-1 when not running).
+    virtual pid_t pid() const = 0;
+    // How much later than a lease's end the server may still hold the lock
+    // by its own rules (etcd, for one, rounds a lease's TTL up to whole
+    // seconds with a minimum); the cases' bounds on "free again" add it.
+    // Redis: none.
+    virtual std::chrono::milliseconds expiry_slack() const { return std::chrono::milliseconds(0); }
+
+    // SIGKILL, waiting (bounded) until the process is reaped.
+    virtual void kill9() = 0;
+    // SIGSTOP, waiting (bounded) until the kernel reports it stopped.
+    virtual void pause() = 0;
+    // SIGCONT.
+    virtual void resume() = 0;
+    // Starts again on the same port(s) (stopping it first if it runs) and
+    // waits until it answers.
+    virtual void restart() = 0;
+};
+
+using lock_server_factory = std::function<std::unique_ptr<lock_server>()>;
+
+// The backend the conformance suite runs against: COROLOCK_CONFORMANCE_BACKEND,
+// else "redis".
+std::string conformance_backend();
+
+// The backends this build of the tests can start, in table order.
+std::vector<std::string> lock_server_backends();
+
+// Starts a server of the named backend. Throws std::invalid_argument for a
+// name without a factory (the message lists the known ones), and whatever
+// the server's start throws (std::runtime_error with its log).
+std::unique_ptr<lock_server> start_lock_server(std::string_view backend);
+
+}  // namespace corolock::test
