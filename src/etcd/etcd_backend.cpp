@@ -772,8 +772,32 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
     };
     auto it = std::find(st->levels.begin(), st->levels.end(), level);
     auto* live = st->live();
-    if (t->lost() || it == st->levels.end() || live != t.get()) {
-        return finish(t->lost() ? error_code(error::lock_lost) : error_code(error::expired));
+    if (live && live != t.get()) return finish(error::lock_lost);  // a later tenure holds
+    if (t->lost() || it == st->levels.end()) {
+        // The tenure ended without this release: the server says how. Its
+        // lock held by another owner is not_owner; held by nobody, expired.
+        range_request first;
+        first.key = st->prefix;
+        first.range_end = prefix_end(st->prefix);
+        first.sort_by_create_revision = true;
+        first.limit = 1;
+        first.keys_only = true;
+        gateway_->range(std::move(first), [this, st, h = std::move(handler), direct,
+                                           self = shared_from_this()](error_code ec,
+                                                                      range_result r) mutable {
+            error_code result = error::expired;
+            if (ec)
+                result = ec;
+            else if (!r.kvs.empty() && r.kvs.front().key != st->key)
+                result = error::not_owner;
+            else if (!r.kvs.empty())
+                result = error::lock_lost;  // the handle's key again: a later tenure
+            metrics_recorder::add(metrics_.releases_found_gone);
+            asio::dispatch(strand_, [h = std::move(h), result, direct, ex = executor_]() mutable {
+                detail::complete_handler(std::move(h), direct, ex, result);
+            });
+        });
+        return;
     }
     const bool expired = clock::now() >= t->deadline();
     st->levels.erase(it);

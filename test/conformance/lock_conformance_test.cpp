@@ -293,15 +293,30 @@ TEST_CASE("cancelling acquires at random points never leaves a lock held by nobo
     std::vector<std::unique_ptr<corolock::mutex>> handles;
     for (int i = 0; i < coroutines; ++i)
         handles.push_back(std::make_unique<corolock::mutex>(b, "cancel"));
+    // The cancellation points are spread over a few uncontended acquires'
+    // time on this backend (two etcd round trips take longer than one Redis
+    // script), so that some acquires are granted and some cancelled.
+    std::chrono::microseconds spread{4000};
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto ex = co_await asio::this_coro::executor;
+        {
+            corolock::mutex probe(fresh, "cancel-probe");
+            const auto t0 = std::chrono::steady_clock::now();
+            for (int i = 0; i < 3; ++i) {
+                auto g = co_await probe.acquire({.lease = 5s});
+                co_await g.release();
+            }
+            const auto one = std::chrono::duration_cast<std::chrono::microseconds>(
+                                 std::chrono::steady_clock::now() - t0) / 3;
+            spread = std::max(spread, 4 * one);
+        }
         for (int c = 0; c < coroutines; ++c) {
             asio::co_spawn(ex, [&, c]() -> asio::awaitable<void> {
                 std::mt19937 rng(static_cast<unsigned>(1000 + c));
                 corolock::mutex& m = *handles[static_cast<std::size_t>(c)];
                 for (int t = 0; t < trials; ++t) {
                     asio::steady_timer timer(co_await asio::this_coro::executor,
-                                             std::chrono::microseconds(rng() % 4000));
+                                             std::chrono::microseconds(rng() % spread.count()));
                     auto r = co_await (m.async_acquire({.lease = lease, .wait = 10s}, use_nothrow) ||
                                        timer.async_wait(use_nothrow));
                     if (r.index() == 0) {

@@ -1,6 +1,7 @@
 // The conformance suite's servers, one factory per backend.
 #include "support/lock_server.hpp"
 
+#include "support/etcd_server.hpp"
 #include "support/redis_server.hpp"
 
 #include <cstdlib>
@@ -30,21 +31,43 @@ private:
     redis_server server_;
 };
 
+// One etcd member (etcd_server.hpp).
+class etcd_lock_server final : public lock_server {
+public:
+    std::string url() const override { return "etcd://" + server_.endpoint(); }
+    std::string url_via(std::uint16_t port) const override {
+        return "etcd://127.0.0.1:" + std::to_string(port);
+    }
+    std::string scheme() const override { return "etcd"; }
+    std::uint16_t port() const override { return server_.client_port(0); }
+    pid_t pid() const override { return server_.pid(0); }
+    // etcd rounds a lease up to whole seconds, and its lessor looks for
+    // expired leases every 500 ms.
+    std::chrono::milliseconds expiry_slack() const override {
+        return std::chrono::milliseconds(1'600);
+    }
+    void kill9() override { server_.kill9(0); }
+    void pause() override { server_.pause(0); }
+    void resume() override { server_.resume(0); }
+    void restart() override {
+        if (server_.running(0)) server_.stop(0);
+        server_.restart(0);
+    }
+
+private:
+    etcd_server server_;
+};
+
 // Adding a backend: write test/support/<name>_server.{hpp,cpp} (a real
 // server on free loopback ports, stopped by PID), wrap it in a lock_server
-// as redis_lock_server does above, and add a row to this table. Then list
-// the name in the CMake cache variable COROLOCK_CONFORMANCE_BACKENDS (see
+// as the classes above do, and add a row to this table. Then list the name
+// in the CMake cache variable COROLOCK_CONFORMANCE_BACKENDS (see
 // test/CMakeLists.txt), which registers the suite once more under
 // "conformance <name>: ".
-//
-//   etcd: test/support/etcd_server.hpp (class etcd_server, url()
-//   "etcd://127.0.0.1:PORT") plugs in here as
-//       {"etcd", [] { return std::make_unique<etcd_lock_server>(); }},
-//   with an etcd_lock_server wrapper like redis_lock_server's above.
 const std::vector<std::pair<std::string, lock_server_factory>>& factories() {
     static const std::vector<std::pair<std::string, lock_server_factory>> table = {
         {"redis", [] { return std::unique_ptr<lock_server>(new redis_lock_server()); }},
-        // {"etcd", ...},  <- the etcd backend's row goes here
+        {"etcd", [] { return std::unique_ptr<lock_server>(new etcd_lock_server()); }},
     };
     return table;
 }
