@@ -122,6 +122,7 @@ struct gateway::impl {
     bool stopped = false;
     std::vector<std::unique_ptr<connection>> idle;
     std::set<connection*> busy;
+    std::set<connection*> connecting;
     std::size_t open = 0;  // idle + busy + connecting
     std::list<asio::steady_timer*> waiters;  // requests queued for a connection
     std::string token;
@@ -144,10 +145,31 @@ struct gateway::impl {
         wake_one();
     }
 
-    // Connects to the preferred endpoint, then the others in turn.
+    // While a connection is being made, stop() (and a watch's cancel(),
+    // through `slot`) can close it.
+    struct connecting_entry {
+        impl& d;
+        connection* c;
+        connection** slot;
+        connecting_entry(impl& d_, connection* c_, connection** slot_) : d(d_), c(c_), slot(slot_) {
+            d.connecting.insert(c);
+            if (slot) *slot = c;
+        }
+        ~connecting_entry() {
+            d.connecting.erase(c);
+            if (slot) *slot = nullptr;
+        }
+        connecting_entry(const connecting_entry&) = delete;
+        connecting_entry& operator=(const connecting_entry&) = delete;
+    };
+
+    // Connects to the preferred endpoint, then the others in turn. Gives up
+    // when *abandoned turns true (a cancelled watch).
     static awaitable<std::unique_ptr<connection>> connect(std::shared_ptr<gateway> self,
                                                           clock_type::time_point deadline,
-                                                          outcome& out) {
+                                                          outcome& out,
+                                                          connection** slot = nullptr,
+                                                          const bool* abandoned = nullptr) {
         auto& d = *self->impl_;
         tcp::resolver resolver(self->strand_);
         for (std::size_t i = 0; i < d.endpoints.size(); ++i) {
@@ -171,9 +193,12 @@ struct gateway::impl {
             }
             c->endpoint_index = index;
             c->lowest().expires_at(until);
+            connecting_entry entry(d, c.get(), slot);
             co_await c->lowest().async_connect(results, asio::redirect_error(use_awaitable, ec));
-            if (d.stopped) {
-                out = {error::client_stopped, "stopped"};
+            if (d.stopped || (abandoned && *abandoned)) {
+                out = {d.stopped ? error_code(error::client_stopped)
+                                 : error_code(asio::error::operation_aborted),
+                       "stopped"};
                 co_return nullptr;
             }
             if (ec) {
@@ -191,6 +216,12 @@ struct gateway::impl {
                 c->tls->set_verify_callback(ssl::host_name_verification(ep.host));
                 co_await c->tls->async_handshake(ssl::stream_base::client,
                                                  asio::redirect_error(use_awaitable, ec));
+                if (d.stopped || (abandoned && *abandoned)) {
+                    out = {d.stopped ? error_code(error::client_stopped)
+                                     : error_code(asio::error::operation_aborted),
+                           "stopped"};
+                    co_return nullptr;
+                }
                 if (ec) {
                     out = {ec == beast::error::timeout ? error_code(error::connect_timeout)
                                                        : error_code(error::tls_handshake_failed),
@@ -381,6 +412,7 @@ struct gateway::impl::watch_impl : watch_stream, std::enable_shared_from_this<wa
     std::unique_ptr<connection> conn;
     bool cancelled = false;
     bool finished = false;
+    connection* connecting = nullptr;  // while connect() runs
 
     explicit watch_impl(asio::strand<asio::any_io_executor> s) : strand(std::move(s)) {}
 
@@ -394,6 +426,7 @@ struct gateway::impl::watch_impl : watch_stream, std::enable_shared_from_this<wa
             stop_cause = why;
         }
         if (conn) conn->close();
+        if (connecting) connecting->close();
     }
 
     void finish(error_code ec) {
@@ -478,7 +511,7 @@ struct gateway::impl::watch_impl : watch_stream, std::enable_shared_from_this<wa
             o = a;
         }
         if (!o.code && !w->cancelled) {
-            w->conn = co_await impl::connect(self, deadline, o);
+            w->conn = co_await impl::connect(self, deadline, o, &w->connecting, &w->cancelled);
             if (w->conn && !w->cancelled) {
                 const auto& ep = d.endpoints[w->conn->endpoint_index];
                 auto body = codec::encode_watch_create(req);
@@ -598,6 +631,7 @@ void gateway::stop() {
         d.open -= d.idle.size();
         d.idle.clear();
         for (auto* c : d.busy) c->close();
+        for (auto* c : d.connecting) c->close();
         for (auto* t : d.waiters) t->cancel();
         for (auto* w : std::vector(d.watches.begin(), d.watches.end()))
             w->cancel_here(error::client_stopped);

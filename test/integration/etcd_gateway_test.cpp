@@ -393,3 +393,43 @@ TEST_CASE("etcd gateway: when the member it talks to is killed, the transport fa
         gw->stop();
     }, 60s);
 }
+
+
+TEST_CASE("etcd gateway: etcds checks the server's certificate against the CA and the host name",
+          "[etcd][integration][tls]") {
+    etcd_server_options so;
+    so.tls = true;
+    etcd_server server(so);
+    asio::io_context ioc;
+    auto opts = options_for(server);
+    opts.endpoints = {server.tls_endpoint(0)};
+    opts.tls = true;
+    opts.ca_file = server.ca_file();
+    auto good = gateway::create(ioc.get_executor(), opts);
+    opts.ca_file = server.wrong_ca_file();
+    auto wrong_ca = gateway::create(ioc.get_executor(), opts);
+    auto by_name_opts = opts;  // localhost reaches the server, but the certificate names 127.0.0.1
+    by_name_opts.ca_file = server.ca_file();
+    by_name_opts.endpoints = {"localhost:" + server.tls_endpoint(0).substr(server.tls_endpoint(0).rfind(':') + 1)};
+    auto by_name = gateway::create(ioc.get_executor(), by_name_opts);
+    auto plain_opts = options_for(server);  // TLS spoken to the plain port
+    plain_opts.tls = true;
+    plain_opts.ca_file = server.ca_file();
+    auto plain = gateway::create(ioc.get_executor(), plain_opts);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec1, r1] = co_await op<txn_result>([&](auto h) { good->txn(put_if_absent("t/k", 0, "t/"), std::move(h)); });
+        REQUIRE_FALSE(ec1);
+        CHECK(r1.succeeded);
+        auto [ec2, r2] = co_await op<range_result>([&](auto h) { wrong_ca->range(prefix("t/"), std::move(h)); });
+        CHECK(ec2 == error::tls_handshake_failed);
+        CHECK_THAT(wrong_ca->last_error().message, Catch::Contains("TLS handshake"));
+        auto [ec3, r3] = co_await op<range_result>([&](auto h) { by_name->range(prefix("t/"), std::move(h)); });
+        CHECK(ec3 == error::tls_handshake_failed);
+        auto [ec4, r4] = co_await op<range_result>([&](auto h) { plain->range(prefix("t/"), std::move(h)); });
+        CHECK(ec4 == error::tls_handshake_failed);
+        good->stop();
+        wrong_ca->stop();
+        by_name->stop();
+        plain->stop();
+    });
+}

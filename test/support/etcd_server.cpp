@@ -208,6 +208,7 @@ etcd_cluster::etcd_cluster(etcd_server_options opts) : opts_(std::move(opts)) {
     members_.resize(opts_.members);
     for (std::size_t i = 0; i < members_.size(); ++i) members_[i].name = "m" + std::to_string(i);
     try {
+        if (opts_.tls) generate_tls_files();
         // Another process can take a port between our check and etcd's bind:
         // start again on new ports.
         for (int attempt = 0; attempt < 3; ++attempt) {
@@ -229,10 +230,11 @@ etcd_cluster::~etcd_cluster() {
 }
 
 bool etcd_cluster::start_all(deadline_type deadline) {
-    const auto ports = pick_ports(members_.size() * 2);
+    const auto ports = pick_ports(members_.size() * 3);
     for (std::size_t i = 0; i < members_.size(); ++i) {
-        members_[i].client_port = ports[2 * i];
-        members_[i].peer_port = ports[2 * i + 1];
+        members_[i].client_port = ports[3 * i];
+        members_[i].peer_port = ports[3 * i + 1];
+        members_[i].tls_port = opts_.tls ? ports[3 * i + 2] : 0;
         std::error_code ec;
         std::filesystem::remove_all(dir_ + "/" + members_[i].name, ec);
     }
@@ -269,7 +271,8 @@ void etcd_cluster::launch(std::size_t i, bool existing) {
         if (!initial.empty()) initial += ',';
         initial += o.name + "=" + peer_url(o.peer_port);
     }
-    const std::string client = peer_url(m.client_port);
+    std::string client = peer_url(m.client_port);
+    if (opts_.tls) client += ",https://127.0.0.1:" + std::to_string(m.tls_port);
     std::vector<std::string> argv{
         etcd_bin_,
         "--name", m.name,
@@ -288,6 +291,8 @@ void etcd_cluster::launch(std::size_t i, bool existing) {
         "--logger", "zap",
         "--log-level", "error",
     };
+    if (opts_.tls)
+        argv.insert(argv.end(), {"--cert-file", dir_ + "/server.crt", "--key-file", dir_ + "/server.key"});
     if (opts_.auth_token_ttl_seconds > 0)
         argv.insert(argv.end(), {"--auth-token-ttl", std::to_string(opts_.auth_token_ttl_seconds)});
     argv.insert(argv.end(), opts_.extra_args.begin(), opts_.extra_args.end());
@@ -328,6 +333,42 @@ std::vector<std::string> etcd_cluster::endpoints() const {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < members_.size(); ++i) out.push_back(endpoint(i));
     return out;
+}
+
+std::string etcd_cluster::tls_endpoint(std::size_t i) const {
+    return "127.0.0.1:" + std::to_string(members_.at(i).tls_port);
+}
+
+// A test CA, a certificate it signs for 127.0.0.1 only (not localhost), and an
+// unrelated CA, made with the openssl command ($COROLOCK_OPENSSL or PATH).
+void etcd_cluster::generate_tls_files() const {
+    const char* env = std::getenv("COROLOCK_OPENSSL");
+    const std::string openssl = find_executable(env != nullptr && *env != '\0' ? env : "openssl");
+    if (openssl.empty()) throw std::runtime_error("etcd_server: openssl not found for the TLS files");
+    {
+        std::ofstream ext(dir_ + "/ext.cnf");
+        ext << "subjectAltName=IP:127.0.0.1\n";
+    }
+    const auto run = [&](std::vector<std::string> args) {
+        args.insert(args.begin(), openssl);
+        child_process p(args);
+        const auto st = p.wait_for(30s);
+        if (!st || child_process::exit_code(*st) != 0)
+            throw std::runtime_error("etcd_server: " + args.at(1) + " failed:\n" + p.output());
+    };
+    const std::vector<std::string> key{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
+    const auto req = [&](std::vector<std::string> tail) {
+        std::vector<std::string> a{"req"};
+        a.insert(a.end(), key.begin(), key.end());
+        a.insert(a.end(), tail.begin(), tail.end());
+        run(a);
+    };
+    const std::string d = dir_ + "/";
+    req({"-x509", "-keyout", d + "ca.key", "-out", d + "ca.crt", "-days", "2", "-subj", "/CN=corolock test CA"});
+    req({"-x509", "-keyout", d + "wrong-ca.key", "-out", d + "wrong-ca.crt", "-days", "2", "-subj", "/CN=corolock wrong CA"});
+    req({"-keyout", d + "server.key", "-out", d + "server.csr", "-subj", "/CN=127.0.0.1"});
+    run({"x509", "-req", "-in", d + "server.csr", "-CA", d + "ca.crt", "-CAkey", d + "ca.key",
+         "-CAcreateserial", "-out", d + "server.crt", "-days", "2", "-extfile", d + "ext.cnf"});
 }
 
 std::uint16_t etcd_cluster::client_port(std::size_t i) const { return members_.at(i).client_port; }

@@ -30,6 +30,7 @@ struct etcd_server_options {
     std::chrono::milliseconds start_timeout{20'000};  // until every member is healthy
     std::chrono::milliseconds admin_timeout{5'000};   // bound on each post()
     int auth_token_ttl_seconds = 0;                   // --auth-token-ttl; 0: etcd's default
+    bool tls = false;  // also serve TLS (a test CA's certificate for 127.0.0.1, not localhost) on tls_endpoint()
     std::vector<std::string> extra_args;              // appended to every member's command line
 };
 
@@ -55,6 +56,11 @@ public:
     // "127.0.0.1:PORT", member i's client address.
     std::string endpoint(std::size_t i) const;
     std::vector<std::string> endpoints() const;
+    // "127.0.0.1:PORT", member i's TLS client address (with tls only).
+    std::string tls_endpoint(std::size_t i) const;
+    // PEM files: the CA that signed the members' certificate, and one that did not.
+    std::string ca_file() const { return dir_ + "/ca.crt"; }
+    std::string wrong_ca_file() const { return dir_ + "/wrong-ca.crt"; }
     std::uint16_t client_port(std::size_t i) const;
     pid_t pid(std::size_t i) const noexcept;  // -1 when not running
     bool running(std::size_t i) const;
@@ -93,6 +99,7 @@ private:
         std::string name;
         std::uint16_t client_port = 0;
         std::uint16_t peer_port = 0;
+        std::uint16_t tls_port = 0;
         std::unique_ptr<child_process> proc;
         std::string earlier_output;
         bool paused = false;
@@ -100,6 +107,7 @@ private:
 
     bool start_all(std::chrono::steady_clock::time_point deadline);
     void launch(std::size_t i, bool existing);
+    void generate_tls_files() const;
     bool healthy(std::size_t i) const;
     void drop(std::size_t i) noexcept;
 
