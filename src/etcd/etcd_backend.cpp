@@ -125,10 +125,11 @@ error_code parse_url(std::string_view url, backend_options& out, std::string& wh
         if (o.gateway.username.empty()) return fail("the URL has a password but no user name");
     }
     if (rest.empty()) return fail("the URL names no host: expected etcd://host:port");
-    while (!rest.empty()) {
+    for (bool more = true; more;) {
         const auto comma = rest.find(',');
         auto ep = rest.substr(0, comma);
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+        more = comma != std::string_view::npos;
+        rest = more ? rest.substr(comma + 1) : std::string_view{};
         const auto colon = ep.rfind(':');
         if (ep.empty() || colon == std::string_view::npos || colon + 1 == ep.size())
             return fail("each host needs a port: etcd://host:2379[,host:port...]");
@@ -305,10 +306,22 @@ void etcd_backend::stop() noexcept {
     try {
         if (gateway_) gateway_->stop();
         asio::post(strand_, [self = shared_from_this()] {
-            for (auto& [prefix, pw] : self->watches_) {
+            // Waiters look again and find the backend stopped.
+            auto watches = self->watches_;
+            for (auto& [prefix, pw] : watches) {
                 if (pw->stream) pw->stream->cancel();
                 auto watchers = pw->watchers;
                 for (auto* w : watchers) w->on_watch_reset();
+            }
+            // Holders' until_lost() waits end (with client_stopped), and
+            // their renewals stop; their leases expire on the server.
+            auto holding = std::move(self->holding_);
+            for (auto& [id, weak] : holding) {
+                if (auto st = weak.lock()) {
+                    if (st->renew_timer) st->renew_timer->cancel();
+                    if (st->deadline_timer) st->deadline_timer->cancel();
+                    st->signal_lost();
+                }
             }
         });
     } catch (...) {
@@ -355,6 +368,7 @@ std::shared_ptr<tenure> etcd_backend::on_granted(const std::shared_ptr<etcd_lock
         t->reset(++st->tenures, terms);
         t->publish_deadline(deadline);
         st->current = t;
+        holding_[st->watch_id] = st;
         watch_prefix(st->prefix, &st->holder);  // a deleted key is a lost tenure
         arm_deadline(st, t->epoch);
         if (terms.renew_every.count() > 0) run_renewals(st, t->epoch);
@@ -370,6 +384,7 @@ void etcd_backend::end_tenure(const std::shared_ptr<etcd_lock_state>& st) noexce
     if (st->renew_timer) st->renew_timer->cancel();
     if (st->deadline_timer) st->deadline_timer->cancel();
     unwatch_prefix(st->prefix, &st->holder);
+    holding_.erase(st->watch_id);
 }
 
 void etcd_backend::check_key(const std::shared_ptr<etcd_lock_state>& st) {
@@ -476,6 +491,12 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
     std::int64_t my_revision = 0;
     clock::time_point lease_sent{};
     std::int64_t lease_ttl = 0;
+
+    ~acquire_op() {
+        // Normally out already; an operation dropped unfinished (its
+        // execution context destroyed) must not stay registered.
+        if (watching) backend->unwatch_prefix(st->prefix, this);
+    }
 
     void on_deleted(const std::string& key, std::int64_t) override {
         if (key == predecessor) poke();

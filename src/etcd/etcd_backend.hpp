@@ -162,6 +162,8 @@ private:
     metrics_recorder metrics_;
     std::atomic<bool> stopped_{false};
     std::map<std::string, std::shared_ptr<prefix_watch>> watches_;  // strand only
+    // The handles with a live tenure, for stop(): strand only.
+    std::map<std::uint64_t, std::weak_ptr<etcd_lock_state>> holding_;
 };
 
 // A started etcd backend for `url`. Throws system_error (invalid_url).
