@@ -3,6 +3,7 @@
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
 #include "core/logging.hpp"
+#include "redis/resp_writer.hpp"
 
 #include <boost/asio/bind_executor.hpp>
 
@@ -83,50 +84,30 @@ std::string_view script_body(const script& s, bool by_sha) noexcept {
     return by_sha ? std::string_view(s.sha1) : std::string_view(s.source);
 }
 
-// Plain stores into a buffer sized once (script_command_size): this runs
-// for every command the lock layer sends.
-char* put_decimal(char* p, std::size_t n) noexcept {
-    return std::to_chars(p, p + 20, n).ptr;
-}
-char* put_bulk(char* p, std::string_view a) noexcept {
-    *p++ = '$';
-    p = put_decimal(p, a.size());
-    *p++ = '\r';
-    *p++ = '\n';
-    if (!a.empty()) std::memcpy(p, a.data(), a.size());
-    p += a.size();
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
 }  // namespace
 
 std::size_t script_command_size(const script& s, bool by_sha, const script_args& a) noexcept {
-    // The array header "*<count>\r\n", and per bulk string "$<length>\r\n"
-    // and "\r\n", each number at most 20 digits; the key count is one bulk.
-    constexpr std::size_t header = 1 + 20 + 2;
-    constexpr std::size_t bulk = 1 + 20 + 2 + 2;
-    std::size_t size = header + (bulk + script_verb(by_sha).size()) +
-                       (bulk + script_body(s, by_sha).size()) + (bulk + 20);
-    for (auto k : a.keys()) size += bulk + k.size();
-    for (auto v : a.args()) size += bulk + v.size();
+    using namespace resp_writer;
+    // The key count is one more bulk string, of at most max_decimal digits.
+    std::size_t size = array_header_bound + bulk_bound(script_verb(by_sha).size()) +
+                       bulk_bound(script_body(s, by_sha).size()) + bulk_bound(max_decimal);
+    for (auto k : a.keys()) size += bulk_bound(k.size());
+    for (auto v : a.args()) size += bulk_bound(v.size());
     return size;
 }
 
 void append_script_command(std::string& out, const script& s, bool by_sha, const script_args& a) {
+    using namespace resp_writer;
     const auto keys = a.keys();
     const auto args = a.args();
     const std::size_t old = out.size();
+    // Sized once, then plain stores: this runs for every lock command.
     out.resize(old + script_command_size(s, by_sha, a));
     char* p = out.data() + old;
-    *p++ = '*';
-    p = put_decimal(p, 3 + keys.size() + args.size());
-    *p++ = '\r';
-    *p++ = '\n';
+    p = put_array_header(p, 3 + keys.size() + args.size());
     p = put_bulk(p, script_verb(by_sha));
     p = put_bulk(p, script_body(s, by_sha));
-    char count[20];
+    char count[max_decimal];
     p = put_bulk(p, std::string_view(count, static_cast<std::size_t>(put_decimal(count, keys.size()) - count)));
     for (auto k : keys) p = put_bulk(p, k);
     for (auto v : args) p = put_bulk(p, v);
