@@ -101,7 +101,7 @@ void mutex::acquire_impl(lock_options opts, bool try_once,
     std::string why;
     if (auto ec = normalize(opts, why); ec) {
         state_->backend->log().debug("acquire {}: {}", escaped{state_->name}, escaped{why});
-        asio::post(state_->backend->get_executor(), asio::append(std::move(handler), ec, guard{}));
+        detail::complete_posted(std::move(handler), state_->backend->get_executor(), ec, guard{});
         return;
     }
     state_->backend->acquire(state_, opts, try_once, std::move(handler), direct);

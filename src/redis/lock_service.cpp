@@ -144,7 +144,7 @@ public:
         }
         st_->client->log().debug("release {} level {}: {}", escaped{st_->name}, level_,
                                  ec ? ec.message() : "ok");
-        complete_handler(std::move(handler_), direct_, st_->client->get_executor(), ec);
+        complete_now(std::move(handler_), direct_, st_->client->get_executor(), ec);
     }
 
 private:
