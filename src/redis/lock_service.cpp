@@ -304,7 +304,7 @@ void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, st
     const auto sent = clock::now();
     // Only a lock with local waiters can have a wake-up to hold back.
     const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
-    if (tracked) ++handoff_for(st->keys.channel()).releases_in_flight;
+    if (tracked) handoffs_.on_release_sent(st->keys.channel());
     run_script(release_script(),
                std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
                                               tracked, std::move(handler), direct, granted),
@@ -321,12 +321,6 @@ void lock_service::release_in_background(const std::shared_ptr<redis_lock_state>
 }
 
 // ---- waiters ----
-
-lock_service::handoff& lock_service::handoff_for(std::string_view channel) {
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) it = handoffs_.try_emplace(std::string(channel)).first;
-    return it->second;
-}
 
 void lock_service::send_subscribe(std::string_view channel, bool subscribe, bool priority) {
     command cmd{subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", channel};
@@ -374,70 +368,31 @@ void lock_service::note_expiry_hint(std::string_view channel, clock::time_point 
 }
 
 lock_service::clock::time_point lock_service::yield_until(std::string_view channel) {
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) return clock::time_point::min();
-    const auto until = it->second.yield_until;
-    erase_handoff_if_idle(channel);
-    return until > clock::now() ? until : clock::time_point::min();
-}
-
-void lock_service::erase_handoff_if_idle(std::string_view channel) {
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) return;
-    const auto& h = it->second;
-    if (h.releases_in_flight == 0 && !h.deferred_wake && !h.wake_armed &&
-        h.yield_until <= clock::now())
-        handoffs_.erase(it);
+    return handoffs_.yield_until(channel, clock::now());
 }
 
 void lock_service::on_release_reply(std::string_view channel, bool tracked,
                                     std::int64_t receivers, clock::time_point sent) {
-    // How long other processes' waiters get: a few of our round trips,
-    // bounded so that a dead or slow remote waiter costs ours at most that.
-    constexpr auto min_yield = std::chrono::microseconds(300);
-    constexpr auto max_yield = std::chrono::milliseconds(5);
-    const auto now = clock::now();
-    // The unlock message reached `receivers` connections; ours is one of
-    // them when this process has waiters. Any other is another process's.
-    const std::int64_t ours = waiters_.waiter_count(channel) > 0 ? 1 : 0;
-    if (receivers - ours > 0) {
-        handoff_for(channel).yield_until =
-            now + std::clamp<clock::duration>(4 * (now - sent), min_yield, max_yield);
-    }
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) return;
-    auto& h = it->second;
-    if (tracked && h.releases_in_flight > 0) --h.releases_in_flight;
-    if (h.deferred_wake && h.releases_in_flight == 0) {
-        h.deferred_wake = false;
-        if (h.wake_armed) {
-            // Already yielding: this wake-up goes with the one held back.
-            ++h.held_wakes;
-            return;
-        }
-        if (h.yield_until > now && !stopped_) {
-            if (!h.timer)
-                h.timer = std::make_unique<asio::steady_timer>(impl_.get_executor());
-            h.wake_armed = true;
-            h.held_wakes = 1;
-            h.timer->expires_at(h.yield_until);
-            h.timer->async_wait(asio::bind_executor(
-                impl_.strand(), [weak = weak_from_this(), channel = std::string(channel)](error_code ec) {
-                    auto self = weak.lock();
-                    // Cancelled only by stop(), which ends every wait anyway.
-                    if (!self || self->stopped_ || ec) return;
-                    auto it2 = find_channel(self->handoffs_, channel);
-                    if (it2 == self->handoffs_.end()) return;
-                    const int wakes = std::exchange(it2->second.held_wakes, 0);
-                    it2->second.wake_armed = false;
-                    for (int i = 0; i < wakes; ++i) self->waiters_.on_message(channel);
-                    self->erase_handoff_if_idle(channel);
-                }));
-            return;
-        }
-        waiters_.on_message(channel);
-    }
-    erase_handoff_if_idle(channel);
+    const auto d = handoffs_.on_release_reply(channel, tracked, receivers,
+                                              waiters_.waiter_count(channel) > 0, sent,
+                                              clock::now(), !stopped_);
+    if (d.wake_now) waiters_.on_message(channel);
+    if (d.arm_at != clock::time_point::min()) arm_handoff_timer(channel, d.arm_at);
+}
+
+void lock_service::arm_handoff_timer(std::string_view channel, clock::time_point at) {
+    auto& timer = handoffs_.timer(channel);
+    if (!timer) timer = std::make_unique<asio::steady_timer>(impl_.get_executor());
+    timer->expires_at(at);
+    timer->async_wait(asio::bind_executor(
+        impl_.strand(), [weak = weak_from_this(), channel = std::string(channel)](error_code ec) {
+            auto self = weak.lock();
+            // Cancelled only by stop(), which ends every wait anyway.
+            if (!self || self->stopped_ || ec) return;
+            const int wakes = self->handoffs_.on_timer(channel);
+            for (int i = 0; i < wakes; ++i) self->waiters_.on_message(channel);
+            self->handoffs_.erase_if_idle(channel, clock::now());
+        }));
 }
 
 void lock_service::hook_node::unlink(hook_node& n) noexcept {
@@ -578,18 +533,13 @@ void lock_service::on_push(const reply& r) {
     const auto& channel = r.elements[1].str;
     // Our own release's message comes just before its reply: wait for the
     // reply to know whether other processes' waiters should go first.
-    if (auto it = find_channel(handoffs_, channel); it != handoffs_.end() && it->second.releases_in_flight > 0) {
-        it->second.deferred_wake = true;
-        return;
-    }
-    waiters_.on_message(channel);
+    if (handoffs_.wake_on_message(channel)) waiters_.on_message(channel);
 }
 
 void lock_service::on_stopped() {
     stopped_ = true;
     watchdog_timer_.cancel();
-    for (auto& [channel, h] : handoffs_)
-        if (h.timer) h.timer->cancel();
+    handoffs_.for_each_timer([](asio::steady_timer& t) { t.cancel(); });
     wait_timer_.cancel();
     // Taken one at a time from a list of their own: an operation answered
     // here may end others, which then unlink themselves from it.

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "redis/client_impl.hpp"
+#include "redis/handoff.hpp"
 #include "redis/script_call.hpp"
 #include "redis/scripts.hpp"
 #include "core/backend.hpp"
@@ -219,7 +220,7 @@ private:
     // the release failed); `tracked`: the release was counted in flight.
     void on_release_reply(std::string_view channel, bool tracked, std::int64_t receivers,
                           clock::time_point sent);
-    void erase_handoff_if_idle(std::string_view channel);
+    void arm_handoff_timer(std::string_view channel, clock::time_point at);
     void send_subscribe(std::string_view channel, bool subscribe, bool priority);
     void arm_wait_timer();
     void on_wait_timer();
@@ -228,22 +229,7 @@ private:
     client_impl& impl_;
     unlock_waiters waiters_;
     std::unordered_map<std::string, clock::time_point, string_hash, std::equal_to<>> expiry_hints_;
-    // Per contended lock, while this process hands it over: an unlock
-    // message that arrives while our own release is in flight (it always
-    // comes just before the reply) wakes the local waiter only once the reply
-    // says whether other processes wait too; if they do, only after a short
-    // yield, so that cross-process turns alternate instead of the awake
-    // releasing process winning every race.
-    struct handoff {
-        int releases_in_flight = 0;
-        bool deferred_wake = false;
-        bool wake_armed = false;  // the timer holds `held_wakes` back
-        int held_wakes = 0;
-        clock::time_point yield_until = clock::time_point::min();
-        std::unique_ptr<boost::asio::steady_timer> timer;
-    };
-    std::unordered_map<std::string, handoff, string_hash, std::equal_to<>> handoffs_;
-    handoff& handoff_for(std::string_view channel);
+    handoff_table handoffs_;  // per-channel fairness between processes
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<redis_lock_state>> watched_;
     // The node of the last lock let go, reused by the next one taken: a lock
