@@ -59,7 +59,7 @@ void append_script_command(std::string& out, const script& s, bool by_sha, const
 // An upper bound of the bytes append_script_command() appends.
 std::size_t script_command_size(const script& s, bool by_sha, const script_args& a) noexcept;
 
-// One script run of the lock layer, sent by lock_service::run_script. The
+// One script run of the lock layer, sent by run_script() above. The
 // object that waits for the reply is the reply target itself, and its
 // arguments are produced on demand from its own state, when the command is
 // written: as EVALSHA, and as EVAL when the server answered NOSCRIPT (a

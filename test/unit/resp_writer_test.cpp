@@ -1,7 +1,7 @@
 // The one RESP request writer (src/redis/resp_writer.hpp): exact bytes,
 // its bounds, and the same framing from corolock::command and the script
 // path for the same arguments.
-#include "redis/lock_service.hpp"
+#include "redis/script_call.hpp"
 #include "redis/resp_writer.hpp"
 #include "redis/scripts.hpp"
 #include <corolock/command.hpp>
