@@ -140,9 +140,11 @@ public:
     const std::shared_ptr<detail::client_impl>& impl() const noexcept { return impl_; }
 
 private:
+    // The initiation of async_exec (see detail/completion.hpp).
     struct initiate_exec {
         std::shared_ptr<detail::client_impl> impl;
         executor_type ex;
+        executor_type get_executor() const noexcept { return ex; }
         template <class Handler>
         void operator()(Handler&& handler, command cmd) const {
             start(detail::erase_keeping_work<exec_signature>(std::forward<Handler>(handler), ex),

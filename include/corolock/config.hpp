@@ -34,6 +34,19 @@ struct tls_config {
 
 inline constexpr std::size_t max_holder_label_length = 256;
 
+// What config::with_defaults() puts in the fields below left zero.
+struct config_defaults {
+    static constexpr std::chrono::seconds connect_timeout{1};
+    static constexpr std::chrono::seconds command_timeout{3};
+    static constexpr std::chrono::seconds health_check_interval{2};
+    static constexpr std::chrono::milliseconds reconnect_min{50};
+    static constexpr std::chrono::seconds reconnect_max{2};
+    static constexpr std::size_t max_bulk_length = 512u * 1024 * 1024;  // the server's proto-max-bulk-len
+    static constexpr std::size_t max_nesting_depth = 32;
+    static constexpr std::size_t max_aggregate_size = 16u * 1024 * 1024;
+    static constexpr std::size_t max_reply_size = 64u * 1024 * 1024;
+};
+
 struct config {
     std::string host = "127.0.0.1";
     std::uint16_t port = 6379;
@@ -50,26 +63,26 @@ struct config {
     tls_config tls;
 
     using duration = std::chrono::steady_clock::duration;
-    // Default 1 s. One connection attempt (resolve + TCP + TLS + HELLO +
+    // Zero: config_defaults (as every zero field below). One connection attempt (resolve + TCP + TLS + HELLO +
     // SELECT) may take at most max(connect_timeout, 5 s). A client that has
     // never connected fails its commands with error::never_connected once
     // connect_timeout has passed since it started, and fails new ones at once
     // until a connection succeeds; client::last_error() names the last
     // attempt's cause. Raise it to wait longer for a server that is starting.
     duration connect_timeout{};
-    duration command_timeout{};        // default 3 s: per command, from submission
-    duration health_check_interval{};  // default 2 s of read silence before a PING
-    duration reconnect_min{};          // default 50 ms: first backoff step
-    duration reconnect_max{};          // default 2 s: the backoff cap
+    duration command_timeout{};        // per command, from submission
+    duration health_check_interval{};  // of read silence before a PING
+    duration reconnect_min{};          // the first backoff step
+    duration reconnect_max{};          // the backoff cap
 
-    std::size_t max_bulk_length = 0;   // default 512 MiB, as the server's proto-max-bulk-len
-    std::size_t max_nesting_depth = 0; // default 32
-    std::size_t max_aggregate_size = 0;// default 16 Mi elements
+    std::size_t max_bulk_length = 0;
+    std::size_t max_nesting_depth = 0;
+    std::size_t max_aggregate_size = 0;  // elements
     // The memory one reply may take once parsed: sizeof(corolock::reply) per
     // value (every element of every aggregate) plus the text it keeps. The
     // two limits above bound one string and one aggregate; this bounds the
     // whole reply, so a server cannot make the client hold hundreds of
-    // megabytes with many small elements. Default 64 MiB. The lock layer's
+    // megabytes with many small elements. The lock layer's
     // replies are tiny: a client used only for locks can set 1 MiB.
     std::size_t max_reply_size = 0;
 

@@ -70,13 +70,7 @@ public:
     template <class CompletionToken>
     auto async_until_lost(CompletionToken&& token) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-            [](auto handler, std::shared_ptr<detail::lock_state> st,
-               std::shared_ptr<detail::tenure> t) {
-                auto erased =
-                    detail::erase_keeping_work<void(error_code)>(std::move(handler), client_executor(st));
-                until_lost_impl(std::move(st), std::move(t), std::move(erased));
-            },
-            token, state_, tenure_);
+            initiate_until_lost{state_, tenure_}, token);
     }
     // Coroutine form: returns when the lease is lost; throws
     // boost::system::system_error for every other outcome.
@@ -95,13 +89,7 @@ public:
     template <class CompletionToken>
     auto async_release(CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-            [](auto handler, guard* self) {
-                const auto ex = client_executor(self->state_);
-                const bool direct = ex && detail::runs_on_client_executor(handler, ex);
-                self->release_impl(
-                    detail::erase_keeping_work<void(error_code)>(std::move(handler), ex), direct);
-            },
-            token, this);
+            initiate_release{this}, token);
     }
     boost::asio::awaitable<error_code> release();
 
@@ -111,6 +99,32 @@ private:
     guard(std::shared_ptr<detail::lock_state> st, std::uint64_t level, std::uint64_t token,
           std::shared_ptr<detail::tenure> t) noexcept;
 
+    // The initiations (see detail/completion.hpp). An empty guard's
+    // operations answer on the system executor.
+    struct initiate_until_lost {
+        using executor_type = boost::asio::any_io_executor;
+        std::shared_ptr<detail::lock_state> st;
+        std::shared_ptr<detail::tenure> t;
+        executor_type get_executor() const noexcept { return operation_executor(st); }
+        template <class Handler>
+        void operator()(Handler&& handler) const {
+            auto h = detail::erase_handler<void(error_code)>(std::forward<Handler>(handler),
+                                                             client_executor(st));
+            until_lost_impl(st, t, std::move(h.handler));
+        }
+    };
+    struct initiate_release {
+        using executor_type = boost::asio::any_io_executor;
+        guard* self;
+        executor_type get_executor() const noexcept { return operation_executor(self->state_); }
+        template <class Handler>
+        void operator()(Handler&& handler) const {
+            auto h = detail::erase_handler<void(error_code)>(std::forward<Handler>(handler),
+                                                             client_executor(self->state_));
+            self->release_impl(std::move(h.handler), h.direct);
+        }
+    };
+
     static void until_lost_impl(std::shared_ptr<detail::lock_state> st,
                                 std::shared_ptr<detail::tenure> t,
                                 boost::asio::any_completion_handler<void(error_code)> handler);
@@ -118,6 +132,9 @@ private:
     void release_impl(boost::asio::any_completion_handler<void(error_code)> handler, bool direct);
     // The client's executor; empty without a state.
     static boost::asio::any_io_executor client_executor(
+        const std::shared_ptr<detail::lock_state>& st) noexcept;
+    // The client's executor, or the system executor without a state.
+    static boost::asio::any_io_executor operation_executor(
         const std::shared_ptr<detail::lock_state>& st) noexcept;
 
     std::shared_ptr<detail::lock_state> state_;

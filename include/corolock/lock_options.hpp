@@ -6,11 +6,14 @@
 
 namespace corolock {
 
+// The shortest lease an acquire accepts.
+inline constexpr std::chrono::milliseconds min_lease{10};
+
 struct lock_options {
     using duration = std::chrono::steady_clock::duration;
 
-    // How long the server keeps the lock without a renewal. Default 30 s.
-    // At least 10 ms: zero or a negative lease is invalid_argument.
+    // How long the server keeps the lock without a renewal. At least
+    // min_lease: zero or a negative lease is invalid_argument.
     duration lease = std::chrono::seconds(30);
 
     // acquire(): how long to wait for the lock. Absent: until cancelled.
@@ -21,7 +24,8 @@ struct lock_options {
     // Renew the lease in the background while the guard is held.
     bool watchdog = true;
 
-    // How often the watchdog renews. Zero (the default) means lease / 3.
+    // How often the watchdog renews. Zero (the default): see
+    // renew_interval_or_default().
     // Otherwise it must be positive, and with the watchdog on it must leave a
     // quarter of the lease for the renewal's round trip before the deadline:
     // at most lease * 3/4 - (lease / 100 + 2 ms); 990 ms of 1 s is invalid.
@@ -31,6 +35,11 @@ struct lock_options {
     // shortest interval any of its levels asked for, and the watchdog runs if
     // any level asked for it (docs/safety.md, "Tenures").
     duration renew_interval{};
+
+    // renew_interval, or a third of the lease when it is zero.
+    duration renew_interval_or_default() const noexcept {
+        return renew_interval.count() == 0 ? lease / 3 : renew_interval;
+    }
 };
 
 // Lock names are binary-safe byte strings of 1 to this many bytes, without

@@ -57,28 +57,14 @@ public:
     template <class CompletionToken>
     auto async_acquire(lock_options opts, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            [](auto handler, mutex* self, lock_options o) {
-                const auto ex = self->executor();
-                const bool direct = detail::runs_on_client_executor(handler, ex);
-                self->acquire_impl(
-                    o, false, detail::erase_keeping_work<acquire_signature>(std::move(handler), ex),
-                    direct);
-            },
-            token, this, opts);
+            initiate_acquire{this, false}, token, opts);
     }
 
     // Tries once: completes with error::lock_held when another owner holds it.
     template <class CompletionToken>
     auto async_try_acquire(lock_options opts, CompletionToken&& token) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            [](auto handler, mutex* self, lock_options o) {
-                const auto ex = self->executor();
-                const bool direct = detail::runs_on_client_executor(handler, ex);
-                self->acquire_impl(
-                    o, true, detail::erase_keeping_work<acquire_signature>(std::move(handler), ex),
-                    direct);
-            },
-            token, this, opts);
+            initiate_acquire{this, true}, token, opts);
     }
 
     // Coroutine conveniences. acquire() throws boost::system::system_error on
@@ -88,6 +74,21 @@ public:
     boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {});
 
 private:
+    // The initiation of async_acquire and async_try_acquire (see
+    // detail/completion.hpp).
+    struct initiate_acquire {
+        using executor_type = boost::asio::any_io_executor;
+        mutex* self;
+        bool try_once;
+        executor_type get_executor() const noexcept { return self->executor(); }
+        template <class Handler>
+        void operator()(Handler&& handler, lock_options opts) const {
+            auto h = detail::erase_handler<acquire_signature>(std::forward<Handler>(handler),
+                                                              get_executor());
+            self->acquire_impl(opts, try_once, std::move(h.handler), h.direct);
+        }
+    };
+
     // direct: the handler's executor is the client's (see detail/completion.hpp).
     void acquire_impl(lock_options opts, bool try_once,
                       boost::asio::any_completion_handler<acquire_signature> handler, bool direct);

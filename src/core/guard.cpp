@@ -20,16 +20,6 @@ using detail::lock_state;
 namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-// Never completes inside the initiating call. post() runs the handler on
-// its own associated executor; `via` only schedules the hand-over.
-template <class Handler>
-void complete_later(Handler&& h, error_code ec, const asio::any_io_executor& via = {}) {
-    if (via)
-        asio::post(via, asio::append(std::forward<Handler>(h), ec));
-    else
-        asio::post(asio::system_executor(), asio::append(std::forward<Handler>(h), ec));
-}
-
 // On the strand: hands the level to the lock service's background releases.
 void release_now(const std::shared_ptr<lock_state>& st, std::uint64_t level) {
     st->backend->release_in_background(st, level);
@@ -103,15 +93,20 @@ asio::any_io_executor guard::client_executor(const std::shared_ptr<lock_state>& 
     return st ? st->backend->get_executor() : asio::any_io_executor{};
 }
 
+asio::any_io_executor guard::operation_executor(const std::shared_ptr<lock_state>& st) noexcept {
+    if (st) return st->backend->get_executor();
+    return asio::system_executor();
+}
+
 void guard::release_impl(asio::any_completion_handler<void(error_code)> handler, bool direct) {
     if (!owns_lock()) {
-        complete_later(std::move(handler), error::released, client_executor(state_));
+        detail::complete_posted(std::move(handler), client_executor(state_), error::released);
         return;
     }
     auto st = state_;
     const auto level = std::exchange(level_, 0);
     if (st->backend->stopped()) {
-        complete_later(std::move(handler), error::client_stopped, st->backend->get_executor());
+        detail::complete_posted(std::move(handler), st->backend->get_executor(), error::client_stopped);
         return;
     }
     auto release = [st, level, t = tenure_, direct, handler = std::move(handler)]() mutable {
@@ -130,7 +125,7 @@ void guard::release_impl(asio::any_completion_handler<void(error_code)> handler,
 void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<detail::tenure> t,
                             asio::any_completion_handler<void(error_code)> handler) {
     if (!st || !t) {
-        complete_later(std::move(handler), error::released);
+        detail::complete_posted(std::move(handler), {}, error::released);
         return;
     }
     // The wait is registered on the strand, later. A cancellation emitted
@@ -143,11 +138,10 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<deta
 
     asio::post(st->backend->strand(), [st, t, cancelled_early,
                                       handler = std::move(handler)]() mutable {
-        auto ex = asio::get_associated_executor(handler, st->backend->get_executor());
         auto finish = [&](error_code ec) {
             auto s = asio::get_associated_cancellation_slot(handler);
             if (s.is_connected()) s.clear();
-            asio::dispatch(ex, asio::append(std::move(handler), ec));
+            detail::complete_now(std::move(handler), false, st->backend->get_executor(), ec);
         };
         if (*cancelled_early) return finish(asio::error::operation_aborted);
         if (t->lost()) return finish(error::lock_lost);
@@ -160,13 +154,13 @@ void guard::until_lost_impl(std::shared_ptr<lock_state> st, std::shared_ptr<deta
         auto slot = asio::get_associated_cancellation_slot(handler);
         st->lost_timer().async_wait(asio::bind_cancellation_slot(
             slot, [st, t, handler = std::move(handler)](error_code) mutable {
-                auto ex2 = asio::get_associated_executor(handler, st->backend->get_executor());
                 error_code result = asio::error::operation_aborted;
                 if (t->lost())
                     result = error::lock_lost;
                 else if (st->backend->stopped())
                     result = error::client_stopped;
-                asio::dispatch(ex2, asio::append(std::move(handler), result));
+                detail::complete_now(std::move(handler), false, st->backend->get_executor(),
+                                     result);
             }));
     });
 }

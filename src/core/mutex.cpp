@@ -26,7 +26,6 @@ using clock = std::chrono::steady_clock;
 namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-constexpr auto min_lease = std::chrono::milliseconds(10);
 
 }  // namespace
 
@@ -53,8 +52,9 @@ namespace {
 error_code normalize(lock_options& o, std::string& why) {
     using std::chrono::milliseconds;
     if (o.lease < min_lease) {
-        why = o.lease.count() <= 0 ? "lease must be positive (at least 10 ms)"
-                                   : "lease must be at least 10 ms";
+        const auto floor = std::to_string(min_lease.count()) + " ms";
+        why = o.lease.count() <= 0 ? "lease must be positive (at least " + floor + ")"
+                                   : "lease must be at least " + floor;
         return error::invalid_argument;
     }
     if (o.wait && o.wait->count() < 0) {
@@ -65,7 +65,7 @@ error_code normalize(lock_options& o, std::string& why) {
         why = "renew_interval must be positive and below the lease";
         return error::invalid_argument;
     }
-    if (o.renew_interval.count() == 0) o.renew_interval = o.lease / 3;
+    o.renew_interval = o.renew_interval_or_default();
     // A renewal sent at the interval must have time for its round trip (and
     // a retry) before the local deadline: at least a quarter of the lease.
     if (o.watchdog && o.lease - detail::watchdog_schedule::drift(o.lease) - o.renew_interval <
@@ -101,7 +101,7 @@ void mutex::acquire_impl(lock_options opts, bool try_once,
     std::string why;
     if (auto ec = normalize(opts, why); ec) {
         state_->backend->log().debug("acquire {}: {}", escaped{state_->name}, escaped{why});
-        asio::post(state_->backend->get_executor(), asio::append(std::move(handler), ec, guard{}));
+        detail::complete_posted(std::move(handler), state_->backend->get_executor(), ec, guard{});
         return;
     }
     state_->backend->acquire(state_, opts, try_once, std::move(handler), direct);

@@ -349,14 +349,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         if (!handler) return;
         auto slot = asio::get_associated_cancellation_slot(handler);
         if (slot.is_connected()) slot.clear();
-        if (initiating) {
-            // post() hands over to the handler's own associated executor.
-            asio::post(st->client->get_executor(),
-                       asio::append(std::move(handler), ec, std::move(g)));
-        } else {
-            detail::complete_handler(std::move(handler), direct, st->client->get_executor(), ec,
-                                     std::move(g));
-        }
+        detail::complete(std::move(handler), initiating, direct, st->client->get_executor(), ec,
+                         std::move(g));
         handler = {};
     }
 

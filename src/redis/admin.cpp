@@ -1,6 +1,7 @@
 #include <corolock/admin.hpp>
 
 #include <corolock/command.hpp>
+#include <corolock/detail/completion.hpp>
 #include "redis/client_impl.hpp"
 #include "redis/lock_service.hpp"
 #include "redis/scripts.hpp"
@@ -47,10 +48,9 @@ struct admin_op : std::enable_shared_from_this<admin_op<Results...>> {
         if (!handler) return;
         auto slot = asio::get_associated_cancellation_slot(handler);
         if (slot.is_connected()) slot.clear();
-        auto ex = asio::get_associated_executor(handler, fallback_executor);
         auto h = std::move(handler);
         handler = {};
-        asio::dispatch(ex, asio::append(std::move(h), ec, std::move(results)...));
+        detail::complete_now(std::move(h), false, fallback_executor, ec, std::move(results)...);
     }
 };
 

@@ -20,19 +20,6 @@ namespace corolock {
 
 namespace {
 
-using namespace std::chrono_literals;
-
-// The defaults documented in config.hpp.
-constexpr auto default_connect_timeout = 1s;
-constexpr auto default_command_timeout = 3s;
-constexpr auto default_health_check_interval = 2s;
-constexpr auto default_reconnect_min = 50ms;
-constexpr auto default_reconnect_max = 2s;
-constexpr std::size_t default_max_bulk_length = 512u * 1024 * 1024;
-constexpr std::size_t default_max_nesting_depth = 32;
-constexpr std::size_t default_max_aggregate_size = 16u * 1024 * 1024;
-constexpr std::size_t default_max_reply_size = 64u * 1024 * 1024;
-
 // Quotes a URL part for an error message, so that empty and odd values are
 // visible. Only for parts that cannot hold a password.
 std::string quoted(std::string_view s) {
@@ -363,15 +350,16 @@ config config::with_defaults() const {
     auto fill = [](duration& d, duration fallback) {
         if (d == duration::zero()) d = fallback;
     };
-    fill(c.connect_timeout, default_connect_timeout);
-    fill(c.command_timeout, default_command_timeout);
-    fill(c.health_check_interval, default_health_check_interval);
-    fill(c.reconnect_min, default_reconnect_min);
-    fill(c.reconnect_max, default_reconnect_max);
-    if (c.max_bulk_length == 0) c.max_bulk_length = default_max_bulk_length;
-    if (c.max_nesting_depth == 0) c.max_nesting_depth = default_max_nesting_depth;
-    if (c.max_aggregate_size == 0) c.max_aggregate_size = default_max_aggregate_size;
-    if (c.max_reply_size == 0) c.max_reply_size = default_max_reply_size;
+    using d = config_defaults;
+    fill(c.connect_timeout, d::connect_timeout);
+    fill(c.command_timeout, d::command_timeout);
+    fill(c.health_check_interval, d::health_check_interval);
+    fill(c.reconnect_min, d::reconnect_min);
+    fill(c.reconnect_max, d::reconnect_max);
+    if (c.max_bulk_length == 0) c.max_bulk_length = d::max_bulk_length;
+    if (c.max_nesting_depth == 0) c.max_nesting_depth = d::max_nesting_depth;
+    if (c.max_aggregate_size == 0) c.max_aggregate_size = d::max_aggregate_size;
+    if (c.max_reply_size == 0) c.max_reply_size = d::max_reply_size;
     return c;
 }
 
@@ -400,12 +388,14 @@ error_code config::validate(std::string& why) const {
     };
     for (const auto& [name, d] : durations)
         if (d < duration::zero()) return fail(std::string("config.") + name + " is negative");
-    // Compared after defaults: reconnect_min = 5 s with reconnect_max unset
-    // is as wrong as with reconnect_max = 2 s set explicitly.
+    // Compared after defaults: a reconnect_min above the default cap with
+    // reconnect_max unset is as wrong as with that cap set explicitly.
     const config full = with_defaults();
     if (full.reconnect_min > full.reconnect_max)
         return fail("config.reconnect_min is above config.reconnect_max (after defaults: "
-                    "reconnect_max defaults to 2 s)");
+                    "reconnect_max defaults to " +
+                    std::to_string(std::chrono::milliseconds(config_defaults::reconnect_max).count()) +
+                    " ms)");
     // A certificate without its key (or the reverse) cannot be loaded; say so
     // here rather than as an OpenSSL error at connect time.
     if (tls.cert_file.empty() != tls.key_file.empty())

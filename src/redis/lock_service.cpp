@@ -16,8 +16,6 @@
 #include <atomic>
 #include <cassert>
 #include <cerrno>
-#include <charconv>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -60,147 +58,16 @@ std::shared_ptr<lock_service> lock_service::of(client_impl& c) {
 
 // ---- scripts ----
 
-void script_args::key(std::string_view k) noexcept {
-    assert(nkeys_ < max_keys);
-    keys_[nkeys_++] = k;
-}
-
-void script_args::arg(std::string_view a) noexcept {
-    assert(nargs_ < max_args);
-    args_[nargs_++] = a;
-}
-
-void script_args::arg(std::int64_t n) noexcept {
-    assert(nargs_ < max_args);
-    auto& buf = numbers_[nargs_];
-    const auto end = std::to_chars(buf.data(), buf.data() + buf.size(), n).ptr;
-    args_[nargs_++] = std::string_view(buf.data(), static_cast<std::size_t>(end - buf.data()));
-}
-
-namespace {
-std::string_view script_verb(bool by_sha) noexcept { return by_sha ? "EVALSHA" : "EVAL"; }
-std::string_view script_body(const script& s, bool by_sha) noexcept {
-    return by_sha ? std::string_view(s.sha1) : std::string_view(s.source);
-}
-
-// Plain stores into a buffer sized once (script_command_size): this runs
-// for every command the lock layer sends.
-char* put_decimal(char* p, std::size_t n) noexcept {
-    return std::to_chars(p, p + 20, n).ptr;
-}
-char* put_bulk(char* p, std::string_view a) noexcept {
-    *p++ = '$';
-    p = put_decimal(p, a.size());
-    *p++ = '\r';
-    *p++ = '\n';
-    if (!a.empty()) std::memcpy(p, a.data(), a.size());
-    p += a.size();
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-}  // namespace
-
-std::size_t script_command_size(const script& s, bool by_sha, const script_args& a) noexcept {
-    // The array header "*<count>\r\n", and per bulk string "$<length>\r\n"
-    // and "\r\n", each number at most 20 digits; the key count is one bulk.
-    constexpr std::size_t header = 1 + 20 + 2;
-    constexpr std::size_t bulk = 1 + 20 + 2 + 2;
-    std::size_t size = header + (bulk + script_verb(by_sha).size()) +
-                       (bulk + script_body(s, by_sha).size()) + (bulk + 20);
-    for (auto k : a.keys()) size += bulk + k.size();
-    for (auto v : a.args()) size += bulk + v.size();
-    return size;
-}
-
-void append_script_command(std::string& out, const script& s, bool by_sha, const script_args& a) {
-    const auto keys = a.keys();
-    const auto args = a.args();
-    const std::size_t old = out.size();
-    out.resize(old + script_command_size(s, by_sha, a));
-    char* p = out.data() + old;
-    *p++ = '*';
-    p = put_decimal(p, 3 + keys.size() + args.size());
-    *p++ = '\r';
-    *p++ = '\n';
-    p = put_bulk(p, script_verb(by_sha));
-    p = put_bulk(p, script_body(s, by_sha));
-    char count[20];
-    p = put_bulk(p, std::string_view(count, static_cast<std::size_t>(put_decimal(count, keys.size()) - count)));
-    for (auto k : keys) p = put_bulk(p, k);
-    for (auto v : args) p = put_bulk(p, v);
-    out.resize(static_cast<std::size_t>(p - out.data()));
-}
-
-namespace {
-client_impl::exec_options script_options(bool idempotent, bool priority) {
-    client_impl::exec_options opts;
-    opts.idempotent = idempotent;
-    opts.priority = priority;
-    return opts;
-}
-
-// A call whose keys and arguments are copies it keeps, with a callback.
-class stored_call final : public script_call {
-public:
-    stored_call(std::span<const std::string_view> keys, std::span<const std::string_view> args,
-                lock_service::script_handler handler)
-        : keys_(keys.begin(), keys.end()), args_(args.begin(), args.end()),
-          handler_(std::move(handler)) {}
-
-    void arguments(script_args& out) const override {
-        for (const auto& k : keys_) out.key(k);
-        for (const auto& a : args_) out.arg(std::string_view(a));
-    }
-    void on_script_reply(error_code ec, reply r) override { handler_(ec, std::move(r)); }
-
-private:
-    std::vector<std::string> keys_;
-    std::vector<std::string> args_;
-    lock_service::script_handler handler_;
-};
-}  // namespace
-
-void script_call::on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) {
-    if (ec == error::no_script && !by_source_) {
-        // The server lost its scripts (a restart, SCRIPT FLUSH): send the
-        // whole source once, with the arguments built again.
-        by_source_ = true;
-        client_->exec(script_options(idempotent_, false), std::move(self));
-        return;
-    }
-    on_script_reply(ec, std::move(r));
-}
-
-// Only a queued call is asked, and run_script() set its script.
-std::size_t script_call::command_size() const noexcept {
-    script_args a;
-    arguments(a);
-    return script_command_size(*script_, !by_source_, a);
-}
-
-void script_call::write_command(std::string& out) const {
-    script_args a;
-    arguments(a);
-    append_script_command(out, *script_, !by_source_, a);
-}
-
 void lock_service::run_script(const script& s, std::shared_ptr<script_call> call,
                               bool idempotent, bool priority, bool by_source) {
-    call->script_ = &s;  // the scripts are function-local statics
-    call->client_ = &impl_;
-    call->idempotent_ = idempotent;
-    call->by_source_ = by_source;
-    impl_.exec(script_options(idempotent, priority),
-               std::shared_ptr<reply_target>(std::move(call)));
+    detail::run_script(impl_, s, std::move(call), idempotent, priority, by_source);
 }
 
 void lock_service::run_script(const script& s, std::span<const std::string_view> keys,
                               std::span<const std::string_view> args, bool idempotent,
                               script_handler handler, bool by_source) {
-    run_script(s, std::make_shared<stored_call>(keys, args, std::move(handler)), idempotent,
-               false, by_source);
+    detail::run_script(impl_, s, make_stored_call(keys, args, std::move(handler)), idempotent,
+                       false, by_source);
 }
 
 void lock_service::acquire_arguments(const redis_lock_state& st, std::uint64_t level,
@@ -277,7 +144,7 @@ public:
         }
         st_->client->log().debug("release {} level {}: {}", escaped{st_->name}, level_,
                                  ec ? ec.message() : "ok");
-        complete_handler(std::move(handler_), direct_, st_->client->get_executor(), ec);
+        complete_now(std::move(handler_), direct_, st_->client->get_executor(), ec);
     }
 
 private:
@@ -437,7 +304,7 @@ void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, st
     const auto sent = clock::now();
     // Only a lock with local waiters can have a wake-up to hold back.
     const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
-    if (tracked) ++handoff_for(st->keys.channel()).releases_in_flight;
+    if (tracked) handoffs_.on_release_sent(st->keys.channel());
     run_script(release_script(),
                std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
                                               tracked, std::move(handler), direct, granted),
@@ -454,12 +321,6 @@ void lock_service::release_in_background(const std::shared_ptr<redis_lock_state>
 }
 
 // ---- waiters ----
-
-lock_service::handoff& lock_service::handoff_for(std::string_view channel) {
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) it = handoffs_.try_emplace(std::string(channel)).first;
-    return it->second;
-}
 
 void lock_service::send_subscribe(std::string_view channel, bool subscribe, bool priority) {
     command cmd{subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", channel};
@@ -507,70 +368,31 @@ void lock_service::note_expiry_hint(std::string_view channel, clock::time_point 
 }
 
 lock_service::clock::time_point lock_service::yield_until(std::string_view channel) {
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) return clock::time_point::min();
-    const auto until = it->second.yield_until;
-    erase_handoff_if_idle(channel);
-    return until > clock::now() ? until : clock::time_point::min();
-}
-
-void lock_service::erase_handoff_if_idle(std::string_view channel) {
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) return;
-    const auto& h = it->second;
-    if (h.releases_in_flight == 0 && !h.deferred_wake && !h.wake_armed &&
-        h.yield_until <= clock::now())
-        handoffs_.erase(it);
+    return handoffs_.yield_until(channel, clock::now());
 }
 
 void lock_service::on_release_reply(std::string_view channel, bool tracked,
                                     std::int64_t receivers, clock::time_point sent) {
-    // How long other processes' waiters get: a few of our round trips,
-    // bounded so that a dead or slow remote waiter costs ours at most that.
-    constexpr auto min_yield = std::chrono::microseconds(300);
-    constexpr auto max_yield = std::chrono::milliseconds(5);
-    const auto now = clock::now();
-    // The unlock message reached `receivers` connections; ours is one of
-    // them when this process has waiters. Any other is another process's.
-    const std::int64_t ours = waiters_.waiter_count(channel) > 0 ? 1 : 0;
-    if (receivers - ours > 0) {
-        handoff_for(channel).yield_until =
-            now + std::clamp<clock::duration>(4 * (now - sent), min_yield, max_yield);
-    }
-    auto it = find_channel(handoffs_, channel);
-    if (it == handoffs_.end()) return;
-    auto& h = it->second;
-    if (tracked && h.releases_in_flight > 0) --h.releases_in_flight;
-    if (h.deferred_wake && h.releases_in_flight == 0) {
-        h.deferred_wake = false;
-        if (h.wake_armed) {
-            // Already yielding: this wake-up goes with the one held back.
-            ++h.held_wakes;
-            return;
-        }
-        if (h.yield_until > now && !stopped_) {
-            if (!h.timer)
-                h.timer = std::make_unique<asio::steady_timer>(impl_.get_executor());
-            h.wake_armed = true;
-            h.held_wakes = 1;
-            h.timer->expires_at(h.yield_until);
-            h.timer->async_wait(asio::bind_executor(
-                impl_.strand(), [weak = weak_from_this(), channel = std::string(channel)](error_code ec) {
-                    auto self = weak.lock();
-                    // Cancelled only by stop(), which ends every wait anyway.
-                    if (!self || self->stopped_ || ec) return;
-                    auto it2 = find_channel(self->handoffs_, channel);
-                    if (it2 == self->handoffs_.end()) return;
-                    const int wakes = std::exchange(it2->second.held_wakes, 0);
-                    it2->second.wake_armed = false;
-                    for (int i = 0; i < wakes; ++i) self->waiters_.on_message(channel);
-                    self->erase_handoff_if_idle(channel);
-                }));
-            return;
-        }
-        waiters_.on_message(channel);
-    }
-    erase_handoff_if_idle(channel);
+    const auto d = handoffs_.on_release_reply(channel, tracked, receivers,
+                                              waiters_.waiter_count(channel) > 0, sent,
+                                              clock::now(), !stopped_);
+    if (d.wake_now) waiters_.on_message(channel);
+    if (d.arm_at != clock::time_point::min()) arm_handoff_timer(channel, d.arm_at);
+}
+
+void lock_service::arm_handoff_timer(std::string_view channel, clock::time_point at) {
+    auto& timer = handoffs_.timer(channel);
+    if (!timer) timer = std::make_unique<asio::steady_timer>(impl_.get_executor());
+    timer->expires_at(at);
+    timer->async_wait(asio::bind_executor(
+        impl_.strand(), [weak = weak_from_this(), channel = std::string(channel)](error_code ec) {
+            auto self = weak.lock();
+            // Cancelled only by stop(), which ends every wait anyway.
+            if (!self || self->stopped_ || ec) return;
+            const int wakes = self->handoffs_.on_timer(channel);
+            for (int i = 0; i < wakes; ++i) self->waiters_.on_message(channel);
+            self->handoffs_.erase_if_idle(channel, clock::now());
+        }));
 }
 
 void lock_service::hook_node::unlink(hook_node& n) noexcept {
@@ -711,18 +533,13 @@ void lock_service::on_push(const reply& r) {
     const auto& channel = r.elements[1].str;
     // Our own release's message comes just before its reply: wait for the
     // reply to know whether other processes' waiters should go first.
-    if (auto it = find_channel(handoffs_, channel); it != handoffs_.end() && it->second.releases_in_flight > 0) {
-        it->second.deferred_wake = true;
-        return;
-    }
-    waiters_.on_message(channel);
+    if (handoffs_.wake_on_message(channel)) waiters_.on_message(channel);
 }
 
 void lock_service::on_stopped() {
     stopped_ = true;
     watchdog_timer_.cancel();
-    for (auto& [channel, h] : handoffs_)
-        if (h.timer) h.timer->cancel();
+    handoffs_.for_each_timer([](asio::steady_timer& t) { t.cancel(); });
     wait_timer_.cancel();
     // Taken one at a time from a list of their own: an operation answered
     // here may end others, which then unlink themselves from it.

@@ -1,12 +1,14 @@
 // The lock layer's per-client machinery, on the client's strand:
 //  - the unlock-channel subscriptions and local waiters (unlock_waiters),
 //  - the watchdog (watchdog_schedule plus one timer),
-//  - script execution with the NOSCRIPT fallback,
+//  - script execution with the NOSCRIPT fallback (script_call.hpp),
 //  - releases handed over by dropped guards.
 // redis_lock_state is the shared state of one mutex handle (one owner).
 #pragma once
 
 #include "redis/client_impl.hpp"
+#include "redis/handoff.hpp"
+#include "redis/script_call.hpp"
 #include "redis/scripts.hpp"
 #include "core/backend.hpp"
 #include "core/tenure.hpp"
@@ -45,71 +47,6 @@ struct redis_lock_state final : lock_state {
     const lock_keys keys;
 };
 
-// The keys and arguments of one script run, as views into the caller's
-// state; numbers are written into the object's own buffer.
-class script_args {
-public:
-    static constexpr std::size_t max_keys = 2;
-    static constexpr std::size_t max_args = 4;
-
-    script_args() = default;
-    // Its number views point into the object itself.
-    script_args(const script_args&) = delete;
-    script_args& operator=(const script_args&) = delete;
-
-    void key(std::string_view k) noexcept;
-    void arg(std::string_view a) noexcept;
-    void arg(std::int64_t n) noexcept;
-    std::span<const std::string_view> keys() const noexcept { return {keys_.data(), nkeys_}; }
-    std::span<const std::string_view> args() const noexcept { return {args_.data(), nargs_}; }
-
-private:
-    std::array<std::string_view, max_keys> keys_{};
-    std::array<std::string_view, max_args> args_{};
-    std::array<std::array<char, 24>, max_args> numbers_{};
-    std::size_t nkeys_ = 0;
-    std::size_t nargs_ = 0;
-};
-
-// The RESP command of one script run, appended to out: EVALSHA and the
-// script's SHA1 (or EVAL and its source when by_sha is false), the number
-// of keys, the keys and the arguments, each a bulk string.
-void append_script_command(std::string& out, const script& s, bool by_sha, const script_args& a);
-// An upper bound of the bytes append_script_command() appends.
-std::size_t script_command_size(const script& s, bool by_sha, const script_args& a) noexcept;
-
-// One script run of the lock layer, sent by lock_service::run_script. The
-// object that waits for the reply is the reply target itself, and its
-// arguments are produced on demand from its own state, when the command is
-// written: as EVALSHA, and as EVAL when the server answered NOSCRIPT (a
-// restart or SCRIPT FLUSH). Nothing is boxed, copied or kept per run.
-class script_call : public reply_target {
-public:
-    // The keys and arguments, as views into the call's own state (valid
-    // while the call and `out` live).
-    virtual void arguments(script_args& out) const = 0;
-    // The reply, on the strand.
-    virtual void on_script_reply(error_code ec, reply r) = 0;
-
-protected:
-    ~script_call() = default;
-
-private:
-    friend class lock_service;
-    void on_reply(std::shared_ptr<reply_target> self, error_code ec, reply r) final;
-    // The command is written straight into the client's write buffer when
-    // it goes out (and again if a lost connection makes it go out again).
-    void write_command(std::string& out) const final;
-    std::size_t command_size() const noexcept final;
-
-    const script* script_ = nullptr;
-    // Used only for the EVAL after NOSCRIPT, which only a server reply
-    // brings: the client delivering it is alive then.
-    client_impl* client_ = nullptr;
-    bool idempotent_ = false;
-    bool by_source_ = false;  // this run is the EVAL fallback
-};
-
 // Result of one acquire script run.
 struct acquire_reply {
     bool acquired = false;
@@ -123,20 +60,14 @@ class lock_service : public connection_listener,
                      public std::enable_shared_from_this<lock_service> {
 public:
     using clock = std::chrono::steady_clock;
-    using script_handler = std::function<void(error_code, reply)>;
+    using script_handler = detail::script_handler;
 
     explicit lock_service(std::shared_ptr<client_impl> c);
 
     // The service of a client, created on first use. Strand only.
     static std::shared_ptr<lock_service> of(client_impl& c);
 
-    // Runs a script by EVALSHA, falling back to EVAL on NOSCRIPT. Strand only.
-    // The call receives the reply; it has one run in flight at a time. A
-    // priority run goes ahead of every command waiting, and is not re-sent
-    // after a drop (the queue keeps priority entries to their connection).
-    // The NOSCRIPT fallback goes to the back of the queue; a run that must
-    // keep its place among the commands after it goes `by_source` (EVAL)
-    // from the start.
+    // detail::run_script (script_call.hpp) on this service's client.
     void run_script(const script& s, std::shared_ptr<script_call> call, bool idempotent,
                     bool priority = false, bool by_source = false);
     // The same for keys and arguments that are copied and kept (admin calls,
@@ -289,7 +220,7 @@ private:
     // the release failed); `tracked`: the release was counted in flight.
     void on_release_reply(std::string_view channel, bool tracked, std::int64_t receivers,
                           clock::time_point sent);
-    void erase_handoff_if_idle(std::string_view channel);
+    void arm_handoff_timer(std::string_view channel, clock::time_point at);
     void send_subscribe(std::string_view channel, bool subscribe, bool priority);
     void arm_wait_timer();
     void on_wait_timer();
@@ -298,22 +229,7 @@ private:
     client_impl& impl_;
     unlock_waiters waiters_;
     std::unordered_map<std::string, clock::time_point, string_hash, std::equal_to<>> expiry_hints_;
-    // Per contended lock, while this process hands it over: an unlock
-    // message that arrives while our own release is in flight (it always
-    // comes just before the reply) wakes the local waiter only once the reply
-    // says whether other processes wait too; if they do, only after a short
-    // yield, so that cross-process turns alternate instead of the awake
-    // releasing process winning every race.
-    struct handoff {
-        int releases_in_flight = 0;
-        bool deferred_wake = false;
-        bool wake_armed = false;  // the timer holds `held_wakes` back
-        int held_wakes = 0;
-        clock::time_point yield_until = clock::time_point::min();
-        std::unique_ptr<boost::asio::steady_timer> timer;
-    };
-    std::unordered_map<std::string, handoff, string_hash, std::equal_to<>> handoffs_;
-    handoff& handoff_for(std::string_view channel);
+    handoff_table handoffs_;  // per-channel fairness between processes
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<redis_lock_state>> watched_;
     // The node of the last lock let go, reused by the next one taken: a lock

@@ -1,13 +1,22 @@
-// Completing a caller's handler without a type-erased executor.
+// How every public operation of corolock starts and ends.
 //
-// A handler must run on its associated executor; dispatch() through that
-// executor runs it inline when the current thread is already running it.
-// Once the handler is type-erased (any_completion_handler), finding its
-// executor boxes a copy on the heap, several allocations per completion. So
-// the question is answered at initiation, while the handler's type is known:
-// is its associated executor the client's own io_context executor? If so, a
-// completion on a thread running that io_context may call the handler
-// directly: exactly what dispatch() would do, without the boxing.
+// Starting: each operation is a named initiation type (mutex's
+// initiate_acquire, guard's initiate_release and initiate_until_lost,
+// client's initiate_exec) with get_executor(), so that Asio's async_result
+// machinery and associators see the client's executor. Its operator()
+// type-erases the handler (erase_handler) and calls one compiled,
+// non-template function of the operation.
+//
+// Ending: through one of the helpers at the end of this file.
+//  - complete_posted(): an answer known inside the initiating call. post()
+//    runs the handler on its associated executor, never inside that call.
+//  - complete_now(): later answers. A handler flagged `direct` at initiation
+//    (its associated executor is the client's own io_context executor) is
+//    called directly on a thread running that io_context: what dispatch()
+//    would do, without boxing the type-erased handler's executor (several
+//    allocations per completion). Any other handler is dispatched to its
+//    associated executor.
+//  - complete(): either, by whether the initiating call is still running.
 #pragma once
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -21,6 +30,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/query.hpp>
+#include <boost/asio/system_executor.hpp>
 
 #include <exception>
 #include <memory>
@@ -113,18 +123,56 @@ void call_directly(Call&& call, const boost::asio::any_io_executor& client_ex) {
     }
 }
 
-// Completes a type-erased handler flagged at initiation (`direct`): by a
-// direct call where may_call_directly() allows it, else by dispatch() to its
+// A handler erased at initiation, and whether it may be called directly.
+template <class Signature>
+struct erased_handler {
+    boost::asio::any_completion_handler<Signature> handler;
+    bool direct = false;
+};
+
+// What an initiation does with its caller's handler: notes whether it runs
+// on the client's executor, then erases it keeping work (above).
+template <class Signature, class Handler>
+erased_handler<Signature> erase_handler(Handler&& h, const boost::asio::any_io_executor& client_ex) {
+    const bool direct = client_ex && runs_on_client_executor(h, client_ex);
+    return {erase_keeping_work<Signature>(std::forward<Handler>(h), client_ex), direct};
+}
+
+// Completes from inside the initiating call: posted through `via` (the
+// client's executor; empty: the system executor) to the handler's own
 // associated executor.
 template <class Handler, class... Args>
-void complete_handler(Handler&& h, bool direct, const boost::asio::any_io_executor& client_ex,
-                      Args&&... args) {
+void complete_posted(Handler&& h, const boost::asio::any_io_executor& via, Args&&... args) {
+    namespace asio = boost::asio;
+    if (via)
+        asio::post(via, asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
+    else
+        asio::post(asio::system_executor(),
+                   asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
+}
+
+// Completes after the initiating call has returned: directly where
+// may_call_directly() allows it, else by dispatch() to the handler's
+// associated executor.
+template <class Handler, class... Args>
+void complete_now(Handler&& h, bool direct, const boost::asio::any_io_executor& client_ex,
+                  Args&&... args) {
     if (may_call_directly(direct, client_ex)) {
         call_directly([&] { std::move(h)(std::forward<Args>(args)...); }, client_ex);
         return;
     }
     auto ex = boost::asio::get_associated_executor(h, client_ex);
     boost::asio::dispatch(ex, boost::asio::append(std::move(h), std::forward<Args>(args)...));
+}
+
+// complete_posted() while `initiating`, complete_now() otherwise.
+template <class Handler, class... Args>
+void complete(Handler&& h, bool initiating, bool direct,
+              const boost::asio::any_io_executor& client_ex, Args&&... args) {
+    if (initiating)
+        complete_posted(std::forward<Handler>(h), client_ex, std::forward<Args>(args)...);
+    else
+        complete_now(std::forward<Handler>(h), direct, client_ex, std::forward<Args>(args)...);
 }
 
 }  // namespace corolock::detail
