@@ -511,7 +511,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
         if (!handler) return;
         auto slot = asio::get_associated_cancellation_slot(handler);
         if (slot.is_connected()) slot.clear();
-        detail::complete_handler(std::move(handler), direct, backend->get_executor(), ec,
+        detail::complete_now(std::move(handler), direct, backend->get_executor(), ec,
                                  std::move(g));
         handler = {};
     }
@@ -788,7 +788,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
     auto finish = [&](error_code ec) {
         if (ec) metrics_recorder::add(metrics_.releases_found_gone);
         asio::post(strand_, [h = std::move(handler), ec, direct, ex = executor_]() mutable {
-            detail::complete_handler(std::move(h), direct, ex, ec);
+            detail::complete_now(std::move(h), direct, ex, ec);
         });
     };
     auto it = std::find(st->levels.begin(), st->levels.end(), level);
@@ -815,7 +815,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
                 result = error::lock_lost;  // the handle's key again: a later tenure
             metrics_recorder::add(metrics_.releases_found_gone);
             asio::dispatch(strand_, [h = std::move(h), result, direct, ex = executor_]() mutable {
-                detail::complete_handler(std::move(h), direct, ex, result);
+                detail::complete_now(std::move(h), direct, ex, result);
             });
         });
         return;
@@ -839,7 +839,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
             result = ec;
         if (result) metrics_recorder::add(metrics_.releases_found_gone);
         asio::dispatch(strand_, [h = std::move(h), result, direct, ex = executor_]() mutable {
-            detail::complete_handler(std::move(h), direct, ex, result);
+            detail::complete_now(std::move(h), direct, ex, result);
         });
     });
 }
