@@ -132,6 +132,14 @@ json_field() {  # FILE FIELD: the field of the one JSON object in FILE, as JSON
 
 long_child() { echo "for i in \$(seq $(($1 * 10))); do sleep 0.1; done"; }
 
+etcd_healthy() {  # PORT
+  local reply
+  reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3
+    cat <&3' _ "$1" 2>/dev/null)
+  grep -q '"health":"true"' <<<"$reply"
+}
+
 start_etcd() {
   local client peer
   client=$(free_port) || return 1
@@ -144,8 +152,8 @@ start_etcd() {
     >"$tmp_dir/etcd.log" 2>&1 &
   etcd_pid=$!
   url="etcd://127.0.0.1:$client"
-  # Up once a status through the tool answers.
-  if ! wait_until 20 st etcd-cli-probe; then
+  # Up once its /health says so (asked without the tool under test).
+  if ! wait_until 20 etcd_healthy "$client"; then
     echo "etcd did not start:" >&2
     tail -n 20 "$tmp_dir/etcd.log" >&2
     return 1
