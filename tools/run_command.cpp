@@ -546,6 +546,21 @@ asio::awaitable<error_code> bounded_release(guard& g, duration bound) {
     co_return r->result ? *r->result : error_code(asio::error::operation_aborted);
 }
 
+// etcd: an acquire given up (a signal, --wait's end, --no-wait, an error)
+// may leave this handle's key behind: a waiter's key, ahead of every later
+// waiter until its lease ends. The backend revokes it in the background,
+// which a process about to exit cannot wait for, so it is removed here,
+// bounded by the request timeout.
+asio::awaitable<void> remove_own_etcd_key(run_state& s, const mutex& lock) {
+    auto [ec, removed] = co_await s.etcd->release_owner(s.o.name, lock.owner_id());
+    if (ec)
+        report_warning("could not confirm that the abandoned acquire left nothing behind (" +
+                       s.etcd->last_error().message + "); if it did, etcd frees lock '" +
+                       s.name() + "' within " + s.o.lease_text);
+    else if (removed)
+        s.note("removed the abandoned acquire's key of lock '{}'", s.name());
+}
+
 asio::awaitable<int> run_flow(run_state& s) {
     const auto& o = s.o;
     auto interrupted = [&](std::string_view while_doing) {
@@ -622,10 +637,7 @@ asio::awaitable<int> run_flow(run_state& s) {
             // Granted just before the signal was seen.
             co_await release(g);
         } else if (s.redis == nullptr) {
-            // etcd: the backend revokes the lease of an abandoned acquire in
-            // the background; if this process exits first, the lease's end
-            // frees the lock.
-            s.note("abandoned the acquire; etcd frees anything it left within {}", o.lease_text);
+            co_await remove_own_etcd_key(s, lock);
         } else {
             // The acquire was abandoned, but its script may still be on the
             // way and grant the lock after all (the library then releases
@@ -643,6 +655,7 @@ asio::awaitable<int> run_flow(run_state& s) {
         }
         co_return interrupted("waiting for lock '" + s.name() + "'");
     }
+    if (aec && s.redis == nullptr) co_await remove_own_etcd_key(s, lock);
     if (aec == error::wait_timeout || aec == error::lock_held) {
         s.note("gave up on lock '{}' after {}", s.name(), seconds_text(waited));
         if (!o.quiet) {
