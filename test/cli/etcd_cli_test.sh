@@ -212,6 +212,14 @@ group_exclusion() {
     sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; echo end >>'$log'"
   local second=$last_pid
   expect_true "exclusion: the second run waits" wait_until 10 has_waiters ex 1
+  # Giving up leaves no key behind, else it would hold up every later waiter
+  # until its lease ends.
+  cl 20 run --url "$url" -n ex -- touch "$tmp_dir/ex-ran"
+  expect_status "exclusion: --no-wait on a held lock" 75 "$last_status"
+  cl 20 run --url "$url" --wait 1s ex -- touch "$tmp_dir/ex-ran"
+  expect_status "exclusion: --wait 1s on a held lock" 75 "$last_status"
+  expect_true "exclusion: neither ran its command" [ ! -e "$tmp_dir/ex-ran" ]
+  expect_true "exclusion: the runs that gave up left no key" has_waiters ex 1
   reap "$first"
   expect_status "exclusion: the first run" 0 "$last_status"
   reap "$second"
