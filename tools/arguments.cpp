@@ -3,11 +3,14 @@
 // debugging session.
 #include "cli.hpp"
 
+#include "etcd/etcd_backend.hpp"
+
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -355,6 +358,49 @@ std::optional<usage_error> apply_credentials(const std::string& command,
     return std::nullopt;
 }
 
+bool is_etcd_url(std::string_view url) {
+    const auto scheme = url.substr(0, url.find("://"));
+    if (scheme.size() == url.size()) return false;
+    auto lower = [](std::string_view t) {
+        std::string out(t);
+        for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return out;
+    };
+    const auto s = lower(scheme);
+    return s == "etcd" || s == "etcds";
+}
+
+// An etcd URL: checked here (etcd_backend.hpp's parser), so that a typo is a
+// usage error before anything starts. The Redis-only options are refused by
+// name rather than ignored: etcd takes its credentials and CA in the URL.
+std::optional<usage_error> resolve_etcd_url(const std::string& command, common_options& o,
+                                            const credential_options& cred) {
+    const char* redis_only = cred.password_file ? "--password-file"
+                             : cred.tls_ca      ? "--tls-ca"
+                             : cred.tls_cert    ? "--tls-cert"
+                             : cred.tls_key     ? "--tls-key"
+                             : cred.tls_server_name ? "--tls-server-name"
+                             : cred.tls_insecure ? "--tls-insecure"
+                                                 : nullptr;
+    if (redis_only != nullptr)
+        return usage_error{command, std::string(redis_only) +
+                                        " applies to Redis URLs only; for etcd, give the user "
+                                        "and password in the URL (etcd://USER:PASSWORD@HOST:PORT) "
+                                        "and TLS as etcds://HOST:PORT[?ca_file=PATH]"};
+    detail::etcd::backend_options eo;
+    std::string why;
+    if (auto ec = detail::etcd::parse_url(o.url, eo, why); ec)
+        return usage_error{command, "malformed etcd URL in " + o.url_from + ": " +
+                                        (why.empty() ? ec.message() : redact_quoted(why))};
+    o.etcd = true;
+    o.etcd_endpoints.clear();
+    for (const auto& ep : eo.gateway.endpoints) {
+        if (!o.etcd_endpoints.empty()) o.etcd_endpoints += ',';
+        o.etcd_endpoints += ep;
+    }
+    return std::nullopt;
+}
+
 // Resolves --url / $REDIS_URL / the default and parses it, then applies the
 // password and TLS options.
 std::optional<usage_error> resolve_url(const std::string& command,
@@ -370,6 +416,7 @@ std::optional<usage_error> resolve_url(const std::string& command,
         o.url = std::string(default_url);
         o.url_from = "the default URL";
     }
+    if (is_etcd_url(o.url)) return resolve_etcd_url(command, o, cred);
     const bool password_elsewhere =
         cred.password_file.has_value() ||
         (std::getenv("COROLOCK_PASSWORD") != nullptr && *std::getenv("COROLOCK_PASSWORD") != 0);

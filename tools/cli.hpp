@@ -13,6 +13,7 @@
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 
@@ -26,6 +27,7 @@
 namespace corolock {
 class client;
 struct metrics_snapshot;
+namespace detail::etcd { class admin; }
 }
 namespace spdlog { class logger; }
 
@@ -62,7 +64,12 @@ struct common_options {
     std::string url;       // resolved: --url, else $REDIS_URL, else the default
     std::string url_from;  // "--url", "REDIS_URL" or "default", for messages
     config cfg;            // parsed from url, with the password and TLS options applied
+                           // (Redis URLs only; empty for etcd)
     int verbosity = 0;     // -v: info, -vv: debug
+    // An etcd:// or etcds:// URL: the lock is on etcd (run, status and break;
+    // cfg is unused then). etcd_endpoints: "host:port[,...]" for messages.
+    bool etcd = false;
+    std::string etcd_endpoints;
 };
 
 enum class on_lost_action { kill, ignore };
@@ -140,8 +147,17 @@ std::shared_ptr<spdlog::logger> make_logger(int verbosity);
 // enough that an unreachable server is reported within a few seconds.
 config tool_config(const common_options& o);
 
+// The etcd admin (status, break, and run's first look) for an etcd URL,
+// with the same short bounds as tool_config. Throws system_error for a bad URL.
+std::unique_ptr<detail::etcd::admin> make_etcd_admin(boost::asio::any_io_executor ex,
+                                                     const common_options& o);
+
 // "host:port" for messages (never the password).
 std::string describe_server(const config& cfg);
+// "Redis" or "etcd": the service the URL names, for messages.
+std::string_view service_name(const common_options& o);
+// "Redis at host:port" or "etcd at host:port[,...]", for messages.
+std::string service_at(const common_options& o);
 
 // Sends one PING: success once Redis answers. Bounded by the command timeout.
 // Cancellation through `slot` (terminal) ends it early with operation_aborted.

@@ -27,7 +27,8 @@ Commands:
 Options every command takes:
   --url URL       Redis to use: redis://[user[:password]@]host[:port][/db], or
                   rediss://... for TLS. Default: $REDIS_URL, else
-                  redis://127.0.0.1:6379.
+                  redis://127.0.0.1:6379. Or etcd: etcd://host:port[,...][/prefix]
+                  (etcds://...[?ca_file=PATH] for TLS) for run, status, break.
   --password-file FILE  The password: the first line of FILE. Overrides the
                   URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
   --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
@@ -90,7 +91,7 @@ COMMAND is looked up on PATH. It sees two more environment variables:
 
 Options:
   --url URL           Redis to use (default: $REDIS_URL, else
-                      redis://127.0.0.1:6379).
+                      redis://127.0.0.1:6379), or etcd://host:port[,...].
   --lease DURATION    How long Redis keeps the lock if this process stops
                       renewing it (crash, network partition). Renewed every
                       third of it while COMMAND runs. At least 100ms.
@@ -192,6 +193,7 @@ Options:
                   corolock). ttl_ms is -1 for a key without expiry (not one
                   corolock wrote).
   --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+                  Or etcd://host:port[,...] (see 'corolock help').
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
@@ -258,6 +260,7 @@ corolock run and --on-lost kill its COMMAND is then stopped and run exits 70.
 
 Options:
   --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+                  Or etcd://host:port[,...] (see 'corolock help').
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).

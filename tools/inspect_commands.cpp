@@ -1,5 +1,8 @@
-// corolock status and corolock break: one script run each; corolock list.
+// corolock status and corolock break: one script run each on Redis, a
+// range (and a lease look-up or revoke) on etcd; corolock list (Redis only).
 #include "cli.hpp"
+
+#include "etcd/etcd_admin.hpp"
 
 #include <corolock/admin.hpp>
 #include <corolock/client.hpp>
@@ -55,6 +58,123 @@ int with_client(const common_options& o,
     });
     ioc.run();
     return status;
+}
+
+// Runs body(admin) on a fresh single-threaded etcd admin; as with_client.
+int with_etcd(const common_options& o,
+              const std::function<asio::awaitable<int>(detail::etcd::admin&)>& body) {
+    asio::io_context ioc(1);
+    std::unique_ptr<detail::etcd::admin> a;
+    try {
+        a = make_etcd_admin(ioc.get_executor(), o);
+    } catch (const std::exception& e) {
+        report_error(std::string("bad configuration: ") + e.what());
+        return exit_status::usage;
+    }
+    int status = exit_status::os_error;
+    asio::co_spawn(ioc, body(*a), [&](std::exception_ptr e, int result) {
+        status = result;
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                report_error(std::string("internal error: ") + ex.what());
+            } catch (...) {
+                report_error("internal error");
+            }
+            status = exit_status::os_error;
+        }
+        a->stop();
+        ioc.stop();
+    });
+    ioc.run();
+    return status;
+}
+
+std::string etcd_key_json(const detail::etcd::lock_key& k) {
+    return "{\"owner\":" + json_string(k.owner) + ",\"value\":" + json_string(k.value) +
+           ",\"create_revision\":" + std::to_string(k.create_revision) +
+           ",\"mod_revision\":" + std::to_string(k.mod_revision) +
+           ",\"lease\":" + std::to_string(k.lease) + "}";
+}
+
+std::string lease_hex(std::int64_t lease) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(lease));
+    return buf;
+}
+
+int etcd_status(const status_options& o) {
+    return with_etcd(o.common, [&o](detail::etcd::admin& a) -> asio::awaitable<int> {
+        auto [ec, st] = co_await a.status(o.name);
+        if (ec)
+            co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec,
+                                           a.last_error().message);
+        // As on Redis: 0 when not held, -1 without a live lease.
+        const long long ttl_s = st.ttl.count();
+        const long long ttl_ms = !st.held ? 0 : ttl_s < 0 ? -1 : ttl_s * 1000;
+        if (o.json) {
+            std::string line = "{\"name\":" + json_string(o.name) +
+                               ",\"backend\":\"etcd\",\"held\":" + (st.held ? "true" : "false") +
+                               ",\"owner\":" + json_string(st.held ? st.holder.owner : "") +
+                               ",\"ttl_ms\":" + std::to_string(ttl_ms) +
+                               ",\"last_token\":" + std::to_string(st.held ? st.holder.mod_revision : 0) +
+                               ",\"holder\":" + (st.held ? etcd_key_json(st.holder) : "null") +
+                               ",\"waiters\":[";
+            for (std::size_t i = 0; i < st.waiters.size(); ++i) {
+                if (i > 0) line += ',';
+                line += etcd_key_json(st.waiters[i]);
+            }
+            line += "],\"revision\":" + std::to_string(st.revision) + "}\n";
+            std::fputs(line.c_str(), stdout);
+            co_return exit_status::ok;
+        }
+        std::printf("lock:       %s\n", printable(o.name).c_str());
+        std::printf("held:       %s\n", st.held ? "yes" : "no");
+        if (!st.held) {
+            std::printf("key prefix: %s\n", printable(a.key_prefix(o.name)).c_str());
+            co_return exit_status::ok;
+        }
+        std::printf("owner:      %s\n", printable(st.holder.owner).c_str());
+        std::printf("value:      %s\n", printable(st.holder.value).c_str());
+        std::printf("created:    revision %lld\n", static_cast<long long>(st.holder.create_revision));
+        if (st.holder.lease == 0)
+            std::printf("ttl:        none (the key has no lease)\n");
+        else if (st.ttl.count() < 0)
+            std::printf("ttl:        none (lease %s is gone)\n", lease_hex(st.holder.lease).c_str());
+        else
+            std::printf("ttl:        %lld s (lease %s)\n", static_cast<long long>(st.ttl.count()),
+                        lease_hex(st.holder.lease).c_str());
+        std::printf("last token: %lld\n", static_cast<long long>(st.holder.mod_revision));
+        std::printf("waiters:    %zu\n", st.waiters.size());
+        for (const auto& w : st.waiters)
+            std::printf("  %s (created at revision %lld)\n", printable(w.owner).c_str(),
+                        static_cast<long long>(w.create_revision));
+        co_return exit_status::ok;
+    });
+}
+
+int etcd_break(const break_options& o) {
+    return with_etcd(o.common, [&o](detail::etcd::admin& a) -> asio::awaitable<int> {
+        auto [ec, removed] = co_await a.break_lock(o.name);
+        if (ec) {
+            const int status = report_redis_failure(o.common, "break lock '" + o.name + "'", ec,
+                                                    a.last_error().message);
+            if (ec == error::connection_lost || ec == error::timeout)
+                report_error("the break may or may not have happened; check with "
+                             "'corolock status'");
+            co_return status;
+        }
+        if (removed.held)
+            std::printf("removed lock %s held by %s (%s)\n", printable(o.name).c_str(),
+                        printable(removed.removed.owner).c_str(),
+                        removed.lease_revoked
+                            ? ("revoked lease " + lease_hex(removed.removed.lease)).c_str()
+                            : "deleted its key");
+        else
+            std::printf("lock %s was not held\n", printable(o.name).c_str());
+        co_return exit_status::ok;
+    });
 }
 
 std::string plural_levels(std::int64_t n) {
@@ -185,6 +305,7 @@ std::string json_string(std::string_view bytes) {
 }
 
 int status_command(const status_options& o) {
+    if (o.common.etcd) return etcd_status(o);
     return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
         // A PING first: it tells "cannot reach or log in" from "logged in
         // but not allowed" (NOPERM, which the library reports as auth_failed).
@@ -221,6 +342,7 @@ int status_command(const status_options& o) {
 }
 
 int break_command(const break_options& o) {
+    if (o.common.etcd) return etcd_break(o);
     return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await check_reachable(c); reach)
             co_return report_redis_failure(o.common, "break lock '" + o.name + "'", reach,
@@ -245,6 +367,11 @@ int break_command(const break_options& o) {
 }
 
 int list_command(const list_options& o) {
+    if (o.common.etcd) {
+        report_error("list is not supported on etcd yet (Redis only); use 'corolock status' "
+                     "for one lock");
+        return exit_status::usage;
+    }
     return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await check_reachable(c); reach)
             co_return report_redis_failure(o.common, "list locks", reach, c.last_error().message);

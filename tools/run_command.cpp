@@ -1,7 +1,11 @@
 // corolock run: hold a lock while a child process runs.
 //
-// One thread, one io_context. The phases, in order:
-//   starting   check that Redis answers, then acquire (waiting via pub/sub);
+// One thread, one io_context. The lock is a corolock::backend: a Redis
+// client's (redis://, rediss://) or an etcd backend (etcd://, etcds://). The
+// phases, in order:
+//   starting   check that the server answers (Redis: a PING; etcd: a range
+//              of the lock's keys), then acquire (waiting via pub/sub on
+//              Redis, a watch on etcd);
 //              a signal cancels whichever of the two is in progress
 //   running    the child runs; signals are passed on to it; the watchdog
 //              renews; a lost lease stops the child (or is only reported)
@@ -27,7 +31,10 @@
 // is searched before fork.
 #include "cli.hpp"
 
+#include "etcd/etcd_admin.hpp"
+
 #include <corolock/admin.hpp>
+#include <corolock/backend.hpp>
 #include <corolock/client.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/metrics.hpp>
@@ -383,11 +390,14 @@ enum class phase { starting, running, finishing };
 constexpr duration lost_release_bound = std::chrono::milliseconds(200);
 
 struct run_state {
-    run_state(const run_options& opts, client& c, asio::signal_set& fwd, asio::signal_set& chld)
-        : o(opts), redis(c), forwarded(fwd), sigchld(chld) {}
+    run_state(const run_options& opts, client* c, detail::etcd::admin* e, const backend& b,
+              asio::signal_set& fwd, asio::signal_set& chld)
+        : o(opts), redis(c), etcd(e), locks(b), forwarded(fwd), sigchld(chld) {}
 
     const run_options& o;
-    client& redis;
+    client* redis;               // a Redis URL: the client behind `locks`
+    detail::etcd::admin* etcd;   // an etcd URL: for the first look at the lock
+    const backend& locks;        // the lock's backend, either way
     asio::signal_set& forwarded;
     asio::signal_set& sigchld;
     std::shared_ptr<spdlog::logger> log;
@@ -536,6 +546,21 @@ asio::awaitable<error_code> bounded_release(guard& g, duration bound) {
     co_return r->result ? *r->result : error_code(asio::error::operation_aborted);
 }
 
+// etcd: an acquire given up (a signal, --wait's end, --no-wait, an error)
+// may leave this handle's key behind: a waiter's key, ahead of every later
+// waiter until its lease ends. The backend revokes it in the background,
+// which a process about to exit cannot wait for, so it is removed here,
+// bounded by the request timeout.
+asio::awaitable<void> remove_own_etcd_key(run_state& s, const mutex& lock) {
+    auto [ec, removed] = co_await s.etcd->release_owner(s.o.name, lock.owner_id());
+    if (ec)
+        report_warning("could not confirm that the abandoned acquire left nothing behind (" +
+                       s.etcd->last_error().message + "); if it did, etcd frees lock '" +
+                       s.name() + "' within " + s.o.lease_text);
+    else if (removed)
+        s.note("removed the abandoned acquire's key of lock '{}'", s.name());
+}
+
 asio::awaitable<int> run_flow(run_state& s) {
     const auto& o = s.o;
     auto interrupted = [&](std::string_view while_doing) {
@@ -544,20 +569,41 @@ asio::awaitable<int> run_flow(run_state& s) {
         return exit_status::signal_base + s.pending_signal;
     };
 
-    // 1. Is Redis there at all? Asked separately, so that a wrong URL or a
-    // stopped server is reported within seconds instead of looking like a
-    // lock that never frees up.
-    const error_code reach = co_await check_reachable(s.redis, s.cancel_start.slot());
-    s.cancel_start.slot().clear();
-    if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
-    if (reach) co_return report_redis_failure(o.common, "run", reach, s.redis.last_error().message);
+    // 1. Is the server there at all? Asked separately, so that a wrong URL
+    // or a stopped server is reported within seconds instead of looking like
+    // a lock that never frees up.
+    mutex lock(s.locks, o.name);
+    if (s.etcd != nullptr) {
+        // One range of the lock's keys: the reachability check and -v's
+        // look at the holder at once. Bounded by the request timeout; a
+        // signal meanwhile is acted on when it ends.
+        auto [reach, st] = co_await s.etcd->status(o.name);
+        if (s.pending_signal != 0) co_return interrupted("connecting to etcd");
+        if (reach)
+            co_return report_redis_failure(o.common, "run", reach, s.etcd->last_error().message);
+        if (st.held && st.holder.owner != lock.owner_id()) {
+            s.note("lock '{}' is held by owner {} (lease ends in {} s unless renewed, {} waiting); "
+                   "waiting {}",
+                   s.name(), printable(st.holder.owner), st.ttl.count(), st.waiters.size(),
+                   o.wait ? (o.wait->count() == 0 ? std::string("not at all (--no-wait)")
+                                                  : "up to " + o.wait_text)
+                          : std::string("until it is free"));
+        } else if (!st.held) {
+            s.note("lock '{}' is free (store revision {})", s.name(), st.revision);
+        }
+    } else {
+        const error_code reach = co_await check_reachable(*s.redis, s.cancel_start.slot());
+        s.cancel_start.slot().clear();
+        if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
+        if (reach)
+            co_return report_redis_failure(o.common, "run", reach, s.redis->last_error().message);
+    }
 
     // -v: who holds the lock, if anyone, before waiting for it: the holder
     // the lock records (host, pid, since when, its label or command), or its
     // owner id when it records none (a lock written by an older corolock).
-    mutex lock(s.redis, o.name);
-    if (s.log) {
-        auto [sec, st] = co_await async_lock_status(s.redis, o.name, use_nothrow);
+    if (s.log && s.redis != nullptr) {
+        auto [sec, st] = co_await async_lock_status(*s.redis, o.name, use_nothrow);
         if (!sec && st.held && st.owner != lock.owner_id()) {
             const std::string who =
                 st.holder ? holder_text(*st.holder) + " since " + format_time(st.holder->since) +
@@ -577,7 +623,7 @@ asio::awaitable<int> run_flow(run_state& s) {
         }
     }
 
-    // 2. Acquire, waiting via the unlock channel.
+    // 2. Acquire, waiting via the unlock channel (Redis) or a watch (etcd).
     lock_options opts;
     opts.lease = o.lease;
     if (o.wait) opts.wait = *o.wait;
@@ -590,13 +636,16 @@ asio::awaitable<int> run_flow(run_state& s) {
         if (g) {
             // Granted just before the signal was seen.
             co_await release(g);
+        } else if (s.redis == nullptr) {
+            co_await remove_own_etcd_key(s, lock);
         } else {
             // The acquire was abandoned, but its script may still be on the
             // way and grant the lock after all (the library then releases
             // it in the background, which a process about to exit cannot
             // wait for). This owner-checked release is queued behind any
             // such script, so when it answers, nothing of ours is left.
-            auto [rec] = co_await async_release_owner(s.redis, o.name, lock.owner_id(), use_nothrow);
+            auto [rec] =
+                co_await async_release_owner(*s.redis, o.name, lock.owner_id(), use_nothrow);
             if (rec && rec != error::expired && rec != error::not_owner)
                 report_warning("could not confirm that the abandoned acquire left nothing behind (" +
                                rec.message() + "); if it did, Redis frees lock '" + s.name() +
@@ -606,6 +655,7 @@ asio::awaitable<int> run_flow(run_state& s) {
         }
         co_return interrupted("waiting for lock '" + s.name() + "'");
     }
+    if (aec && s.redis == nullptr) co_await remove_own_etcd_key(s, lock);
     if (aec == error::wait_timeout || aec == error::lock_held) {
         s.note("gave up on lock '{}' after {}", s.name(), seconds_text(waited));
         if (!o.quiet) {
@@ -618,7 +668,10 @@ asio::awaitable<int> run_flow(run_state& s) {
     }
     if (aec)
         co_return report_redis_failure(o.common, "acquire lock '" + s.name() + "'", aec,
-                                       s.redis.last_error().message, true);
+                                       // etcd: the backend's own cause is not at hand
+                                       s.redis != nullptr ? s.redis->last_error().message
+                                                          : std::string(),
+                                       true);
     s.note("acquired lock '{}' (token {}, lease {}) after waiting {}", s.name(), g.token(),
            o.lease_text, seconds_text(waited));
 
@@ -679,7 +732,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         if (o.on_lost == on_lost_action::kill) co_return exit_status::lease_lost;
     } else if (rec) {
         report_warning("could not confirm the release of lock '" + s.name() + "' (" +
-                       rec.message() + "); Redis frees it within " + o.lease_text +
+                       rec.message() + "); " + std::string(service_name(o.common)) +
+                       " frees it within " + o.lease_text +
                        " at the latest");
     } else {
         s.note("released lock '{}'", s.name());
@@ -715,18 +769,32 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         ::signal(SIGPIPE, SIG_IGN);
     }
 
-    config cfg = tool_config(o.common);
-    cfg.holder_label = command_label(o.command);
+    // Redis: a client, whose lock backend the mutex uses (its holder label
+    // is the command line). etcd: a backend of its own, plus an admin for
+    // the first look at the lock.
     std::optional<client> redis;
+    std::unique_ptr<detail::etcd::admin> etcd;
+    std::optional<backend> locks;
+    std::shared_ptr<spdlog::logger> log;
     try {
-        redis.emplace(ioc.get_executor(), cfg);
+        if (o.common.etcd) {
+            log = make_logger(o.common.verbosity);
+            etcd = make_etcd_admin(ioc.get_executor(), o.common);
+            locks.emplace(ioc.get_executor(), o.common.url);
+        } else {
+            config cfg = tool_config(o.common);
+            cfg.holder_label = command_label(o.command);
+            log = cfg.logger;
+            redis.emplace(ioc.get_executor(), cfg);
+            locks.emplace(redis->lock_backend());
+        }
     } catch (const std::exception& e) {
         report_error(std::string("bad configuration: ") + e.what());
         return exit_status::usage;
     }
 
-    run_state s(o, *redis, forwarded, sigchld);
-    s.log = cfg.logger;
+    run_state s(o, redis ? &*redis : nullptr, etcd.get(), *locks, forwarded, sigchld);
+    s.log = log;
     s.inherited_fds = &inherited;
     s.spawn.restore_sigpipe = sigpipe_was_default;
     s.spawn.own_process_group = o.own_process_group;
@@ -759,12 +827,14 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         }
         forwarded.cancel();
         sigchld.cancel();
-        redis->stop();
+        if (redis) redis->stop();
+        locks->stop();
+        if (etcd) etcd->stop();
         // The client's reconnect loop never runs out of work by itself.
         ioc.stop();
     });
     ioc.run();
-    m = redis->metrics();
+    m = redis ? redis->metrics() : locks->metrics();
     return status;
 }
 

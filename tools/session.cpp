@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include "etcd/etcd_admin.hpp"
+
 #include <corolock/client.hpp>
 #include <corolock/command.hpp>
 #include <corolock/printable.hpp>
@@ -47,10 +49,23 @@ config tool_config(const common_options& o) {
     return cfg;
 }
 
+std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
+                                                     const common_options& o) {
+    return std::make_unique<detail::etcd::admin>(std::move(ex), o.url, cli_connect_timeout,
+                                                 cli_command_timeout);
+}
+
 std::string describe_server(const config& cfg) {
     std::string host = cfg.host;
     if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6
     return host + ":" + std::to_string(cfg.port);
+}
+
+std::string_view service_name(const common_options& o) { return o.etcd ? "etcd" : "Redis"; }
+
+std::string service_at(const common_options& o) {
+    return std::string(service_name(o)) + " at " +
+           (o.etcd ? o.etcd_endpoints : describe_server(o.cfg));
 }
 
 asio::awaitable<error_code> check_reachable(client& c, asio::cancellation_slot slot) {
@@ -95,7 +110,7 @@ void report_warning(std::string_view message) {
 
 int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
                          std::string_view cause, bool reached) {
-    if (reached && ec == error::auth_failed) {
+    if (reached && ec == error::auth_failed && !o.etcd) {
         // The credentials worked for the PING: this is NOPERM (an ACL that
         // denies the script or the lock's keys), which the library reports
         // as auth_failed.
@@ -116,15 +131,15 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
         return status;
     }
     if (ec == error::not_connected && (cause.empty() || !explained)) {
-        why = "no connection within " + format_duration(cli_command_timeout) +
-              " (is Redis running there? -v shows each attempt)";
+        why = "no connection within " + format_duration(cli_command_timeout) + " (is " +
+              std::string(service_name(o)) + " running there? -v shows each attempt)";
     }
     std::string message = std::string(doing) + ": ";
-    const std::string where = describe_server(o.cfg) + " (from " + o.url_from + ")";
+    const std::string where = service_at(o) + " (from " + o.url_from + ")";
     if (ec == error::auth_failed)
-        message += "Redis at " + where + " rejected the credentials";
+        message += where + " rejected the credentials";
     else if (status == exit_status::unavailable)
-        message += "cannot reach Redis at " + where + ": " + why;
+        message += "cannot reach " + where + ": " + why;
     else
         message += why;
     report_error(message);

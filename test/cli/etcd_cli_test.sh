@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# End-to-end tests of the corolock command-line tool over etcd: run, status
+# and break with an etcd:// URL, against a throwaway single-member etcd that
+# this script starts on free loopback ports.
+#
+#   etcd_cli_test.sh COROLOCK_BIN [GROUP...]
+#
+# GROUPs: run exclusion inspect (default: all). Needs etcd (from PATH, or
+# COROLOCK_ETCD) and python3 (or COROLOCK_PYTHON) to parse --json output.
+#
+# Every command runs under `timeout`, every wait loop is bounded in count
+# and time, and only processes started here are ever signalled. The last
+# line is "N passed, M failed"; the exit status is non-zero on any failure.
+set -u
+
+bin=${1:?usage: etcd_cli_test.sh COROLOCK_BIN [GROUP...]}
+shift
+groups=("$@")
+[ ${#groups[@]} -eq 0 ] && groups=(run exclusion inspect)
+
+etcd_bin=${COROLOCK_ETCD:-etcd}
+python=${COROLOCK_PYTHON:-python3}
+
+tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-etcd-cli-test.XXXXXX")
+passed=0
+failed=0
+url=""
+etcd_pid=""
+started_pids=()
+
+stop_pid() {
+  local pid=$1
+  [[ -n $pid ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local pid
+  for pid in "${started_pids[@]}"; do stop_pid "$pid"; done
+  stop_pid "$etcd_pid"
+  rm -rf "$tmp_dir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- assertions: each one counts, and each one can fail ----
+
+pass() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1"; shift; [ $# -gt 0 ] && printf '       %s\n' "$@"; }
+
+expect_status() {  # DESCRIPTION EXPECTED ACTUAL [context...]
+  local what=$1 want=$2 got=$3
+  shift 3
+  if [ "$got" = "$want" ]; then pass "$what (exit $got)"; else fail "$what: exit $got, want $want" "$@"; fi
+}
+
+expect_match() {  # DESCRIPTION EXTENDED_REGEX FILE
+  if grep -Eq -- "$2" "$3"; then pass "$1"; else fail "$1: no line matches /$2/" "$(head -c 600 "$3")"; fi
+}
+
+expect_true() {  # DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+expect_cond() {  # DESCRIPTION SHELL_CONDITION
+  if eval "$2"; then pass "$1"; else fail "$1" "condition: $2"; fi
+}
+
+# Polls COMMAND every 50 ms, at most SECONDS long. Returns its last status.
+wait_until() {  # SECONDS COMMAND...
+  local tries=$(($1 * 20))
+  shift
+  for _ in $(seq "$tries"); do
+    "$@" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+spawn() {  # SECONDS COMMAND...
+  local secs=$1
+  shift
+  timeout "$secs" "$@" &
+  last_pid=$!
+  started_pids+=("$last_pid")
+}
+
+reap() { wait "$1"; last_status=$?; }
+
+# The corolock process under a `timeout` we started.
+corolock_pid() {  # TIMEOUT_PID
+  local pid=""
+  for _ in $(seq 40); do
+    pid=$(ps -o pid= --ppid "$1" 2>/dev/null | head -n 1 | tr -d ' ')
+    [ -n "$pid" ] && break
+    sleep 0.05
+  done
+  echo "$pid"
+}
+
+port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+  local candidate
+  for _ in $(seq 50); do
+    candidate=$((20000 + RANDOM % 12000))
+    if port_is_free "$candidate"; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}
+
+cl() {  # SECONDS ARGS...
+  local secs=$1
+  shift
+  timeout "$secs" "$bin" "$@" >"$tmp_dir/out" 2>"$tmp_dir/err"
+  last_status=$?
+}
+
+# status of NAME, quietly, into $tmp_dir/st.
+st() { timeout 10 "$bin" status --url "$url" "$1" >"$tmp_dir/st" 2>&1; }
+is_held() { st "$1" && grep -Eq '^held: +yes$' "$tmp_dir/st"; }
+is_free() { st "$1" && grep -Eq '^held: +no$' "$tmp_dir/st"; }
+has_waiters() { st "$1" && grep -Eq "^waiters: +$2\$" "$tmp_dir/st"; }
+
+json_field() {  # FILE FIELD: the field of the one JSON object in FILE, as JSON
+  "$python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"
+}
+
+long_child() { echo "for i in \$(seq $(($1 * 10))); do sleep 0.1; done"; }
+
+etcd_healthy() {  # PORT
+  local reply
+  reply=$(timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+    printf "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n" >&3
+    cat <&3' _ "$1" 2>/dev/null)
+  grep -q '"health":"true"' <<<"$reply"
+}
+
+start_etcd() {
+  local client peer
+  client=$(free_port) || return 1
+  peer=$(free_port) || return 1
+  [ "$client" = "$peer" ] && peer=$((peer + 1))
+  "$etcd_bin" --name cli --data-dir "$tmp_dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$client" --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "cli=http://127.0.0.1:$peer" --log-level error --logger zap \
+    >"$tmp_dir/etcd.log" 2>&1 &
+  etcd_pid=$!
+  url="etcd://127.0.0.1:$client"
+  # Up once its /health says so (asked without the tool under test).
+  if ! wait_until 20 etcd_healthy "$client"; then
+    echo "etcd did not start:" >&2
+    tail -n 20 "$tmp_dir/etcd.log" >&2
+    return 1
+  fi
+}
+
+# ---- run ----
+
+group_run() {
+  cl 30 run --url "$url" r1 -- sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/r1-token'; exit 7"
+  expect_status "run over etcd passes the command's status" 7 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "run over etcd: COROLOCK_TOKEN is a revision" grep -Eqx '[1-9][0-9]*' "$tmp_dir/r1-token"
+  cl 30 run --url "$url" r1 -- true
+  expect_status "run over etcd: a second run of a released lock" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "run over etcd: the lock is free afterwards" is_free r1
+
+  cl 30 run --url "$url" -v r2 -- true
+  expect_status "run -v over etcd" 0 "$last_status"
+  expect_match "run -v over etcd: says the lock was free" "lock 'r2' is free" "$tmp_dir/err"
+  expect_match "run -v over etcd: says it acquired" "acquired lock 'r2' \(token [0-9]+" "$tmp_dir/err"
+
+  # Options that only mean something on Redis are refused, not ignored.
+  cl 10 run --url "$url" --tls-insecure r3 -- touch "$tmp_dir/r3-ran"
+  expect_status "run over etcd: --tls-insecure is a usage error" 64 "$last_status"
+  expect_match "run over etcd: says it is for Redis" "--tls-insecure applies to Redis URLs only" "$tmp_dir/err"
+  expect_true "run over etcd: the command did not run" [ ! -e "$tmp_dir/r3-ran" ]
+  cl 10 list --url "$url"
+  expect_status "list over etcd: not supported" 64 "$last_status"
+  expect_match "list over etcd: says so" "list is not supported on etcd" "$tmp_dir/err"
+  cl 10 run --url "etcd://127.0.0.1" r3 -- true
+  expect_status "run: an etcd URL without a port" 64 "$last_status"
+  expect_match "run: says what is wrong" "malformed etcd URL in --url: .*port" "$tmp_dir/err"
+
+  local dead
+  dead=$(free_port)
+  cl 30 run --url "etcd://127.0.0.1:$dead" r3 -- touch "$tmp_dir/r3-ran"
+  expect_status "run: etcd unreachable" 69 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "run: names etcd" "cannot reach etcd at 127.0.0.1:$dead" "$tmp_dir/err"
+  expect_true "run: the command did not run" [ ! -e "$tmp_dir/r3-ran" ]
+
+  # The run's metrics, from the etcd backend.
+  cl 30 run --url "$url" --metrics-file "$tmp_dir/r4.prom" r4 -- true
+  expect_status "run over etcd with --metrics-file" 0 "$last_status"
+  expect_match "run over etcd: metrics written" 'corolock_run_exit_status\{lock="r4"\} 0' "$tmp_dir/r4.prom"
+}
+
+# ---- two runs on one name ----
+
+group_exclusion() {
+  local log=$tmp_dir/ex.log
+  spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
+    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; $(long_child 2); echo end >>'$log'"
+  local first=$last_pid
+  expect_true "exclusion: the first run holds the lock" wait_until 10 is_held ex
+  spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
+    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; echo end >>'$log'"
+  local second=$last_pid
+  expect_true "exclusion: the second run waits" wait_until 10 has_waiters ex 1
+  # Giving up leaves no key behind, else it would hold up every later waiter
+  # until its lease ends.
+  cl 20 run --url "$url" -n ex -- touch "$tmp_dir/ex-ran"
+  expect_status "exclusion: --no-wait on a held lock" 75 "$last_status"
+  cl 20 run --url "$url" --wait 1s ex -- touch "$tmp_dir/ex-ran"
+  expect_status "exclusion: --wait 1s on a held lock" 75 "$last_status"
+  expect_true "exclusion: neither ran its command" [ ! -e "$tmp_dir/ex-ran" ]
+  expect_true "exclusion: the runs that gave up left no key" has_waiters ex 1
+  reap "$first"
+  expect_status "exclusion: the first run" 0 "$last_status"
+  reap "$second"
+  expect_status "exclusion: the second run, after it" 0 "$last_status"
+  local order
+  order=$(sed 's/ .*//' "$log" | tr '\n' ' ')
+  expect_true "exclusion: start end start end ($order)" [ "$order" = "start end start end " ]
+  local t1 t2
+  t1=$(sed -n '1s/^start //p' "$log")
+  t2=$(sed -n '3s/^start //p' "$log")
+  expect_cond "exclusion: the second token is higher ($t1 < $t2)" '[ -n "$t1" ] && [ -n "$t2" ] && [ "$t1" -lt "$t2" ]'
+}
+
+# ---- status and break ----
+
+group_inspect() {
+  cl 10 status --url "$url" ins
+  expect_status "status of a free lock" 0 "$last_status"
+  expect_match "status: not held" '^held: +no$' "$tmp_dir/out"
+  cl 10 status --url "$url" --json ins
+  expect_status "status --json of a free lock" 0 "$last_status"
+  expect_true "status --json: held is false" [ "$(json_field "$tmp_dir/out" held)" = "false" ]
+
+  spawn 90 "$bin" run --url "$url" --lease 20s ins -- \
+    sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/ins-token'; $(long_child 40)" 2>"$tmp_dir/ins-holder-err"
+  local holder=$last_pid
+  expect_true "status: holder acquired" wait_until 10 test -s "$tmp_dir/ins-token"
+  local token
+  token=$(cat "$tmp_dir/ins-token")
+  cl 10 status --url "$url" ins
+  expect_status "status of a held lock" 0 "$last_status"
+  expect_match "status: held" '^held: +yes$' "$tmp_dir/out"
+  expect_match "status: owner" '^owner: +[0-9a-f]{32}$' "$tmp_dir/out"
+  local owner
+  owner=$(sed -n 's/^owner: *//p' "$tmp_dir/out")
+  expect_match "status: the value is the owner id" "^value: +$owner\$" "$tmp_dir/out"
+  expect_match "status: last token is the holder's token" "^last token: +$token\$" "$tmp_dir/out"
+  expect_match "status: ttl from the lease" '^ttl: +([1-9]|1[0-9]|20) s \(lease [0-9a-f]+\)$' "$tmp_dir/out"
+  expect_match "status: no waiters" '^waiters: +0$' "$tmp_dir/out"
+  cl 10 status --url "$url" --json ins
+  expect_status "status --json of a held lock" 0 "$last_status"
+  expect_true "status --json: held is true" [ "$(json_field "$tmp_dir/out" held)" = "true" ]
+  expect_true "status --json: owner" [ "$(json_field "$tmp_dir/out" owner)" = "\"$owner\"" ]
+  expect_true "status --json: last_token" [ "$(json_field "$tmp_dir/out" last_token)" = "$token" ]
+
+  # A waiter shows in status; break removes the holder and the waiter runs.
+  spawn 60 "$bin" run --url "$url" --wait 20s ins -- sh -c "echo ran >'$tmp_dir/ins-waiter'"
+  local waiter=$last_pid
+  expect_true "status: the waiter is listed" wait_until 10 has_waiters ins 1
+  cl 10 break --url "$url" ins
+  expect_status "break a held lock" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "break: says what it removed" "^removed lock ins held by $owner \\(revoked lease [0-9a-f]+\\)\$" "$tmp_dir/out"
+  reap "$waiter"
+  expect_status "break: the waiter ran" 0 "$last_status"
+  expect_true "break: the waiter's command ran" test -s "$tmp_dir/ins-waiter"
+  cl 10 break --url "$url" ins
+  expect_status "break a free lock" 0 "$last_status"
+  expect_match "break: not held" '^lock ins was not held$' "$tmp_dir/out"
+  expect_true "status: free after the break" is_free ins
+  # The broken holder sees its key deleted (its watch) and stops the
+  # command: exit 70, as on Redis. Given 10 s, then signalled.
+  if wait_until 10 eval "! kill -0 $holder 2>/dev/null"; then
+    pass "break: the broken holder stopped by itself"
+  else
+    fail "break: the broken holder stopped by itself" "$(cat "$tmp_dir/ins-holder-err")"
+    local hp
+    hp=$(corolock_pid "$holder")
+    [ -n "$hp" ] && kill -TERM "$hp" 2>/dev/null
+  fi
+  reap "$holder"
+  expect_status "break: the broken holder reports the loss" 70 "$last_status"
+  expect_match "break: the holder says the lease was lost" "lost the lease on lock 'ins'" "$tmp_dir/ins-holder-err"
+}
+
+# ---- main ----
+
+for g in "${groups[@]}"; do
+  case $g in
+    run | exclusion | inspect) ;;
+    *) echo "unknown group '$g'" >&2; exit 2 ;;
+  esac
+done
+start_etcd || exit 1
+for g in "${groups[@]}"; do
+  echo "# $g"
+  "group_$g"
+done
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
