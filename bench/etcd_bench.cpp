@@ -15,7 +15,8 @@
 //     creating txn, lease revoke: raw_protocol_cycle_p50_us).
 //  E2 the uncontended acquire+release cycle on one name, over corolock
 //     (corolock::backend "etcd://..."): cycle_p50_us, and
-//     cycle_over_two_rtt, its p50 over the floor of two round trips. E1 and
+//     cycle_over_two_rtt, its p50 over the floor of two round trips, and
+//     cycle_over_raw_protocol_cycle, over the same requests done raw. E1 and
 //     E2 run in paired rounds (a floor sample, then a cycle sample) and each
 //     ratio is the median of the rounds' ratios: this machine's speed moves
 //     within seconds.
@@ -186,7 +187,7 @@ asio::awaitable<void> orchestrate(std::string self, std::string endpoint,
     co_await rtt_sample(*gw, 10);
     co_await cycle_sample(m, 10);
 
-    std::vector<double> rtt_p50s, cycle_ratios, raw_ratios, cycle_p50s, raw_p50s;
+    std::vector<double> rtt_p50s, cycle_ratios, raw_ratios, cycle_p50s, raw_p50s, overheads;
     for (int r = 0; r < s.rounds; ++r) {
         const double rtt = median(co_await rtt_sample(*gw, s.rtts));
         const double cyc = median(co_await cycle_sample(m, s.cycles));
@@ -196,6 +197,7 @@ asio::awaitable<void> orchestrate(std::string self, std::string endpoint,
         raw_p50s.push_back(rawc);
         cycle_ratios.push_back(cyc / (2 * rtt));
         raw_ratios.push_back(rawc / (2 * rtt));
+        overheads.push_back(cyc / rawc);
     }
     out.put("rounds", s.rounds);
     out.put("rtt_p50_us", median(rtt_p50s));
@@ -203,6 +205,7 @@ asio::awaitable<void> orchestrate(std::string self, std::string endpoint,
     out.put("raw_protocol_cycle_p50_us", median(raw_p50s));
     out.put("cycle_over_two_rtt", median(cycle_ratios));
     out.put("raw_protocol_cycle_over_two_rtt", median(raw_ratios));
+    out.put("cycle_over_raw_protocol_cycle", median(overheads));
 
     // E3 and E4: two processes on one name. They start together, a little
     // after this point (their own connections and watch first).
