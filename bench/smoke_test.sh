@@ -4,10 +4,14 @@
 # every scenario ok. It checks that the benchmark still works, never how
 # fast anything is: speed is scripts/bench.sh's business.
 #
-#   bench/smoke_test.sh SOURCE_DIR BENCH_BINARY
+#   bench/smoke_test.sh SOURCE_DIR BENCH_BINARY [ETCD_BENCH_BINARY]
+#
+# With the third argument and etcd on PATH, corolock_bench_etcd also runs
+# once in smoke mode against a throwaway etcd.
 set -euo pipefail
 src=$1
 bench=$2
+bench_etcd=${3:-}
 work=$(mktemp -d)
 # shellcheck source=../scripts/lib/throwaway_redis.sh
 source "$src/scripts/lib/throwaway_redis.sh"
@@ -79,3 +83,19 @@ if broken:
     sys.exit(f"bench smoke: correctness targets broken: {broken}")
 print(f"bench smoke: {len(got)} scenarios ok, {len(d['targets'])} targets evaluated")
 PY
+
+if [[ -n $bench_etcd ]] && command -v "${COROLOCK_ETCD:-etcd}" >/dev/null; then
+  # shellcheck source=../scripts/lib/throwaway_etcd.sh
+  source "$src/scripts/lib/throwaway_etcd.sh"
+  trap 'throwaway_etcd_stop; cleanup' EXIT
+  throwaway_etcd_start "$work"
+  timeout 60 "$bench_etcd" --endpoint "127.0.0.1:$ETCD_PORT" --mode smoke --out "$work/etcd.json" >/dev/null
+  python3 - "$work/etcd.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+need = ("cycle_over_two_rtt", "handoff_over_rtt", "fairness_min_over_max")
+if not d.get("ok") or any(d.get(k) is None for k in need):
+    sys.exit(f"bench smoke: etcd scenarios incomplete: {d}")
+print(f"bench smoke: etcd scenarios ok ({d['handoffs']:.0f} handoffs)")
+PY
+fi

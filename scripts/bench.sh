@@ -50,8 +50,9 @@ fi
 # warning should not stop a measurement.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCOROLOCK_WERROR=OFF \
   -DCOROLOCK_BUILD_TESTS=OFF -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF >/dev/null
-cmake --build "$build_dir" -j "$jobs" --target corolock_bench
+cmake --build "$build_dir" -j "$jobs" --target corolock_bench corolock_bench_etcd
 bench=$build_dir/bench/corolock_bench
+bench_etcd=$build_dir/bench/corolock_bench_etcd
 built=$SECONDS
 
 rm -rf "$run_dir"
@@ -218,6 +219,26 @@ timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush "${round_args[@
   --baseline "evalsha_c50=$evalsha_c50" --baseline "evalsha_c50_p16=$evalsha_c50_p16" ||
   status=$?
 throwaway_redis_stop
+
+# The etcd backend (E1-E4, bench/etcd_bench.cpp), against a throwaway etcd of
+# its own, when etcd is on PATH (scripts/setup.sh installs it): ratios to raw
+# gateway round trips that corolock_bench_etcd takes itself in the same run.
+if command -v "${COROLOCK_ETCD:-etcd}" >/dev/null; then
+  # shellcheck source=lib/throwaway_etcd.sh
+  source scripts/lib/throwaway_etcd.sh
+  trap 'throwaway_redis_stop; throwaway_etcd_stop' EXIT
+  if throwaway_etcd_start "$run_dir"; then
+    echo "bench: etcd on 127.0.0.1:$ETCD_PORT (pid $ETCD_PID)"
+    timeout 300 "$bench_etcd" --endpoint "127.0.0.1:$ETCD_PORT" --mode "$mode" \
+      --out "$build_dir/bench-etcd-results.json" | sed 's/^/bench: etcd: /' || status=1
+    throwaway_etcd_stop
+    echo "bench: etcd results in $build_dir/bench-etcd-results.json"
+  else
+    status=1
+  fi
+else
+  echo "bench: etcd not on PATH: the etcd scenarios are skipped"
+fi
 
 if ((plots)) && [[ -s $run_dir/handoff_cdf.dat && -s $run_dir/cycles_vs_coroutines.dat ]]; then
   ping_p50_us=$(awk -F, '{ print $2 * 1000 }' <<<"$ping_c1")

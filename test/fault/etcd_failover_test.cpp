@@ -1,0 +1,154 @@
+// The etcd backend across a leader failover: a three-member etcd cluster on
+// loopback holds the locks; lock_worker processes (test/worker, "cycle"
+// mode) take them through a URL that lists all three members, while the
+// protected resource (the non-atomic counter and the fenced oracle) lives on
+// a separate redis-server. The leader is killed with SIGKILL while one
+// worker of a name holds it and the others wait.
+//
+// What it asserts, from the merged histories (test/support/history.hpp):
+//  - I1: no two holders of a name inside their safe windows, across the
+//    failover; I2: tokens (etcd revisions) still rise, and the fenced oracle
+//    refuses every stale write; I3, I5; the counters end exact.
+//  - waiters get through: each name is granted again after the kill, and
+//    every worker exits cleanly.
+// It prints the time from the kill to the first grant after it (no timed
+// assertion: speed belongs to bench/).
+//
+// Workers do not all list the members in the same order: two of each name
+// list the leader first, so their transport (requests and the shared watch)
+// must fail over to another endpoint when the leader's connections die,
+// whether they hold or wait at the kill; the third lists a follower first,
+// which forwards to whichever member the election makes leader.
+#include "fault/fault_fleet.hpp"
+#include "support/etcd_server.hpp"
+#include "support/redis_server.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace h = corolock::test::history;
+using namespace corolock::test;
+using namespace corolock::test::fault;
+
+namespace {
+
+// "etcd://A,B,C" with the members from `first` on, wrapping around.
+std::string cluster_url(const etcd_cluster& c, std::size_t first) {
+    std::string url = "etcd://";
+    for (std::size_t k = 0; k < c.size(); ++k) {
+        if (k != 0) url += ',';
+        url += c.endpoint((first + k) % c.size());
+    }
+    return url;
+}
+
+struct around_kill {
+    int holding = 0;        // holders whose window contains the kill
+    int waiting = 0;        // actors that had invoked an acquire and not got it at the kill
+    int grants_after = 0;   // acquire_ok after the kill
+    long long first_grant_after = -1;
+};
+
+around_kill look_around(const std::vector<h::event>& events, const h::check_result& r,
+                        long long killed_at) {
+    around_kill a;
+    for (const auto& x : r.holder_list) {
+        if (x.acquire_ok <= killed_at && x.window_end > killed_at) ++a.holding;
+        if (x.acquire_ok > killed_at) {
+            ++a.grants_after;
+            if (a.first_grant_after < 0 || x.acquire_ok < a.first_grant_after)
+                a.first_grant_after = x.acquire_ok;
+        }
+    }
+    // An actor waits at the kill when its last acquire_invoked before the
+    // kill was not answered (ok or failed) before it.
+    std::map<long long, std::pair<long long, long long>> last;  // pid -> (invoked, answered)
+    for (const auto& e : events) {
+        if (e.t > killed_at) continue;
+        auto& [invoked, answered] = last[e.pid];
+        if (e.ev == "acquire_invoked") invoked = std::max(invoked, e.t);
+        if (e.ev == "acquire_ok" || e.ev == "acquire_failed") answered = std::max(answered, e.t);
+    }
+    for (const auto& [pid, p] : last)
+        if (p.first > 0 && p.first > p.second) ++a.waiting;
+    return a;
+}
+
+}  // namespace
+
+TEST_CASE("etcd: the leader killed while locks are held and waited on",
+          "[etcd][fault][failover]") {
+    const auto seed = fault_seed("etcd leader failover");
+    etcd_server_options eo;
+    eo.members = 3;
+    etcd_cluster cluster(eo);
+    redis_server resource;
+    const std::size_t leader = cluster.leader();
+    // Workers 0 and 1 of each name list the leader first, worker 2 a follower.
+    const std::vector<std::string> urls = {cluster_url(cluster, leader),
+                                           cluster_url(cluster, leader),
+                                           cluster_url(cluster, leader + 1)};
+
+    // Two names, three workers each, cycling for long enough to span the
+    // kill, the election and a good run after it.
+    const auto lease = 2000ms;
+    std::vector<std::unique_ptr<fleet>> fleets;
+    for (const char* name : {"failover:a", "failover:b"}) {
+        fleets.push_back(std::make_unique<fleet>(
+            resource,
+            fleet_options{.workers = 3, .lease = lease, .hold = 120ms, .duration = 9000ms,
+                          .name = name, .urls = urls, .separate_resource = true},
+            seed));
+    }
+    for (auto& f : fleets) f->start();
+
+    // Let both names cycle, then kill the leader while a worker of the
+    // first name is inside its critical section (its fellows wait).
+    std::this_thread::sleep_for(2500ms);
+    const auto victim = fleets[0]->worker_in_section(5s);
+    REQUIRE(victim);
+    const std::size_t killed = cluster.leader();
+    const long long killed_at = mono_ns();
+    cluster.kill9(killed);
+    // The survivors elect a new leader (bounded by the cluster's start timeout).
+    const std::size_t new_leader = cluster.leader();
+    CHECK(new_leader != killed);
+
+    long cycles = 0;
+    for (auto& f : fleets) cycles += f->finish();
+    CHECK(cycles > 0);
+
+    long long first_grant_after = -1;
+    int holding = 0, waiting = 0;
+    for (auto& f : fleets) {
+        const auto events = f->events();
+        const auto r = f->check(f->counted());
+        INFO(f->options().name << ":\n" << r.report());
+        CHECK(r.ok());
+        CHECK(r.writes_accepted == r.completed_sections);
+        const auto a = look_around(events, r, killed_at);
+        // Waiters got through after the failover.
+        CHECK(a.grants_after > 0);
+        holding += a.holding;
+        waiting += a.waiting;
+        if (a.first_grant_after >= 0 &&
+            (first_grant_after < 0 || a.first_grant_after < first_grant_after))
+            first_grant_after = a.first_grant_after;
+        std::cout << f->options().name << ": " << r.holders << " grants, " << a.grants_after
+                  << " after the kill; at the kill " << a.holding << " holding, " << a.waiting
+                  << " waiting" << std::endl;
+    }
+    // The kill did happen with the lock held and waited on.
+    CHECK(holding >= 1);
+    CHECK(waiting >= 1);
+    REQUIRE(first_grant_after >= 0);
+    std::cout << "leader failover: member " << killed << " killed, member " << new_leader
+              << " leads; first grant " << ms_of(first_grant_after - killed_at)
+              << " ms after the kill; " << cycles << " cycles in all (lease " << lease.count()
+              << " ms)" << std::endl;
+}
