@@ -17,13 +17,13 @@ public:
         switch (static_cast<error>(ev)) {
         case error::invalid_argument: return "invalid argument";
         case error::invalid_url: return "malformed Redis URL";
-        case error::connect_timeout: return "connecting to Redis timed out";
-        case error::resolve_failed: return "the Redis host name did not resolve";
+        case error::connect_timeout: return "connecting to the server timed out";
+        case error::resolve_failed: return "the server's host name did not resolve";
         case error::tls_handshake_failed: return "TLS handshake or certificate verification failed";
-        case error::auth_failed: return "Redis rejected the credentials";
+        case error::auth_failed: return "the server rejected the credentials";
         case error::handshake_failed: return "the HELLO/SELECT handshake failed";
-        case error::connection_lost: return "the connection to Redis was lost";
-        case error::not_connected: return "not connected to Redis";
+        case error::connection_lost: return "the connection to the server was lost";
+        case error::not_connected: return "not connected to the server";
         case error::timeout: return "the command got no reply in time";
         case error::client_stopped: return "the client was stopped";
         case error::protocol_error: return "malformed RESP3 data from the server";
@@ -39,7 +39,7 @@ public:
         case error::expired: return "the lock expired";
         case error::lock_lost: return "the lease was lost";
         case error::released: return "the guard was already released";
-        case error::never_connected: return "no connection to Redis could be made";
+        case error::never_connected: return "no connection to the server could be made";
         case error::no_permission: return "permission denied by the server's ACL";
         case error::server_too_old:
             return "the server does not speak RESP3 (HELLO 3): Redis 6.0 or later is required";
@@ -116,7 +116,7 @@ public:
     std::string message(int ev) const override {
         switch (static_cast<condition>(ev)) {
         case condition::timeout: return "timed out";
-        case condition::connection_failure: return "the connection to Redis failed";
+        case condition::connection_failure: return "the connection to the server failed";
         case condition::lock_unavailable: return "the lock is not available";
         case condition::lease_gone: return "the lease is gone";
         }

@@ -533,6 +533,17 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
         backend->revoke_in_background(std::exchange(lease_id, 0));
     }
 
+    // Gives the lease back and waits for etcd's answer (bounded by the
+    // request timeout), so that a caller told lock_held or wait_timeout can
+    // exit at once without leaving its key queued until its lease ends.
+    asio::awaitable<void> give_back_now() {
+        stop_watching();
+        const auto id = std::exchange(lease_id, 0);
+        if (id == 0 || backend->stopped()) co_return;
+        auto& wire = backend->wire();
+        co_await call<lease_revoke_result>([&](auto h) { wire.lease_revoke(id, std::move(h)); });
+    }
+
     // Waits for a wake-up or until `until`. False when abandoned.
     asio::awaitable<bool> wait_until(clock::time_point until) {
         if (!woken) {
@@ -642,7 +653,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
                 co_return grant(level, terms, static_cast<std::uint64_t>(my_revision), contended);
             }
             if (try_once || (opts.wait && opts.wait->count() == 0)) {
-                give_back();
+                co_await give_back_now();
                 co_return complete(error::lock_held, {});
             }
             contended = true;
@@ -672,10 +683,13 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
                 give_back();
                 continue;
             }
+            if (outcome == turn::timed_out) {
+                co_await give_back_now();
+                co_return complete(error::wait_timeout, {});
+            }
             stop_watching();
             give_back();
             if (outcome == turn::restart) continue;
-            if (outcome == turn::timed_out) co_return complete(error::wait_timeout, {});
             if (outcome == turn::failed) co_return complete(last_error, {});
             break;  // abandoned or stopped
         }
