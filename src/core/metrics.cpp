@@ -1,8 +1,7 @@
 #include <corolock/metrics.hpp>
 
-#include <corolock/client.hpp>
-#include "redis/client_impl.hpp"
 #include "core/logging.hpp"
+#include "core/metrics_recorder.hpp"
 #include "core/utf8.hpp"
 
 #include <spdlog/spdlog.h>
@@ -20,28 +19,21 @@ void log_observer_failure(spdlog::logger& log, const char* event, const char* wh
     }
 }
 
-metrics_snapshot client_impl::read_metrics() const {
+metrics_snapshot metrics_recorder::snapshot() const noexcept {
     metrics_snapshot m;
     auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    m.acquisitions = get(metrics_.acquisitions);
-    m.contended_acquisitions = get(metrics_.contended_acquisitions);
-    m.wait = metrics_.wait.read();
-    m.handoff = metrics_.handoff.read();
-    m.renewals_sent = get(metrics_.renewals_sent);
-    m.renewals_failed = get(metrics_.renewals_failed);
-    m.leases_lost = get(metrics_.leases_lost);
-    m.releases_found_gone = get(metrics_.releases_found_gone);
-    const auto connects = get(stats_.connects);
-    m.reconnects = connects > 0 ? connects - 1 : 0;
-    m.commands_in_flight = stats_.queued.load(std::memory_order_relaxed);
+    m.acquisitions = get(acquisitions);
+    m.contended_acquisitions = get(contended_acquisitions);
+    m.wait = wait.read();
+    m.handoff = handoff.read();
+    m.renewals_sent = get(renewals_sent);
+    m.renewals_failed = get(renewals_failed);
+    m.leases_lost = get(leases_lost);
+    m.releases_found_gone = get(releases_found_gone);
     return m;
 }
 
 }  // namespace detail
-
-metrics_snapshot client::metrics() const noexcept {
-    return impl_ ? impl_->read_metrics() : metrics_snapshot{};
-}
 
 namespace {
 

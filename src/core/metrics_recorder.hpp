@@ -41,6 +41,10 @@ struct metrics_recorder {
         counter.fetch_add(1, std::memory_order_relaxed);
     }
 
+    // The lock layer's counters; the connection's (reconnects, commands in
+    // flight) are the backend's to add.
+    metrics_snapshot snapshot() const noexcept;
+
     std::atomic<std::uint64_t> acquisitions{0}, contended_acquisitions{0}, renewals_sent{0},
         renewals_failed{0}, leases_lost{0}, releases_found_gone{0};
     histogram_recorder wait, handoff;

@@ -328,18 +328,7 @@ void etcd_backend::stop() noexcept {
     }
 }
 
-metrics_snapshot etcd_backend::metrics() const noexcept {
-    metrics_snapshot m;
-    m.acquisitions = metrics_.acquisitions.load(std::memory_order_relaxed);
-    m.contended_acquisitions = metrics_.contended_acquisitions.load(std::memory_order_relaxed);
-    m.wait = metrics_.wait.read();
-    m.handoff = metrics_.handoff.read();
-    m.renewals_sent = metrics_.renewals_sent.load(std::memory_order_relaxed);
-    m.renewals_failed = metrics_.renewals_failed.load(std::memory_order_relaxed);
-    m.leases_lost = metrics_.leases_lost.load(std::memory_order_relaxed);
-    m.releases_found_gone = metrics_.releases_found_gone.load(std::memory_order_relaxed);
-    return m;
-}
+metrics_snapshot etcd_backend::metrics() const noexcept { return metrics_.snapshot(); }
 
 std::shared_ptr<lock_state> etcd_backend::make_state(std::string name) {
     return std::make_shared<etcd_lock_state>(shared_from_this(), std::move(name), opts_.prefix);

@@ -1084,6 +1084,18 @@ client::client(executor_type ex, config cfg)
 
 client::client(executor_type ex, std::string_view url) : client(ex, config::from_url(url)) {}
 
+metrics_snapshot detail::client_impl::read_metrics() const {
+    auto m = metrics_.snapshot();
+    const auto connects = stats_.connects.load(std::memory_order_relaxed);
+    m.reconnects = connects > 0 ? connects - 1 : 0;
+    m.commands_in_flight = stats_.queued.load(std::memory_order_relaxed);
+    return m;
+}
+
+metrics_snapshot client::metrics() const noexcept {
+    return impl_ ? impl_->read_metrics() : metrics_snapshot{};
+}
+
 backend client::lock_backend() const noexcept {
     return backend(impl_ ? impl_->lock_backend().shared() : nullptr, false);
 }
