@@ -20,6 +20,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -171,6 +172,9 @@ int exit_status_for(const error_code& ec);
 void report_error(std::string_view message);
 // Prints "corolock: warning: <message>" to stderr.
 void report_warning(std::string_view message);
+// Reports an exception that escaped a command's coroutine ("internal
+// error: ...") and returns exit_status::os_error; 0 for no exception.
+int report_internal_error(std::exception_ptr e) noexcept;
 
 // Explains a failure to reach or use Redis and returns the exit status.
 // `cause`: the client's last_error().message (what the last connection

@@ -26,69 +26,44 @@ namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-// Runs body(client) on a fresh single-threaded client and returns its exit
-// status. Every wait inside is bounded by the client's command timeout, so
-// this returns within a few seconds whatever Redis does.
-int with_client(const common_options& o,
-                const std::function<asio::awaitable<int>(client&)>& body) {
+// Runs body(*service) on a single-threaded io_context, then stops the
+// service (whose reconnect loop never runs out of work by itself). make()
+// throwing is a bad configuration.
+template <class Service, class Make>
+int with_service(Make make, const std::function<asio::awaitable<int>(Service&)>& body) {
     asio::io_context ioc(1);
-    std::optional<client> c;
+    std::unique_ptr<Service> svc;
     try {
-        c.emplace(ioc.get_executor(), tool_config(o));
+        svc = make(ioc.get_executor());
     } catch (const std::exception& e) {
         report_error(std::string("bad configuration: ") + e.what());
         return exit_status::usage;
     }
     int status = exit_status::os_error;
-    asio::co_spawn(ioc, body(*c), [&](std::exception_ptr e, int result) {
-        status = result;
-        if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& ex) {
-                report_error(std::string("internal error: ") + ex.what());
-            } catch (...) {
-                report_error("internal error");
-            }
-            status = exit_status::os_error;
-        }
-        c->stop();
-        // The client's reconnect loop never runs out of work by itself.
+    asio::co_spawn(ioc, body(*svc), [&](std::exception_ptr e, int result) {
+        status = e ? report_internal_error(e) : result;
+        svc->stop();
         ioc.stop();
     });
     ioc.run();
     return status;
 }
 
+// Runs body(client) on a fresh client and returns its exit status. Every
+// wait inside is bounded by the client's command timeout, so this returns
+// within a few seconds whatever Redis does.
+int with_client(const common_options& o,
+                const std::function<asio::awaitable<int>(client&)>& body) {
+    return with_service<client>(
+        [&](const asio::any_io_executor& ex) { return std::make_unique<client>(ex, tool_config(o)); },
+        body);
+}
+
 // Runs body(admin) on a fresh single-threaded etcd admin; as with_client.
 int with_etcd(const common_options& o,
               const std::function<asio::awaitable<int>(detail::etcd::admin&)>& body) {
-    asio::io_context ioc(1);
-    std::unique_ptr<detail::etcd::admin> a;
-    try {
-        a = make_etcd_admin(ioc.get_executor(), o);
-    } catch (const std::exception& e) {
-        report_error(std::string("bad configuration: ") + e.what());
-        return exit_status::usage;
-    }
-    int status = exit_status::os_error;
-    asio::co_spawn(ioc, body(*a), [&](std::exception_ptr e, int result) {
-        status = result;
-        if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& ex) {
-                report_error(std::string("internal error: ") + ex.what());
-            } catch (...) {
-                report_error("internal error");
-            }
-            status = exit_status::os_error;
-        }
-        a->stop();
-        ioc.stop();
-    });
-    ioc.run();
-    return status;
+    return with_service<detail::etcd::admin>(
+        [&](const asio::any_io_executor& ex) { return make_etcd_admin(ex, o); }, body);
 }
 
 std::string etcd_key_json(const detail::etcd::lock_key& k) {

@@ -809,14 +809,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
     asio::co_spawn(ioc, run_flow(s), [&](std::exception_ptr e, int result) {
         status = result;
         if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& ex) {
-                report_error(std::string("internal error: ") + ex.what());
-            } catch (...) {
-                report_error("internal error");
-            }
-            status = exit_status::os_error;
+            status = report_internal_error(e);
             if (s.child.running()) {
                 // Never leave the command running without its lock.
                 s.child.signal(SIGKILL);

@@ -103,6 +103,18 @@ void report_error(std::string_view message) {
     std::fprintf(stderr, "corolock: %s\n", text.c_str());
 }
 
+int report_internal_error(std::exception_ptr e) noexcept {
+    if (!e) return 0;
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& ex) {
+        report_error(std::string("internal error: ") + ex.what());
+    } catch (...) {
+        report_error("internal error");
+    }
+    return exit_status::os_error;
+}
+
 void report_warning(std::string_view message) {
     const std::string text = printable(message);
     std::fprintf(stderr, "corolock: warning: %s\n", text.c_str());
