@@ -207,10 +207,12 @@ etcd_cluster::etcd_cluster(etcd_server_options opts) : opts_(std::move(opts)) {
     cluster_token_ = "corolock-" + dir_.substr(dir_.rfind('-') + 1);
     members_.resize(opts_.members);
     for (std::size_t i = 0; i < members_.size(); ++i) {
-        // Appended, not `"m" + std::string&&`: g++ 12 at -O3 reports a false
-        // -Wrestrict for that (GCC bug 105329).
-        members_[i].name = "m";
-        members_[i].name += std::to_string(i);
+        // Built by push_back, not `"m" + std::string&&` nor `= "m"`: g++ 12
+        // at -O3 reports a false -Wrestrict for either (GCC bug 105329).
+        std::string name;
+        name.push_back('m');
+        name += std::to_string(i);
+        members_[i].name = std::move(name);
     }
     try {
         if (opts_.tls) generate_tls_files();
