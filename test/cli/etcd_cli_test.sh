@@ -204,8 +204,11 @@ group_run() {
 
 group_exclusion() {
   local log=$tmp_dir/ex.log
+  # The first holder keeps the lock until the test says go (bounded to
+  # 30 s), however slowly the checks in between run (under ASan, say).
+  local go=$tmp_dir/ex-go
   spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
-    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; $(long_child 2); echo end >>'$log'"
+    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; for i in \$(seq 300); do [ -e '$go' ] && break; sleep 0.1; done; echo end >>'$log'"
   local first=$last_pid
   expect_true "exclusion: the first run holds the lock" wait_until 10 is_held ex
   spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
@@ -220,6 +223,7 @@ group_exclusion() {
   expect_status "exclusion: --wait 1s on a held lock" 75 "$last_status"
   expect_true "exclusion: neither ran its command" [ ! -e "$tmp_dir/ex-ran" ]
   expect_true "exclusion: the runs that gave up left no key" has_waiters ex 1
+  touch "$go"
   reap "$first"
   expect_status "exclusion: the first run" 0 "$last_status"
   reap "$second"
