@@ -46,7 +46,8 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
     using clock = std::chrono::steady_clock;
 
     lock_state(std::shared_ptr<lock_backend> b, std::string lock_name, std::string owner_id);
-    virtual ~lock_state() = default;
+    lock_state(const lock_state&) = delete;
+    lock_state& operator=(const lock_state&) = delete;
 
     const std::shared_ptr<lock_backend> backend;
     const std::string name;
@@ -75,6 +76,12 @@ struct lock_state : std::enable_shared_from_this<lock_state> {
 
     // --- any thread ---
     std::atomic<std::size_t> held{0};
+
+protected:
+    // Not virtual: every state is made by make_shared of its own type, whose
+    // control block destroys it as that type, and a vtable pointer would be
+    // a word more per waiter and per held lock (S4, S5).
+    ~lock_state() = default;
 };
 
 // One connection to a lock service, as the core sees it.

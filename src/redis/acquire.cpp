@@ -42,7 +42,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         : st(std::move(s)),
           renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
           handler(std::move(h)),
-          machine(settings_for(*st->client, o, once)) {}
+          machine(settings_for(st->client(), o, once)) {}
 
     static fsm::settings settings_for(const detail::client_impl& c, const lock_options& o,
                                       bool once) {
@@ -135,7 +135,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     void start() {
-        svc = lock_service::of(*st->client);
+        svc = lock_service::of(st->client());
         level = st->next_level++;
         waiter.wake = &acquire_op::on_wake;
         waiter.context = this;
@@ -180,24 +180,24 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         const auto a = machine.on_attempt(f, {ec, r.acquired, r.pttl, crossed});
         if (a.granted) note_grant(f.now);
         if (crossed)
-            st->client->log().info(
+            st->client().log().info(
                 "acquire {}: the grant crossed a lost tenure or came after its deadline; giving "
                 "it back",
                 escaped{st->name});
         if (!ec && r.acquired && a.give_back && !crossed)
-            st->client->log().debug("acquire {}: granted after cancellation; releasing",
+            st->client().log().debug("acquire {}: granted after cancellation; releasing",
                                     escaped{st->name});
         if (ec && a.fresh_level)
-            st->client->log().info("acquire {}: {}; retrying", escaped{st->name}, ec.message());
+            st->client().log().info("acquire {}: {}; retrying", escaped{st->name}, ec.message());
         else if (ec && a.what == fsm::step::done)
-            st->client->log().debug("acquire {} failed: {}", escaped{st->name}, ec.message());
+            st->client().log().debug("acquire {} failed: {}", escaped{st->name}, ec.message());
         perform(a);
     }
 
     // Metrics and the observer hear of a grant before its caller resumes.
     // A handoff is a grant whose attempt was sent after a wake-up.
     void note_grant(clock::time_point now) {
-        auto& c = *st->client;
+        auto& c = st->client();
         auto& m = c.metrics();
         const auto waited = now - started;
         m.add(m.acquisitions);
@@ -314,7 +314,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     void resume_soon() {
-        asio::post(st->client->strand(), [self = shared_from_this()] { self->on_wait(); });
+        asio::post(st->client().strand(), [self = shared_from_this()] { self->on_wait(); });
     }
 
     void on_wait() {
@@ -349,7 +349,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         if (!handler) return;
         auto slot = asio::get_associated_cancellation_slot(handler);
         if (slot.is_connected()) slot.clear();
-        detail::complete(std::move(handler), initiating, direct, st->client->get_executor(), ec,
+        detail::complete(std::move(handler), initiating, direct, st->client().get_executor(), ec,
                          std::move(g));
         handler = {};
     }
@@ -389,7 +389,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 void redis_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
                             bool try_once, acquire_handler handler, bool direct) {
     auto state = std::static_pointer_cast<redis_lock_state>(base);
-    auto& client = *state->client;
+    auto& client = state->client();
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto op = std::make_shared<acquire_op>(std::move(state), opts, try_once, std::move(handler));
     op->direct = direct;
@@ -399,13 +399,13 @@ void redis_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_
             if (!o) return;
             // Posted: completing clears this slot, which must not happen
             // from inside the slot's own handler.
-            asio::post(o->st->client->strand(), [o] {
+            asio::post(o->st->client().strand(), [o] {
                 o->step([&] { o->abandon(asio::error::operation_aborted); });
             });
         });
     }
     auto start = [op] {
-        auto& c = *op->st->client;
+        auto& c = op->st->client();
         if (c.stopped()) {
             op->complete(error::client_stopped, {});
             return;

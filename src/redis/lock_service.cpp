@@ -36,11 +36,8 @@ void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code 
 }
 }  // namespace
 
-redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::shared_ptr<client_impl> c,
-                                   std::string lock_name)
-    : lock_state(std::move(b), std::move(lock_name), random_owner_id()),
-      client(std::move(c)),
-      keys(keys_for(name)) {}
+redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name)
+    : lock_state(std::move(b), std::move(lock_name), random_owner_id()), keys(keys_for(name)) {}
 
 lock_service::lock_service(std::shared_ptr<client_impl> c)
     : client_(c), impl_(*c), watchdog_timer_(c->strand()), wait_timer_(c->strand()) {}
@@ -77,7 +74,7 @@ void lock_service::acquire_arguments(const redis_lock_state& st, std::uint64_t l
     out.arg(std::string_view(st.owner));
     out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
     out.arg(static_cast<std::int64_t>(level));
-    out.arg(std::string_view(st.client->holder()));
+    out.arg(std::string_view(st.client().holder()));
 }
 
 error_code lock_service::parse_acquire_reply(const reply& r, acquire_reply& out) noexcept {
@@ -136,15 +133,15 @@ public:
             // work done under it was not protected. Never report success.
             if (!ec && tenure_ && tenure_->lost()) ec = error::lock_lost;
             if (ec && granted_ && ec == condition::lease_gone) {
-                auto& c = *st_->client;
+                auto& c = st_->client();
                 c.metrics().add(c.metrics().releases_found_gone);
                 notify(c.event_observer(), c.log(), "on_release_found_gone",
                        [&](observer& o) { o.on_release_found_gone(st_->name, ec); });
             }
         }
-        st_->client->log().debug("release {} level {}: {}", escaped{st_->name}, level_,
+        st_->client().log().debug("release {} level {}: {}", escaped{st_->name}, level_,
                                  ec ? ec.message() : "ok");
-        complete_now(std::move(handler_), direct_, st_->client->get_executor(), ec);
+        complete_now(std::move(handler_), direct_, st_->client().get_executor(), ec);
     }
 
 private:

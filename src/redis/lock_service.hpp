@@ -8,6 +8,7 @@
 
 #include "redis/client_impl.hpp"
 #include "redis/handoff.hpp"
+#include "redis/redis_backend.hpp"
 #include "redis/script_call.hpp"
 #include "redis/scripts.hpp"
 #include "core/backend.hpp"
@@ -40,10 +41,14 @@ class lock_service;
 
 // A Redis mutex handle's state: the core's, plus the client and the keys.
 struct redis_lock_state final : lock_state {
-    redis_lock_state(std::shared_ptr<lock_backend> b, std::shared_ptr<client_impl> c,
-                     std::string lock_name);
+    // `b` is the client's own backend (redis_backend::shared()): it shares
+    // ownership of the client, so the state keeps the client alive without
+    // a pointer of its own (every byte here is a byte per waiter, S4).
+    redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name);
 
-    const std::shared_ptr<client_impl> client;
+    client_impl& client() const noexcept {
+        return static_cast<const redis_backend&>(*backend).client();
+    }
     const lock_keys keys;
 };
 

@@ -23,8 +23,7 @@ std::shared_ptr<lock_backend> redis_backend::shared() const {
 }
 
 std::shared_ptr<lock_state> redis_backend::make_state(std::string name) {
-    return std::make_shared<redis_lock_state>(shared(), client_.shared_from_this(),
-                                              std::move(name));
+    return std::make_shared<redis_lock_state>(shared(), std::move(name));
 }
 
 void redis_backend::release(const std::shared_ptr<lock_state>& st, std::uint64_t level,

@@ -32,6 +32,7 @@ public:
 
     // This backend, sharing ownership of its client.
     std::shared_ptr<lock_backend> shared() const;
+    client_impl& client() const noexcept { return client_; }
 
 private:
     client_impl& client_;
