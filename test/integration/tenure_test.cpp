@@ -500,16 +500,19 @@ TEST_CASE("tenure: a woken waiter that is cancelled passes its wake-up on",
         auto waiters = [&] {
             return corolock::detail::lock_service::of(*waiter_client.impl())->waiters().total_waiters();
         };
-        CHECK(co_await eventually([&] { return waiters() == 1; }, 5000ms));
+        const bool first_waits = co_await eventually([&] { return waiters() == 1; }, 5000ms);
+        CHECK(first_waits);
         second.async_acquire({.lease = 5s, .wait = 20s}, [&](error_code ec, guard sg) {
             second_result = ec;
             if (!ec) asio::co_spawn(ioc, [sg = std::move(sg)]() mutable -> asio::awaitable<void> {
                 co_await sg.release();
             }, asio::detached);
         });
-        CHECK(co_await eventually([&] { return waiters() == 2; }, 5000ms));
-        CHECK(co_await eventually(
-            [&] { return server.cmd({"PUBSUB", "NUMSUB", channel}).at(1) == "1"; }, 5000ms));
+        const bool both_wait = co_await eventually([&] { return waiters() == 2; }, 5000ms);
+        CHECK(both_wait);
+        const bool subscribed = co_await eventually(
+            [&] { return server.cmd({"PUBSUB", "NUMSUB", channel}).at(1) == "1"; }, 5000ms);
+        CHECK(subscribed);
         co_await sleep_for(100ms);  // both have had their first answer and wait
 
         // The woken waiter's retry is held in the proxy while it is cancelled.
@@ -521,10 +524,14 @@ TEST_CASE("tenure: a woken waiter that is cancelled passes its wake-up on",
         co_await sleep_for(100ms);
         proxy.resume(fault_proxy::direction::to_server);
 
-        CHECK(co_await eventually([&] { return first_result.has_value(); }, 5000ms));
+        const bool first_answered =
+            co_await eventually([&] { return first_result.has_value(); }, 5000ms);
+        CHECK(first_answered);
         if (first_result) CHECK(*first_result == asio::error::operation_aborted);
         // Acquired at the key's expiry (about 1.5 s), not at its wait's end (20 s).
-        CHECK(co_await eventually([&] { return second_result.has_value(); }, 6000ms));
+        const bool second_answered =
+            co_await eventually([&] { return second_result.has_value(); }, 6000ms);
+        CHECK(second_answered);
         INFO("second waiter: " << (second_result ? second_result->message() : "no answer"));
         CHECK(second_result == error_code{});
     }, 30s);
