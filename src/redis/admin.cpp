@@ -44,6 +44,14 @@ struct admin_op : std::enable_shared_from_this<admin_op<Results...>> {
     handler_type handler;
     asio::any_io_executor fallback_executor;
 
+    // An answer known inside the initiating call, before any cancellation
+    // slot was assigned.
+    void complete_posted(error_code ec) {
+        auto h = std::move(handler);
+        handler = {};
+        detail::complete_posted(std::move(h), fallback_executor, ec, Results{}...);
+    }
+
     void complete(error_code ec, Results... results) {
         if (!handler) return;
         auto slot = asio::get_associated_cancellation_slot(handler);
@@ -72,8 +80,7 @@ void run_admin_script(const std::shared_ptr<detail::client_impl>& impl, std::str
     error_code ec = why.empty() ? validate_lock_name(name, why) : error::invalid_argument;
     if (ec) {
         impl->log().debug("admin {}: {}", s.name, detail::escaped{why});
-        // Never complete inside the initiating call.
-        asio::post(impl->strand(), [op, ec] { op->complete(ec, Results{}...); });
+        op->complete_posted(ec);
         return;
     }
 
