@@ -66,17 +66,25 @@ struct lock_status {
     std::optional<lock_holder> holder;
 };
 
+// What async_list_locks puts in the lock_list_options fields left zero.
+struct lock_list_defaults {
+    static constexpr std::size_t count_per_step = 100;
+    static constexpr std::size_t max_steps = 10000;
+    static constexpr std::size_t max_locks = 10000;
+    static constexpr std::chrono::seconds max_time{10};
+};
+
 // What async_list_locks looks at, and the bounds that keep it short on a
-// large keyspace. Zero means the default.
+// large keyspace. Zero means the default (lock_list_defaults).
 struct lock_list_options {
     // Which lock names: a Redis glob (SCAN MATCH: *, ?, [abc], \ escapes).
     // Empty means every name. A pattern with '{' or '}' is invalid (no
     // lock name has braces).
     std::string pattern{};
-    std::size_t count_per_step = 0;  // SCAN COUNT; default 100
-    std::size_t max_steps = 0;       // SCAN calls at most; default 10000
-    std::size_t max_locks = 0;       // locks reported at most; default 10000
-    // The whole listing's time; default 10 s. Each command is bounded by
+    std::size_t count_per_step = 0;  // SCAN COUNT
+    std::size_t max_steps = 0;       // SCAN calls at most
+    std::size_t max_locks = 0;       // locks reported at most
+    // The whole listing's time. Each command is bounded by
     // config.command_timeout as well.
     std::chrono::steady_clock::duration max_time{};
 };
