@@ -21,10 +21,6 @@ namespace corolock::cli {
 
 namespace {
 
-constexpr std::string_view default_url = "redis://127.0.0.1:6379";
-// A lease so short that renewals (every lease/3) race the command timeout
-// makes no sense for a process lock; the library's own floor is 10 ms.
-constexpr duration min_run_lease = std::chrono::milliseconds(100);
 // Anything longer is surely a typo, and it keeps the arithmetic far from overflow.
 constexpr duration max_duration = std::chrono::hours(24 * 365);
 
@@ -413,7 +409,7 @@ std::optional<usage_error> resolve_url(const std::string& command,
         o.url = env;
         o.url_from = "REDIS_URL";
     } else {
-        o.url = std::string(default_url);
+        o.url = defaults::url();
         o.url_from = "the default URL";
     }
     if (is_etcd_url(o.url)) return resolve_etcd_url(command, o, cred);
@@ -529,9 +525,9 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
         o.wait = duration::zero();
         o.wait_text = "0s";
     }
-    if (o.lease < min_run_lease)
-        return r.error("--lease must be at least " + format_duration(min_run_lease) + " (got " +
-                       o.lease_text + ")");
+    if (o.lease < defaults::min_lease)
+        return r.error("--lease must be at least " + format_duration(defaults::min_lease) +
+                       " (got " + o.lease_text + ")");
 
     if (r.positionals.empty())
         return r.error(r.saw_separator ? "missing NAME before '--'" : "missing NAME");
@@ -611,6 +607,11 @@ std::optional<usage_error> parse_list(const std::vector<std::string_view>& args,
 }
 
 }  // namespace
+
+std::string defaults::url() {
+    const config cfg;  // its host is an IPv4 address: no brackets needed
+    return "redis://" + cfg.host + ":" + std::to_string(cfg.port);
+}
 
 std::optional<duration> parse_duration(std::string_view text, std::string& why) {
     constexpr std::string_view hint = "expected a whole number and a unit: 500ms, 10s, 2m or 1h";

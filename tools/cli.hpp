@@ -12,6 +12,7 @@
 #include <corolock/admin.hpp>
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
+#include <corolock/lock_options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -54,6 +55,30 @@ inline constexpr int not_found = 127;     // COMMAND not found (as shells do)
 inline constexpr int signal_base = 128;   // + signal number
 }  // namespace exit_status
 
+// The tool's defaults, each stated once: the parser starts from them and the
+// help texts are generated from them (help.cpp).
+namespace defaults {
+// The library's own default lease (lock_options).
+inline constexpr duration lease = std::chrono::duration_cast<duration>(lock_options{}.lease);
+// A lease so short that renewals (every lease/3) race the command timeout
+// makes no sense for a process lock (the library's own floor is min_lease).
+inline constexpr duration min_lease = std::chrono::milliseconds(100);
+// run --on-lost kill: from SIGTERM to SIGKILL.
+inline constexpr duration grace = std::chrono::seconds(5);
+// A command-line tool must say "Redis is down" promptly instead of retrying
+// in silence: the reachability check is one PING bounded by the command
+// timeout, and a connect attempt that hangs (a black-holed address) is cut
+// short enough that at least one attempt fits in it.
+inline constexpr duration connect_timeout = std::chrono::seconds(2);
+inline constexpr duration command_timeout = std::chrono::seconds(3);
+// The library's default server (config's host and port), as a redis:// URL.
+std::string url();
+}  // namespace defaults
+
+// "500ms", "10s", "2m", "1h": a whole number and a unit. Empty why on success.
+std::optional<duration> parse_duration(std::string_view text, std::string& why);
+std::string format_duration(duration d);
+
 // A usage error: what was wrong, in words a user can act on.
 struct usage_error {
     std::string command;  // "run", "status", ... or empty for the top level
@@ -62,7 +87,7 @@ struct usage_error {
 
 // Options every command that talks to Redis takes.
 struct common_options {
-    std::string url;       // resolved: --url, else $REDIS_URL, else the default
+    std::string url;       // resolved: --url, else $REDIS_URL, else defaults::url()
     std::string url_from;  // "--url", "REDIS_URL" or "default", for messages
     config cfg;            // parsed from url, with the password and TLS options applied
                            // (Redis URLs only; empty for etcd)
@@ -78,14 +103,14 @@ enum class on_lost_action { kill, ignore };
 struct run_options {
     common_options common;
     std::string name;
-    duration lease = std::chrono::seconds(30);
-    std::string lease_text = "30s";
+    duration lease = defaults::lease;
+    std::string lease_text = format_duration(defaults::lease);
     std::optional<duration> wait;  // absent: wait until signalled
     std::string wait_text;
-    int conflict_exit_code = 75;   // -E: the status when the lock is not acquired in time
+    int conflict_exit_code = exit_status::not_acquired;  // -E: when not acquired in time
     bool quiet = false;            // -q: no message when the lock is not acquired
     on_lost_action on_lost = on_lost_action::kill;
-    duration grace = std::chrono::seconds(5);
+    duration grace = defaults::grace;
     bool own_process_group = true; // --no-process-group turns it off
     bool pass_credentials = false; // --pass-credentials: REDIS_URL/COROLOCK_PASSWORD kept for COMMAND
     std::string metrics_file;      // --metrics-file: empty for none
@@ -122,10 +147,6 @@ struct parsed_command {
 // Parses argv (without argv[0]). Returns the usage error on failure.
 std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
                                               parsed_command& out);
-
-// "500ms", "10s", "2m", "1h": a whole number and a unit. Empty why on success.
-std::optional<duration> parse_duration(std::string_view text, std::string& why);
-std::string format_duration(duration d);
 
 // How a lock's holder reads in text (defined in inspect_commands.cpp):
 // RFC 3339 UTC with milliseconds; "2d 3h 4m 5s" (or "12.345s"); host:pid,

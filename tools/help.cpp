@@ -1,6 +1,11 @@
 // The --help texts. docs/cli.md is the long form; keep the two in step.
 #include "cli.hpp"
 
+#include <corolock/admin.hpp>
+
+#include <string>
+#include <utility>
+
 namespace corolock::cli {
 
 namespace {
@@ -27,7 +32,7 @@ Commands:
 Options every command takes:
   --url URL       Redis to use: redis://[user[:password]@]host[:port][/db], or
                   rediss://... for TLS. Default: $REDIS_URL, else
-                  redis://127.0.0.1:6379. Or etcd: etcd://host:port[,...][/prefix]
+                  @URL@. Or etcd: etcd://host:port[,...][/prefix]
                   (etcds://...[?ca_file=PATH] for TLS) for run, status, break.
   --password-file FILE  The password: the first line of FILE. Overrides the
                   URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
@@ -91,11 +96,11 @@ COMMAND is looked up on PATH. It sees two more environment variables:
 
 Options:
   --url URL           Redis to use (default: $REDIS_URL, else
-                      redis://127.0.0.1:6379), or etcd://host:port[,...].
+                      @URL@), or etcd://host:port[,...].
   --lease DURATION    How long Redis keeps the lock if this process stops
                       renewing it (crash, network partition). Renewed every
-                      third of it while COMMAND runs. At least 100ms.
-                      Default 30s.
+                      third of it while COMMAND runs. At least @MIN_LEASE@.
+                      Default @LEASE@.
   -w, --wait SECONDS|DURATION
                       Give up (exit 75, or -E's) if the lock is not acquired
                       within that time: plain or fractional seconds as
@@ -114,7 +119,7 @@ Options:
                       warning and lets COMMAND finish, then exits with its
                       status.
   --grace DURATION    Time between SIGTERM and SIGKILL for --on-lost kill.
-                      Default 5s.
+                      Default @GRACE@.
   --no-process-group  Run COMMAND in corolock's own process group instead of
                       one of its own; signals then reach COMMAND's process
                       only, not its children.
@@ -143,8 +148,8 @@ itself dies, even by SIGKILL, COMMAND gets SIGKILL (its own children do not).
 A signal that arrives while still waiting for the lock stops the wait:
 nothing is held, and corolock exits 128+N.
 
-If Redis cannot be reached at start, corolock gives up within about 3 seconds
-(exit 69) rather than waiting.
+If Redis cannot be reached at start, corolock gives up within about
+@COMMAND_TIMEOUT@ (exit 69) rather than waiting.
 
 Environment:
   REDIS_URL       The default for --url. COMMAND gets it without user and
@@ -192,7 +197,7 @@ Options:
                   when the lock records no holder (taken by an older
                   corolock). ttl_ms is -1 for a key without expiry (not one
                   corolock wrote).
-  --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+  --url URL       Redis to use (default: $REDIS_URL, else @URL@).
                   Or etcd://host:port[,...] (see 'corolock help').
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
@@ -215,9 +220,9 @@ constexpr std::string_view list_help = R"(Usage: corolock list [OPTIONS] [--json
 
 Shows every lock held now whose name matches PATTERN (a Redis glob: *, ?,
 [abc], \ to escape; default every name), with its holder. It walks the keys
-with SCAN (never KEYS), 100 per step, and stops after 10 s, 10000 steps or
-10000 locks with a warning that there may be more. A lock taken or released
-meanwhile may or may not be shown. Read-only.
+with SCAN (never KEYS), @LIST_STEP@ per step, and stops after @LIST_TIME@,
+@LIST_STEPS@ steps or @LIST_LOCKS@ locks with a warning that there may be
+more. A lock taken or released meanwhile may or may not be shown. Read-only.
 
 Text output: a header, then one line per lock, tab-separated:
   NAME  HOLDER (host:pid)  SINCE  HELD FOR  TTL  LABEL
@@ -227,7 +232,7 @@ Options:
   --json          Print one JSON object on one line:
                   {"locks":[...],"truncated":false}
                   with one object per lock, as 'corolock status --json'.
-  --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+  --url URL       Redis to use (default: $REDIS_URL, else @URL@).
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
@@ -259,7 +264,7 @@ running until its next renewal notices (a third of its lease at most); with
 corolock run and --on-lost kill its COMMAND is then stopped and run exits 70.
 
 Options:
-  --url URL       Redis to use (default: $REDIS_URL, else redis://127.0.0.1:6379).
+  --url URL       Redis to use (default: $REDIS_URL, else @URL@).
                   Or etcd://host:port[,...] (see 'corolock help').
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
@@ -278,15 +283,37 @@ Example:
   corolock break nightly-report
 )";
 
+// The texts name each default by a token (@NAME@), replaced here by its
+// value where it is defined, so that the help cannot drift from the code.
+std::string with_defaults(std::string_view text) {
+    const std::pair<std::string_view, std::string> values[] = {
+        {"@URL@", defaults::url()},
+        {"@LEASE@", format_duration(defaults::lease)},
+        {"@MIN_LEASE@", format_duration(defaults::min_lease)},
+        {"@GRACE@", format_duration(defaults::grace)},
+        {"@COMMAND_TIMEOUT@", format_duration(defaults::command_timeout)},
+        {"@LIST_STEP@", std::to_string(lock_list_defaults::count_per_step)},
+        {"@LIST_TIME@", format_duration(lock_list_defaults::max_time)},
+        {"@LIST_STEPS@", std::to_string(lock_list_defaults::max_steps)},
+        {"@LIST_LOCKS@", std::to_string(lock_list_defaults::max_locks)},
+    };
+    std::string out(text);
+    for (const auto& [token, value] : values) {
+        for (auto at = out.find(token); at != std::string::npos;
+             at = out.find(token, at + value.size()))
+            out.replace(at, token.size(), value);
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string help_text(std::string_view topic) {
-    if (topic.empty()) return std::string(overview);
-    if (topic == "run") return std::string(run_help);
-    if (topic == "status") return std::string(status_help);
-    if (topic == "list") return std::string(list_help);
-    if (topic == "break") return std::string(break_help);
-    if (topic == "help") return std::string(overview);
+    if (topic.empty() || topic == "help") return with_defaults(overview);
+    if (topic == "run") return with_defaults(run_help);
+    if (topic == "status") return with_defaults(status_help);
+    if (topic == "list") return with_defaults(list_help);
+    if (topic == "break") return with_defaults(break_help);
     return {};
 }
 

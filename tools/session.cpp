@@ -19,11 +19,6 @@ namespace corolock::cli {
 
 namespace asio = boost::asio;
 
-namespace {
-constexpr duration cli_connect_timeout = std::chrono::seconds(2);
-constexpr duration cli_command_timeout = std::chrono::seconds(3);
-}  // namespace
-
 // Log lines carry lock names, owner ids and server text: the library escapes
 // its own arguments (detail/logging.hpp), and the CLI's notes pass theirs
 // through printable(), so a whole-line escape here would escape them twice.
@@ -38,12 +33,9 @@ std::shared_ptr<spdlog::logger> make_logger(int verbosity) {
 
 config tool_config(const common_options& o) {
     config cfg = o.cfg;
-    // A command-line tool must say "Redis is down" promptly instead of
-    // retrying in silence: the reachability check is one PING bounded by the
-    // command timeout (3 s), and a connect attempt that hangs (a black-holed
-    // address) is cut at 2 s so that at least one attempt fits in it.
-    if (cfg.connect_timeout.count() == 0) cfg.connect_timeout = cli_connect_timeout;
-    if (cfg.command_timeout.count() == 0) cfg.command_timeout = cli_command_timeout;
+    // Short bounds: see defaults::command_timeout.
+    if (cfg.connect_timeout.count() == 0) cfg.connect_timeout = defaults::connect_timeout;
+    if (cfg.command_timeout.count() == 0) cfg.command_timeout = defaults::command_timeout;
     cfg.logger = make_logger(o.verbosity);
     if (cfg.client_name.empty()) cfg.client_name = "corolock-cli";
     return cfg;
@@ -51,8 +43,8 @@ config tool_config(const common_options& o) {
 
 std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
                                                      const common_options& o) {
-    return std::make_unique<detail::etcd::admin>(std::move(ex), o.url, cli_connect_timeout,
-                                                 cli_command_timeout);
+    return std::make_unique<detail::etcd::admin>(std::move(ex), o.url, defaults::connect_timeout,
+                                                 defaults::command_timeout);
 }
 
 std::string describe_server(const config& cfg) {
@@ -143,7 +135,7 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
         return status;
     }
     if (ec == error::not_connected && (cause.empty() || !explained)) {
-        why = "no connection within " + format_duration(cli_command_timeout) + " (is " +
+        why = "no connection within " + format_duration(defaults::command_timeout) + " (is " +
               std::string(service_name(o)) + " running there? -v shows each attempt)";
     }
     std::string message = std::string(doing) + ": ";

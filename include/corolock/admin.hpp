@@ -15,9 +15,11 @@
 #pragma once
 
 #include <corolock/client.hpp>
+#include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 
 #include <chrono>
@@ -64,17 +66,25 @@ struct lock_status {
     std::optional<lock_holder> holder;
 };
 
+// What async_list_locks puts in the lock_list_options fields left zero.
+struct lock_list_defaults {
+    static constexpr std::size_t count_per_step = 100;
+    static constexpr std::size_t max_steps = 10000;
+    static constexpr std::size_t max_locks = 10000;
+    static constexpr std::chrono::seconds max_time{10};
+};
+
 // What async_list_locks looks at, and the bounds that keep it short on a
-// large keyspace. Zero means the default.
+// large keyspace. Zero means the default (lock_list_defaults).
 struct lock_list_options {
     // Which lock names: a Redis glob (SCAN MATCH: *, ?, [abc], \ escapes).
     // Empty means every name. A pattern with '{' or '}' is invalid (no
     // lock name has braces).
     std::string pattern{};
-    std::size_t count_per_step = 0;  // SCAN COUNT; default 100
-    std::size_t max_steps = 0;       // SCAN calls at most; default 10000
-    std::size_t max_locks = 0;       // locks reported at most; default 10000
-    // The whole listing's time; default 10 s. Each command is bounded by
+    std::size_t count_per_step = 0;  // SCAN COUNT
+    std::size_t max_steps = 0;       // SCAN calls at most
+    std::size_t max_locks = 0;       // locks reported at most
+    // The whole listing's time. Each command is bounded by
     // config.command_timeout as well.
     std::chrono::steady_clock::duration max_time{};
 };
@@ -98,6 +108,22 @@ void release_owner_impl(client& c, std::string name, std::string owner,
                         boost::asio::any_completion_handler<void(error_code)> handler);
 using lock_list_handler = boost::asio::any_completion_handler<void(error_code, lock_list)>;
 void list_locks_impl(client& c, lock_list_options options, lock_list_handler handler);
+
+// The initiation of every operation below (see detail/completion.hpp):
+// erases the handler and calls the operation's compiled function `start`.
+template <class Signature, class... Args>
+struct initiate_admin {
+    using executor_type = boost::asio::any_io_executor;
+    using function = void (*)(client&, Args..., boost::asio::any_completion_handler<Signature>);
+    client* c;
+    function start;
+    executor_type get_executor() const noexcept { return c->get_executor(); }
+    template <class Handler>
+    void operator()(Handler&& handler, Args... args) const {
+        start(*c, std::move(args)...,
+              erase_keeping_work<Signature>(std::forward<Handler>(handler), get_executor()));
+    }
+};
 }  // namespace detail
 
 // Reads a lock's state in one atomic script run (read-only, so it is retried
@@ -113,13 +139,10 @@ void list_locks_impl(client& c, lock_list_options options, lock_list_handler han
 // operation_aborted; the script may still run, which is harmless here.
 template <class CompletionToken>
 auto async_lock_status(client& c, std::string_view name, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, lock_status)>(
-        [](auto handler, client* cl, std::string n) {
-            detail::lock_status_impl(*cl, std::move(n),
-                                     detail::erase_keeping_work<void(error_code, lock_status)>(
-                                         std::move(handler), cl->get_executor()));
-        },
-        token, &c, std::string(name));
+    using signature = void(error_code, lock_status);
+    return boost::asio::async_initiate<CompletionToken, signature>(
+        detail::initiate_admin<signature, std::string>{&c, &detail::lock_status_impl}, token,
+        std::string(name));
 }
 
 // Force-releases a lock whoever holds it: deletes the lock's key and
@@ -137,13 +160,10 @@ auto async_lock_status(client& c, std::string_view name, CompletionToken&& token
 // operation_aborted, but a script already written may still break the lock.
 template <class CompletionToken>
 auto async_break_lock(client& c, std::string_view name, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, lock_status)>(
-        [](auto handler, client* cl, std::string n) {
-            detail::break_lock_impl(*cl, std::move(n),
-                                    detail::erase_keeping_work<void(error_code, lock_status)>(
-                                        std::move(handler), cl->get_executor()));
-        },
-        token, &c, std::string(name));
+    using signature = void(error_code, lock_status);
+    return boost::asio::async_initiate<CompletionToken, signature>(
+        detail::initiate_admin<signature, std::string>{&c, &detail::break_lock_impl}, token,
+        std::string(name));
 }
 
 // Releases every level that `owner` holds on the lock, and nothing else:
@@ -162,14 +182,11 @@ auto async_break_lock(client& c, std::string_view name, CompletionToken&& token)
 template <class CompletionToken>
 auto async_release_owner(client& c, std::string_view name, std::string_view owner,
                          CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-        [](auto handler, client* cl, std::string n, std::string o) {
-            detail::release_owner_impl(
-                *cl, std::move(n), std::move(o),
-                detail::erase_keeping_work<void(error_code)>(std::move(handler),
-                                                             cl->get_executor()));
-        },
-        token, &c, std::string(name), std::string(owner));
+    using signature = void(error_code);
+    return boost::asio::async_initiate<CompletionToken, signature>(
+        detail::initiate_admin<signature, std::string, std::string>{&c,
+                                                                     &detail::release_owner_impl},
+        token, std::string(name), std::string(owner));
 }
 
 // Lists the locks held now, with their holders: SCAN (never KEYS) over the
@@ -190,13 +207,10 @@ auto async_release_owner(client& c, std::string_view name, std::string_view owne
 // braced temporary ({.pattern = "x"}): g++ 12 destroys it twice.
 template <class CompletionToken>
 auto async_list_locks(client& c, lock_list_options options, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(error_code, lock_list)>(
-        [](auto handler, client* cl, lock_list_options o) {
-            detail::list_locks_impl(*cl, std::move(o),
-                                    detail::erase_keeping_work<void(error_code, lock_list)>(
-                                        std::move(handler), cl->get_executor()));
-        },
-        token, &c, std::move(options));
+    using signature = void(error_code, lock_list);
+    return boost::asio::async_initiate<CompletionToken, signature>(
+        detail::initiate_admin<signature, lock_list_options>{&c, &detail::list_locks_impl}, token,
+        std::move(options));
 }
 
 }  // namespace corolock

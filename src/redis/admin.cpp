@@ -44,6 +44,14 @@ struct admin_op : std::enable_shared_from_this<admin_op<Results...>> {
     handler_type handler;
     asio::any_io_executor fallback_executor;
 
+    // An answer known inside the initiating call, before any cancellation
+    // slot was assigned.
+    void complete_posted(error_code ec) {
+        auto h = std::move(handler);
+        handler = {};
+        detail::complete_posted(std::move(h), fallback_executor, ec, Results{}...);
+    }
+
     void complete(error_code ec, Results... results) {
         if (!handler) return;
         auto slot = asio::get_associated_cancellation_slot(handler);
@@ -72,8 +80,7 @@ void run_admin_script(const std::shared_ptr<detail::client_impl>& impl, std::str
     error_code ec = why.empty() ? validate_lock_name(name, why) : error::invalid_argument;
     if (ec) {
         impl->log().debug("admin {}: {}", s.name, detail::escaped{why});
-        // Never complete inside the initiating call.
-        asio::post(impl->strand(), [op, ec] { op->complete(ec, Results{}...); });
+        op->complete_posted(ec);
         return;
     }
 
@@ -232,13 +239,14 @@ public:
     list_op(std::shared_ptr<client_impl> impl, lock_list_options o, lock_list_handler h)
         : impl_(std::move(impl)), options_(std::move(o)),
           op_(std::make_shared<admin_op<lock_list>>(std::move(h), impl_->get_executor())) {
-        using namespace std::chrono_literals;
-        if (options_.count_per_step == 0) options_.count_per_step = 100;
+        using defaults = lock_list_defaults;
+        if (options_.count_per_step == 0) options_.count_per_step = defaults::count_per_step;
         // A lock-only client's replies are capped at 1024 elements.
         options_.count_per_step = std::min<std::size_t>(options_.count_per_step, 1000);
-        if (options_.max_steps == 0) options_.max_steps = 10000;
-        if (options_.max_locks == 0) options_.max_locks = 10000;
-        if (options_.max_time <= std::chrono::steady_clock::duration::zero()) options_.max_time = 10s;
+        if (options_.max_steps == 0) options_.max_steps = defaults::max_steps;
+        if (options_.max_locks == 0) options_.max_locks = defaults::max_locks;
+        if (options_.max_time <= std::chrono::steady_clock::duration::zero())
+            options_.max_time = defaults::max_time;
         match_ = "corolock:{" + (options_.pattern.empty() ? std::string("*") : options_.pattern) + "}";
     }
 

@@ -145,6 +145,9 @@ private:
     void fail_queued_fast();
     // Completes a command that arrives while failing fast, without queueing it.
     bool refuse_now(const exec_options& opts, exec_handler& handler);
+    // Completes a command refused before it was queued: never inside the
+    // initiating call (complete_posted); a direct handler on the strand.
+    void complete_refused(exec_handler handler, bool direct, error_code ec, reply r);
     bool refuse_now(target_ptr& target);
     reply fail_fast_reply() const;
 

@@ -316,7 +316,8 @@ void client_impl::exec(std::string payload, exec_options opts, exec_handler hand
 void client_impl::exec(exec_options opts, target_ptr target) {
     assert(strand_.running_in_this_thread());
     if (stopped()) {
-        // Never complete inside the initiating call: post.
+        // Never complete inside the initiating call: post. By hand: a target
+        // is the library's own, called on the strand, with no executor of its own.
         asio::post(strand_, [target = std::move(target)]() mutable {
             auto* t = target.get();
             t->on_reply(std::move(target), error::client_stopped, reply{});
@@ -343,14 +344,7 @@ request_queue::options client_impl::queue_options(const exec_options& opts) cons
 
 void client_impl::push_request(std::string payload, exec_options opts, exec_handler handler) {
     if (stopped()) {
-        // Never complete inside the initiating call: post.
-        // post() hands over to the handler's own associated executor; a
-        // direct handler expects the strand.
-        auto result = asio::append(std::move(handler), error_code(error::client_stopped), reply{});
-        if (opts.direct)
-            asio::post(strand_, std::move(result));
-        else
-            asio::post(executor_, std::move(result));
+        complete_refused(std::move(handler), opts.direct, error::client_stopped, reply{});
         return;
     }
     if (refuse_now(opts, handler)) return;
@@ -385,20 +379,24 @@ reply client_impl::fail_fast_reply() const {
     return r;
 }
 
+void client_impl::complete_refused(exec_handler handler, bool direct, error_code ec, reply r) {
+    // A direct handler has no executor of its own and expects the strand.
+    if (direct)
+        detail::complete_posted(std::move(handler), asio::any_io_executor(strand_), ec,
+                                std::move(r));
+    else
+        detail::complete_posted(std::move(handler), executor_, ec, std::move(r));
+}
+
 bool client_impl::refuse_now(const exec_options& opts, exec_handler& handler) {
     if (!fail_fast_ || connected()) return false;
-    // Never complete inside the initiating call: post (to the strand for a
-    // direct handler, as above).
-    auto result = asio::append(std::move(handler), fail_fast_ec_, fail_fast_reply());
-    if (opts.direct)
-        asio::post(strand_, std::move(result));
-    else
-        asio::post(executor_, std::move(result));
+    complete_refused(std::move(handler), opts.direct, fail_fast_ec_, fail_fast_reply());
     return true;
 }
 
 bool client_impl::refuse_now(target_ptr& target) {
     if (!fail_fast_ || connected()) return false;
+    // By hand, as in exec(opts, target): a target is no handler.
     asio::post(strand_, [target = std::move(target), ec = fail_fast_ec_,
                          r = fail_fast_reply()]() mutable {
         auto* t = target.get();
@@ -485,14 +483,14 @@ void client_impl::complete(completion& c) {
         return;
     }
     if (c.direct) {
-        // The lock layer's own handler, on the strand it expects.
+        // By hand: the lock layer's own handler, called on the strand it
+        // expects (where this runs), not through any associated executor.
         std::move(c.handler)(c.ec, std::move(c.result));
         return;
     }
     auto slot = asio::get_associated_cancellation_slot(c.handler);
     if (slot.is_connected()) slot.clear();
-    auto ex = asio::get_associated_executor(c.handler, executor_);
-    asio::dispatch(ex, asio::append(std::move(c.handler), c.ec, std::move(c.result)));
+    detail::complete_now(std::move(c.handler), false, executor_, c.ec, std::move(c.result));
 }
 
 // ---- writing ----

@@ -1,0 +1,105 @@
+// The tool's defaults: the parser starts from them, they agree with the
+// library's, and the help texts state the values the code uses.
+#include "cli.hpp"
+
+#include <corolock/admin.hpp>
+#include <corolock/config.hpp>
+#include <corolock/lock_options.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cli = corolock::cli;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Parses a command line with no REDIS_URL or COROLOCK_PASSWORD in the way.
+std::optional<cli::usage_error> parse(const std::vector<std::string_view>& args,
+                                      cli::parsed_command& out) {
+    ::unsetenv("REDIS_URL");
+    ::unsetenv("COROLOCK_PASSWORD");
+    return cli::parse_command_line(args, out);
+}
+
+bool contains(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+}
+
+// A token of help.cpp (@NAME@) that was not replaced; empty when none is.
+std::string left_token(const std::string& text) {
+    for (auto at = text.find('@'); at != std::string::npos; at = text.find('@', at + 1)) {
+        const auto end = text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ_", at + 1);
+        if (end != std::string::npos && end > at + 1 && text[end] == '@')
+            return text.substr(at, end + 1 - at);
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST_CASE("cli defaults: run starts from the library's lease and server", "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "job", "--", "true"}, cmd).has_value());
+    const auto& run = cmd.run;
+    CHECK(run.lease == std::chrono::duration_cast<cli::duration>(corolock::lock_options{}.lease));
+    CHECK(run.lease_text == cli::format_duration(run.lease));
+    CHECK(run.grace == cli::defaults::grace);
+    CHECK(run.conflict_exit_code == cli::exit_status::not_acquired);
+    CHECK(run.common.url == cli::defaults::url());
+    CHECK(run.common.url_from == "the default URL");
+    const corolock::config library;
+    CHECK(run.common.cfg.host == library.host);
+    CHECK(run.common.cfg.port == library.port);
+}
+
+TEST_CASE("cli defaults: the shortest lease run takes", "[unit][cli]") {
+    static_assert(cli::defaults::min_lease >= corolock::min_lease);
+    const std::string shortest = cli::format_duration(cli::defaults::min_lease);
+    const std::string shorter = cli::format_duration(cli::defaults::min_lease - 1ms);
+    cli::parsed_command cmd;
+    CHECK_FALSE(parse({"run", "--lease", shortest, "job", "--", "true"}, cmd).has_value());
+    const auto err = parse({"run", "--lease", shorter, "job", "--", "true"}, cmd);
+    REQUIRE(err);
+    CHECK(err->message == "--lease must be at least " + shortest + " (got " + shorter + ")");
+}
+
+TEST_CASE("cli help: the texts state the defaults the code uses", "[unit][cli]") {
+    const std::string run = cli::help_text("run");
+    CHECK(contains(run, "At least " + cli::format_duration(cli::defaults::min_lease) + "."));
+    CHECK(contains(run, "Default " + cli::format_duration(cli::defaults::lease) + "."));
+    CHECK(contains(run, "Default " + cli::format_duration(cli::defaults::grace) + "."));
+    CHECK(contains(run, "within about\n" + cli::format_duration(cli::defaults::command_timeout) +
+                            " (exit 69)"));
+
+    using list_defaults = corolock::lock_list_defaults;
+    const std::string list = cli::help_text("list");
+    CHECK(contains(list, std::to_string(list_defaults::count_per_step) + " per step"));
+    CHECK(contains(list, "stops after " + cli::format_duration(list_defaults::max_time) + ",\n" +
+                             std::to_string(list_defaults::max_steps) + " steps or " +
+                             std::to_string(list_defaults::max_locks) + " locks"));
+
+    for (std::string_view topic : {"", "run", "status", "list", "break"}) {
+        INFO("help topic '" << topic << "'");
+        const std::string text = cli::help_text(topic);
+        CHECK(contains(text, cli::defaults::url()));
+        CHECK(left_token(text).empty());
+    }
+}
+
+TEST_CASE("cli help: the overview lists every exit status", "[unit][cli]") {
+    namespace status = cli::exit_status;
+    const std::string overview = cli::help_text("");
+    for (int code : {status::usage, status::unavailable, status::lease_lost, status::os_error,
+                     status::not_acquired, status::remote_error, status::no_permission,
+                     status::cannot_execute, status::not_found}) {
+        INFO("exit status " << code);
+        CHECK(contains(overview, "\n  " + std::to_string(code) + "  "));
+    }
+    CHECK(contains(overview, "\n  " + std::to_string(status::signal_base) + "+N"));
+}
