@@ -22,23 +22,14 @@ etcd_bin=${COROLOCK_ETCD:-etcd}
 python=${COROLOCK_PYTHON:-python3}
 
 tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-etcd-cli-test.XXXXXX")
-passed=0
-failed=0
 url=""
 etcd_pid=""
-started_pids=()
 
-stop_pid() {
-  local pid=$1
-  [[ -n $pid ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-}
+# The shared harness: assertions, spawn/reap, free_port, cl, json_field, stop_pid.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cleanup() {
-  local pid
-  for pid in "${started_pids[@]}"; do stop_pid "$pid"; done
+  stop_started
   stop_pid "$etcd_pid"
   rm -rf "$tmp_dir"
 }
@@ -46,91 +37,11 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# ---- assertions: each one counts, and each one can fail ----
-
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; shift; [ $# -gt 0 ] && printf '       %s\n' "$@"; }
-
-expect_status() {  # DESCRIPTION EXPECTED ACTUAL [context...]
-  local what=$1 want=$2 got=$3
-  shift 3
-  if [ "$got" = "$want" ]; then pass "$what (exit $got)"; else fail "$what: exit $got, want $want" "$@"; fi
-}
-
-expect_match() {  # DESCRIPTION EXTENDED_REGEX FILE
-  if grep -Eq -- "$2" "$3"; then pass "$1"; else fail "$1: no line matches /$2/" "$(head -c 600 "$3")"; fi
-}
-
-expect_true() {  # DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-
-expect_cond() {  # DESCRIPTION SHELL_CONDITION
-  if eval "$2"; then pass "$1"; else fail "$1" "condition: $2"; fi
-}
-
-# Polls COMMAND every 50 ms, at most SECONDS long. Returns its last status.
-wait_until() {  # SECONDS COMMAND...
-  local tries=$(($1 * 20))
-  shift
-  for _ in $(seq "$tries"); do
-    "$@" && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
-spawn() {  # SECONDS COMMAND...
-  local secs=$1
-  shift
-  timeout "$secs" "$@" &
-  last_pid=$!
-  started_pids+=("$last_pid")
-}
-
-reap() { wait "$1"; last_status=$?; }
-
-# The corolock process under a `timeout` we started.
-corolock_pid() {  # TIMEOUT_PID
-  local pid=""
-  for _ in $(seq 40); do
-    pid=$(ps -o pid= --ppid "$1" 2>/dev/null | head -n 1 | tr -d ' ')
-    [ -n "$pid" ] && break
-    sleep 0.05
-  done
-  echo "$pid"
-}
-
-port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-  local candidate
-  for _ in $(seq 50); do
-    candidate=$((20000 + RANDOM % 12000))
-    if port_is_free "$candidate"; then echo "$candidate"; return 0; fi
-  done
-  return 1
-}
-
-cl() {  # SECONDS ARGS...
-  local secs=$1
-  shift
-  timeout "$secs" "$bin" "$@" >"$tmp_dir/out" 2>"$tmp_dir/err"
-  last_status=$?
-}
-
 # status of NAME, quietly, into $tmp_dir/st.
 st() { timeout 10 "$bin" status --url "$url" "$1" >"$tmp_dir/st" 2>&1; }
 is_held() { st "$1" && grep -Eq '^held: +yes$' "$tmp_dir/st"; }
 is_free() { st "$1" && grep -Eq '^held: +no$' "$tmp_dir/st"; }
 has_waiters() { st "$1" && grep -Eq "^waiters: +$2\$" "$tmp_dir/st"; }
-
-json_field() {  # FILE FIELD: the field of the one JSON object in FILE, as JSON
-  "$python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"
-}
-
-long_child() { echo "for i in \$(seq $(($1 * 10))); do sleep 0.1; done"; }
 
 etcd_healthy() {  # PORT
   local reply
@@ -312,5 +223,4 @@ for g in "${groups[@]}"; do
   "group_$g"
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish
