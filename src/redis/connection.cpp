@@ -2,6 +2,7 @@
 #include "redis/client_impl.hpp"
 #include "core/logging.hpp"
 #include "redis/scripts.hpp"
+#include "core/holder_record.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
