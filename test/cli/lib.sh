@@ -151,3 +151,12 @@ value = json.loads(lines[0])[sys.argv[2]]
 print(json.dumps(value))
 ' "$1" "$2"
 }
+
+json_eval() {  # FILE EXPRESSION: prints a Python expression over j, the one JSON object in FILE
+  "$python" -c '
+import json, sys
+with open(sys.argv[1]) as f:
+    j = json.load(f)
+print(eval(sys.argv[2]))
+' "$1" "$2"
+}
