@@ -89,7 +89,7 @@ TEST_CASE("backend: a client's backend handle shares the client and does not sto
     CHECK(c.metrics().acquisitions == 1);
 }
 
-TEST_CASE("backend: the owning handle stops its backend; acquires then fail, never hang",
+TEST_CASE("backend: the owning handle stops its backend, acquires then fail, never hang",
           "[backend][integration]") {
     redis_server server;
     asio::io_context ioc;
