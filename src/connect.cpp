@@ -34,13 +34,15 @@ std::string scheme_of(std::string_view url) {
     return out;
 }
 
-std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std::string_view url) {
+std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std::string_view url,
+                                           const backend_config& cfg) {
     const auto scheme = scheme_of(url);
-    if (scheme == "etcd" || scheme == "etcds") return detail::etcd::connect(std::move(ex), url);
+    if (scheme == "etcd" || scheme == "etcds")
+        return detail::etcd::connect(std::move(ex), url, cfg.holder_label);
     if (scheme.empty() || scheme == "redis" || scheme == "rediss")
         // The Redis URL parser explains what is wrong with a URL without a
         // scheme, without echoing a secret.
-        return detail::connect_redis(std::move(ex), url);
+        return detail::connect_redis(std::move(ex), url, cfg.holder_label);
     throw boost::system::system_error(
         make_error_code(error::invalid_url),
         "unsupported URL scheme '" + scheme + "': expected redis, rediss, etcd or etcds");
@@ -48,8 +50,10 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
 
 }  // namespace
 
-backend::backend(executor_type ex, std::string_view url)
-    : impl_(open(std::move(ex), url)), owning_(true) {}
+backend::backend(executor_type ex, std::string_view url) : backend(std::move(ex), url, {}) {}
+
+backend::backend(executor_type ex, std::string_view url, const backend_config& cfg)
+    : impl_(open(std::move(ex), url, cfg)), owning_(true) {}
 
 backend::backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept
     : impl_(std::move(impl)), owning_(owning) {}

@@ -33,7 +33,8 @@ Options every command takes:
   --url URL       Redis to use: redis://[user[:password]@]host[:port][/db], or
                   rediss://... for TLS. Default: $REDIS_URL, else
                   @URL@. Or etcd: etcd://host:port[,...][/prefix]
-                  (etcds://...[?ca_file=PATH] for TLS) for run, status, break.
+                  (etcds://...[?ca_file=PATH] for TLS) for run, status, list,
+                  break.
   --password-file FILE  The password: the first line of FILE. Overrides the
                   URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
   --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
@@ -233,6 +234,10 @@ Options:
                   {"locks":[...],"truncated":false}
                   with one object per lock, as 'corolock status --json'.
   --url URL       Redis to use (default: $REDIS_URL, else @URL@).
+                  Or etcd://host:port[,...]: the keys under the URL's prefix
+                  are read in pages of 100 at one revision and matched
+                  against PATTERN here; text output adds a WAITERS column,
+                  TTL is in whole seconds (see docs/cli.md).
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).

@@ -1,5 +1,6 @@
 // corolock status and corolock break: one script run each on Redis, a
-// range (and a lease look-up or revoke) on etcd; corolock list (Redis only).
+// range (and a lease look-up or revoke) on etcd; corolock list: SCAN and a
+// script per lock on Redis, paged ranges and a lease look-up per lock on etcd.
 #include "cli.hpp"
 
 #include "etcd/etcd_admin.hpp"
@@ -17,6 +18,7 @@
 #include <ctime>
 #include <exception>
 #include <functional>
+#include <optional>
 
 namespace corolock::cli {
 
@@ -66,11 +68,42 @@ int with_etcd(const common_options& o,
         [&](const asio::any_io_executor& ex) { return make_etcd_admin(ex, o); }, body);
 }
 
+// The holder record's fields as JSON members (",\"host\":...,\"since\":..."),
+// null when the lock records none; with held_for_ms when asked.
+std::string holder_json(const std::optional<lock_holder>& h, bool held_for) {
+    if (!h)
+        return std::string(",\"host\":null,\"pid\":null,\"label\":null,\"since\":null") +
+               (held_for ? ",\"held_for_ms\":null" : "");
+    return ",\"host\":" + json_string(h->host) + ",\"pid\":" + std::to_string(h->pid) +
+           ",\"label\":" + json_string(h->label) + ",\"since\":" + json_string(format_time(h->since)) +
+           (held_for ? ",\"held_for_ms\":" + std::to_string(h->held_for.count()) : "");
+}
+
 std::string etcd_key_json(const detail::etcd::lock_key& k) {
     return "{\"owner\":" + json_string(k.owner) + ",\"value\":" + json_string(k.value) +
            ",\"create_revision\":" + std::to_string(k.create_revision) +
            ",\"mod_revision\":" + std::to_string(k.mod_revision) +
-           ",\"lease\":" + std::to_string(k.lease) + "}";
+           ",\"lease\":" + std::to_string(k.lease) + holder_json(k.holder, false) + "}";
+}
+
+// The JSON object of one lock on etcd, shared by status --json and list --json.
+std::string etcd_status_json(std::string_view name, const detail::etcd::admin_lock_status& st) {
+    // As on Redis: 0 when not held, -1 without a live lease.
+    const long long ttl_s = st.ttl.count();
+    const long long ttl_ms = !st.held ? 0 : ttl_s < 0 ? -1 : ttl_s * 1000;
+    std::string line = "{\"name\":" + json_string(name) +
+                       ",\"backend\":\"etcd\",\"held\":" + (st.held ? "true" : "false") +
+                       ",\"owner\":" + json_string(st.held ? st.holder.owner : "") +
+                       ",\"ttl_ms\":" + std::to_string(ttl_ms) +
+                       ",\"last_token\":" + std::to_string(st.held ? st.holder.mod_revision : 0) +
+                       holder_json(st.held ? st.holder.holder : std::nullopt, true) +
+                       ",\"holder\":" + (st.held ? etcd_key_json(st.holder) : "null") +
+                       ",\"waiters\":[";
+    for (std::size_t i = 0; i < st.waiters.size(); ++i) {
+        if (i > 0) line += ',';
+        line += etcd_key_json(st.waiters[i]);
+    }
+    return line + "],\"revision\":" + std::to_string(st.revision) + "}";
 }
 
 std::string lease_hex(std::int64_t lease) {
@@ -85,22 +118,8 @@ int etcd_status(const status_options& o) {
         if (ec)
             co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec,
                                            a.last_error().message);
-        // As on Redis: 0 when not held, -1 without a live lease.
-        const long long ttl_s = st.ttl.count();
-        const long long ttl_ms = !st.held ? 0 : ttl_s < 0 ? -1 : ttl_s * 1000;
         if (o.json) {
-            std::string line = "{\"name\":" + json_string(o.name) +
-                               ",\"backend\":\"etcd\",\"held\":" + (st.held ? "true" : "false") +
-                               ",\"owner\":" + json_string(st.held ? st.holder.owner : "") +
-                               ",\"ttl_ms\":" + std::to_string(ttl_ms) +
-                               ",\"last_token\":" + std::to_string(st.held ? st.holder.mod_revision : 0) +
-                               ",\"holder\":" + (st.held ? etcd_key_json(st.holder) : "null") +
-                               ",\"waiters\":[";
-            for (std::size_t i = 0; i < st.waiters.size(); ++i) {
-                if (i > 0) line += ',';
-                line += etcd_key_json(st.waiters[i]);
-            }
-            line += "],\"revision\":" + std::to_string(st.revision) + "}\n";
+            const std::string line = etcd_status_json(o.name, st) + "\n";
             std::fputs(line.c_str(), stdout);
             co_return exit_status::ok;
         }
@@ -111,7 +130,15 @@ int etcd_status(const status_options& o) {
             co_return exit_status::ok;
         }
         std::printf("owner:      %s\n", printable(st.holder.owner).c_str());
-        std::printf("value:      %s\n", printable(st.holder.value).c_str());
+        if (const auto& h = st.holder.holder) {
+            std::printf("holder:     %s\n", holder_text(*h).c_str());
+            std::printf("label:      %s\n", printable(h->label).c_str());
+            std::printf("since:      %s (held for %s, by the hosts' clocks)\n",
+                        format_time(h->since).c_str(), format_held_for(h->held_for).c_str());
+        } else {
+            std::printf("holder:     unknown (not recorded)\n");
+            std::printf("value:      %s\n", printable(st.holder.value).c_str());
+        }
         std::printf("created:    revision %lld\n", static_cast<long long>(st.holder.create_revision));
         if (st.holder.lease == 0)
             std::printf("ttl:        none (the key has no lease)\n");
@@ -122,9 +149,13 @@ int etcd_status(const status_options& o) {
                         lease_hex(st.holder.lease).c_str());
         std::printf("last token: %lld\n", static_cast<long long>(st.holder.mod_revision));
         std::printf("waiters:    %zu\n", st.waiters.size());
-        for (const auto& w : st.waiters)
-            std::printf("  %s (created at revision %lld)\n", printable(w.owner).c_str(),
-                        static_cast<long long>(w.create_revision));
+        for (const auto& w : st.waiters) {
+            std::string who;
+            if (w.holder)
+                who = "; " + holder_text(*w.holder) + " waiting since " + format_time(w.holder->since);
+            std::printf("  %s (created at revision %lld%s)\n", printable(w.owner).c_str(),
+                        static_cast<long long>(w.create_revision), who.c_str());
+        }
         co_return exit_status::ok;
     });
 }
@@ -152,6 +183,47 @@ int etcd_break(const break_options& o) {
     });
 }
 
+int etcd_list(const list_options& o) {
+    return with_etcd(o.common, [&o](detail::etcd::admin& a) -> asio::awaitable<int> {
+        detail::etcd::admin_list_options lo;
+        lo.pattern = o.pattern;
+        auto [ec, list] = co_await a.list(lo);
+        if (ec)
+            co_return report_redis_failure(o.common, "list locks", ec, a.last_error().message);
+        if (o.json) {
+            std::string out = "{\"locks\":[";
+            for (std::size_t i = 0; i < list.locks.size(); ++i) {
+                if (i > 0) out += ',';
+                out += etcd_status_json(list.locks[i].name, list.locks[i].status);
+            }
+            out += std::string("],\"truncated\":") + (list.truncated ? "true" : "false") +
+                   ",\"backend\":\"etcd\",\"revision\":" + std::to_string(list.revision) + "}\n";
+            std::fputs(out.c_str(), stdout);
+        } else {
+            // Redis's columns, then the number of waiters.
+            std::printf("NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\tWAITERS\n");
+            for (const auto& [name, st] : list.locks) {
+                std::string holder = "-", since = "-", held_for = "-", label = "-";
+                if (const auto& h = st.holder.holder) {
+                    holder = holder_text(*h);
+                    since = format_time(h->since);
+                    held_for = format_held_for(h->held_for);
+                    label = printable(h->label);
+                }
+                const std::string ttl =
+                    st.ttl.count() < 0 ? "none" : std::to_string(st.ttl.count()) + " s";
+                std::printf("%s\t%s\t%s\t%s\t%s\t%s\t%zu\n", printable(name).c_str(),
+                            holder.c_str(), since.c_str(), held_for.c_str(), ttl.c_str(),
+                            label.c_str(), st.waiters.size());
+            }
+        }
+        if (list.truncated)
+            report_warning("the listing stopped at a bound (time, pages or locks); there may be "
+                           "more held locks");
+        co_return exit_status::ok;
+    });
+}
+
 std::string plural_levels(std::int64_t n) {
     return std::to_string(n) + (n == 1 ? " level" : " levels");
 }
@@ -159,14 +231,7 @@ std::string plural_levels(std::int64_t n) {
 
 // The JSON object of one lock, shared by status --json and list --json.
 std::string status_json(std::string_view name, const lock_status& st) {
-    std::string holder = ",\"host\":null,\"pid\":null,\"label\":null,\"since\":null,\"held_for_ms\":null";
-    if (st.holder) {
-        const auto& h = *st.holder;
-        holder = ",\"host\":" + json_string(h.host) + ",\"pid\":" + std::to_string(h.pid) +
-                 ",\"label\":" + json_string(h.label) + ",\"since\":" +
-                 json_string(format_time(h.since)) +
-                 ",\"held_for_ms\":" + std::to_string(h.held_for.count());
-    }
+    const std::string holder = holder_json(st.holder, true);
     return "{\"name\":" + json_string(name) + ",\"held\":" + (st.held ? "true" : "false") +
            ",\"owner\":" + json_string(st.owner) +
            ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
@@ -342,11 +407,7 @@ int break_command(const break_options& o) {
 }
 
 int list_command(const list_options& o) {
-    if (o.common.etcd) {
-        report_error("list is not supported on etcd yet (Redis only); use 'corolock status' "
-                     "for one lock");
-        return exit_status::usage;
-    }
+    if (o.common.etcd) return etcd_list(o);
     return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await check_reachable(c); reach)
             co_return report_redis_failure(o.common, "list locks", reach, c.last_error().message);

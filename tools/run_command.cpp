@@ -582,9 +582,16 @@ asio::awaitable<int> run_flow(run_state& s) {
         if (reach)
             co_return report_redis_failure(o.common, "run", reach, s.etcd->last_error().message);
         if (st.held && st.holder.owner != lock.owner_id()) {
-            s.note("lock '{}' is held by owner {} (lease ends in {} s unless renewed, {} waiting); "
+            const auto& h = st.holder.holder;
+            std::string who = "owner " + printable(st.holder.owner);
+            if (h)
+                who = holder_text(*h) + " since " + format_time(h->since) + " (" +
+                      (h->label.empty() ? std::string("no label")
+                                        : "label '" + printable(h->label) + "'") +
+                      ")";
+            s.note("lock '{}' is held by {} (lease ends in {} s unless renewed, {} waiting); "
                    "waiting {}",
-                   s.name(), printable(st.holder.owner), st.ttl.count(), st.waiters.size(),
+                   s.name(), who, st.ttl.count(), st.waiters.size(),
                    o.wait ? (o.wait->count() == 0 ? std::string("not at all (--no-wait)")
                                                   : "up to " + o.wait_text)
                           : std::string("until it is free"));
@@ -769,9 +776,9 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         ::signal(SIGPIPE, SIG_IGN);
     }
 
-    // Redis: a client, whose lock backend the mutex uses (its holder label
-    // is the command line). etcd: a backend of its own, plus an admin for
-    // the first look at the lock.
+    // Redis: a client, whose lock backend the mutex uses. etcd: a backend of
+    // its own, plus an admin for the first look at the lock. Either way the
+    // holder label is the command line.
     std::optional<client> redis;
     std::unique_ptr<detail::etcd::admin> etcd;
     std::optional<backend> locks;
@@ -780,7 +787,9 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         if (o.common.etcd) {
             log = make_logger(o.common.verbosity);
             etcd = make_etcd_admin(ioc.get_executor(), o.common);
-            locks.emplace(ioc.get_executor(), o.common.url);
+            backend_config bc;
+            bc.holder_label = command_label(o.command);
+            locks.emplace(ioc.get_executor(), o.common.url, bc);
         } else {
             config cfg = tool_config(o.common);
             cfg.holder_label = command_label(o.command);

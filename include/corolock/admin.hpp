@@ -17,6 +17,7 @@
 #include <corolock/client.hpp>
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
+#include <corolock/lock_holder.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
@@ -31,20 +32,6 @@
 #include <vector>
 
 namespace corolock {
-
-// Who holds a lock, as the grant that began the holder's tenure recorded it
-// (re-entries do not change it).
-struct lock_holder {
-    std::string host;      // the holder's host name (spaces and control bytes as '?')
-    std::int64_t pid = 0;  // the holder's process id on that host
-    // The holder's client's config::holder_label; `corolock run` records its
-    // command line. May be empty.
-    std::string label;
-    // When the tenure began, by the Redis server's clock.
-    std::chrono::system_clock::time_point since{};
-    // How long it has been held: the server's clock now minus since.
-    std::chrono::milliseconds held_for{0};
-};
 
 struct lock_status {
     // True when some owner holds the lock now.

@@ -25,11 +25,22 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace corolock {
 
 namespace detail { class lock_backend; }
+
+// Settings of a backend opened by URL that the URL does not carry.
+struct backend_config {
+    // Who this process is, for people reading a held lock (corolock status,
+    // corolock list): stored with the host name and the process id beside
+    // each lock this backend's handles acquire (see lock_holder). Free text,
+    // at most max_holder_label_length bytes (longer is cut), as
+    // config::holder_label; the CLI's run puts its command line here.
+    std::string holder_label;
+};
 
 class backend {
 public:
@@ -40,6 +51,8 @@ public:
     // error::invalid_url for a malformed URL or an unknown scheme,
     // error::invalid_argument for a bad setting in it.
     backend(executor_type ex, std::string_view url);
+    // The same, with settings the URL does not carry.
+    backend(executor_type ex, std::string_view url, const backend_config& cfg);
 
     // A handle on a backend owned elsewhere (see client::lock_backend()):
     // destroying it does not stop the backend. For corolock's own layers.

@@ -8,6 +8,7 @@
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
 #include <corolock/guard.hpp>
+#include <corolock/lock_holder.hpp>
 #include <corolock/lock_options.hpp>
 #include <corolock/metrics.hpp>
 #include <corolock/mutex.hpp>

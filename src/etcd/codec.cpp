@@ -194,6 +194,7 @@ json::object range_json(const range_request& r) {
         o["sort_target"] = "CREATE";
     }
     if (r.max_create_revision > 0) o["max_create_revision"] = i64(r.max_create_revision);
+    if (r.revision > 0) o["revision"] = i64(r.revision);
     return o;
 }
 

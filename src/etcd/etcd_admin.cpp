@@ -1,10 +1,14 @@
 #include "etcd/etcd_admin.hpp"
 
+#include "core/holder_record.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <algorithm>
+#include <charconv>
 #include <utility>
 
 namespace corolock::detail::etcd {
@@ -50,10 +54,18 @@ auto async_lease_revoke(std::shared_ptr<transport> w, std::int64_t lease) {
         use_nothrow, std::move(w), lease);
 }
 
-lock_key to_lock_key(const key_value& kv, const std::string& prefix) {
+// The wall clock now, in µs since the Unix epoch: what a key's since is
+// measured against (etcd reports no time of its own).
+std::int64_t wall_now_us() {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return std::chrono::duration_cast<std::chrono::microseconds>(now).count();
+}
+
+lock_key to_lock_key(const key_value& kv, const std::string& prefix, std::int64_t now_us) {
     lock_key k;
     k.owner = kv.key.size() >= prefix.size() ? kv.key.substr(prefix.size()) : kv.key;
     k.value = kv.value;
+    k.holder = parse_holder_record(kv.value, now_us);
     k.create_revision = kv.create_revision;
     k.mod_revision = kv.mod_revision;
     k.lease = kv.lease;
@@ -103,12 +115,13 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
     admin_lock_status st;
     if (ec) co_return std::make_tuple(ec, st);
     st.revision = r.header.revision;
+    const auto now_us = wall_now_us();
     for (const auto& kv : r.kvs) {
         if (!st.held) {
             st.held = true;
-            st.holder = to_lock_key(kv, prefix);
+            st.holder = to_lock_key(kv, prefix, now_us);
         } else {
-            st.waiters.push_back(to_lock_key(kv, prefix));
+            st.waiters.push_back(to_lock_key(kv, prefix, now_us));
         }
     }
     if (!st.held) co_return std::make_tuple(error_code(), st);
@@ -120,6 +133,186 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
         st.ttl = std::chrono::seconds(ttl.ttl < 0 ? -1 : ttl.ttl);
     }
     co_return std::make_tuple(error_code(), st);
+}
+
+namespace {
+
+// One non-star token of a glob at pattern[p] against the byte c; next gets
+// the index after the token. An unclosed class runs to the pattern's end.
+bool token_matches(std::string_view pattern, std::size_t p, char c, std::size_t& next) noexcept {
+    const auto n = pattern.size();
+    if (pattern[p] == '?') {
+        next = p + 1;
+        return true;
+    }
+    if (pattern[p] == '\\' && p + 1 < n) {
+        next = p + 2;
+        return pattern[p + 1] == c;
+    }
+    if (pattern[p] != '[') {
+        next = p + 1;
+        return pattern[p] == c;
+    }
+    std::size_t i = p + 1;
+    const bool negate = i < n && pattern[i] == '^';
+    if (negate) ++i;
+    bool hit = false;
+    const auto byte = static_cast<unsigned char>(c);
+    while (i < n && pattern[i] != ']') {
+        if (pattern[i] == '\\' && i + 1 < n) {
+            hit = hit || pattern[i + 1] == c;
+            i += 2;
+        } else if (i + 2 < n && pattern[i + 1] == '-') {
+            auto lo = static_cast<unsigned char>(pattern[i]);
+            auto hi = static_cast<unsigned char>(pattern[i + 2]);
+            if (lo > hi) std::swap(lo, hi);
+            hit = hit || (byte >= lo && byte <= hi);
+            i += 3;
+        } else {
+            hit = hit || pattern[i] == c;
+            ++i;
+        }
+    }
+    next = i < n ? i + 1 : i;
+    return hit != negate;
+}
+
+}  // namespace
+
+bool glob_match(std::string_view pattern, std::string_view text) noexcept {
+    // Each token but * matches one byte, so on a mismatch only the last *
+    // needs to take one byte more: no deeper backtracking.
+    constexpr auto none = std::string_view::npos;
+    std::size_t p = 0, t = 0, star_p = none, star_t = 0;
+    while (t < text.size()) {
+        if (p < pattern.size() && pattern[p] == '*') {
+            while (p < pattern.size() && pattern[p] == '*') ++p;
+            if (p == pattern.size()) return true;
+            star_p = p;
+            star_t = t;
+            continue;
+        }
+        std::size_t next = 0;
+        if (p < pattern.size() && token_matches(pattern, p, text[t], next)) {
+            p = next;
+            ++t;
+        } else if (star_p != none) {
+            p = star_p;
+            t = ++star_t;
+        } else {
+            return false;
+        }
+    }
+    while (p < pattern.size() && pattern[p] == '*') ++p;
+    return p == pattern.size();
+}
+
+bool split_lock_key(std::string_view tail, std::string_view& name,
+                    std::string_view& owner) noexcept {
+    const auto colon = tail.find(':');
+    if (colon == 0 || colon == std::string_view::npos || tail[0] == '0') return false;
+    std::size_t length = 0;
+    const auto r = std::from_chars(tail.data(), tail.data() + colon, length);
+    if (r.ec != std::errc() || r.ptr != tail.data() + colon) return false;
+    const auto rest = tail.substr(colon + 1);
+    if (rest.size() <= length + 1 || rest[length] != '/') return false;
+    name = rest.substr(0, length);
+    owner = rest.substr(length + 1);
+    return true;
+}
+
+namespace {
+
+// One lock's keys as read by list(), in key order.
+struct key_group {
+    std::string name;
+    std::vector<key_value> keys;
+};
+
+}  // namespace
+
+asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(admin_list_options o) {
+    using namespace std::chrono_literals;
+    using steady = std::chrono::steady_clock;
+    if (o.keys_per_page == 0) o.keys_per_page = 100;
+    if (o.max_pages == 0) o.max_pages = 10000;
+    if (o.max_locks == 0) o.max_locks = 10000;
+    if (o.max_time <= steady::duration::zero()) o.max_time = 10s;
+    const auto deadline = steady::now() + o.max_time;
+    admin_lock_list out;
+    std::shared_ptr<transport> w = wire_;
+    const std::string end = prefix_end(opts_.prefix);
+
+    // A lock's keys share its lock prefix, and no lock prefix begins another
+    // (the name's length comes first), so in key order they are adjacent.
+    std::vector<key_group> groups;
+    std::string from = opts_.prefix;
+    bool last_complete = true;  // the last group cannot continue past the pages read
+    for (std::size_t page = 0;; ++page) {
+        if (page == o.max_pages || steady::now() >= deadline) {
+            out.truncated = true;
+            last_complete = false;
+            break;
+        }
+        range_request req;
+        req.key = from;
+        req.range_end = end;
+        req.limit = static_cast<std::int64_t>(o.keys_per_page);
+        req.revision = out.revision;
+        auto [ec, r] = co_await async_range(w, req);
+        if (ec) co_return std::make_tuple(ec, out);
+        if (out.revision == 0) out.revision = r.header.revision;
+        if (!r.kvs.empty()) from = r.kvs.back().key + '\0';
+        bool full = false;
+        for (auto& kv : r.kvs) {
+            std::string_view name, owner;
+            const std::string_view tail = std::string_view(kv.key).substr(opts_.prefix.size());
+            if (!split_lock_key(tail, name, owner)) continue;
+            if (!o.pattern.empty() && !glob_match(o.pattern, name)) continue;
+            if (groups.empty() || groups.back().name != name) {
+                if (groups.size() == o.max_locks) {
+                    full = true;  // the last group is complete: another lock follows it
+                    break;
+                }
+                groups.push_back({std::string(name), {}});
+            }
+            groups.back().keys.push_back(std::move(kv));
+        }
+        if (full) {
+            out.truncated = true;
+            break;
+        }
+        if (!r.more || r.kvs.empty()) break;
+    }
+    if (!last_complete && !groups.empty()) groups.pop_back();  // may lack keys
+
+    const auto now_us = wall_now_us();
+    for (auto& g : groups) {
+        if (steady::now() >= deadline) {
+            out.truncated = true;
+            break;
+        }
+        std::stable_sort(g.keys.begin(), g.keys.end(), [](const key_value& a, const key_value& b) {
+            return a.create_revision < b.create_revision;
+        });
+        const std::string prefix = lock_prefix(opts_.prefix, g.name);
+        admin_lock_status st;
+        st.held = true;
+        st.revision = out.revision;
+        st.holder = to_lock_key(g.keys.front(), prefix, now_us);
+        for (std::size_t i = 1; i < g.keys.size(); ++i)
+            st.waiters.push_back(to_lock_key(g.keys[i], prefix, now_us));
+        st.ttl = std::chrono::seconds(-1);
+        if (st.holder.lease != 0) {
+            // The lease's time to live now, not at the listing's revision.
+            const std::int64_t lease = st.holder.lease;
+            auto [lec, ttl] = co_await async_lease_ttl(w, lease);
+            if (lec) co_return std::make_tuple(lec, out);
+            st.ttl = std::chrono::seconds(ttl.ttl < 0 ? -1 : ttl.ttl);
+        }
+        out.locks.push_back({std::move(g.name), std::move(st)});
+    }
+    co_return std::make_tuple(error_code(), out);
 }
 
 asio::awaitable<std::tuple<error_code, admin_break_result>> admin::break_lock(std::string name) {

@@ -1,13 +1,15 @@
-// Operator tools for a lock on etcd: read its state, or force-release it.
-// The etcd counterpart of corolock/admin.hpp (Redis), behind `corolock
-// status` and `corolock break` with an etcd:// or etcds:// URL. Private to
-// corolock's own layers (the CLI); the key layout is etcd_backend.hpp's.
+// Operator tools for locks on etcd: read a lock's state, force-release it,
+// or list the locks held. The etcd counterpart of corolock/admin.hpp
+// (Redis), behind `corolock status`, `corolock break` and `corolock list`
+// with an etcd:// or etcds:// URL. Private to corolock's own layers (the
+// CLI); the key layout is etcd_backend.hpp's.
 //
 // A lock's keys are those under lock_prefix(prefix, name); the holder is
 // the key with the lowest create revision, the others wait in that order.
-// Each key is  <lock prefix><owner id>,  its value is what the backend
-// writes for its holder (the owner id today), attached to the tenure's own
-// lease, and its mod revision is the latest fencing token of that tenure.
+// Each key is  <lock prefix><owner id>,  attached to the tenure's own lease;
+// its value is the holder record (core/holder_record.hpp) of the process
+// that wrote it, and its mod revision is the latest fencing token of that
+// tenure.
 //
 // Breaking a lock is as unsafe as on Redis (see admin.hpp): the holder runs
 // on until its watch or watchdog notices the key gone.
@@ -17,12 +19,16 @@
 #include "etcd/gateway.hpp"
 #include "etcd/transport.hpp"
 
+#include <corolock/lock_holder.hpp>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
 #include <cstdint>
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -33,7 +39,13 @@ namespace corolock::detail::etcd {
 // One key under a lock's prefix: a holder's or a waiter's.
 struct lock_key {
     std::string owner;                // the key's tail after the lock prefix
-    std::string value;                // as stored (the backend writes the owner id)
+    std::string value;                // as stored: the holder record
+    // The value read as a holder record: who wrote the key, and since when
+    // by the writer's wall clock (for the holder, when its tenure began; for
+    // a waiter, when it began waiting); held_for is the reader's wall clock
+    // now minus since. Absent when the value has another shape (a key
+    // written by an older corolock holds the owner id alone).
+    std::optional<lock_holder> holder;
     std::int64_t create_revision = 0;
     std::int64_t mod_revision = 0;    // for the holder: its latest fencing token
     std::int64_t lease = 0;           // 0: the key has no lease
@@ -48,6 +60,40 @@ struct admin_lock_status {
     std::vector<lock_key> waiters;    // the other keys, by create revision
     std::int64_t revision = 0;        // the store's revision when read
 };
+
+// What list() looks at, and the bounds that keep it short. Zero means the
+// default.
+struct admin_list_options {
+    // Which lock names: a Redis glob (glob_match); empty means every name.
+    std::string pattern;
+    std::size_t keys_per_page = 0;  // keys per range request; default 100
+    std::size_t max_pages = 0;      // range requests at most; default 10000
+    std::size_t max_locks = 0;      // locks reported at most; default 10000
+    // The whole listing's time; default 10 s. Each request is bounded by the
+    // request timeout as well.
+    std::chrono::steady_clock::duration max_time{};
+};
+
+struct admin_listed_lock {
+    std::string name;
+    admin_lock_status status;  // held is always true
+};
+
+struct admin_lock_list {
+    std::vector<admin_listed_lock> locks;  // in key order (by name length, then name)
+    // A bound of admin_list_options ended the listing early: there may be more.
+    bool truncated = false;
+    std::int64_t revision = 0;  // the store's revision every page was read at
+};
+
+// Whether text matches a Redis glob (as SCAN MATCH): * any run of bytes,
+// ? one byte, [abc] [a-z] [^abc] a class, a backslash escapes the next
+// byte; every other byte matches itself. Time |pattern| * |text| at most.
+bool glob_match(std::string_view pattern, std::string_view text) noexcept;
+
+// The lock name and owner id of a key's tail after the backend's prefix
+// ("<len>:<name>/<owner>"); false when the tail has another shape.
+bool split_lock_key(std::string_view tail, std::string_view& name, std::string_view& owner) noexcept;
 
 struct admin_break_result {
     bool held = false;                // false: nothing was removed
@@ -74,6 +120,14 @@ public:
     // One range of the lock's prefix (sorted by create revision), then the
     // holder's lease's time to live. Read-only.
     boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> status(std::string name);
+
+    // The locks held now whose name matches options.pattern: ranges over the
+    // backend's prefix in pages of keys_per_page keys, every page read at
+    // the first page's revision (one consistent view; a compaction of that
+    // revision meanwhile fails the listing with server_error), grouped by
+    // lock name, then one lease look-up per lock for its holder's TTL.
+    // Read-only.
+    boost::asio::awaitable<std::tuple<error_code, admin_lock_list>> list(admin_list_options options);
 
     // Removes the holder's key: revokes its lease (which deletes the key and
     // nothing else: a lease per tenure), or, for a key without a lease or

@@ -1,5 +1,6 @@
 #include "etcd/etcd_backend.hpp"
 
+#include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include "core/watchdog_schedule.hpp"
 
@@ -288,6 +289,7 @@ etcd_backend::etcd_backend(asio::any_io_executor ex, backend_options opts, bool 
       strand_(asio::make_strand(inner_executor(ex))),
       opts_(std::move(opts)),
       tls_(tls),
+      holder_argument_(holder_argument(opts_.holder_label)),
       logger_(default_logger()) {}
 
 etcd_backend::~etcd_backend() {
@@ -332,6 +334,12 @@ metrics_snapshot etcd_backend::metrics() const noexcept { return metrics_.snapsh
 
 std::shared_ptr<lock_state> etcd_backend::make_state(std::string name) {
     return std::make_shared<etcd_lock_state>(shared_from_this(), std::move(name), opts_.prefix);
+}
+
+std::string etcd_backend::holder_value() const {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return holder_record(std::chrono::duration_cast<std::chrono::microseconds>(now).count(),
+                         holder_argument_);
 }
 
 void etcd_backend::revoke_in_background(std::int64_t lease_id) {
@@ -478,6 +486,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
     // This acquire's own lease and key while it waits or until its grant.
     std::int64_t lease_id = 0;
     std::int64_t my_revision = 0;
+    std::string value;  // the key's value as last written
     clock::time_point lease_sent{};
     std::int64_t lease_ttl = 0;
 
@@ -569,7 +578,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
             txn_request req;
             req.compares.push_back({st->key, compare::target::create_revision,
                                     compare::op::equal, st->create_revision});
-            req.success.push_back(put_request{st->key, st->owner, st->lease_id});
+            req.success.push_back(put_request{st->key, st->value, st->lease_id});
             const auto epoch = st->live()->epoch;
             auto [ec, r] = co_await call<txn_result>(
                 [&](auto h) { wire.txn(std::move(req), std::move(h)); });
@@ -606,7 +615,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
             txn_request req;
             req.compares.push_back(
                 {st->key, compare::target::create_revision, compare::op::equal, 0});
-            req.success.push_back(put_request{st->key, st->owner, lease_id});
+            value = backend->holder_value();
+            req.success.push_back(put_request{st->key, value, lease_id});
             range_request first;
             first.key = st->prefix;
             first.range_end = prefix_end(st->prefix);
@@ -652,11 +662,14 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
             const auto outcome = co_await wait_for_turn();
             if (outcome == turn::granted) {
                 // The confirming put: the key survived the wait, and the
-                // put's revision is the token.
+                // put's revision is the token. Its value's since becomes
+                // the grant's time: the tenure begins here, not when the
+                // key began waiting.
                 txn_request confirm;
                 confirm.compares.push_back({st->key, compare::target::create_revision,
                                             compare::op::equal, my_revision});
-                confirm.success.push_back(put_request{st->key, st->owner, lease_id});
+                value = backend->holder_value();
+                confirm.success.push_back(put_request{st->key, value, lease_id});
                 auto [cec, cr] = co_await call<txn_result>(
                     [&](auto h) { wire.txn(std::move(confirm), std::move(h)); });
                 stop_watching();
@@ -752,6 +765,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
         }
         st->lease_id = std::exchange(lease_id, 0);
         st->create_revision = my_revision;
+        st->value = std::move(value);
         auto& m = backend->recorder();
         metrics_recorder::add(m.acquisitions);
         if (contended) metrics_recorder::add(m.contended_acquisitions);
@@ -860,10 +874,12 @@ void etcd_backend::release_in_background(const std::shared_ptr<lock_state>& base
     revoke_in_background(lease);
 }
 
-std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url) {
+std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,
+                                      std::string_view holder_label) {
     backend_options o;
     std::string why;
     if (auto ec = parse_url(url, o, why); ec) throw boost::system::system_error(ec, why);
+    o.holder_label = holder_label;
     const bool tls = o.gateway.tls;
     auto b = std::make_shared<etcd_backend>(std::move(ex), std::move(o), tls);
     b->start();

@@ -33,6 +33,13 @@
 //    `break`, a revoked lease) at once.
 //  - release: the tenure's last level revokes its lease, which deletes its
 //    key and no other. A cancelled acquire revokes its lease the same way.
+//  - value: each key holds the holder record "<since µs> <pid> <host>
+//    <label>" (core/holder_record.hpp, the format the Redis hash's holder
+//    field has), for people (corolock status, corolock list); the protocol
+//    never reads it. etcd reports no time, so since is the writing client's
+//    wall clock: written at the key's creation, and again by the confirming
+//    put, so that a holder's since is when its tenure began and a waiter's
+//    when it began waiting. A re-entry's put writes the value unchanged.
 #pragma once
 
 #include "core/backend.hpp"
@@ -51,6 +58,8 @@ namespace corolock::detail::etcd {
 struct backend_options {
     gateway_options gateway;
     std::string prefix = "corolock/";  // every key corolock writes starts with it
+    // Recorded in each key's value (core/holder_record.hpp); not in the URL.
+    std::string holder_label;
 };
 
 // Parses etcd://[user[:password]@]host:port[,host:port...][/prefix][?ca_file=PATH]
@@ -85,6 +94,7 @@ struct etcd_lock_state final : lock_state {
     // --- strand only: the live tenure's lease and key ---
     std::int64_t lease_id = 0;
     std::int64_t create_revision = 0;
+    std::string value;  // the key's value (its holder record), kept by re-entries
     std::chrono::steady_clock::duration lease_ttl{};  // granted by etcd
     // The keep-alive and deadline loops of the live tenure end when its
     // epoch is no longer live.
@@ -143,6 +153,8 @@ public:
     void lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why);
     // Revokes a lease in the background (a give-back, a cancelled acquire).
     void revoke_in_background(std::int64_t lease_id);
+    // A key's value: the holder record, since = now by this machine's clock.
+    std::string holder_value() const;
 
 private:
     struct prefix_watch;
@@ -157,6 +169,7 @@ private:
     strand_type strand_;
     backend_options opts_;
     bool tls_;
+    std::string holder_argument_;  // formatted once (holder_argument)
     std::shared_ptr<spdlog::logger> logger_;
     std::shared_ptr<gateway> gateway_;
     metrics_recorder metrics_;
@@ -166,7 +179,9 @@ private:
     std::map<std::uint64_t, std::weak_ptr<etcd_lock_state>> holding_;
 };
 
-// A started etcd backend for `url`. Throws system_error (invalid_url).
-std::shared_ptr<lock_backend> connect(boost::asio::any_io_executor ex, std::string_view url);
+// A started etcd backend for `url`, recording holder_label in its keys.
+// Throws system_error (invalid_url).
+std::shared_ptr<lock_backend> connect(boost::asio::any_io_executor ex, std::string_view url,
+                                      std::string_view holder_label);
 
 }  // namespace corolock::detail::etcd

@@ -50,6 +50,7 @@ struct range_request {
     bool count_only = false;
     bool sort_by_create_revision = false;  // ascending; otherwise key order
     std::int64_t max_create_revision = 0;  // 0: no bound
+    std::int64_t revision = 0;  // read the store as of this revision; 0: the latest
 };
 
 struct range_result {

@@ -5,6 +5,7 @@
 #include "redis/client_impl.hpp"
 #include "redis/lock_service.hpp"
 #include "redis/scripts.hpp"
+#include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include <corolock/mutex.hpp>
 
@@ -136,16 +137,7 @@ namespace {
 // The status script's holder field and server time into out.holder; a
 // field of another shape (written by hand) leaves it absent.
 void parse_holder_into(const reply& field, std::int64_t now_us, lock_status& out) {
-    detail::holder_fields h;
-    if (!out.held || !detail::parse_holder(field.str, h)) return;
-    lock_holder holder;
-    holder.host = h.host;
-    holder.pid = h.pid;
-    holder.label = h.label;
-    holder.since = std::chrono::system_clock::time_point(std::chrono::microseconds(h.since_us));
-    holder.held_for =
-        std::chrono::milliseconds(std::max<std::int64_t>(0, (now_us - h.since_us) / 1000));
-    out.holder = std::move(holder);
+    if (out.held) out.holder = parse_holder_record(field.str, now_us);
 }
 
 void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,

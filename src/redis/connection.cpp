@@ -2,6 +2,7 @@
 #include "redis/client_impl.hpp"
 #include "core/logging.hpp"
 #include "redis/scripts.hpp"
+#include "core/holder_record.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -1099,8 +1100,11 @@ backend client::lock_backend() const noexcept {
 }
 
 std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_executor ex,
-                                                            std::string_view url) {
-    auto impl = std::make_shared<detail::client_impl>(ex, checked(config::from_url(url)));
+                                                            std::string_view url,
+                                                            std::string_view holder_label) {
+    config cfg = config::from_url(url);
+    cfg.holder_label = holder_label;
+    auto impl = std::make_shared<detail::client_impl>(ex, checked(std::move(cfg)));
     impl->start();
     return impl->lock_backend().shared();
 }

@@ -38,8 +38,10 @@ private:
     client_impl& client_;
 };
 
-// A started Redis client for `url`, as a backend. Throws system_error
-// (invalid_argument) for a bad URL or configuration.
-std::shared_ptr<lock_backend> connect_redis(boost::asio::any_io_executor ex, std::string_view url);
+// A started Redis client for `url` (its config::holder_label given), as a
+// backend. Throws system_error (invalid_argument) for a bad URL or
+// configuration.
+std::shared_ptr<lock_backend> connect_redis(boost::asio::any_io_executor ex, std::string_view url,
+                                            std::string_view holder_label);
 
 }  // namespace corolock::detail

@@ -4,10 +4,7 @@
 
 #include <openssl/evp.h>
 
-#include <unistd.h>
-
 #include <array>
-#include <charconv>
 #include <cstdio>
 #include <string>
 
@@ -244,50 +241,6 @@ lock_keys::lock_keys(std::string_view name) {
 }
 
 lock_keys keys_for(std::string_view name) { return lock_keys(name); }
-
-std::string holder_argument(std::string_view label) {
-    std::array<char, 256> host{};
-    if (::gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
-    std::string out = std::to_string(::getpid());
-    out.push_back(' ');
-    const std::size_t host_at = out.size();
-    out.append(host.data());
-    if (out.size() == host_at) out.push_back('?');
-    // The host is one word, so that the label may hold anything.
-    for (std::size_t i = host_at; i < out.size(); ++i) {
-        const auto c = static_cast<unsigned char>(out[i]);
-        if (c <= 0x20 || c == 0x7f) out[i] = '?';
-    }
-    out.push_back(' ');
-    out.append(label.substr(0, max_holder_label_length));
-    return out;
-}
-
-namespace {
-// The next space-delimited word of text, consumed.
-std::string_view next_word(std::string_view& text) noexcept {
-    const auto end = text.find(' ');
-    if (end == std::string_view::npos) return {};
-    const auto word = text.substr(0, end);
-    text.remove_prefix(end + 1);
-    return word;
-}
-bool parse_int(std::string_view text, std::int64_t& out) noexcept {
-    const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-    return ec == std::errc{} && ptr == text.data() + text.size() && !text.empty();
-}
-}  // namespace
-
-bool parse_holder(std::string_view field, holder_fields& out) noexcept {
-    holder_fields h;
-    if (!parse_int(next_word(field), h.since_us) || !parse_int(next_word(field), h.pid))
-        return false;
-    h.host = next_word(field);
-    if (h.host.empty()) return false;
-    h.label = field;
-    out = h;
-    return true;
-}
 
 std::string_view lock_name_of_key(std::string_view key) noexcept {
     if (key.size() <= key_prefix.size() + 1 || key.substr(0, key_prefix.size()) != key_prefix ||

@@ -45,21 +45,6 @@ private:
 };
 lock_keys keys_for(std::string_view name);
 
-// The acquire script's holder argument, "<pid> <host> <label>": this
-// process's id, its host name with spaces and control bytes replaced by '?',
-// and the label cut to max_holder_label_length bytes. Formatted once per client.
-std::string holder_argument(std::string_view label);
-
-// The hash's holder field as the acquire script writes it: "<since µs> "
-// followed by the holder argument. False when the text has another shape.
-struct holder_fields {
-    std::int64_t since_us = 0;  // server time of the grant that created the hash
-    std::int64_t pid = 0;
-    std::string_view host;
-    std::string_view label;
-};
-bool parse_holder(std::string_view field, holder_fields& out) noexcept;
-
 // Lock keys are "corolock:{" + name + "}"; a valid name has no braces, so
 // the fence counter "corolock:{name}:fence" never matches. Empty when key
 // is not a lock key.

@@ -329,7 +329,7 @@ TEST_CASE("cli: admin: status names the holder, with since by the server's clock
     });
 }
 
-TEST_CASE("cli: admin: the holder label is cut to its limit; none is fine", "[admin]") {
+TEST_CASE("cli: admin: the holder label is cut to its limit, none is fine", "[admin]") {
     redis_server server;
     asio::io_context ioc;
     auto cfg = config_for(server);

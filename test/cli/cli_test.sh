@@ -23,70 +23,25 @@ redis_cli=${COROLOCK_REDIS_CLI:-redis-cli}
 python=${COROLOCK_PYTHON:-python3}
 
 tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-cli-test.XXXXXX")
-passed=0
-failed=0
 port=""
 url=""
-started_pids=()
 
-# The shared throwaway server helper: throwaway_redis_start/stop, stop_pid.
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/throwaway_redis.sh"
+# The shared harness (assertions, spawn/reap, free_port, cl, ...) and the
+# throwaway server helper: throwaway_redis_start/stop, stop_pid.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 redis_stopped=0
 
 cleanup() {
-  local pid
   # A test that stopped the server (SIGSTOP) lets it go on before stopping it.
   [ "$redis_stopped" = 1 ] && [ -n "$REDIS_PID" ] && kill -CONT "$REDIS_PID" 2>/dev/null
-  for pid in "${started_pids[@]}"; do stop_pid "$pid"; done
+  stop_started
   throwaway_redis_stop
   rm -rf "$tmp_dir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-# ---- assertions: each one counts, and each one can fail ----
-
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; shift; [ $# -gt 0 ] && printf '       %s\n' "$@"; }
-
-expect_status() {  # DESCRIPTION EXPECTED ACTUAL [context...]
-  local what=$1 want=$2 got=$3
-  shift 3
-  if [ "$got" = "$want" ]; then pass "$what (exit $got)"; else fail "$what: exit $got, want $want" "$@"; fi
-}
-
-expect_match() {  # DESCRIPTION EXTENDED_REGEX FILE
-  if grep -Eq -- "$2" "$3"; then pass "$1"; else fail "$1: no line matches /$2/" "$(head -c 600 "$3")"; fi
-}
-
-expect_no_match() {  # DESCRIPTION EXTENDED_REGEX FILE
-  if grep -Eq -- "$2" "$3"; then fail "$1: unexpected /$2/" "$(head -c 600 "$3")"; else pass "$1"; fi
-}
-
-expect_true() {  # DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-
-expect_cond() {  # DESCRIPTION SHELL_CONDITION (evaluated here, e.g. '[ "$a" -lt 5 ]')
-  if eval "$2"; then pass "$1"; else fail "$1" "condition: $2"; fi
-}
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# Polls COMMAND every 50 ms, at most SECONDS long. Returns its last status.
-wait_until() {  # SECONDS COMMAND...
-  local tries=$(($1 * 20))
-  shift
-  for _ in $(seq "$tries"); do
-    "$@" && return 0
-    sleep 0.05
-  done
-  return 1
-}
 
 rcli() { timeout 5 "$redis_cli" -h 127.0.0.1 -p "$port" "$@"; }
 
@@ -96,68 +51,11 @@ lock_absent() { [ "$(rcli EXISTS "corolock:{$1}")" = "0" ]; }
 has_waiter() { local n; n=$(rcli PUBSUB NUMSUB "corolock:{$1}:unlock" | tail -n 1); [ "${n:-0}" -ge 1 ]; }
 no_waiter() { ! has_waiter "$1"; }
 
-# The corolock process under a `timeout` we started. Signals for corolock
-# itself go there: signalling `timeout` would also hit the whole process
-# group, COMMAND included, and prove nothing about forwarding.
-corolock_pid() {  # TIMEOUT_PID
-  local pid=""
-  for _ in $(seq 40); do
-    pid=$(ps -o pid= --ppid "$1" 2>/dev/null | head -n 1 | tr -d ' ')
-    [ -n "$pid" ] && break
-    sleep 0.05
-  done
-  echo "$pid"
-}
-
-signal_corolock() {  # SIGNAL TIMEOUT_PID
-  local pid
-  pid=$(corolock_pid "$2")
-  if [ -n "$pid" ]; then kill "-$1" "$pid"; else echo "no corolock process under pid $2" >&2; fi
-}
-
-# Starts a command in the background, bounded by `timeout`, and remembers it
-# for cleanup. The pid lands in $last_pid.
-spawn() {  # SECONDS COMMAND...
-  local secs=$1
-  shift
-  timeout "$secs" "$@" &
-  last_pid=$!
-  started_pids+=("$last_pid")
-}
-
-# Waits for a background job, which is bounded by its own timeout. The
-# status lands in $last_status.
-reap() { wait "$1"; last_status=$?; }
-
-# A loopback port nobody listens on, for the "Redis unreachable" cases.
-port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-  local candidate
-  for _ in $(seq 50); do
-    candidate=$((20000 + RANDOM % 12000))
-    if port_is_free "$candidate"; then echo "$candidate"; return 0; fi
-  done
-  return 1
-}
-
 start_server() {
   throwaway_redis_start "$tmp_dir" || return 1
   port=$REDIS_PORT
   url="redis://127.0.0.1:$port"
 }
-
-# Runs corolock, bounded, with stdout/stderr captured in $tmp_dir/out and
-# $tmp_dir/err; the status lands in $last_status.
-cl() {  # SECONDS ARGS...
-  local secs=$1
-  shift
-  timeout "$secs" "$bin" "$@" >"$tmp_dir/out" 2>"$tmp_dir/err"
-  last_status=$?
-}
-
-# A child that runs up to SECONDS in short sleeps, so a signal's trap runs
-# within 0.1 s and no long sleep outlives it.
-long_child() { echo "for i in \$(seq $(($1 * 10))); do sleep 0.1; done"; }
 
 # ---- usage errors and help: no server needed ----
 
@@ -346,24 +244,17 @@ group_run() {
 
 # ---- status and break ----
 
-json_field() {  # FILE FIELD: prints the field of the one JSON object in FILE
-  "$python" -c '
-import json, sys
-with open(sys.argv[1]) as f:
-    lines = f.read().splitlines()
-assert len(lines) == 1, "expected exactly one line, got %d" % len(lines)
-value = json.loads(lines[0])[sys.argv[2]]
-print(json.dumps(value))
-' "$1" "$2"
-}
-
 group_inspect() {
   cl 20 status --url "$url" --json never-used
   expect_status "status --json of an unknown lock" 0 "$last_status"
   expect_true "status --json: one exact object when not held" \
     grep -qx '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null}' "$tmp_dir/out"
 
-  spawn 60 "$bin" run --url "$url" --lease 20s held1 -- sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/held1-token'; $(long_child 30)"
+  # The holder keeps the lock until the test says go (bounded to 55 s),
+  # however slowly the checks in between run (a loaded machine, ASan).
+  local held1_go=$tmp_dir/held1-go
+  spawn 60 "$bin" run --url "$url" --lease 20s held1 -- \
+    sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/held1-token'; for i in \$(seq 550); do [ -e '$held1_go' ] && break; sleep 0.1; done"
   local holder=$last_pid
   expect_true "status: holder acquired" wait_until 10 test -s "$tmp_dir/held1-token"
   local token
@@ -447,7 +338,7 @@ print(doc["truncated"], ",".join(l["name"] + "@" + str(l["pid"]) for l in doc["l
 
   # Break wakes a waiter: it gets the lock within a second or two, far
   # sooner than the holder's 60 s lease.
-  kill -TERM "$holder" 2>/dev/null
+  touch "$held1_go"
   reap "$holder"
   spawn 90 "$bin" run --url "$url" --lease 60s brk -- sh -c "$(long_child 40)"
   holder=$last_pid
@@ -1116,5 +1007,4 @@ for g in "${groups[@]}"; do
   "group_$g"
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# End-to-end tests of the corolock command-line tool over etcd: run, status
-# and break with an etcd:// URL, against a throwaway single-member etcd that
-# this script starts on free loopback ports.
+# End-to-end tests of the corolock command-line tool over etcd: run, status,
+# list and break with an etcd:// URL, against a throwaway single-member etcd
+# that this script starts on free loopback ports.
 #
 #   etcd_cli_test.sh COROLOCK_BIN [GROUP...]
 #
-# GROUPs: run exclusion inspect (default: all). Needs etcd (from PATH, or
+# GROUPs: run exclusion inspect list (default: all). Needs etcd (from PATH, or
 # COROLOCK_ETCD) and python3 (or COROLOCK_PYTHON) to parse --json output.
 #
 # Every command runs under `timeout`, every wait loop is bounded in count
@@ -16,29 +16,20 @@ set -u
 bin=${1:?usage: etcd_cli_test.sh COROLOCK_BIN [GROUP...]}
 shift
 groups=("$@")
-[ ${#groups[@]} -eq 0 ] && groups=(run exclusion inspect)
+[ ${#groups[@]} -eq 0 ] && groups=(run exclusion inspect list)
 
 etcd_bin=${COROLOCK_ETCD:-etcd}
 python=${COROLOCK_PYTHON:-python3}
 
 tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-etcd-cli-test.XXXXXX")
-passed=0
-failed=0
 url=""
 etcd_pid=""
-started_pids=()
 
-stop_pid() {
-  local pid=$1
-  [[ -n $pid ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-}
+# The shared harness: assertions, spawn/reap, free_port, cl, json_field, stop_pid.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 cleanup() {
-  local pid
-  for pid in "${started_pids[@]}"; do stop_pid "$pid"; done
+  stop_started
   stop_pid "$etcd_pid"
   rm -rf "$tmp_dir"
 }
@@ -46,91 +37,15 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# ---- assertions: each one counts, and each one can fail ----
-
-pass() { passed=$((passed + 1)); echo "ok   - $1"; }
-fail() { failed=$((failed + 1)); echo "FAIL - $1"; shift; [ $# -gt 0 ] && printf '       %s\n' "$@"; }
-
-expect_status() {  # DESCRIPTION EXPECTED ACTUAL [context...]
-  local what=$1 want=$2 got=$3
-  shift 3
-  if [ "$got" = "$want" ]; then pass "$what (exit $got)"; else fail "$what: exit $got, want $want" "$@"; fi
-}
-
-expect_match() {  # DESCRIPTION EXTENDED_REGEX FILE
-  if grep -Eq -- "$2" "$3"; then pass "$1"; else fail "$1: no line matches /$2/" "$(head -c 600 "$3")"; fi
-}
-
-expect_true() {  # DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then pass "$what"; else fail "$what"; fi
-}
-
-expect_cond() {  # DESCRIPTION SHELL_CONDITION
-  if eval "$2"; then pass "$1"; else fail "$1" "condition: $2"; fi
-}
-
-# Polls COMMAND every 50 ms, at most SECONDS long. Returns its last status.
-wait_until() {  # SECONDS COMMAND...
-  local tries=$(($1 * 20))
-  shift
-  for _ in $(seq "$tries"); do
-    "$@" && return 0
-    sleep 0.05
-  done
-  return 1
-}
-
-spawn() {  # SECONDS COMMAND...
-  local secs=$1
-  shift
-  timeout "$secs" "$@" &
-  last_pid=$!
-  started_pids+=("$last_pid")
-}
-
-reap() { wait "$1"; last_status=$?; }
-
-# The corolock process under a `timeout` we started.
-corolock_pid() {  # TIMEOUT_PID
-  local pid=""
-  for _ in $(seq 40); do
-    pid=$(ps -o pid= --ppid "$1" 2>/dev/null | head -n 1 | tr -d ' ')
-    [ -n "$pid" ] && break
-    sleep 0.05
-  done
-  echo "$pid"
-}
-
-port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-  local candidate
-  for _ in $(seq 50); do
-    candidate=$((20000 + RANDOM % 12000))
-    if port_is_free "$candidate"; then echo "$candidate"; return 0; fi
-  done
-  return 1
-}
-
-cl() {  # SECONDS ARGS...
-  local secs=$1
-  shift
-  timeout "$secs" "$bin" "$@" >"$tmp_dir/out" 2>"$tmp_dir/err"
-  last_status=$?
-}
-
 # status of NAME, quietly, into $tmp_dir/st.
 st() { timeout 10 "$bin" status --url "$url" "$1" >"$tmp_dir/st" 2>&1; }
 is_held() { st "$1" && grep -Eq '^held: +yes$' "$tmp_dir/st"; }
 is_free() { st "$1" && grep -Eq '^held: +no$' "$tmp_dir/st"; }
 has_waiters() { st "$1" && grep -Eq "^waiters: +$2\$" "$tmp_dir/st"; }
 
-json_field() {  # FILE FIELD: the field of the one JSON object in FILE, as JSON
-  "$python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))[sys.argv[2]]))' "$1" "$2"
-}
-
-long_child() { echo "for i in \$(seq $(($1 * 10))); do sleep 0.1; done"; }
+host=$(hostname)
+tab=$'\t'
+since_re='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z'
 
 etcd_healthy() {  # PORT
   local reply
@@ -180,9 +95,6 @@ group_run() {
   expect_status "run over etcd: --tls-insecure is a usage error" 64 "$last_status"
   expect_match "run over etcd: says it is for Redis" "--tls-insecure applies to Redis URLs only" "$tmp_dir/err"
   expect_true "run over etcd: the command did not run" [ ! -e "$tmp_dir/r3-ran" ]
-  cl 10 list --url "$url"
-  expect_status "list over etcd: not supported" 64 "$last_status"
-  expect_match "list over etcd: says so" "list is not supported on etcd" "$tmp_dir/err"
   cl 10 run --url "etcd://127.0.0.1" r3 -- true
   expect_status "run: an etcd URL without a port" 64 "$last_status"
   expect_match "run: says what is wrong" "malformed etcd URL in --url: .*port" "$tmp_dir/err"
@@ -257,9 +169,14 @@ group_inspect() {
   expect_status "status of a held lock" 0 "$last_status"
   expect_match "status: held" '^held: +yes$' "$tmp_dir/out"
   expect_match "status: owner" '^owner: +[0-9a-f]{32}$' "$tmp_dir/out"
-  local owner
+  local owner holder_pid
   owner=$(sed -n 's/^owner: *//p' "$tmp_dir/out")
-  expect_match "status: the value is the owner id" "^value: +$owner\$" "$tmp_dir/out"
+  holder_pid=$(corolock_pid "$holder")
+  # The holder record, as on Redis: host:pid, COMMAND as the label, since.
+  expect_match "status: the holder is the run's host and pid" "^holder: +$host:$holder_pid\$" "$tmp_dir/out"
+  expect_match "status: the label is the run's command" "^label: +sh -c echo .*ins-token" "$tmp_dir/out"
+  expect_match "status: since and held for" "^since: +$since_re \(held for [0-9.]+s, by the hosts' clocks\)\$" "$tmp_dir/out"
+  expect_no_match "status: no raw value line" '^value:' "$tmp_dir/out"
   expect_match "status: last token is the holder's token" "^last token: +$token\$" "$tmp_dir/out"
   expect_match "status: ttl from the lease" '^ttl: +([1-9]|1[0-9]|20) s \(lease [0-9a-f]+\)$' "$tmp_dir/out"
   expect_match "status: no waiters" '^waiters: +0$' "$tmp_dir/out"
@@ -268,11 +185,18 @@ group_inspect() {
   expect_true "status --json: held is true" [ "$(json_field "$tmp_dir/out" held)" = "true" ]
   expect_true "status --json: owner" [ "$(json_field "$tmp_dir/out" owner)" = "\"$owner\"" ]
   expect_true "status --json: last_token" [ "$(json_field "$tmp_dir/out" last_token)" = "$token" ]
+  expect_true "status --json: host" [ "$(json_field "$tmp_dir/out" host)" = "\"$host\"" ]
+  expect_true "status --json: pid" [ "$(json_field "$tmp_dir/out" pid)" = "$holder_pid" ]
+  expect_true "status --json: label" [ "$(json_eval "$tmp_dir/out" "j['label'].startswith('sh -c echo ')")" = "True" ]
+  expect_true "status --json: since" [ "$(json_eval "$tmp_dir/out" "bool(__import__('re').fullmatch(r'$since_re', j['since']))")" = "True" ]
+  expect_true "status --json: held_for_ms" [ "$(json_eval "$tmp_dir/out" "j['held_for_ms'] >= 0")" = "True" ]
+  expect_true "status --json: the holder's key carries the record" [ "$(json_eval "$tmp_dir/out" "j['holder']['pid']")" = "$holder_pid" ]
 
   # A waiter shows in status; break removes the holder and the waiter runs.
   spawn 60 "$bin" run --url "$url" --wait 20s ins -- sh -c "echo ran >'$tmp_dir/ins-waiter'"
   local waiter=$last_pid
   expect_true "status: the waiter is listed" wait_until 10 has_waiters ins 1
+  expect_match "status: the waiter's host, pid and since" "^  [0-9a-f]{32} \(created at revision [0-9]+; $host:[0-9]+ waiting since $since_re\)\$" "$tmp_dir/st"
   cl 10 break --url "$url" ins
   expect_status "break a held lock" 0 "$last_status" "$(cat "$tmp_dir/err")"
   expect_match "break: says what it removed" "^removed lock ins held by $owner \\(revoked lease [0-9a-f]+\\)\$" "$tmp_dir/out"
@@ -298,11 +222,71 @@ group_inspect() {
   expect_match "break: the holder says the lease was lost" "lost the lease on lock 'ins'" "$tmp_dir/ins-holder-err"
 }
 
+# ---- list ----
+
+group_list() {
+  cl 10 list --url "$url"
+  expect_status "list over etcd: nothing held" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "list: only the header" [ "$(cat "$tmp_dir/out")" = "NAME${tab}HOLDER${tab}SINCE${tab}HELD FOR${tab}TTL${tab}LABEL${tab}WAITERS" ]
+  cl 10 list --url "$url" --json
+  expect_status "list --json over etcd: nothing held" 0 "$last_status"
+  expect_true "list --json: no locks" [ "$(json_field "$tmp_dir/out" locks)" = "[]" ]
+  expect_true "list --json: not truncated" [ "$(json_field "$tmp_dir/out" truncated)" = "false" ]
+
+  # Two holders, kept until the test says go; a waiter behind the first.
+  local go=$tmp_dir/ls-go name
+  local -a holders=()
+  for name in ls-a ls-b; do
+    spawn 60 "$bin" run --url "$url" --lease 20s "$name" -- \
+      sh -c "touch '$tmp_dir/$name-held'; for i in \$(seq 300); do [ -e '$go' ] && break; sleep 0.1; done"
+    holders+=("$last_pid")
+  done
+  expect_true "list: both holders acquired" wait_until 10 test -e "$tmp_dir/ls-a-held" -a -e "$tmp_dir/ls-b-held"
+  local pid_a
+  pid_a=$(corolock_pid "${holders[0]}")
+  spawn 60 "$bin" run --url "$url" -v --wait 30s ls-a -- true 2>"$tmp_dir/ls-waiter-err"
+  local waiter=$last_pid
+  expect_true "list: the waiter waits" wait_until 10 has_waiters ls-a 1
+  expect_match "run -v over etcd: names the holder" "lock 'ls-a' is held by $host:$pid_a since $since_re \(label 'sh -c touch " "$tmp_dir/ls-waiter-err"
+
+  cl 10 list --url "$url"
+  expect_status "list over etcd" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "list: ls-a with its holder, ttl, label and one waiter" \
+    "^ls-a${tab}$host:$pid_a${tab}$since_re${tab}[0-9][0-9dhms. ]*${tab}([1-9]|1[0-9]|20) s${tab}sh -c touch .*ls-a-held.*${tab}1\$" "$tmp_dir/out"
+  expect_match "list: ls-b with no waiter" "^ls-b${tab}$host:[0-9]+${tab}.*${tab}0\$" "$tmp_dir/out"
+  expect_true "list: a header and two locks" [ "$(wc -l <"$tmp_dir/out")" = 3 ]
+  cl 10 list --url "$url" 'ls-[b-z]*'
+  expect_status "list over etcd with a PATTERN" 0 "$last_status"
+  expect_true "list PATTERN: the header and ls-b only" [ "$(cut -f1 "$tmp_dir/out" | tr '\n' ' ')" = "NAME ls-b " ]
+  cl 10 list --url "$url" 'nothing-*'
+  expect_true "list PATTERN: none matches" [ "$(wc -l <"$tmp_dir/out")" = 1 ]
+  cl 10 list --url "$url" --json
+  expect_status "list --json over etcd" 0 "$last_status"
+  expect_true "list --json: the names" [ "$(json_eval "$tmp_dir/out" "[l['name'] for l in j['locks']]")" = "['ls-a', 'ls-b']" ]
+  expect_true "list --json: ls-a's holder pid" [ "$(json_eval "$tmp_dir/out" "j['locks'][0]['pid']")" = "$pid_a" ]
+  expect_true "list --json: ls-a's label" [ "$(json_eval "$tmp_dir/out" "j['locks'][0]['label'].startswith('sh -c touch')")" = "True" ]
+  expect_true "list --json: ls-a's waiters" [ "$(json_eval "$tmp_dir/out" "len(j['locks'][0]['waiters'])")" = "1" ]
+  expect_true "list --json: ls-b's waiters" [ "$(json_eval "$tmp_dir/out" "len(j['locks'][1]['waiters'])")" = "0" ]
+  expect_true "list --json: ttl_ms" [ "$(json_eval "$tmp_dir/out" "0 < j['locks'][0]['ttl_ms'] <= 20000")" = "True" ]
+  expect_true "list --json: not truncated, one revision" [ "$(json_eval "$tmp_dir/out" "not j['truncated'] and j['revision'] > 0")" = "True" ]
+
+  touch "$go"
+  local h
+  for h in "${holders[@]}"; do
+    reap "$h"
+    expect_status "list: a holder ends" 0 "$last_status"
+  done
+  reap "$waiter"
+  expect_status "list: the waiter ran" 0 "$last_status"
+  cl 10 list --url "$url"
+  expect_true "list: nothing held at the end" [ "$(wc -l <"$tmp_dir/out")" = 1 ]
+}
+
 # ---- main ----
 
 for g in "${groups[@]}"; do
   case $g in
-    run | exclusion | inspect) ;;
+    run | exclusion | inspect | list) ;;
     *) echo "unknown group '$g'" >&2; exit 2 ;;
   esac
 done
@@ -312,5 +296,4 @@ for g in "${groups[@]}"; do
   "group_$g"
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+finish

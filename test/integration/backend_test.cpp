@@ -51,6 +51,26 @@ TEST_CASE("backend: a redis:// URL opens a Redis backend whose locks exclude a c
     CHECK(locks.metrics().acquisitions == 1);
 }
 
+TEST_CASE("backend: a redis:// backend records backend_config's holder label",
+          "[backend][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::backend_config cfg;
+    cfg.holder_label = "by url";
+    corolock::backend locks(ioc.get_executor(), client_url(server), cfg);
+    corolock::client c(ioc.get_executor(), client_url(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(locks, "backend-label");
+        auto g = co_await m.acquire({.lease = 5s});
+        auto [ec, st] = co_await corolock::async_lock_status(c, "backend-label", use_nothrow);
+        REQUIRE(ec == error_code{});
+        REQUIRE(st.holder.has_value());
+        CHECK(st.holder->label == "by url");
+        const auto released = co_await g.release();
+        CHECK(released == error_code{});
+    });
+}
+
 TEST_CASE("backend: a client's backend handle shares the client and does not stop it",
           "[backend][integration]") {
     redis_server server;
@@ -69,7 +89,7 @@ TEST_CASE("backend: a client's backend handle shares the client and does not sto
     CHECK(c.metrics().acquisitions == 1);
 }
 
-TEST_CASE("backend: the owning handle stops its backend; acquires then fail, never hang",
+TEST_CASE("backend: the owning handle stops its backend, acquires then fail, never hang",
           "[backend][integration]") {
     redis_server server;
     asio::io_context ioc;

@@ -1,6 +1,7 @@
 #include "support/etcd_server.hpp"
 
 #include "support/child_process.hpp"
+#include "support/free_ports.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -20,7 +21,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -42,38 +42,6 @@ struct fd_guard {
         if (fd >= 0) ::close(fd);
     }
 };
-
-// Ports below the kernel's ephemeral range, so that a client reconnecting to
-// a killed member can never be handed the member's port as its own source
-// port (see redis_server.cpp); each checked by binding it.
-bool port_bindable(std::uint16_t port) {
-    fd_guard g{::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-    if (g.fd < 0) return false;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return ::bind(g.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-}
-
-std::vector<std::uint16_t> pick_ports(std::size_t n) {
-    int lo = 32768;
-    {
-        std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
-        int a = 0, b = 0;
-        if (in >> a >> b && a > 11000) lo = a;
-    }
-    thread_local std::mt19937 rng(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
-    std::uniform_int_distribution<int> dist(10000, lo - 1);
-    std::vector<std::uint16_t> ports;
-    for (int tries = 0; tries < 1000 && ports.size() < n; ++tries) {
-        const auto p = static_cast<std::uint16_t>(dist(rng));
-        if (std::find(ports.begin(), ports.end(), p) == ports.end() && port_bindable(p))
-            ports.push_back(p);
-    }
-    if (ports.size() < n) throw std::runtime_error("etcd_server: no free loopback ports");
-    return ports;
-}
 
 int ms_until(deadline_type d) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(d - clock_type::now()).count();
@@ -237,7 +205,7 @@ etcd_cluster::~etcd_cluster() {
 }
 
 bool etcd_cluster::start_all(deadline_type deadline) {
-    const auto ports = pick_ports(members_.size() * 3);
+    const auto ports = pick_free_ports(members_.size() * 3);
     for (std::size_t i = 0; i < members_.size(); ++i) {
         members_[i].client_port = ports[3 * i];
         members_[i].peer_port = ports[3 * i + 1];

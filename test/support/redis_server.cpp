@@ -1,6 +1,7 @@
 #include "support/redis_server.hpp"
 
 #include "support/child_process.hpp"
+#include "support/free_ports.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,7 +22,6 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <random>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -62,85 +62,6 @@ public:
 private:
     int fd_;
 };
-
-// ---------------------------------------------------------------------------
-// Free ports.
-//
-// Ports are drawn at random from BELOW the kernel's ephemeral range, not
-// taken from bind(port 0). A port in the ephemeral range can be handed out as
-// the source port of an outgoing connection, and while a test has killed the
-// server, a client reconnecting to 127.0.0.1:P may be given P itself as its
-// source port: TCP then connects the socket to itself, the "server" answers
-// the client's own bytes, and restart() finds the port taken. Outside the
-// ephemeral range that cannot happen. Each candidate is checked by binding
-// it; the remaining race with other processes is handled by retrying the
-// start on new ports.
-
-std::pair<int, int> ephemeral_range() {
-    std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
-    int lo = 0, hi = 0;
-    if (in >> lo >> hi && lo > 0 && hi >= lo && hi <= 65535) return {lo, hi};
-    return {32768, 60999};  // Linux's default
-}
-
-bool port_bindable(std::uint16_t port) {
-    unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) return false;
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    return ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
-}
-
-// A port from bind(port 0), for when no non-ephemeral window is usable. The
-// socket stays open (in `held`) so consecutive picks differ.
-std::uint16_t port_from_kernel(std::vector<unique_fd>& held) {
-    unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (fd.get() < 0) throw sys_error("redis_server: socket", errno);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = 0;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-        throw sys_error("redis_server: bind 127.0.0.1:0", errno);
-    socklen_t len = sizeof addr;
-    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-        throw sys_error("redis_server: getsockname", errno);
-    held.emplace_back(fd.release());
-    return ntohs(addr.sin_port);
-}
-
-std::vector<std::uint16_t> pick_ports(std::size_t n) {
-    thread_local std::mt19937 rng([] {
-        std::random_device rd;
-        std::seed_seq seq{rd(), static_cast<unsigned>(::getpid()),
-                          static_cast<unsigned>(clock_type::now().time_since_epoch().count())};
-        return std::mt19937(seq);
-    }());
-    const auto [lo, hi] = ephemeral_range();
-    int first = 0, last = -1;
-    constexpr int window_min = 1000;
-    if (lo - 1 - 10000 >= window_min) {
-        first = 10000;
-        last = lo - 1;
-    } else if (65535 - (hi + 1) >= window_min) {
-        first = hi + 1;
-        last = 65535;
-    }
-    std::vector<std::uint16_t> ports;
-    if (last >= first) {
-        std::uniform_int_distribution<int> dist(first, last);
-        for (int tries = 0; tries < 200 && ports.size() < n; ++tries) {
-            const auto p = static_cast<std::uint16_t>(dist(rng));
-            if (std::find(ports.begin(), ports.end(), p) == ports.end() && port_bindable(p))
-                ports.push_back(p);
-        }
-    }
-    std::vector<unique_fd> held;
-    while (ports.size() < n) ports.push_back(port_from_kernel(held));
-    return ports;
-}
 
 // ---------------------------------------------------------------------------
 // The admin connection: a minimal blocking RESP2 client, independent of the
@@ -447,7 +368,7 @@ redis_server::redis_server(redis_server_options opts)
         // server's bind; each such loss costs one more attempt.
         constexpr int attempts = 5;
         for (int i = 0; i < attempts; ++i) {
-            const auto ports = pick_ports(opts_.tls ? 2 : 1);
+            const auto ports = pick_free_ports(opts_.tls ? 2 : 1);
             port_ = ports[0];
             tls_port_ = opts_.tls ? ports[1] : 0;
             if (start_once(clock_type::now() + opts_.start_timeout) == start_result::ready) return;

@@ -76,6 +76,12 @@ TEST_CASE("etcd codec: a put-if-absent txn with a lease and a prefix range encod
     CHECK(range.at("limit").as_string() == "1");
     CHECK(range.at("max_create_revision").as_string() == "9");
     CHECK(v.at("failure").as_array().at(0).as_object().contains("request_delete_range"));
+    CHECK_FALSE(range.contains("revision"));  // the latest, unless asked
+
+    range_request at;
+    at.key = "l/";
+    at.revision = 12;
+    CHECK(json::parse(codec::encode_range(at)).as_object().at("revision").as_string() == "12");
 
     const auto w = json::parse(codec::encode_watch_create({"k", "", 5})).as_object();
     CHECK(w.at("create_request").as_object().at("start_revision").as_string() == "5");

@@ -1,0 +1,162 @@
+# The harness shared by the command-line tool's shell tests (cli_test.sh on
+# Redis, etcd_cli_test.sh on etcd). Sourced, after the script has set:
+#
+#   bin      the corolock binary under test
+#   tmp_dir  a private temporary directory (the script removes it)
+#   python   python3, to read --json output
+#
+# It provides the counters (passed, failed), the assertions (each one counts,
+# and each one can fail), bounded polling, background processes remembered
+# for cleanup (spawn, reap, stop_started), free loopback ports, and cl to run
+# the tool with its output captured. stop_pid comes from
+# scripts/lib/throwaway_redis.sh, sourced here.
+#
+# Every command runs under `timeout`, every wait loop is bounded in count
+# and time, and only processes started here are ever signalled.
+
+# shellcheck source=../../scripts/lib/throwaway_redis.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/throwaway_redis.sh"
+
+passed=0
+failed=0
+started_pids=()
+last_status=""
+last_pid=""
+
+# ---- assertions: each one counts, and each one can fail ----
+
+pass() { passed=$((passed + 1)); echo "ok   - $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL - $1"; shift; [ $# -gt 0 ] && printf '       %s\n' "$@"; }
+
+expect_status() {  # DESCRIPTION EXPECTED ACTUAL [context...]
+  local what=$1 want=$2 got=$3
+  shift 3
+  if [ "$got" = "$want" ]; then pass "$what (exit $got)"; else fail "$what: exit $got, want $want" "$@"; fi
+}
+
+expect_match() {  # DESCRIPTION EXTENDED_REGEX FILE
+  if grep -Eq -- "$2" "$3"; then pass "$1"; else fail "$1: no line matches /$2/" "$(head -c 600 "$3")"; fi
+}
+
+expect_no_match() {  # DESCRIPTION EXTENDED_REGEX FILE
+  if grep -Eq -- "$2" "$3"; then fail "$1: unexpected /$2/" "$(head -c 600 "$3")"; else pass "$1"; fi
+}
+
+expect_true() {  # DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then pass "$what"; else fail "$what"; fi
+}
+
+expect_cond() {  # DESCRIPTION SHELL_CONDITION (evaluated here, e.g. '[ "$a" -lt 5 ]')
+  if eval "$2"; then pass "$1"; else fail "$1" "condition: $2"; fi
+}
+
+# The summary line, "N passed, M failed"; non-zero on any failure.
+finish() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# Polls COMMAND every 50 ms, at most SECONDS long. Returns its last status.
+wait_until() {  # SECONDS COMMAND...
+  local tries=$(($1 * 20))
+  shift
+  for _ in $(seq "$tries"); do
+    "$@" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# ---- processes ----
+
+# The corolock process under a `timeout` we started. Signals for corolock
+# itself go there: signalling `timeout` would also hit the whole process
+# group, COMMAND included, and prove nothing about forwarding.
+corolock_pid() {  # TIMEOUT_PID
+  local pid=""
+  for _ in $(seq 40); do
+    pid=$(ps -o pid= --ppid "$1" 2>/dev/null | head -n 1 | tr -d ' ')
+    [ -n "$pid" ] && break
+    sleep 0.05
+  done
+  echo "$pid"
+}
+
+signal_corolock() {  # SIGNAL TIMEOUT_PID
+  local pid
+  pid=$(corolock_pid "$2")
+  if [ -n "$pid" ]; then kill "-$1" "$pid"; else echo "no corolock process under pid $2" >&2; fi
+}
+
+# Starts a command in the background, bounded by `timeout`, and remembers it
+# for cleanup. The pid lands in $last_pid.
+spawn() {  # SECONDS COMMAND...
+  local secs=$1
+  shift
+  timeout "$secs" "$@" &
+  last_pid=$!
+  started_pids+=("$last_pid")
+}
+
+# Waits for a background job, which is bounded by its own timeout. The
+# status lands in $last_status.
+reap() { wait "$1"; last_status=$?; }
+
+# Stops every process spawn started (for the scripts' cleanup).
+stop_started() {
+  local pid
+  for pid in "${started_pids[@]}"; do stop_pid "$pid"; done
+}
+
+# A child that runs up to SECONDS in short sleeps, so a signal's trap runs
+# within 0.1 s and no long sleep outlives it.
+long_child() { echo "for i in \$(seq $(($1 * 10))); do sleep 0.1; done"; }
+
+# ---- ports ----
+
+# A loopback port nobody listens on now (for servers, and for the
+# "unreachable" cases).
+port_is_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+free_port() {
+  local candidate
+  for _ in $(seq 50); do
+    candidate=$((20000 + RANDOM % 12000))
+    if port_is_free "$candidate"; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}
+
+# ---- the tool ----
+
+# Runs corolock, bounded, with stdout/stderr captured in $tmp_dir/out and
+# $tmp_dir/err; the status lands in $last_status.
+cl() {  # SECONDS ARGS...
+  local secs=$1
+  shift
+  timeout "$secs" "$bin" "$@" >"$tmp_dir/out" 2>"$tmp_dir/err"
+  last_status=$?
+}
+
+json_field() {  # FILE FIELD: prints the field of the one JSON object in FILE, as JSON
+  "$python" -c '
+import json, sys
+with open(sys.argv[1]) as f:
+    lines = f.read().splitlines()
+assert len(lines) == 1, "expected exactly one line, got %d" % len(lines)
+value = json.loads(lines[0])[sys.argv[2]]
+print(json.dumps(value))
+' "$1" "$2"
+}
+
+json_eval() {  # FILE EXPRESSION: prints a Python expression over j, the one JSON object in FILE
+  "$python" -c '
+import json, sys
+with open(sys.argv[1]) as f:
+    j = json.load(f)
+print(eval(sys.argv[2]))
+' "$1" "$2"
+}
