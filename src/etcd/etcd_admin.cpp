@@ -2,6 +2,8 @@
 
 #include "core/holder_record.hpp"
 
+#include <corolock/admin.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -234,10 +236,12 @@ struct key_group {
 asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(admin_list_options o) {
     using namespace std::chrono_literals;
     using steady = std::chrono::steady_clock;
-    if (o.keys_per_page == 0) o.keys_per_page = 100;
-    if (o.max_pages == 0) o.max_pages = 10000;
-    if (o.max_locks == 0) o.max_locks = 10000;
-    if (o.max_time <= steady::duration::zero()) o.max_time = 10s;
+    // The bounds Redis's list has (one home: corolock/admin.hpp).
+    using defaults = lock_list_defaults;
+    if (o.keys_per_page == 0) o.keys_per_page = defaults::count_per_step;
+    if (o.max_pages == 0) o.max_pages = defaults::max_steps;
+    if (o.max_locks == 0) o.max_locks = defaults::max_locks;
+    if (o.max_time <= steady::duration::zero()) o.max_time = defaults::max_time;
     const auto deadline = steady::now() + o.max_time;
     admin_lock_list out;
     std::shared_ptr<transport> w = wire_;

@@ -62,15 +62,15 @@ struct admin_lock_status {
 };
 
 // What list() looks at, and the bounds that keep it short. Zero means the
-// default.
+// default: corolock::lock_list_defaults, as for Redis's list.
 struct admin_list_options {
     // Which lock names: a Redis glob (glob_match); empty means every name.
     std::string pattern;
-    std::size_t keys_per_page = 0;  // keys per range request; default 100
-    std::size_t max_pages = 0;      // range requests at most; default 10000
-    std::size_t max_locks = 0;      // locks reported at most; default 10000
-    // The whole listing's time; default 10 s. Each request is bounded by the
-    // request timeout as well.
+    std::size_t keys_per_page = 0;  // keys per range request (count_per_step)
+    std::size_t max_pages = 0;      // range requests at most (max_steps)
+    std::size_t max_locks = 0;      // locks reported at most
+    // The whole listing's time. Each request is bounded by the request
+    // timeout as well.
     std::chrono::steady_clock::duration max_time{};
 };
 
