@@ -82,4 +82,13 @@ void backend::stop() noexcept {
     if (impl_) impl_->stop();
 }
 
+void detail::initiate_drain::start(boost::asio::any_completion_handler<void(error_code)> handler,
+                                   bool direct, std::chrono::steady_clock::duration bound) const {
+    if (!impl) {
+        detail::complete_posted(std::move(handler), ex, error_code(error::client_stopped));
+        return;
+    }
+    impl->drain(bound, std::move(handler), direct);
+}
+
 }  // namespace corolock

@@ -169,6 +169,10 @@ std::shared_ptr<spdlog::logger> make_logger(int verbosity);
 // enough that an unreachable server is reported within a few seconds.
 config tool_config(const common_options& o);
 
+// How long one request may take: the Redis command timeout tool_config
+// sets, or the etcd request timeout.
+duration request_timeout(const common_options& o);
+
 // The etcd admin (status, break, and run's first look) for an etcd URL,
 // with the same short bounds as tool_config. Throws system_error for a bad URL.
 std::unique_ptr<detail::etcd::admin> make_etcd_admin(boost::asio::any_io_executor ex,

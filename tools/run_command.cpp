@@ -546,19 +546,17 @@ asio::awaitable<error_code> bounded_release(guard& g, duration bound) {
     co_return r->result ? *r->result : error_code(asio::error::operation_aborted);
 }
 
-// etcd: an acquire given up (a signal, --wait's end, --no-wait, an error)
-// may leave this handle's key behind: a waiter's key, ahead of every later
-// waiter until its lease ends. The backend revokes it in the background,
-// which a process about to exit cannot wait for, so it is removed here,
-// bounded by the request timeout.
-asio::awaitable<void> remove_own_etcd_key(run_state& s, const mutex& lock) {
-    auto [ec, removed] = co_await s.etcd->release_owner(s.o.name, lock.owner_id());
+// An acquire given up (a signal, --wait's end, --no-wait, an error) may
+// leave clean-up to the backend: on Redis the release of a grant whose
+// script was still on its way, on etcd the revoke of the acquire's lease
+// (its key would otherwise wait ahead of every later waiter). The process
+// is about to exit, so it waits for that, bounded by the request timeout.
+asio::awaitable<void> drain_abandoned(run_state& s) {
+    auto [ec] = co_await s.locks.async_drain(request_timeout(s.o.common), use_nothrow);
     if (ec)
         report_warning("could not confirm that the abandoned acquire left nothing behind (" +
-                       s.etcd->last_error().message + "); if it did, etcd frees lock '" +
-                       s.name() + "' within " + s.o.lease_text);
-    else if (removed)
-        s.note("removed the abandoned acquire's key of lock '{}'", s.name());
+                       ec.message() + "); if it did, " + std::string(service_name(s.o.common)) +
+                       " frees lock '" + s.name() + "' within " + s.o.lease_text);
 }
 
 asio::awaitable<int> run_flow(run_state& s) {
@@ -640,29 +638,13 @@ asio::awaitable<int> run_flow(run_state& s) {
     const auto waited = std::chrono::steady_clock::now() - wait_start;
     s.cancel_start.slot().clear();
     if (s.pending_signal != 0) {
-        if (g) {
-            // Granted just before the signal was seen.
-            co_await release(g);
-        } else if (s.redis == nullptr) {
-            co_await remove_own_etcd_key(s, lock);
-        } else {
-            // The acquire was abandoned, but its script may still be on the
-            // way and grant the lock after all (the library then releases
-            // it in the background, which a process about to exit cannot
-            // wait for). This owner-checked release is queued behind any
-            // such script, so when it answers, nothing of ours is left.
-            auto [rec] =
-                co_await async_release_owner(*s.redis, o.name, lock.owner_id(), use_nothrow);
-            if (rec && rec != error::expired && rec != error::not_owner)
-                report_warning("could not confirm that the abandoned acquire left nothing behind (" +
-                               rec.message() + "); if it did, Redis frees lock '" + s.name() +
-                               "' within " + o.lease_text);
-            else if (!rec)
-                s.note("the abandoned acquire had been granted; released it");
-        }
+        if (g)
+            co_await release(g);  // granted just before the signal was seen
+        else
+            co_await drain_abandoned(s);
         co_return interrupted("waiting for lock '" + s.name() + "'");
     }
-    if (aec && s.redis == nullptr) co_await remove_own_etcd_key(s, lock);
+    if (aec) co_await drain_abandoned(s);
     if (aec == error::wait_timeout || aec == error::lock_held) {
         s.note("gave up on lock '{}' after {}", s.name(), seconds_text(waited));
         if (!o.quiet) {

@@ -41,6 +41,11 @@ config tool_config(const common_options& o) {
     return cfg;
 }
 
+duration request_timeout(const common_options& o) {
+    if (o.etcd || o.cfg.command_timeout.count() == 0) return cli_command_timeout;
+    return std::chrono::duration_cast<duration>(o.cfg.command_timeout);
+}
+
 std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
                                                      const common_options& o) {
     return std::make_unique<detail::etcd::admin>(std::move(ex), o.url, defaults::connect_timeout,

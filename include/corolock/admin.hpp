@@ -161,8 +161,9 @@ auto async_break_lock(client& c, std::string_view name, CompletionToken&& token)
 //
 // Idempotent, so it is retried once after a connection loss. Because it is
 // queued behind every command the client has already queued, it also undoes
-// an acquire by the same owner that is still in flight: the CLI uses it after
-// giving up on an acquire, so the lock cannot outlive the process.
+// an acquire by the same owner that is still in flight. (A process that gave
+// up on its own acquire need not: client::async_drain waits for the
+// library's own clean-up of it.)
 //
 // Cancellation (terminal and partial): completes at once with
 // operation_aborted; a script already written may still run.

@@ -19,18 +19,43 @@
 // A corolock::client (Redis) is a backend too: client::lock_backend().
 #pragma once
 
+#include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/metrics.hpp>
 
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/system_executor.hpp>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
 
 namespace corolock {
 
-namespace detail { class lock_backend; }
+namespace detail {
+class lock_backend;
+
+// The initiation of backend::async_drain and client::async_drain (see
+// detail/completion.hpp).
+struct initiate_drain {
+    using executor_type = boost::asio::any_io_executor;
+    std::shared_ptr<lock_backend> impl;
+    executor_type ex;  // the backend's; empty without one
+    executor_type get_executor() const noexcept {
+        return ex ? ex : executor_type(boost::asio::system_executor());
+    }
+    template <class Handler>
+    void operator()(Handler&& handler, std::chrono::steady_clock::duration bound) const {
+        auto h = erase_handler<void(error_code)>(std::forward<Handler>(handler), ex);
+        start(std::move(h.handler), h.direct, bound);
+    }
+    void start(boost::asio::any_completion_handler<void(error_code)> handler, bool direct,
+               std::chrono::steady_clock::duration bound) const;
+};
+}  // namespace detail
 
 // Settings of a backend opened by URL that the URL does not carry.
 struct backend_config {
@@ -70,9 +95,35 @@ public:
     std::string_view scheme() const noexcept;
     // The lock layer's metrics (see metrics.hpp). Any thread.
     metrics_snapshot metrics() const noexcept;
-    // Ends all background work; pending acquires complete with
+    // Ends all background work; pending acquires and drains complete with
     // error::client_stopped. Idempotent, thread-safe, never blocks.
     void stop() noexcept;
+
+    // Waits, at most `bound`, for the clean-up this backend does in the
+    // background and had begun when this was called: releases of guards
+    // dropped unreleased, the clean-up of lost tenures, and what acquires
+    // given up (cancelled, failed, timed out) leave to do. On Redis that is
+    // the release of a grant whose script was still on its way when the
+    // acquire was cancelled; on etcd, the revoke of the abandoned acquire's
+    // lease, which deletes its key. For a process about to exit: once this
+    // completes with success, nothing those left on the server remains.
+    //
+    // Completes with success when that clean-up is done; it does not say
+    // whether each step succeeded (a release that failed for a lost
+    // connection counts as done: the server frees the lock when the lease
+    // ends). error::drain_timeout when `bound` passes first (the clean-up
+    // goes on); error::client_stopped after stop(), or without a backend.
+    // Clean-up begun after the call, and acquires or releases still
+    // running, are not waited for.
+    //
+    // Cancellation (any type): completes at once with operation_aborted.
+    // The handler runs on its associated executor, never inside this call.
+    template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
+    auto async_drain(std::chrono::steady_clock::duration bound,
+                     CompletionToken&& token = {}) const {
+        return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+            detail::initiate_drain{impl_, get_executor()}, token, bound);
+    }
 
     const std::shared_ptr<detail::lock_backend>& impl() const noexcept { return impl_; }
 

@@ -21,6 +21,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -119,6 +120,14 @@ public:
     // pending commands complete with error::client_stopped and no coroutine
     // of the client remains. Idempotent, thread-safe, never blocks.
     void stop() noexcept;
+
+    // backend::async_drain (backend.hpp) on this client's lock backend.
+    template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
+    auto async_drain(std::chrono::steady_clock::duration bound,
+                     CompletionToken&& token = {}) const {
+        return boost::asio::async_initiate<CompletionToken, void(error_code)>(
+            detail::initiate_drain{lock_backend().impl(), get_executor()}, token, bound);
+    }
 
     bool is_connected() const noexcept;
     client_stats stats() const;

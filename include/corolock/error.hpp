@@ -56,6 +56,7 @@ enum class error {
                             // cause is in client::last_error()
     no_permission,          // NOPERM: the ACL user may not run the command or touch the key
     server_too_old,         // the server refused HELLO 3: RESP3 needs Redis 6.0 or later
+    drain_timeout,          // async_drain: the background clean-up was not done in time
 };
 
 const boost::system::error_category& error_category() noexcept;
@@ -67,7 +68,8 @@ inline error_code make_error_code(error e) noexcept {
 // Generic conditions, so callers can ask "was this a timeout?" without
 // knowing which layer produced the code.
 enum class condition {
-    timeout = 1,        // connect_timeout, timeout, wait_timeout, asio timed_out
+    timeout = 1,        // connect_timeout, timeout, wait_timeout, drain_timeout,
+                        // asio timed_out
     connection_failure, // connection_lost, not_connected, never_connected,
                         // resolve/connect/TLS failures
     lock_unavailable,   // lock_held, wait_timeout

@@ -6,7 +6,9 @@
 // machine, the waiter lists and the watchdog schedule. A backend (src/redis,
 // src/etcd, ...) implements lock_backend: it makes a handle's state (its own
 // subclass of lock_state, with its keys or paths), runs acquires with the
-// core's machine, releases levels and renews tenures over its protocol.
+// core's machine, releases levels and renews tenures over its protocol, and
+// counts the clean-up it does in the background (core/background_work.hpp)
+// so that drain() can wait for it.
 //
 // Dependencies point one way: backends include core headers, never the
 // reverse. Everything a backend does with a lock_state happens on its strand.
@@ -126,6 +128,11 @@ public:
     // guard).
     virtual void release_in_background(const std::shared_ptr<lock_state>& st,
                                        std::uint64_t level) = 0;
+
+    // Any thread. Completes once the background clean-up begun before this
+    // call is done (see core/background_work.hpp), on the handler's
+    // associated executor (or directly when `direct`), never inside this call.
+    virtual void drain(clock::duration bound, release_handler handler, bool direct) = 0;
 };
 
 // A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.

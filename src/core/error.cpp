@@ -43,6 +43,7 @@ public:
         case error::no_permission: return "permission denied by the server's ACL";
         case error::server_too_old:
             return "the server does not speak RESP3 (HELLO 3): Redis 6.0 or later is required";
+        case error::drain_timeout: return "the background clean-up was not done in time";
         }
         return "unknown corolock error " + std::to_string(ev);
     }
@@ -84,7 +85,8 @@ bool is_socket_timeout(const error_code& ec) noexcept {
 bool in_condition(condition c, const error_code& ec) noexcept {
     if (ec.category() == error_category()) {
         switch (static_cast<error>(ec.value())) {
-        case error::timeout: return c == condition::timeout;
+        case error::timeout:
+        case error::drain_timeout: return c == condition::timeout;
         case error::wait_timeout: return c == condition::timeout || c == condition::lock_unavailable;
         case error::connect_timeout:
             return c == condition::timeout || c == condition::connection_failure;

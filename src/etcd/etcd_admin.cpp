@@ -361,35 +361,4 @@ asio::awaitable<std::tuple<error_code, admin_break_result>> admin::break_lock(st
     co_return std::make_tuple(error_code(), out);
 }
 
-asio::awaitable<std::tuple<error_code, bool>> admin::release_owner(std::string name,
-                                                                    std::string owner) {
-    const std::string key = key_prefix(name) + owner;
-    std::shared_ptr<transport> w = wire_;
-    range_request req;
-    req.key = key;
-    auto [ec, r] = co_await async_range(w, req);
-    if (ec) co_return std::make_tuple(ec, false);
-    if (r.kvs.empty()) co_return std::make_tuple(error_code(), false);
-    const key_value kv = r.kvs.front();
-    if (kv.lease != 0) {
-        const std::int64_t lease = kv.lease;
-        auto [rec, rr] = co_await async_lease_revoke(w, lease);
-        if (!rec) co_return std::make_tuple(error_code(), true);
-        if (rec != error::server_error) co_return std::make_tuple(rec, false);
-    }
-    txn_request t;
-    compare same;
-    same.key = key;
-    same.what = compare::target::create_revision;
-    same.relation = compare::op::equal;
-    same.operand = kv.create_revision;
-    t.compares.push_back(same);
-    delete_request del;
-    del.key = key;
-    t.success.push_back(del);
-    auto [dec, dr] = co_await async_txn(w, t);
-    if (dec) co_return std::make_tuple(dec, false);
-    co_return std::make_tuple(error_code(), dr.succeeded);
-}
-
 }  // namespace corolock::detail::etcd

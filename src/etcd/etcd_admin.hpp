@@ -136,14 +136,6 @@ public:
     // sees the deletion on its watch and takes the lock.
     boost::asio::awaitable<std::tuple<error_code, admin_break_result>> break_lock(std::string name);
 
-    // Removes `owner`'s key under the lock, if there is one (revokes its
-    // lease, else deletes it): for a process giving up on an acquire, whose
-    // key (a waiter's, or a grant it will not use) would otherwise stay
-    // until its lease ends, ahead of every later waiter. Completes with
-    // whether a key was removed.
-    boost::asio::awaitable<std::tuple<error_code, bool>> release_owner(std::string name,
-                                                                      std::string owner);
-
     // The cause of the last failure, in words.
     failure last_error() const;
     // Ends every request. Idempotent; never throws.

@@ -290,7 +290,8 @@ etcd_backend::etcd_backend(asio::any_io_executor ex, backend_options opts, bool 
       opts_(std::move(opts)),
       tls_(tls),
       holder_argument_(holder_argument(opts_.holder_label)),
-      logger_(default_logger()) {}
+      logger_(default_logger()),
+      work_(std::make_shared<background_work>(strand_, ex)) {}
 
 etcd_backend::~etcd_backend() {
     try {
@@ -325,6 +326,7 @@ void etcd_backend::stop() noexcept {
                     st->signal_lost();
                 }
             }
+            self->work_->stop();
         });
     } catch (...) {
     }
@@ -342,9 +344,25 @@ std::string etcd_backend::holder_value() const {
                          holder_argument_);
 }
 
-void etcd_backend::revoke_in_background(std::int64_t lease_id) {
+void etcd_backend::revoke_in_background(std::int64_t lease_id, const background_work::job& parent) {
     if (lease_id == 0 || stopped()) return;
-    gateway_->lease_revoke(lease_id, [](error_code, lease_revoke_result) {});
+    auto job = work_->begin_with(parent);
+    gateway_->lease_revoke(lease_id, [self = shared_from_this(), job](error_code,
+                                                                      lease_revoke_result) {
+        asio::dispatch(self->strand_, [self, job]() mutable { self->work_->end(job); });
+    });
+}
+
+void etcd_backend::drain(clock::duration bound, release_handler handler, bool direct) {
+    asio::post(strand_, [self = shared_from_this(), bound, h = std::move(handler),
+                         direct]() mutable {
+        if (self->stopped()) {
+            detail::complete_now(std::move(h), direct, self->executor_,
+                                 error_code(error::client_stopped));
+            return;
+        }
+        self->work_->drain(bound, std::move(h), direct);
+    });
 }
 
 std::shared_ptr<tenure> etcd_backend::on_granted(const std::shared_ptr<etcd_lock_state>& st,
@@ -480,6 +498,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
     bool woken = false;
     bool abandoned = false;
     bool watching = false;
+    bool done = false;  // run() ended (or never started)
+    // Abandoned while running: background clean-up until run() ends, so a
+    // drain waits for the give-back of whatever it still gets (a lease, a key).
+    background_work::job cleanup;
     std::string predecessor;
     clock::time_point started = clock::now();
 
@@ -516,8 +538,15 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
 
     void abandon(error_code ec) {
         abandoned = true;
+        if (!done && !cleanup.counted) cleanup = backend->work().begin();
         complete(ec, {});
         wake.cancel();
+    }
+
+    // run() is over: nothing more will be given back.
+    void end_run() noexcept {
+        done = true;
+        backend->work().end(cleanup);
     }
 
     void stop_watching() {
@@ -528,7 +557,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
     // Gives the lease (and with it the key) back.
     void give_back() {
         stop_watching();
-        backend->revoke_in_background(std::exchange(lease_id, 0));
+        backend->revoke_in_background(std::exchange(lease_id, 0), cleanup);
     }
 
     // Gives the lease back and waits for etcd's answer (bounded by the
@@ -564,6 +593,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
             give_back();
             complete(error::client_stopped, {});
         }
+        end_run();
     }
 
     asio::awaitable<void> run_inner() {
@@ -791,7 +821,10 @@ void etcd_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_o
         });
     }
     asio::post(strand_, [op] {
-        if (op->backend->stopped()) return op->complete(error::client_stopped, {});
+        if (op->backend->stopped()) {
+            op->end_run();
+            return op->complete(error::client_stopped, {});
+        }
         asio::co_spawn(op->backend->strand(), [op]() { return op->run(); }, asio::detached);
     });
 }

@@ -32,7 +32,9 @@
 //    signal. The shared watch also reports the holder's key deleted (a
 //    `break`, a revoked lease) at once.
 //  - release: the tenure's last level revokes its lease, which deletes its
-//    key and no other. A cancelled acquire revokes its lease the same way.
+//    key and no other. A cancelled acquire revokes its lease the same way,
+//    in the background; drain() waits for such revokes, and for abandoned
+//    acquires still on their way to one.
 //  - value: each key holds the holder record "<since µs> <pid> <host>
 //    <label>" (core/holder_record.hpp, the format the Redis hash's holder
 //    field has), for people (corolock status, corolock list); the protocol
@@ -42,6 +44,7 @@
 //    when it began waiting. A re-entry's put writes the value unchanged.
 #pragma once
 
+#include "core/background_work.hpp"
 #include "core/backend.hpp"
 #include "core/metrics_recorder.hpp"
 #include "etcd/gateway.hpp"
@@ -132,6 +135,7 @@ public:
                  std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
+    void drain(clock::duration bound, release_handler handler, bool direct) override;
 
     // --- for the acquire operation, on the strand ---
     transport& wire() noexcept { return *gateway_; }
@@ -151,8 +155,13 @@ public:
                                        clock::time_point deadline);
     // The live tenure is lost: lost signal now, its lease revoked.
     void lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why);
-    // Revokes a lease in the background (a give-back, a cancelled acquire).
-    void revoke_in_background(std::int64_t lease_id);
+    // Revokes a lease in the background (a give-back, a cancelled acquire):
+    // a background job until etcd answers, done for `parent` when that is
+    // counted (an abandoned acquire's give-back).
+    void revoke_in_background(std::int64_t lease_id, const background_work::job& parent = {});
+    // Background clean-up (revokes nobody waits for, abandoned acquires
+    // still running) and the drains of it.
+    background_work& work() noexcept { return *work_; }
     // A key's value: the holder record, since = now by this machine's clock.
     std::string holder_value() const;
 
@@ -173,6 +182,7 @@ private:
     std::shared_ptr<spdlog::logger> logger_;
     std::shared_ptr<gateway> gateway_;
     metrics_recorder metrics_;
+    std::shared_ptr<background_work> work_;  // strand only
     std::atomic<bool> stopped_{false};
     std::map<std::string, std::shared_ptr<prefix_watch>> watches_;  // strand only
     // The handles with a live tenure, for stop(): strand only.

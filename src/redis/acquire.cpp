@@ -85,6 +85,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Whether the caller was handed a guard for `level`: from then on the
     // level is the caller's to release, never the operation's.
     bool handed_over = false;
+    // Abandoned before the machine finished (a script may be in flight and
+    // grant): background clean-up until it finishes, so that a drain waits
+    // for the give-back too.
+    detail::background_work::job cleanup;
     // Inside the initiating call (started inline on the strand): an answer
     // reached now is posted, not dispatched.
     bool initiating = false;
@@ -123,7 +127,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 // An attempt may have been granted: give it back (owner- and
                 // level-checked, so harmless if it was not).
                 if (!handed_over && level != 0)
-                    svc->release_in_background(st, level, /*give_back=*/true);
+                    svc->release_in_background(st, level, /*give_back=*/true, cleanup);
+                svc->work().end(cleanup);
             }
         } catch (...) {
         }
@@ -241,7 +246,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     // The side effects in the order the machine lists them, then the step.
     void perform(const fsm::action& a) {
-        if (a.give_back) svc->release_in_background(st, level, /*give_back=*/true);
+        if (a.give_back) svc->release_in_background(st, level, /*give_back=*/true, cleanup);
         if (a.fresh_level) level = st->next_level++;
         if (a.join_queue) svc->add_waiter(waiter, st->keys.channel());
         if (a.rearm) svc->rearm_waiter(waiter);
@@ -331,6 +336,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         }
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
         svc->unregister_stop_hook(*this);
+        svc->work().end(cleanup);
         waiter.wake = nullptr;  // the only reference to this op that is not owning
         if (a.granted) {
             handed_over = true;
@@ -374,11 +380,15 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
             }
         }
         svc->unregister_stop_hook(*this);
+        // Its script's answer will never come: nothing is left to wait for.
+        // (Not once nothing runs any more: a drain's handler is dropped then.)
+        if (!svc->stopped()) svc->work().end(cleanup);
     }
 
     // The caller gets its answer now; the machine ends at its next step.
     void abandon(error_code ec) {
         machine.cancel();
+        if (svc && !machine.finished() && !cleanup.counted) cleanup = svc->work().begin();
         complete(ec, {});
         if (waiting) end_wait_early();
     }

@@ -40,7 +40,11 @@ redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::string 
     : lock_state(std::move(b), std::move(lock_name), random_owner_id()), keys(keys_for(name)) {}
 
 lock_service::lock_service(std::shared_ptr<client_impl> c)
-    : client_(c), impl_(*c), watchdog_timer_(c->strand()), wait_timer_(c->strand()) {}
+    : client_(c),
+      impl_(*c),
+      watchdog_timer_(c->strand()),
+      wait_timer_(c->strand()),
+      work_(std::make_shared<background_work>(c->strand(), c->get_executor())) {}
 
 std::shared_ptr<lock_service> lock_service::of(client_impl& c) {
     auto& slot = c.lock_service_slot();
@@ -309,11 +313,14 @@ void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, st
 }
 
 void lock_service::release_in_background(const std::shared_ptr<redis_lock_state>& st,
-                                         std::uint64_t level, bool give_back) {
-    note_background_release(+1);
+                                         std::uint64_t level, bool give_back,
+                                         const background_work::job& parent) {
+    auto job = work_->begin_with(parent);
     release_level(
         st, level, nullptr,
-        [self = shared_from_this()](error_code) { self->note_background_release(-1); },
+        // On the strand even where the handler is not called directly.
+        asio::bind_executor(impl_.strand(),
+                            [work = work_, job](error_code) mutable { work->end(job); }),
         /*direct=*/true, !give_back);
 }
 
@@ -566,6 +573,7 @@ void lock_service::on_stopped() {
     }
     watched_.clear();
     schedule_.clear();
+    work_->stop();
 }
 
 void lock_service::on_abandoned() noexcept {
@@ -624,14 +632,11 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     // goes by source (EVAL), because a NOSCRIPT answer to EVALSHA would send
     // it again behind whatever was queued meanwhile, a re-acquire included,
     // and it would then remove that.
-    note_background_release(+1);
-    auto self = weak_from_this();
+    auto job = work_->begin();
     run_script(
         release_script(), {st->keys.lock(), st->keys.channel()},
         {st->owner, std::string(all_levels)}, true,
-        [self](error_code, reply) {
-            if (auto s = self.lock()) s->note_background_release(-1);
-        },
+        [work = work_, job](error_code, reply) mutable { work->end(job); },
         /*by_source=*/true);
 }
 

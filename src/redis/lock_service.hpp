@@ -2,7 +2,8 @@
 //  - the unlock-channel subscriptions and local waiters (unlock_waiters),
 //  - the watchdog (watchdog_schedule plus one timer),
 //  - script execution with the NOSCRIPT fallback (script_call.hpp),
-//  - releases handed over by dropped guards.
+//  - releases handed over by dropped guards, and the waits for them
+//    (background_work: drain()).
 // redis_lock_state is the shared state of one mutex handle (one owner).
 #pragma once
 
@@ -11,6 +12,7 @@
 #include "redis/redis_backend.hpp"
 #include "redis/script_call.hpp"
 #include "redis/scripts.hpp"
+#include "core/background_work.hpp"
 #include "core/backend.hpp"
 #include "core/tenure.hpp"
 #include "core/waiters.hpp"
@@ -119,10 +121,11 @@ public:
                        std::shared_ptr<const tenure> t, release_handler handler, bool direct,
                        bool granted = true);
     // The same with nobody waiting for the answer (a dropped guard, a level
-    // granted too late): counted in background_releases() until it comes.
+    // granted too late): a background job (see work()) until it comes, done
+    // for `parent` when that is counted (an abandoned acquire's give-back).
     // `give_back`: the level never reached a caller (it may not be granted).
     void release_in_background(const std::shared_ptr<redis_lock_state>& st, std::uint64_t level,
-                               bool give_back = false);
+                               bool give_back = false, const background_work::job& parent = {});
 
     // Waiters.
     void add_waiter(unlock_waiters::waiter& w, std::string_view channel);
@@ -184,7 +187,10 @@ public:
     void register_stop_hook(wait_target& op) noexcept;
     void unregister_stop_hook(wait_target& op) noexcept;
 
-    std::size_t background_releases() const noexcept { return background_releases_; }
+    // Background clean-up: releases nobody waits for, lost tenures' clean-up,
+    // abandoned acquires with a script in flight; and the drains of it.
+    background_work& work() noexcept { return *work_; }
+    std::size_t background_releases() const noexcept { return work_->outstanding(); }
     const unlock_waiters& waiters() const noexcept { return waiters_; }
     // Takes a waiter out without the UNSUBSCRIBE that remove_waiter() may
     // send: for a destructor, when that failed. Allocates nothing.
@@ -199,8 +205,6 @@ public:
     void on_push(const reply& r) override;
     void on_stopped() override;
     void on_abandoned() noexcept override;
-
-    void note_background_release(int delta) noexcept { background_releases_ += delta; }
 
 private:
     class release_call;
@@ -253,7 +257,7 @@ private:
     boost::asio::steady_timer wait_timer_;
     bool wait_timer_armed_ = false;  // a wait is pending (or its completion queued)
     hook_node stop_hooks_;  // the list's sentinel
-    std::size_t background_releases_ = 0;
+    std::shared_ptr<background_work> work_;
     std::uint64_t renew_batches_ = 0;
     bool stopped_ = false;
     bool eviction_checked_ = false;

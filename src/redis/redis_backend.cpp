@@ -3,6 +3,10 @@
 #include "redis/client_impl.hpp"
 #include "redis/lock_service.hpp"
 
+#include <corolock/detail/completion.hpp>
+
+#include <boost/asio/post.hpp>
+
 namespace corolock::detail {
 
 boost::asio::any_io_executor redis_backend::get_executor() const noexcept {
@@ -38,6 +42,18 @@ void redis_backend::release_in_background(const std::shared_ptr<lock_state>& st,
     auto svc = lock_service::of(client_);
     if (!svc->stopped())
         svc->release_in_background(std::static_pointer_cast<redis_lock_state>(st), level);
+}
+
+void redis_backend::drain(clock::duration bound, release_handler handler, bool direct) {
+    boost::asio::post(client_.strand(), [c = client_.shared_from_this(), bound,
+                                         h = std::move(handler), direct]() mutable {
+        if (c->stopped()) {
+            complete_now(std::move(h), direct, c->get_executor(),
+                         error_code(error::client_stopped));
+            return;
+        }
+        lock_service::of(*c)->work().drain(bound, std::move(h), direct);
+    });
 }
 
 }  // namespace corolock::detail

@@ -29,6 +29,7 @@ public:
                  std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
+    void drain(clock::duration bound, release_handler handler, bool direct) override;
 
     // This backend, sharing ownership of its client.
     std::shared_ptr<lock_backend> shared() const;

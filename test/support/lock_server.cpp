@@ -4,6 +4,10 @@
 #include "support/etcd_server.hpp"
 #include "support/redis_server.hpp"
 
+#include "etcd/codec.hpp"
+#include "etcd/etcd_backend.hpp"
+#include "redis/scripts.hpp"
+
 #include <cstdlib>
 #include <stdexcept>
 #include <utility>
@@ -26,6 +30,12 @@ public:
     void pause() override { server_.pause(); }
     void resume() override { server_.resume(); }
     void restart() override { server_.restart(); }
+    std::vector<std::string> owners(const std::string& name) const override {
+        const auto key = detail::keys_for(name);
+        auto owner = server_.cmd1({"HGET", std::string(key.lock()), "owner"});
+        if (owner.empty()) return {};
+        return {std::move(owner)};
+    }
 
 private:
     redis_server server_;
@@ -52,6 +62,22 @@ public:
     void restart() override {
         if (server_.running(0)) server_.stop(0);
         server_.restart(0);
+    }
+    std::vector<std::string> owners(const std::string& name) const override {
+        // The backend's default key prefix: the URLs above name none.
+        const auto prefix = detail::etcd::lock_prefix(detail::etcd::backend_options{}.prefix, name);
+        detail::etcd::range_request req;
+        req.key = prefix;
+        req.range_end = detail::etcd::prefix_end(prefix);
+        req.keys_only = true;
+        const auto answer = server_.post(0, "/v3/kv/range", detail::etcd::codec::encode_range(req));
+        detail::etcd::range_result r;
+        if (answer.status != 200 || detail::etcd::codec::decode_range(answer.body, r))
+            throw std::runtime_error("etcd range of " + prefix + ": HTTP " +
+                                     std::to_string(answer.status) + " " + answer.body);
+        std::vector<std::string> out;
+        for (const auto& kv : r.kvs) out.push_back(kv.key.substr(prefix.size()));
+        return out;
     }
 
 private:

@@ -48,6 +48,13 @@ public:
     // Redis: none.
     virtual std::chrono::milliseconds expiry_slack() const { return std::chrono::milliseconds(0); }
 
+    // The owner ids with anything stored under lock `name` now, read from
+    // the server on a connection of the fixture's own: Redis, the lock
+    // hash's owner; etcd, every key under the lock's prefix (holder and
+    // waiters). For "nothing of this owner is left" checks. Throws
+    // std::runtime_error when the server does not answer.
+    virtual std::vector<std::string> owners(const std::string& name) const = 0;
+
     // SIGKILL, waiting (bounded) until the process is reaped.
     virtual void kill9() = 0;
     // SIGSTOP, waiting (bounded) until the kernel reports it stopped.

@@ -16,7 +16,7 @@ using corolock::error_code;
 
 namespace {
 constexpr int first_error = static_cast<int>(error::invalid_argument);
-constexpr int last_error = static_cast<int>(error::server_too_old);
+constexpr int last_error = static_cast<int>(error::drain_timeout);
 
 error_code generic(boost::system::errc::errc_t e) { return boost::system::errc::make_error_code(e); }
 }  // namespace
@@ -148,6 +148,7 @@ TEST_CASE("error: each corolock code belongs to exactly the documented condition
         {error::never_connected, false, true, false, false},
         {error::no_permission, false, false, false, false},
         {error::server_too_old, false, false, false, false},
+        {error::drain_timeout, true, false, false, false},
     };
     REQUIRE(std::size(rows) == static_cast<std::size_t>(last_error - first_error + 1));
     for (const auto& r : rows) {
@@ -183,7 +184,8 @@ TEST_CASE("error: fatal connection errors are the ones that need a new connectio
           error_code(error::wait_timeout), error_code(error::not_owner),
           error_code(error::lock_lost), error_code(error::timeout),
           error_code(error::client_stopped), error_code(error::released),
-          error_code(error::no_permission), error_code(ae::operation_aborted), generic(boost::system::errc::invalid_argument)}) {
+          error_code(error::no_permission), error_code(error::drain_timeout),
+          error_code(ae::operation_aborted), generic(boost::system::errc::invalid_argument)}) {
         INFO(ec.category().name() << ":" << ec.value() << " " << ec.message());
         CHECK_FALSE(corolock::is_fatal_connection_error(ec));
     }

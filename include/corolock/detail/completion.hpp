@@ -2,11 +2,12 @@
 //
 // Starting: each operation is a named initiation type (mutex's
 // initiate_acquire, guard's initiate_release and initiate_until_lost,
-// client's initiate_exec, admin.hpp's initiate_admin) with get_executor(),
-// so that Asio's async_result machinery and associators see the client's
-// executor. Its operator() type-erases the handler (erase_handler; plain
-// erase_keeping_work where the operation never calls it directly) and calls
-// one compiled, non-template function of the operation.
+// client's initiate_exec, backend's and client's initiate_drain, admin.hpp's
+// initiate_admin) with get_executor(), so that Asio's async_result machinery
+// and associators see the client's executor. Its operator() type-erases the
+// handler (erase_handler; plain erase_keeping_work where the operation never
+// calls it directly) and calls one compiled, non-template function of the
+// operation.
 //
 // Ending: through one of the helpers at the end of this file.
 //  - complete_posted(): an answer known inside the initiating call. post()
