@@ -42,7 +42,7 @@ config tool_config(const common_options& o) {
 }
 
 duration request_timeout(const common_options& o) {
-    if (o.etcd || o.cfg.command_timeout.count() == 0) return cli_command_timeout;
+    if (o.etcd || o.cfg.command_timeout.count() == 0) return defaults::command_timeout;
     return std::chrono::duration_cast<duration>(o.cfg.command_timeout);
 }
 
