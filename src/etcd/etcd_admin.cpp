@@ -74,6 +74,15 @@ lock_key to_lock_key(const key_value& kv, const std::string& prefix, std::int64_
     return k;
 }
 
+// The holder's lease's time to live now, into st.ttl (-1 s: no live lease).
+asio::awaitable<error_code> read_holder_ttl(std::shared_ptr<transport> w, admin_lock_status& st) {
+    st.ttl = std::chrono::seconds(-1);
+    if (st.holder.lease == 0) co_return error_code();
+    auto [ec, ttl] = co_await async_lease_ttl(std::move(w), st.holder.lease);
+    if (!ec) st.ttl = std::chrono::seconds(ttl.ttl < 0 ? -1 : ttl.ttl);
+    co_return ec;
+}
+
 }  // namespace
 
 admin::admin(asio::any_io_executor ex, std::string_view url,
@@ -127,14 +136,8 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
         }
     }
     if (!st.held) co_return std::make_tuple(error_code(), st);
-    st.ttl = std::chrono::seconds(-1);
-    if (st.holder.lease != 0) {
-        const std::int64_t lease = st.holder.lease;
-        auto [lec, ttl] = co_await async_lease_ttl(w, lease);
-        if (lec) co_return std::make_tuple(lec, st);
-        st.ttl = std::chrono::seconds(ttl.ttl < 0 ? -1 : ttl.ttl);
-    }
-    co_return std::make_tuple(error_code(), st);
+    const auto lec = co_await read_holder_ttl(w, st);
+    co_return std::make_tuple(lec, st);
 }
 
 namespace {
@@ -306,14 +309,8 @@ asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(admin_list_
         st.holder = to_lock_key(g.keys.front(), prefix, now_us);
         for (std::size_t i = 1; i < g.keys.size(); ++i)
             st.waiters.push_back(to_lock_key(g.keys[i], prefix, now_us));
-        st.ttl = std::chrono::seconds(-1);
-        if (st.holder.lease != 0) {
-            // The lease's time to live now, not at the listing's revision.
-            const std::int64_t lease = st.holder.lease;
-            auto [lec, ttl] = co_await async_lease_ttl(w, lease);
-            if (lec) co_return std::make_tuple(lec, out);
-            st.ttl = std::chrono::seconds(ttl.ttl < 0 ? -1 : ttl.ttl);
-        }
+        // The lease's time to live now, not at the listing's revision.
+        if (const auto lec = co_await read_holder_ttl(w, st)) co_return std::make_tuple(lec, out);
         out.locks.push_back({std::move(g.name), std::move(st)});
     }
     co_return std::make_tuple(error_code(), out);
