@@ -39,13 +39,16 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
     const auto scheme = scheme_of(url);
     if (scheme == "etcd" || scheme == "etcds")
         return detail::etcd::connect(std::move(ex), url, cfg.holder_label);
-    if (scheme.empty() || scheme == "redis" || scheme == "rediss")
+    if (scheme.empty() || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
+        scheme == "rediss+sentinel" || scheme == "redis+cluster" || scheme == "rediss+cluster")
         // The Redis URL parser explains what is wrong with a URL without a
         // scheme, without echoing a secret.
         return detail::connect_redis(std::move(ex), url, cfg.holder_label);
     throw boost::system::system_error(
         make_error_code(error::invalid_url),
-        "unsupported URL scheme '" + scheme + "': expected redis, rediss, etcd or etcds");
+        "unsupported URL scheme '" + scheme +
+            "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd or "
+            "etcds");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace spdlog { class logger; }
 
@@ -34,6 +35,26 @@ struct tls_config {
 
 inline constexpr std::size_t max_holder_label_length = 256;
 
+// One server's address, as in a URL's host list.
+struct endpoint {
+    std::string host;
+    std::uint16_t port = 0;
+    friend bool operator==(const endpoint&, const endpoint&) = default;
+};
+
+// How the Redis servers are deployed. config::from_url sets it from the
+// URL's scheme; docs/topologies.md says what each guarantees.
+enum class topology {
+    single,    // redis://, rediss://: host and port name the one server
+    sentinel,  // redis+sentinel://: nodes are the Sentinels, service_name the
+               // primary they monitor; the client follows its failovers
+    cluster,   // redis+cluster://: nodes are seed nodes of a Redis Cluster
+};
+
+// The default ports of a URL's host without one.
+inline constexpr std::uint16_t default_redis_port = 6379;
+inline constexpr std::uint16_t default_sentinel_port = 26379;
+
 // What config::with_defaults() puts in the fields below left zero.
 struct config_defaults {
     static constexpr std::chrono::seconds connect_timeout{1};
@@ -48,8 +69,22 @@ struct config_defaults {
 };
 
 struct config {
+    // The server, when mode is topology::single. Unused otherwise.
     std::string host = "127.0.0.1";
-    std::uint16_t port = 6379;
+    std::uint16_t port = default_redis_port;
+    topology mode = topology::single;
+    // topology::sentinel: the Sentinels to ask for the primary, in the order
+    // tried. topology::cluster: seed nodes to read the slot map from. Empty
+    // for topology::single.
+    std::vector<endpoint> nodes;
+    // topology::sentinel: the monitored primary's name (the URL's first path
+    // segment), as in the Sentinels' `sentinel monitor NAME ...`.
+    std::string service_name;
+    // Credentials for the Sentinels themselves, when they have any: the
+    // URL's query keys sentinel_user and sentinel_password. username and
+    // password below are for the Redis servers.
+    std::string sentinel_username;
+    std::string sentinel_password;
     std::string username;          // ACL user; empty means "default"
     std::string password;          // empty means no AUTH
     int database = 0;              // SELECT after HELLO when non-zero
@@ -97,7 +132,14 @@ struct config {
     // Parses redis://[user[:password]@]host[:port][/db][?key=value&...] and
     // rediss://... The query holds TLS options (see tls_config::set), for
     // rediss:// only. Percent-escapes in user, password and query are
-    // decoded; an IPv6 host goes in brackets. Throws
+    // decoded; an IPv6 host goes in brackets.
+    //
+    // redis+sentinel://[user:pass@]host[:port][,host[:port]...]/SERVICE[/db]
+    // (and rediss+sentinel://) names the Sentinels (port 26379 by default)
+    // and the service; its query may also hold sentinel_user and
+    // sentinel_password. redis+cluster://[user:pass@]host[:port][,...] (and
+    // rediss+cluster://) names seed nodes (port 6379 by default); a cluster
+    // has only database 0. Throws
     // boost::system::system_error(error::invalid_url) whose what() names the
     // problem.
     static config from_url(std::string_view url);
@@ -119,7 +161,9 @@ struct config {
     config& use_lock_only_limits() noexcept;
 
     // Checks values that defaults cannot fix (an empty host, a negative
-    // duration, reconnect_min > reconnect_max). Empty why on success.
+    // duration, reconnect_min > reconnect_max, a Sentinel or Cluster mode
+    // without nodes, a Sentinel mode without a service name). Empty why on
+    // success.
     error_code validate(std::string& why) const;
 };
 

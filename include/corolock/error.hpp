@@ -57,6 +57,12 @@ enum class error {
     no_permission,          // NOPERM: the ACL user may not run the command or touch the key
     server_too_old,         // the server refused HELLO 3: RESP3 needs Redis 6.0 or later
     drain_timeout,          // async_drain: the background clean-up was not done in time
+    no_primary,             // Sentinel: no Sentinel named a primary that confirmed
+                            // its role (ROLE) in time; the cause is in last_error()
+    cluster_down,           // Cluster: the lock's slot had no serving primary
+                            // (CLUSTERDOWN, TRYAGAIN, redirections) within the deadline
+    replicas_missing,       // acquire: fewer replicas than lock_options asked for
+                            // acknowledged the grant in time; the lock was given back
 };
 
 const boost::system::error_category& error_category() noexcept;

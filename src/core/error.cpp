@@ -44,6 +44,10 @@ public:
         case error::server_too_old:
             return "the server does not speak RESP3 (HELLO 3): Redis 6.0 or later is required";
         case error::drain_timeout: return "the background clean-up was not done in time";
+        case error::no_primary: return "no Sentinel named a primary that confirmed its role";
+        case error::cluster_down: return "no primary of the cluster served the lock's slot in time";
+        case error::replicas_missing:
+            return "too few replicas acknowledged the acquire in time; the lock was given back";
         }
         return "unknown corolock error " + std::to_string(ev);
     }
@@ -94,6 +98,8 @@ bool in_condition(condition c, const error_code& ec) noexcept {
         case error::not_connected:
         case error::never_connected:
         case error::resolve_failed:
+        case error::no_primary:
+        case error::cluster_down:
         case error::tls_handshake_failed: return c == condition::connection_failure;
         case error::lock_held: return c == condition::lock_unavailable;
         case error::not_owner:
@@ -152,6 +158,7 @@ bool is_fatal_connection_error(const error_code& ec) noexcept {
         case error::connection_lost:
         case error::not_connected:
         case error::never_connected:
+        case error::no_primary:
         case error::server_too_old:
         case error::connect_timeout:
         case error::resolve_failed:

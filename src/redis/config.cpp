@@ -1,7 +1,9 @@
 // config: URL parsing, defaults and validation.
 //
-// The URL grammar is redis[s]://[user[:password]@]host[:port][/db][?query]. The
-// parser is strict (anything it does not understand is an error naming the
+// The URL grammar is redis[s]://[user[:password]@]host[:port][/db][?query],
+// and for Sentinel and Cluster redis[s]+sentinel://[userinfo@]hosts/SERVICE[/db]
+// and redis[s]+cluster://[userinfo@]hosts, hosts being host[:port] separated
+// by commas (config.hpp). The parser is strict (anything it does not understand is an error naming the
 // problem) because a half-understood URL would connect somewhere else, or as
 // someone else, than the caller meant. Error messages never contain the
 // password, nor any text that may be a password.
@@ -106,9 +108,18 @@ bool is_host_char(char c) noexcept {
            c == '.' || c == '_';
 }
 
-// The query's key=value pairs ("a=1&b=2"), decoded, into tls. Unknown keys
-// and bad values are errors naming the key; values are never echoed.
-bool apply_query(std::string_view query, bool tls_scheme, tls_config& tls, std::string& why) {
+// What a URL's query may set besides TLS options.
+struct query_extras {
+    bool sentinel = false;  // sentinel_user and sentinel_password are allowed
+    std::string sentinel_username;
+    std::string sentinel_password;
+};
+
+// The query's key=value pairs ("a=1&b=2"), decoded, into tls and extras.
+// Unknown keys and bad values are errors naming the key; values are never
+// echoed.
+bool apply_query(std::string_view query, bool tls_scheme, tls_config& tls, query_extras& extras,
+                 std::string& why) {
     std::vector<std::string> seen;
     for (bool more = !query.empty(); more;) {
         const auto amp = query.find('&');
@@ -138,11 +149,94 @@ bool apply_query(std::string_view query, bool tls_scheme, tls_config& tls, std::
                   " in a redis:// URL: use rediss:// for TLS";
             return false;
         }
+        if (key == "sentinel_user" || key == "sentinel_password") {
+            if (!extras.sentinel) {
+                why = "parameter " + quoted(key) + " in the URL's query is for redis+sentinel:// URLs";
+                return false;
+            }
+            if (value.empty()) {
+                why = quoted(key) + " has an empty value (in the URL's query)";
+                return false;
+            }
+            (key == "sentinel_user" ? extras.sentinel_username : extras.sentinel_password) =
+                std::move(value);
+            continue;
+        }
         if (tls.set(key, value, why)) {
             why += " (in the URL's query)";
             return false;
         }
     }
+    return true;
+}
+
+// One host[:port] of the URL's host list into out; `fallback` is the port
+// of a host without one. On failure returns false with the reason in why.
+bool parse_host(std::string_view hostport, std::uint16_t fallback, endpoint& out,
+                std::string& why) {
+    auto fail_host = [&](std::string reason) {
+        why = std::move(reason);
+        return false;
+    };
+    std::string host;
+    std::string_view port_text;
+    bool has_port = false;
+    if (!hostport.empty() && hostport.front() == '[') {
+        const auto close = hostport.find(']');
+        if (close == std::string_view::npos)
+            return fail_host("unbalanced '[' in the URL's host (an IPv6 address goes in [brackets])");
+        host = std::string(hostport.substr(1, close - 1));
+        const std::string_view after = hostport.substr(close + 1);
+        if (!after.empty()) {
+            if (after.front() != ':')
+                return fail_host("unexpected " + quoted(after) + " after the bracketed host");
+            port_text = after.substr(1);
+            has_port = true;
+        }
+        if (host.empty()) return fail_host("the URL has an empty host");
+        // Brackets are for IPv6 literals only (RFC 3986, 3.2.2); a name or an
+        // IPv4 address in them is a mistake worth reporting, not guessing at.
+        boost::system::error_code aec;
+        (void)boost::asio::ip::make_address_v6(host, aec);
+        if (aec)
+            return fail_host("the URL's bracketed host " + quoted(host) +
+                        " is not an IPv6 address (write host names and IPv4 addresses "
+                        "without brackets)");
+    } else {
+        if (hostport.find_first_of("[]") != std::string_view::npos)
+            return fail_host("unbalanced bracket in the URL's host");
+        const auto colon = hostport.find(':');
+        if (colon != std::string_view::npos && hostport.find(':', colon + 1) != std::string_view::npos)
+            return fail_host("an IPv6 host must go in brackets, e.g. redis://[::1]:6379");
+        host = std::string(hostport.substr(0, colon));
+        if (colon != std::string_view::npos) {
+            port_text = hostport.substr(colon + 1);
+            has_port = true;
+        }
+        if (host.empty()) return fail_host("the URL has an empty host");
+        for (char c : host)
+            if (!is_host_char(c)) return fail_host("invalid character " + char_name(c) + " in the URL's host");
+    }
+
+    std::uint16_t port = fallback;
+    if (has_port) {
+        if (port_text.empty()) return fail_host("empty port after ':' in the URL");
+        // A port that is not a number is echoed only as "not a number":
+        // "redis://user:secret" (the "@host" forgotten) parses as host "user"
+        // with port "secret", and that is a password.
+        if (!all_digits(port_text))
+            return fail_host("invalid port in the URL: not a decimal number (expected 1-65535)");
+        unsigned long value = 0;
+        const auto [end, ec] =
+            std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
+        if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 ||
+            value > 65535)
+            return fail_host("invalid port " + quoted(port_text) + " in the URL: must be 1-65535");
+        port = static_cast<std::uint16_t>(value);
+    }
+
+    out.host = std::move(host);
+    out.port = port;
     return true;
 }
 
@@ -195,17 +289,30 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         return fail("the URL has no scheme: expected redis://host[:port][/db] or rediss://...");
     const std::string_view scheme = url.substr(0, scheme_end);
     bool tls = false;
+    topology mode = topology::single;
     // Schemes are case-insensitive (RFC 3986, 3.1).
-    if (iequals(scheme, "redis")) {
-        tls = false;
-    } else if (iequals(scheme, "rediss")) {
-        tls = true;
-    } else if (!is_scheme(scheme)) {
+    static constexpr std::pair<const char*, topology> topologies[] = {
+        {"", topology::single}, {"+sentinel", topology::sentinel}, {"+cluster", topology::cluster}};
+    bool known = false;
+    for (const auto& [suffix, m] : topologies) {
+        for (const bool t : {false, true}) {
+            std::string name = t ? "rediss" : "redis";
+            name += suffix;
+            if (iequals(scheme, name)) {
+                known = true;
+                tls = t;
+                mode = m;
+            }
+        }
+    }
+    if (!known) {
         // Text such as "user:secret@host/x://" has a "://" that is no
         // scheme's; what precedes it may hold a password, so it is not echoed.
-        return fail("the URL has no scheme: expected redis://host[:port][/db] or rediss://...");
-    } else {
-        return fail("unsupported URL scheme " + quoted(scheme) + ": expected redis or rediss");
+        if (!is_scheme(scheme))
+            return fail("the URL has no scheme: expected redis://host[:port][/db] or rediss://...");
+        return fail("unsupported URL scheme " + quoted(scheme) +
+                    ": expected redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or "
+                    "rediss+cluster");
     }
     const std::string_view rest = url.substr(scheme_end + 3);
 
@@ -229,12 +336,14 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         question == std::string_view::npos ? std::string_view() : tail.substr(question + 1);
     const std::string_view path = path_part.empty() ? path_part : path_part.substr(1);
     tls_config tls_options = out.tls;
-    if (!apply_query(query, tls, tls_options, why)) return error::invalid_url;
+    query_extras extras;
+    extras.sentinel = mode == topology::sentinel;
+    if (!apply_query(query, tls, tls_options, extras, why)) return error::invalid_url;
 
     // userinfo@hostport. The last '@' separates them: a host cannot contain
     // '@', so a raw '@' in the password is unambiguous and tolerated.
     std::string username, password;
-    std::string_view hostport = authority;
+    std::string_view hostport = authority;  // the host list
     if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
         const std::string_view userinfo = authority.substr(0, at);
         hostport = authority.substr(at + 1);
@@ -258,78 +367,76 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         }
     }
 
-    std::string host;
-    std::string_view port_text;
-    bool has_port = false;
-    if (!hostport.empty() && hostport.front() == '[') {
-        const auto close = hostport.find(']');
-        if (close == std::string_view::npos)
-            return fail("unbalanced '[' in the URL's host (an IPv6 address goes in [brackets])");
-        host = std::string(hostport.substr(1, close - 1));
-        const std::string_view after = hostport.substr(close + 1);
-        if (!after.empty()) {
-            if (after.front() != ':')
-                return fail("unexpected " + quoted(after) + " after the bracketed host");
-            port_text = after.substr(1);
-            has_port = true;
-        }
-        if (host.empty()) return fail("the URL has an empty host");
-        // Brackets are for IPv6 literals only (RFC 3986, 3.2.2); a name or an
-        // IPv4 address in them is a mistake worth reporting, not guessing at.
-        boost::system::error_code aec;
-        (void)boost::asio::ip::make_address_v6(host, aec);
-        if (aec)
-            return fail("the URL's bracketed host " + quoted(host) +
-                        " is not an IPv6 address (write host names and IPv4 addresses "
-                        "without brackets)");
-    } else {
-        if (hostport.find_first_of("[]") != std::string_view::npos)
-            return fail("unbalanced bracket in the URL's host");
-        const auto colon = hostport.find(':');
-        if (colon != std::string_view::npos && hostport.find(':', colon + 1) != std::string_view::npos)
-            return fail("an IPv6 host must go in brackets, e.g. redis://[::1]:6379");
-        host = std::string(hostport.substr(0, colon));
-        if (colon != std::string_view::npos) {
-            port_text = hostport.substr(colon + 1);
-            has_port = true;
-        }
-        if (host.empty()) return fail("the URL has an empty host");
-        for (char c : host)
-            if (!is_host_char(c)) return fail("invalid character " + char_name(c) + " in the URL's host");
+    // The host list: one host for redis://, one or more (comma-separated)
+    // for Sentinel and Cluster.
+    std::vector<endpoint> nodes;
+    const std::uint16_t fallback_port =
+        mode == topology::sentinel ? default_sentinel_port : default_redis_port;
+    for (bool more = true; more;) {
+        const auto comma = hostport.find(',');
+        more = comma != std::string_view::npos;
+        endpoint e;
+        if (!parse_host(hostport.substr(0, comma), fallback_port, e, why)) return error::invalid_url;
+        if (std::find(nodes.begin(), nodes.end(), e) != nodes.end())
+            return fail("the host " + quoted(e.host) + " port " + std::to_string(e.port) +
+                        " is listed twice in the URL");
+        nodes.push_back(std::move(e));
+        if (more) hostport.remove_prefix(comma + 1);
     }
+    if (mode == topology::single && nodes.size() > 1)
+        return fail("a redis:// URL names one server: for several, use redis+sentinel:// (the "
+                    "Sentinels) or redis+cluster:// (seed nodes)");
 
-    std::uint16_t port = 6379;
-    if (has_port) {
-        if (port_text.empty()) return fail("empty port after ':' in the URL");
-        // A port that is not a number is echoed only as "not a number":
-        // "redis://user:secret" (the "@host" forgotten) parses as host "user"
-        // with port "secret", and that is a password.
-        if (!all_digits(port_text))
-            return fail("invalid port in the URL: not a decimal number (expected 1-65535)");
-        unsigned long value = 0;
-        const auto [end, ec] =
-            std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-        if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 ||
-            value > 65535)
-            return fail("invalid port " + quoted(port_text) + " in the URL: must be 1-65535");
-        port = static_cast<std::uint16_t>(value);
+    // Sentinel: the path is SERVICE[/db]. Cluster: a cluster has only
+    // database 0.
+    std::string service;
+    std::string_view db_path = path;
+    if (mode == topology::sentinel) {
+        const auto slash = path.find('/');
+        std::string_view name = path.substr(0, slash);
+        db_path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
+        if (!percent_decode(name, service, "service name", why)) return error::invalid_url;
+        if (service.empty())
+            return fail("a redis+sentinel:// URL needs the service name after the hosts: "
+                        "redis+sentinel://host:26379/SERVICE[/db]");
+        for (char c : service) {
+            const auto u = static_cast<unsigned char>(c);
+            if (u < 0x20 || u == 0x7f)
+                return fail("the URL's service name contains a control character");
+        }
+    } else if (mode == topology::cluster && !path.empty() && path != "0") {
+        return fail("a Redis Cluster has only database 0: the redis+cluster:// URL's path must "
+                    "be empty or /0");
     }
 
     // An empty path ("redis://h" or "redis://h/") is database 0.
     int database = 0;
-    if (!path.empty()) {
-        if (!all_digits(path))
-            return fail("invalid database " + quoted(path) +
+    if (!db_path.empty()) {
+        if (!all_digits(db_path))
+            return fail("invalid database " + quoted(db_path) +
                         " in the URL: must be a non-negative decimal integer");
         // from_chars into int refuses anything that does not fit, which is
         // far beyond any real server's `databases` setting anyway.
-        const auto [end, ec] = std::from_chars(path.data(), path.data() + path.size(), database);
-        if (ec != std::errc() || end != path.data() + path.size())
-            return fail("invalid database " + quoted(path) + " in the URL: out of range");
+        const auto [end, ec] =
+            std::from_chars(db_path.data(), db_path.data() + db_path.size(), database);
+        if (ec != std::errc() || end != db_path.data() + db_path.size())
+            return fail("invalid database " + quoted(db_path) + " in the URL: out of range");
     }
 
-    out.host = std::move(host);
-    out.port = port;
+    if (mode == topology::single) {
+        out.host = std::move(nodes.front().host);
+        out.port = nodes.front().port;
+        out.nodes.clear();
+    } else {
+        // Unused in these modes; reset so nothing of an earlier URL lingers.
+        out.host = config{}.host;
+        out.port = config{}.port;
+        out.nodes = std::move(nodes);
+    }
+    out.mode = mode;
+    out.service_name = std::move(service);
+    out.sentinel_username = std::move(extras.sentinel_username);
+    out.sentinel_password = std::move(extras.sentinel_password);
     out.username = std::move(username);
     out.password = std::move(password);
     out.database = database;
@@ -376,8 +483,21 @@ error_code config::validate(std::string& why) const {
         why = std::move(reason);
         return error_code(error::invalid_argument);
     };
-    if (host.empty()) return fail("config.host is empty");
-    if (port == 0) return fail("config.port is 0");
+    if (mode == topology::single) {
+        if (host.empty()) return fail("config.host is empty");
+        if (port == 0) return fail("config.port is 0");
+    } else {
+        if (nodes.empty())
+            return fail(mode == topology::sentinel ? "config.nodes is empty: name the Sentinels"
+                                                   : "config.nodes is empty: name seed nodes");
+        for (const auto& n : nodes)
+            if (n.host.empty() || n.port == 0)
+                return fail("config.nodes has an empty host or port 0");
+        if (mode == topology::sentinel && service_name.empty())
+            return fail("config.service_name is empty: name the primary the Sentinels monitor");
+        if (mode == topology::cluster && database != 0)
+            return fail("config.database must be 0 for a Redis Cluster");
+    }
     if (database < 0) return fail("config.database is negative");
     const std::pair<const char*, duration> durations[] = {
         {"connect_timeout", connect_timeout},

@@ -1072,6 +1072,12 @@ namespace {
 config checked(config cfg) {
     std::string why;
     if (auto ec = cfg.validate(why); ec) throw boost::system::system_error(ec, why);
+    // Parsed and validated, not yet served (issue 23 brings both).
+    if (cfg.mode != topology::single)
+        throw boost::system::system_error(
+            make_error_code(error::invalid_argument),
+            cfg.mode == topology::sentinel ? "Redis Sentinel is not supported yet"
+                                           : "Redis Cluster is not supported yet");
     return cfg;
 }
 }  // namespace

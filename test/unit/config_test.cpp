@@ -441,3 +441,107 @@ TEST_CASE("config: use_lock_only_limits tightens the reply limits that are unset
     std::string why;
     CHECK(!d.validate(why));
 }
+
+TEST_CASE("config: redis+sentinel:// names the Sentinels and the service", "[unit][config]") {
+    const config c = config::from_url(
+        "redis+sentinel://app:pw@10.0.0.1,s2.internal:26380,[::1]/orders/3?sentinel_user=sen&"
+        "sentinel_password=s%26p");
+    CHECK(c.mode == corolock::topology::sentinel);
+    REQUIRE(c.nodes.size() == 3);
+    CHECK(c.nodes[0] == corolock::endpoint{"10.0.0.1", 26379});  // the Sentinel port by default
+    CHECK(c.nodes[1] == corolock::endpoint{"s2.internal", 26380});
+    CHECK(c.nodes[2] == corolock::endpoint{"::1", 26379});
+    CHECK(c.service_name == "orders");
+    CHECK(c.database == 3);
+    CHECK(c.username == "app");
+    CHECK(c.password == "pw");
+    CHECK(c.sentinel_username == "sen");
+    CHECK(c.sentinel_password == "s&p");
+    CHECK_FALSE(c.tls.enabled);
+    std::string why;
+    CHECK(!c.validate(why));
+
+    const config t = config::from_url("rediss+sentinel://h/my%20svc?tls_verify=no");
+    CHECK(t.mode == corolock::topology::sentinel);
+    CHECK(t.tls.enabled);
+    CHECK_FALSE(t.tls.verify_peer);
+    CHECK(t.service_name == "my svc");
+    CHECK(t.database == 0);
+    REQUIRE(t.nodes.size() == 1);
+}
+
+TEST_CASE("config: redis+cluster:// names seed nodes", "[unit][config]") {
+    const config c = config::from_url("REDIS+CLUSTER://u:p@127.0.0.1:7000,127.0.0.1:7001,h");
+    CHECK(c.mode == corolock::topology::cluster);
+    REQUIRE(c.nodes.size() == 3);
+    CHECK(c.nodes[0] == corolock::endpoint{"127.0.0.1", 7000});
+    CHECK(c.nodes[2] == corolock::endpoint{"h", 6379});  // the Redis port by default
+    CHECK(c.database == 0);
+    CHECK(c.username == "u");
+    CHECK(config::from_url("rediss+cluster://h:7000/0").tls.enabled);
+
+    // A single-server URL after a cluster one leaves no nodes behind.
+    config r = c;
+    std::string why;
+    REQUIRE(!config::parse_url("redis://other:1", r, why));
+    CHECK(r.mode == corolock::topology::single);
+    CHECK(r.nodes.empty());
+    CHECK(r.host == "other");
+}
+
+TEST_CASE("config: bad Sentinel and Cluster URLs name the problem", "[unit][config]") {
+    struct row {
+        const char* url;
+        const char* reason;
+    };
+    const row rows[] = {
+        {"redis://a,b", "names one server"},
+        {"redis+sentinel://h", "needs the service name"},
+        {"redis+sentinel://h/", "needs the service name"},
+        {"redis+sentinel://h/svc/x", "invalid database \"x\""},
+        {"redis+sentinel://h,,g/svc", "empty host"},
+        {"redis+sentinel://h:1,h:1/svc", "listed twice"},
+        {"redis+sentinel://h/svc?tls_ca=x", "use rediss://"},
+        {"redis+sentinel://h/svc?sentinel_password=", "empty value"},
+        {"redis+cluster://h/1", "only database 0"},
+        {"redis+cluster://h?sentinel_user=x", "for redis+sentinel:// URLs"},
+        {"redis+cluster://h:0", "must be 1-65535"},
+        {"redis+sentinels://h/s", "unsupported URL scheme \"redis+sentinels\""},
+    };
+    for (const auto& r : rows) {
+        INFO(r.url);
+        config c;
+        std::string why;
+        CHECK(config::parse_url(r.url, c, why) == corolock::error::invalid_url);
+        CHECK_THAT(why, Catch::Contains(r.reason));
+        CHECK(c.mode == corolock::topology::single);  // untouched
+    }
+    // A Sentinel password in the query is never echoed.
+    config c;
+    std::string why;
+    CHECK(config::parse_url("redis+sentinel://h/svc?sentinel_password=hunter2&sentinel_password=x",
+                            c, why));
+    CHECK(why.find("hunter2") == std::string::npos);
+}
+
+TEST_CASE("config: validate checks the nodes of Sentinel and Cluster configs", "[unit][config]") {
+    std::string why;
+    config s;
+    s.mode = corolock::topology::sentinel;
+    CHECK(s.validate(why) == corolock::error::invalid_argument);
+    CHECK_THAT(why, Catch::Contains("name the Sentinels"));
+    s.nodes.push_back({"127.0.0.1", 26379});
+    CHECK(s.validate(why) == corolock::error::invalid_argument);
+    CHECK_THAT(why, Catch::Contains("service_name"));
+    s.service_name = "svc";
+    CHECK(!s.validate(why));
+    config k;
+    k.mode = corolock::topology::cluster;
+    k.nodes.push_back({"127.0.0.1", 0});
+    CHECK(k.validate(why) == corolock::error::invalid_argument);
+    k.nodes.front().port = 7000;
+    k.database = 2;
+    CHECK(k.validate(why) == corolock::error::invalid_argument);
+    k.database = 0;
+    CHECK(!k.validate(why));
+}

@@ -16,7 +16,7 @@ using corolock::error_code;
 
 namespace {
 constexpr int first_error = static_cast<int>(error::invalid_argument);
-constexpr int last_error = static_cast<int>(error::drain_timeout);
+constexpr int last_error = static_cast<int>(error::replicas_missing);
 
 error_code generic(boost::system::errc::errc_t e) { return boost::system::errc::make_error_code(e); }
 }  // namespace
@@ -149,6 +149,9 @@ TEST_CASE("error: each corolock code belongs to exactly the documented condition
         {error::no_permission, false, false, false, false},
         {error::server_too_old, false, false, false, false},
         {error::drain_timeout, true, false, false, false},
+        {error::no_primary, false, true, false, false},
+        {error::cluster_down, false, true, false, false},
+        {error::replicas_missing, false, false, false, false},
     };
     REQUIRE(std::size(rows) == static_cast<std::size_t>(last_error - first_error + 1));
     for (const auto& r : rows) {
@@ -171,7 +174,7 @@ TEST_CASE("error: fatal connection errors are the ones that need a new connectio
           error_code(error::auth_failed), error_code(error::protocol_error),
           error_code(error::reply_too_large), error_code(error::nesting_too_deep),
           error_code(error::never_connected), error_code(error::server_too_old),
-          error_code(ae::eof), error_code(ae::connection_reset), error_code(ae::broken_pipe),
+          error_code(error::no_primary), error_code(ae::eof), error_code(ae::connection_reset), error_code(ae::broken_pipe),
           error_code(ae::connection_refused), error_code(ae::timed_out),
           generic(boost::system::errc::connection_reset)}) {
         INFO(ec.category().name() << ":" << ec.value() << " " << ec.message());
@@ -185,6 +188,7 @@ TEST_CASE("error: fatal connection errors are the ones that need a new connectio
           error_code(error::lock_lost), error_code(error::timeout),
           error_code(error::client_stopped), error_code(error::released),
           error_code(error::no_permission), error_code(error::drain_timeout),
+          error_code(error::cluster_down), error_code(error::replicas_missing),
           error_code(ae::operation_aborted), generic(boost::system::errc::invalid_argument)}) {
         INFO(ec.category().name() << ":" << ec.value() << " " << ec.message());
         CHECK_FALSE(corolock::is_fatal_connection_error(ec));
