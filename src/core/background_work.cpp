@@ -19,27 +19,28 @@ background_work::background_work(strand_type strand, asio::any_io_executor user_
 background_work::job background_work::begin() noexcept {
     ++open_jobs_;
     ++outstanding_;
-    return {epoch_, true};
+    return {epoch_ + 1};
 }
 
 background_work::job background_work::begin_with(const job& parent) noexcept {
-    if (!parent.counted || parent.epoch == epoch_) return begin();
-    auto it = closed_.find(parent.epoch);
+    if (!parent.counted() || parent.epoch() == epoch_) return begin();
+    auto it = closed_.find(parent.epoch());
     if (it == closed_.end()) return begin();  // not counted after all
     ++it->second;
     ++outstanding_;
-    return {parent.epoch, true};
+    return parent;
 }
 
 void background_work::end(job& j) noexcept {
-    if (!j.counted) return;
-    j.counted = false;
+    if (!j.counted()) return;
+    const auto epoch = j.epoch();
+    j.epoch_plus_one = 0;
     --outstanding_;
-    if (j.epoch == epoch_) {
+    if (epoch == epoch_) {
         --open_jobs_;
         return;
     }
-    auto it = closed_.find(j.epoch);
+    auto it = closed_.find(epoch);
     if (it == closed_.end() || --it->second != 0) return;
     closed_.erase(it);
     wake_drained();

@@ -36,11 +36,15 @@ public:
     using handler = boost::asio::any_completion_handler<void(error_code)>;
 
     // One job; ending it twice (through copies) is a bug, ending an
-    // uncounted one does nothing.
+    // uncounted one does nothing. One word: its epoch plus one, zero while
+    // uncounted (an epoch grows by one per drain, so it never wraps). Every
+    // acquire carries one, so its size is paid per waiter.
     struct job {
-        std::uint64_t epoch = 0;
-        bool counted = false;
+        std::uint64_t epoch_plus_one = 0;
+        bool counted() const noexcept { return epoch_plus_one != 0; }
+        std::uint64_t epoch() const noexcept { return epoch_plus_one - 1; }
     };
+    static_assert(sizeof(job) == sizeof(std::uint64_t));
 
     // Timers run on `strand`; handlers complete towards `user_ex` (see
     // detail/completion.hpp).

@@ -538,7 +538,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
 
     void abandon(error_code ec) {
         abandoned = true;
-        if (!done && !cleanup.counted) cleanup = backend->work().begin();
+        if (!done && !cleanup.counted()) cleanup = backend->work().begin();
         complete(ec, {});
         wake.cancel();
     }

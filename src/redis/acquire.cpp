@@ -74,6 +74,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // asks for at least its tenure's), and the tenure it re-entered (0: none).
     clock::duration granted{};
     std::uint64_t sent_epoch = 0;
+    // Abandoned before the machine finished (a script may be in flight and
+    // grant): background clean-up until it finishes, so that a drain waits
+    // for the give-back too.
+    detail::background_work::job cleanup;
+    // The flags last, packed into one word.
     // A wait in the service's list.
     bool waiting = false;
     // A wake-up (unlock message) that arrived while no wait was pending, for
@@ -85,10 +90,6 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Whether the caller was handed a guard for `level`: from then on the
     // level is the caller's to release, never the operation's.
     bool handed_over = false;
-    // Abandoned before the machine finished (a script may be in flight and
-    // grant): background clean-up until it finishes, so that a drain waits
-    // for the give-back too.
-    detail::background_work::job cleanup;
     // Inside the initiating call (started inline on the strand): an answer
     // reached now is posted, not dispatched.
     bool initiating = false;
@@ -388,7 +389,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The caller gets its answer now; the machine ends at its next step.
     void abandon(error_code ec) {
         machine.cancel();
-        if (svc && !machine.finished() && !cleanup.counted) cleanup = svc->work().begin();
+        if (svc && !machine.finished() && !cleanup.counted()) cleanup = svc->work().begin();
         complete(ec, {});
         if (waiting) end_wait_early();
     }
