@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs corolock's tests under the sanitizers:
 #   1. AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer):
-#      the whole suite, every tier ctest knows, in ./build-asan.
+#      every tier but fault, acl, the cli scripts and package (ASAN_ALL=1:
+#      all of them, and the benchmarks' smoke test), in ./build-asan.
 #   2. ThreadSanitizer: the unit tests and the threads tier (several threads
 #      running one io_context), in ./build-tsan.
 # Any report fails the run: the sanitizers are built to abort on the first.
@@ -30,16 +31,20 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 run_asan() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
   echo "sanitize: ASan + UBSan, every tier but fault, acl and the cli scripts, in $dir"
+  # Without the benchmarks: their smoke test runs in test.sh's build, and
+  # the library paths they drive run in the tiers below.
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
-    -DCOROLOCK_WERROR=ON
+    -DCOROLOCK_WERROR=ON -DCOROLOCK_BUILD_BENCH="$([ "${ASAN_ALL:-0}" = 1 ] && echo ON || echo OFF)"
   cmake --build "$dir" -j "$jobs"
   # The fault tier (the longest under ASan), the acl entry (the
   # integration tier again, as a restricted user) and the cli scripts
   # (cli_shell: the tool end to end, about 150 s under ASan; the library
   # paths they drive run in the integration and conformance tiers, and the
   # cli's Catch tests stay) are left out here to keep CI within its budget
-  # (docs/reliability.md, "CI time"). ASAN_ALL=1 runs everything.
-  local exclude=(-LE '^(fault|acl|cli_shell)$')
+  # (docs/reliability.md, "CI time"). So is the package tier (it builds and
+  # installs a consumer project: nothing for ASan to see). ASAN_ALL=1 runs
+  # everything.
+  local exclude=(-LE '^(fault|acl|cli_shell|package)$')
   [ "${ASAN_ALL:-0}" = 1 ] && exclude=()
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "${exclude[@]}")
 }
