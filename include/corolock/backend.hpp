@@ -9,6 +9,9 @@
 //   etcd://[user:pass@]host:port[,host:port...][/prefix]
 //                                          an etcd cluster (v3 API, 3.4 or later)
 //   etcds://...[?ca_file=PATH]             the same over TLS
+//   ...?request_timeout_ms=N&connect_timeout_ms=N
+//                                          etcd request and connect bounds
+//                                          (default 5000 each)
 //
 // docs/backends.md compares them and says which to choose.
 //

@@ -156,11 +156,23 @@ error_code parse_url(std::string_view url, backend_options& out, std::string& wh
         const auto value =
             eq == std::string_view::npos ? std::string{} : percent_decode(kv.substr(eq + 1), ok);
         if (!ok) return fail("a query value has a bad %-escape");
-        if (key == "ca_file" && o.gateway.tls)
+        if (key == "ca_file" && o.gateway.tls) {
             o.gateway.ca_file = value;
-        else
+        } else if (key == "connect_timeout_ms" || key == "request_timeout_ms") {
+            // Whole milliseconds, 1 ms to an hour.
+            unsigned long ms = 0;
+            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
+            if (ec != std::errc() || end != value.data() + value.size() || ms == 0 ||
+                ms > 3'600'000)
+                return fail("'" + std::string(key) +
+                            "' must be a whole number of milliseconds from 1 to 3600000");
+            (key == "connect_timeout_ms" ? o.gateway.connect_timeout : o.gateway.request_timeout) =
+                std::chrono::milliseconds(ms);
+        } else {
             return fail("unknown URL option '" + std::string(key.substr(0, 32)) +
-                        "' (etcds:// takes ca_file)");
+                        "' (known: connect_timeout_ms, request_timeout_ms, and ca_file for "
+                        "etcds://)");
+        }
     }
     out = std::move(o);
     why.clear();

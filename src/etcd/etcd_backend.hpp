@@ -65,8 +65,10 @@ struct backend_options {
     std::string holder_label;
 };
 
-// Parses etcd://[user[:password]@]host:port[,host:port...][/prefix][?ca_file=PATH]
-// (etcds:// for TLS). On failure returns error::invalid_url and the reason
+// Parses etcd://[user[:password]@]host:port[,host:port...][/prefix][?query]
+// (etcds:// for TLS). The query may set connect_timeout_ms (per endpoint
+// tried) and request_timeout_ms (a whole request, queueing included), both
+// gateway_options' defaults otherwise, and for etcds:// ca_file=PATH. On failure returns error::invalid_url and the reason
 // (never the password) in why.
 error_code parse_url(std::string_view url, backend_options& out, std::string& why);
 

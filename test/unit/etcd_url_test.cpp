@@ -24,6 +24,15 @@ TEST_CASE("etcd url: endpoints, credentials, prefix and TLS", "[etcd][unit]") {
     CHECK(o.gateway.endpoints == std::vector<std::string>{"a:1", "b:2", "[::1]:3"});
     CHECK(o.prefix == "locks/app/");
     CHECK(o.gateway.ca_file == "/ca.pem");
+
+    // The gateway's bounds, in milliseconds, for etcd:// and etcds:// alike.
+    const auto defaults = corolock::detail::etcd::gateway_options{};
+    REQUIRE_FALSE(parse_url("etcd://h:1", o, why));
+    CHECK(o.gateway.request_timeout == defaults.request_timeout);
+    CHECK(o.gateway.connect_timeout == defaults.connect_timeout);
+    REQUIRE_FALSE(parse_url("etcd://h:1?request_timeout_ms=1500&connect_timeout_ms=250", o, why));
+    CHECK(o.gateway.request_timeout == std::chrono::milliseconds(1500));
+    CHECK(o.gateway.connect_timeout == std::chrono::milliseconds(250));
 }
 
 TEST_CASE("etcd url: bad ones are invalid_url with a reason that holds no password",
@@ -31,7 +40,10 @@ TEST_CASE("etcd url: bad ones are invalid_url with a reason that holds no passwo
     for (const char* url : {"etcd://", "etcd://host", "etcd://host:0", "etcd://host:99999",
                             "etcd://host:x", "etcd://:secret@host:1", "etcd://h:1,",
                             "etcd://h:1?ca_file=x", "etcds://h:1?bogus=1", "redis://h:1",
-                            "etcd://u:%zzsecret@h:1", "etcd://h:1/%", "etcd://h :1"}) {
+                            "etcd://u:%zzsecret@h:1", "etcd://h:1/%", "etcd://h :1",
+                            "etcd://h:1?request_timeout_ms=0", "etcd://h:1?request_timeout_ms=1.5",
+                            "etcd://h:1?connect_timeout_ms=", "etcd://h:1?connect_timeout_ms",
+                            "etcd://h:1?request_timeout_ms=3600001"}) {
         INFO(url);
         backend_options o;
         o.prefix = "untouched/";
