@@ -53,9 +53,17 @@ std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
 }
 
 std::string describe_server(const config& cfg) {
-    std::string host = cfg.host;
-    if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6
-    return host + ":" + std::to_string(cfg.port);
+    auto at = [](const std::string& h, std::uint16_t port) {
+        return (h.find(':') != std::string::npos ? "[" + h + "]" : h) +  // IPv6
+               ":" + std::to_string(port);
+    };
+    if (cfg.mode == topology::sentinel) {
+        std::string out = "the primary of " + cfg.service_name + " (Sentinel ";
+        for (std::size_t i = 0; i < cfg.nodes.size(); ++i)
+            out += (i > 0 ? "," : "") + at(cfg.nodes[i].host, cfg.nodes[i].port);
+        return out + ")";
+    }
+    return at(cfg.host, cfg.port);
 }
 
 std::string_view service_name(const common_options& o) { return o.etcd ? "etcd" : "Redis"; }
