@@ -743,7 +743,10 @@ client_impl::awaitable<error_code> client_impl::connect_once() {
     last_connect_permanent_ = false;
     reconnect_now_ = false;  // this attempt is the one asked for
     if (cfg_.mode == topology::sentinel) co_return co_await connect_via_sentinels();
-    co_return co_await connect_to(endpoint{cfg_.host, cfg_.port});
+    // A named local, not a temporary in the co_await: g++ 12 destroys such
+    // a temporary twice.
+    const endpoint server{cfg_.host, cfg_.port};
+    co_return co_await connect_to(server);
 }
 
 std::string client_impl::peer() const {

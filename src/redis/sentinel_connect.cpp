@@ -42,8 +42,9 @@ client_impl::awaitable<std::pair<error_code, sentinel::master_addr>> client_impl
     sentinel_link& link, const endpoint& s, std::string& why) {
     if (auto ec = co_await link.open(s, why); ec)
         co_return std::pair{ec, sentinel::master_addr{}};
-    auto [ec, r] =
-        co_await link.call(command{"SENTINEL", "get-master-addr-by-name", cfg_.service_name});
+    // Commands as named locals: g++ 12 mishandles temporaries in co_await.
+    const command ask{"SENTINEL", "get-master-addr-by-name", cfg_.service_name};
+    auto [ec, r] = co_await link.call(ask);
     if (ec) {
         why = describe_cause(ec);
         co_return std::pair{ec, sentinel::master_addr{}};
@@ -104,7 +105,8 @@ client_impl::awaitable<error_code> client_impl::connect_via_sentinels() {
 client_impl::awaitable<error_code> client_impl::subscribe_switch_master(const endpoint& s,
                                                                          std::string& why) {
     if (auto ec = co_await watch_link_->open(s, why); ec) co_return ec;
-    if (auto ec = co_await watch_link_->send(command{"SUBSCRIBE", "+switch-master"}); ec) {
+    const command subscribe{"SUBSCRIBE", "+switch-master"};
+    if (auto ec = co_await watch_link_->send(subscribe); ec) {
         why = describe_cause(ec);
         co_return ec;
     }
@@ -120,8 +122,8 @@ client_impl::awaitable<error_code> client_impl::subscribe_switch_master(const en
     }
     // A switch announced while no subscription listened: the answer now
     // (RESP3 takes commands on a subscribed connection) tells.
-    auto [aec, addr] =
-        co_await watch_link_->call(command{"SENTINEL", "get-master-addr-by-name", cfg_.service_name});
+    const command ask{"SENTINEL", "get-master-addr-by-name", cfg_.service_name};
+    auto [aec, addr] = co_await watch_link_->call(ask);
     if (aec) {
         why = describe_cause(aec);
         co_return aec;
