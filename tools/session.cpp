@@ -93,7 +93,7 @@ int exit_status_for(const error_code& ec) {
         ec == error::connect_timeout || ec == error::resolve_failed ||
         ec == error::tls_handshake_failed || ec == error::auth_failed ||
         ec == error::handshake_failed || ec == error::never_connected ||
-        ec == error::server_too_old)
+        ec == error::server_too_old || ec == error::no_primary)
         return exit_status::unavailable;
     if (ec.category() != error_category()) return exit_status::unavailable;  // socket errors
     if (ec == error::client_stopped) return exit_status::os_error;
