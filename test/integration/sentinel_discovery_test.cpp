@@ -35,7 +35,7 @@ corolock::config quick(const std::string& url) {
 
 }  // namespace
 
-TEST_CASE("sentinel: locks through the primary the Sentinels name; none named is no_primary",
+TEST_CASE("sentinel: locks through the primary the Sentinels name, or none: no_primary",
           "[sentinel][integration]") {
     sentinel_fleet fleet({.replicas = 1, .sentinels = 2});
     const std::string replica = "127.0.0.1:" + std::to_string(fleet.server(1).port());
