@@ -663,11 +663,27 @@ std::string url_without_credentials(std::string_view url) {
     const auto tail = end == std::string_view::npos ? std::string_view() : url.substr(end);
     // An '@' past the host: a password holding '/', '?' or '#' unencoded.
     if (tail.find('@') != std::string_view::npos) return std::string();
+    // A Sentinel URL's query may carry the Sentinels' credentials: dropped.
+    std::string rest(tail);
+    if (const auto q = rest.find('?'); q != std::string::npos) {
+        std::string kept;
+        std::string_view query = std::string_view(rest).substr(q + 1);
+        while (!query.empty()) {
+            const auto amp = query.find('&');
+            const auto item = query.substr(0, amp);
+            const auto key = item.substr(0, item.find('='));
+            if (key != "sentinel_user" && key != "sentinel_password" && !item.empty())
+                kept.append(kept.empty() ? "" : "&").append(item);
+            if (amp == std::string_view::npos) break;
+            query.remove_prefix(amp + 1);
+        }
+        rest.erase(q);
+        if (!kept.empty()) rest.append("?").append(kept);
+    }
     const auto at = authority.rfind('@');
-    if (at == std::string_view::npos) return std::string(url);
     std::string out(url.substr(0, start));
-    out.append(authority.substr(at + 1));
-    out.append(tail);
+    out.append(at == std::string_view::npos ? authority : authority.substr(at + 1));
+    out.append(rest);
     return out;
 }
 

@@ -211,7 +211,7 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
                          std::string_view cause, bool reached = false);
 
 // REDIS_URL's value for COMMAND's environment: the user name and password
-// removed. Empty when the URL cannot be cleaned with certainty (then the
+// removed (and a Sentinel URL's sentinel_user and sentinel_password). Empty when the URL cannot be cleaned with certainty (then the
 // variable is left out).
 std::string url_without_credentials(std::string_view url);
 

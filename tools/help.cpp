@@ -32,7 +32,9 @@ Commands:
 Options every command takes:
   --url URL       Redis to use: redis://[user[:password]@]host[:port][/db], or
                   rediss://... for TLS. Default: $REDIS_URL, else
-                  @URL@. Or etcd: etcd://host:port[,...][/prefix]
+                  @URL@. Behind Sentinel:
+                  redis+sentinel://[user:pass@]host:26379[,...]/SERVICE[/db]
+                  (rediss+sentinel:// for TLS). Or etcd: etcd://host:port[,...][/prefix]
                   (etcds://...[?ca_file=PATH] for TLS) for run, status, list,
                   break.
   --password-file FILE  The password: the first line of FILE. Overrides the

@@ -53,9 +53,17 @@ std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
 }
 
 std::string describe_server(const config& cfg) {
-    std::string host = cfg.host;
-    if (host.find(':') != std::string::npos) host = "[" + host + "]";  // IPv6
-    return host + ":" + std::to_string(cfg.port);
+    auto at = [](const std::string& h, std::uint16_t port) {
+        return (h.find(':') != std::string::npos ? "[" + h + "]" : h) +  // IPv6
+               ":" + std::to_string(port);
+    };
+    if (cfg.mode == topology::sentinel) {
+        std::string out = "the primary of " + cfg.service_name + " (Sentinel ";
+        for (std::size_t i = 0; i < cfg.nodes.size(); ++i)
+            out += (i > 0 ? "," : "") + at(cfg.nodes[i].host, cfg.nodes[i].port);
+        return out + ")";
+    }
+    return at(cfg.host, cfg.port);
 }
 
 std::string_view service_name(const common_options& o) { return o.etcd ? "etcd" : "Redis"; }
@@ -85,7 +93,7 @@ int exit_status_for(const error_code& ec) {
         ec == error::connect_timeout || ec == error::resolve_failed ||
         ec == error::tls_handshake_failed || ec == error::auth_failed ||
         ec == error::handshake_failed || ec == error::never_connected ||
-        ec == error::server_too_old)
+        ec == error::server_too_old || ec == error::no_primary)
         return exit_status::unavailable;
     if (ec.category() != error_category()) return exit_status::unavailable;  // socket errors
     if (ec == error::client_stopped) return exit_status::os_error;

@@ -17,6 +17,7 @@
 #include "core/metrics_recorder.hpp"
 #include "redis/request_queue.hpp"
 #include "redis/resp3_parser.hpp"
+#include "redis/sentinel.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -129,6 +130,22 @@ private:
 
     awaitable<void> run();
     awaitable<error_code> connect_once();
+    // One attempt at one server: resolve, TCP, TLS, handshake.
+    awaitable<error_code> connect_to(const endpoint& server);
+    // topology::sentinel (src/redis/sentinel_connect.cpp): asks the
+    // Sentinels in order for the primary and connects to the first one
+    // that confirms its role; error::no_primary when none does.
+    awaitable<error_code> connect_via_sentinels();
+    awaitable<std::pair<error_code, sentinel::master_addr>> ask_sentinel(sentinel_link& link,
+                                                                         const endpoint& s,
+                                                                         std::string& why);
+    // Follows the Sentinels' +switch-master messages for the service, on a
+    // subscription of its own re-established with bounded backoff.
+    awaitable<void> sentinel_watch();
+    awaitable<error_code> subscribe_switch_master(const endpoint& s, std::string& why);
+    // The primary is elsewhere (a +switch-master, a -READONLY reply): ends
+    // the connection, and the next attempt starts at once.
+    void rediscover(std::string_view why);
     awaitable<error_code> handshake();
     awaitable<error_code> reader();
     awaitable<error_code> writer();
@@ -186,6 +203,9 @@ private:
         ~stop_writing() { c.can_write_ = false; }
     };
     clock::duration next_backoff();
+    // The server for log lines: host:port, or "the primary of NAME" before
+    // a Sentinel named one.
+    std::string peer() const;
     template <class F> void for_each_listener(F&& f);
 
     boost::asio::any_io_executor executor_;
@@ -207,6 +227,15 @@ private:
     std::optional<boost::asio::ssl::context> ssl_ctx_;
     std::shared_ptr<connection> conn_;  // null while disconnected
     tcp::resolver resolver_;
+    // The server of the current (or last) connection: cfg_'s host and port,
+    // or the primary a Sentinel named.
+    endpoint server_;
+    // topology::sentinel: the +switch-master subscription's connection and
+    // backoff timer, and whether the next connect attempt skips the backoff.
+    std::unique_ptr<sentinel_link> watch_link_;
+    boost::asio::steady_timer watch_timer_;
+    bool reconnect_now_ = false;
+    endpoint last_primary_;  // of the last connection, to log a change
 
     request_queue queue_;
     resp3_parser parser_;

@@ -163,6 +163,8 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg)
       // they are only touched on the strand, and their completions resume
       // coroutines that run there.
       resolver_(executor_),
+      server_{cfg_.host, cfg_.port},
+      watch_timer_(executor_),
       parser_(parser_limits{cfg_.max_bulk_length, cfg_.max_nesting_depth, cfg_.max_aggregate_size,
                             cfg_.max_reply_size}),
       write_signal_(executor_, clock::time_point::max()),
@@ -215,6 +217,8 @@ void client_impl::start() {
         asio::co_spawn(self->strand_, self->run(), on_exit);
         asio::co_spawn(self->strand_, self->expire_loop(), on_exit);
         asio::co_spawn(self->strand_, self->connect_window(), on_exit);
+        if (self->cfg_.mode == topology::sentinel)
+            asio::co_spawn(self->strand_, self->sentinel_watch(), on_exit);
     });
 }
 
@@ -229,6 +233,8 @@ void client_impl::stop() noexcept {
             self->expire_timer_.cancel();
             self->backoff_timer_.cancel();
             self->window_timer_.cancel();
+            self->watch_timer_.cancel();
+            if (self->watch_link_) self->watch_link_->close();
             completions done;
             self->queue_.fail_all(error::client_stopped, done);
             self->run_completions(done);
@@ -471,6 +477,10 @@ void client_impl::complete(completion& c) {
         if (c.ec == error::no_permission) text = "permission denied: " + text;
         if (c.ec == error::no_script) {
             logger_->debug("{}", escaped{text});
+        } else if (cfg_.mode == topology::sentinel && sentinel::is_readonly_error(c.result.str)) {
+            // The primary was demoted: find the new one (the command fails).
+            note_error(c.ec, text);
+            rediscover(text);
         } else {
             logger_->warn("server error: {}", escaped{text});
             note_error(c.ec, std::move(text));
@@ -606,12 +616,21 @@ client_impl::awaitable<void> client_impl::run() {
             backoff_ = {};
             if (ssl_ctx_ && !cfg_.tls.verify_peer)
                 logger_->warn("TLS certificate verification is disabled (config.tls.verify_peer "
-                              "= false): the connection to {}:{} is encrypted but the server is "
+                              "= false): the connection to {} is encrypted but the server is "
                               "not authenticated, and anyone on the path can impersonate it",
-                              escaped{cfg_.host}, cfg_.port);
+                              escaped{peer()});
             connected_.store(true, std::memory_order_release);
             const bool again = stats_.connects.fetch_add(1, std::memory_order_relaxed) > 0;
-            logger_->info("connected to {}:{}", escaped{cfg_.host}, cfg_.port);
+            logger_->info("connected to {}", escaped{peer()});
+            if (cfg_.mode == topology::sentinel) {
+                // A new primary may have lost the last writes (asynchronous
+                // replication): on_connected() re-verifies every held lock.
+                if (again && !(server_ == last_primary_))
+                    logger_->warn("the primary of {} is now {} (was {})",
+                                  escaped{cfg_.service_name}, escaped{sentinel::to_string(server_)},
+                                  escaped{sentinel::to_string(last_primary_)});
+                last_primary_ = server_;
+            }
             for_each_listener([](connection_listener& l) { l.on_connected(); });
             if (again)
                 notify(event_observer(), *logger_, "on_reconnected",
@@ -630,7 +649,7 @@ client_impl::awaitable<void> client_impl::run() {
             close_socket();
             if (stopped()) break;
             stats_.disconnects.fetch_add(1, std::memory_order_relaxed);
-            logger_->warn("connection to {}:{} lost: {}", escaped{cfg_.host}, cfg_.port,
+            logger_->warn("connection to {} lost: {}", escaped{peer()},
                           why.message());
             completions done;
             const auto retried = queue_.on_disconnect(error::connection_lost, done);
@@ -639,6 +658,11 @@ client_impl::awaitable<void> client_impl::run() {
             for_each_listener([](connection_listener& l) { l.on_disconnected(); });
         }
         if (stopped()) break;
+        if (std::exchange(reconnect_now_, false)) {
+            // The Sentinels moved the primary: no backoff before asking them.
+            backoff_ = {};
+            continue;
+        }
         const auto delay = next_backoff();
         logger_->debug("reconnecting in {} ms",
                        std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
@@ -667,8 +691,9 @@ void client_impl::on_connect_failure(error_code ec) {
     // reconnecting goes on.)
     last_connect_permanent_ = ec == error::auth_failed || ec == error::no_permission ||
                               ec == error::tls_handshake_failed || ec == error::server_too_old ||
-                              (ec == error::handshake_failed && last_connect_permanent_);
-    logger_->warn("connect to {}:{} failed: {}{}{}", escaped{cfg_.host}, cfg_.port, ec.message(),
+                              ((ec == error::handshake_failed || ec == error::no_primary) &&
+                               last_connect_permanent_);
+    logger_->warn("connect to {} failed: {}{}{}", escaped{peer()}, ec.message(),
                   last_connect_diagnostic_.empty() ? "" : ": ", escaped{last_connect_diagnostic_});
     note_error(ec, last_connect_diagnostic_);
     if (last_connect_permanent_) {
@@ -677,8 +702,8 @@ void client_impl::on_connect_failure(error_code ec) {
         fail_fast_ec_ = ec;
         fail_fast_text_ = last_connect_diagnostic_;
         if (!was)
-            logger_->warn("commands to {}:{} fail at once ({}) until a connection succeeds",
-                          escaped{cfg_.host}, cfg_.port, escaped{last_connect_diagnostic_});
+            logger_->warn("commands to {} fail at once ({}) until a connection succeeds",
+                          escaped{peer()}, escaped{last_connect_diagnostic_});
         fail_queued_fast();
     } else if (window_passed_ && !ever_connected_) {
         fail_fast_ = true;
@@ -701,9 +726,9 @@ client_impl::awaitable<void> client_impl::connect_window() {
         std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.connect_timeout).count();
     std::string cause = last_connect_error_ ? last_connect_diagnostic_
                                             : "the first attempt is still connecting";
-    logger_->warn("no connection to {}:{} within {} ms ({}): commands fail with never_connected "
+    logger_->warn("no connection to {} within {} ms ({}): commands fail with never_connected "
                   "until one succeeds",
-                  escaped{cfg_.host}, cfg_.port, ms, escaped{cause});
+                  escaped{peer()}, ms, escaped{cause});
     if (fail_fast_) co_return;  // a permanent failure already fails them
     fail_fast_ = true;
     fail_fast_ec_ = error::never_connected;
@@ -714,6 +739,24 @@ client_impl::awaitable<void> client_impl::connect_window() {
 }
 
 client_impl::awaitable<error_code> client_impl::connect_once() {
+    last_connect_diagnostic_.clear();
+    last_connect_permanent_ = false;
+    reconnect_now_ = false;  // this attempt is the one asked for
+    if (cfg_.mode == topology::sentinel) co_return co_await connect_via_sentinels();
+    // A named local, not a temporary in the co_await: g++ 12 destroys such
+    // a temporary twice.
+    const endpoint server{cfg_.host, cfg_.port};
+    co_return co_await connect_to(server);
+}
+
+std::string client_impl::peer() const {
+    if (cfg_.mode == topology::sentinel && server_.port == 0)
+        return "the primary of " + cfg_.service_name;
+    return sentinel::to_string(server_);
+}
+
+client_impl::awaitable<error_code> client_impl::connect_to(const endpoint& server) {
+    server_ = server;
     last_connect_diagnostic_.clear();
     last_connect_permanent_ = false;
     asio::steady_timer deadline(executor_);
@@ -733,7 +776,7 @@ client_impl::awaitable<error_code> client_impl::connect_once() {
     };
 
     auto [rec, endpoints] = co_await resolver_.async_resolve(
-        cfg_.host, std::to_string(cfg_.port), use_nothrow);
+        server_.host, std::to_string(server_.port), use_nothrow);
     if (rec) {
         last_connect_diagnostic_ = describe_cause(rec);
         co_return error::resolve_failed;
@@ -773,8 +816,12 @@ client_impl::awaitable<error_code> client_impl::connect_once() {
 
     if (ssl_ctx_) {
         conn->tls.emplace(conn->socket, *ssl_ctx_);
-        const std::string& sni = cfg_.tls.server_name.empty() ? cfg_.host : cfg_.tls.server_name;
+        const std::string& sni = cfg_.tls.server_name.empty() ? server_.host : cfg_.tls.server_name;
         if (!is_ip_literal(sni)) SSL_set_tlsext_host_name(conn->tls->native_handle(), sni.c_str());
+        // A Sentinel's primary is only known now: check its name, not the
+        // configured host's (single mode checks that in the context).
+        if (cfg_.mode == topology::sentinel && cfg_.tls.verify_peer)
+            conn->tls->set_verify_callback(asio::ssl::host_name_verification(sni));
         auto hs = co_await (conn->tls->async_handshake(asio::ssl::stream_base::client, use_nothrow) ||
                             deadline.async_wait(use_nothrow));
         if (hs.index() == 1) {
@@ -819,6 +866,13 @@ client_impl::awaitable<error_code> client_impl::handshake() {
     const std::string db = std::to_string(cfg_.database);
     if (cfg_.database != 0) {
         command{"SELECT", db}.append_to(out);
+        ++expected;
+    }
+    // A Sentinel's answer may be stale: the server must say it is the
+    // primary itself, on every connect.
+    const bool check_role = cfg_.mode == topology::sentinel;
+    if (check_role) {
+        command{"ROLE"}.append_to(out);
         ++expected;
     }
     if (auto [ec, n] = co_await write_all(out); ec) {
@@ -875,11 +929,21 @@ client_impl::awaitable<error_code> client_impl::handshake() {
         // LOADING, BUSY and the like pass; anything else is retried as well.
         co_return ec == error::auth_failed ? ec : error_code(error::handshake_failed);
     }
-    if (expected > 1 && replies[1].is_error()) {
+    if (cfg_.database != 0 && replies[1].is_error()) {
         last_connect_diagnostic_ = "SELECT " + db + ": " + replies[1].str;
         // A database the server does not have stays missing; LOADING passes.
         last_connect_permanent_ = replies[1].str.substr(0, 7) != "LOADING";
         co_return error::handshake_failed;
+    }
+    if (check_role) {
+        std::string role;
+        if (!sentinel::role_is_master(replies.back(), role)) {
+            last_connect_diagnostic_ =
+                sentinel::to_string(server_) +
+                (role == "slave" || role == "replica" ? std::string(" is a replica")
+                                                      : " is not a primary (" + role + ")");
+            co_return error::no_primary;
+        }
     }
     // Anything the server sent beyond the handshake replies would be out of
     // step with the queue.
@@ -1056,9 +1120,9 @@ client_impl::awaitable<void> client_impl::expire_loop() {
             // behind it waits for them. The stream is reset, so the
             // commands still queued go out on a fresh connection; a
             // server that trickles bytes can no longer keep them waiting.
-            logger_->warn("{} written command(s) to {}:{} got no reply in time; resetting the "
+            logger_->warn("{} written command(s) to {} got no reply in time; resetting the "
                           "connection",
-                          written, escaped{cfg_.host}, cfg_.port);
+                          written, escaped{peer()});
             fail_write(error::timeout);
         }
     }
@@ -1072,12 +1136,10 @@ namespace {
 config checked(config cfg) {
     std::string why;
     if (auto ec = cfg.validate(why); ec) throw boost::system::system_error(ec, why);
-    // Parsed and validated, not yet served (issue 23 brings both).
-    if (cfg.mode != topology::single)
-        throw boost::system::system_error(
-            make_error_code(error::invalid_argument),
-            cfg.mode == topology::sentinel ? "Redis Sentinel is not supported yet"
-                                           : "Redis Cluster is not supported yet");
+    // Parsed and validated, not yet served.
+    if (cfg.mode == topology::cluster)
+        throw boost::system::system_error(make_error_code(error::invalid_argument),
+                                          "Redis Cluster is not supported yet");
     return cfg;
 }
 }  // namespace

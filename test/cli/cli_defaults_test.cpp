@@ -103,3 +103,23 @@ TEST_CASE("cli help: the overview lists every exit status", "[unit][cli]") {
     }
     CHECK(contains(overview, "\n  " + std::to_string(status::signal_base) + "+N"));
 }
+
+TEST_CASE("cli: run takes a redis+sentinel:// URL; COMMAND gets it without secrets",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    const std::string_view url =
+        "redis+sentinel://app:pw@10.0.0.1,10.0.0.2:26380/orders/2?sentinel_password=spw";
+    REQUIRE_FALSE(parse({"run", "--url", url, "job", "--", "true"}, cmd).has_value());
+    const auto& cfg = cmd.run.common.cfg;
+    CHECK(cfg.mode == corolock::topology::sentinel);
+    REQUIRE(cfg.nodes.size() == 2);
+    CHECK(cfg.nodes[0] == corolock::endpoint{"10.0.0.1", corolock::default_sentinel_port});
+    CHECK(cfg.nodes[1] == corolock::endpoint{"10.0.0.2", 26380});
+    CHECK(cfg.service_name == "orders");
+    CHECK(cfg.database == 2);
+    CHECK(cfg.sentinel_password == "spw");
+    CHECK(cli::url_without_credentials(url) == "redis+sentinel://10.0.0.1,10.0.0.2:26380/orders/2");
+    CHECK(cli::url_without_credentials("rediss+sentinel://s1/svc?sentinel_user=u&tls_verify=no") ==
+          "rediss+sentinel://s1/svc?tls_verify=no");
+    CHECK(cli::url_without_credentials("redis://h:1/0?a=b") == "redis://h:1/0?a=b");
+}

@@ -463,14 +463,25 @@ void redis_server::close_admin() const noexcept {
 }
 
 redis_server::start_result redis_server::start_once(deadline_type deadline) {
-    std::vector<std::string> argv{redis_bin_,
-                                  "--port", std::to_string(port_),
+    std::vector<std::string> argv{redis_bin_};
+    const bool sentinel = !opts_.sentinel_config.empty();
+    if (sentinel) {
+        // A Sentinel's config file must come first, and be writable.
+        const std::string conf = dir_ + "/sentinel.conf";
+        if (!std::filesystem::exists(conf)) {
+            std::ofstream out(conf);
+            for (const auto& line : opts_.sentinel_config) out << line << '\n';
+            if (!out) throw std::runtime_error("redis_server: cannot write " + conf);
+        }
+        argv.insert(argv.end(), {conf, "--sentinel"});
+    }
+    argv.insert(argv.end(), {"--port", std::to_string(port_),
                                   "--bind", "127.0.0.1",
                                   "--save", "",
                                   "--appendonly", "no",
                                   "--daemonize", "no",
                                   "--dir", dir_,
-                                  "--logfile", log_file_};
+                                  "--logfile", log_file_});
     if (opts_.tls) {
         argv.insert(argv.end(), {"--tls-port", std::to_string(tls_port_),
                                  "--tls-cert-file", dir_ + "/server.crt",
@@ -485,7 +496,7 @@ redis_server::start_result redis_server::start_once(deadline_type deadline) {
                                  opts_.acl_password.empty() ? "nopass" : ">" + opts_.acl_password,
                                  "~*", "&*", "+@all"});
     }
-    if (restricted_user::enabled()) {
+    if (restricted_user::enabled() && !sentinel) {
         argv.insert(argv.end(), {"--user", restricted_user::name});
         const auto rules = restricted_user::documented_rules();
         argv.insert(argv.end(), rules.begin(), rules.end());

@@ -30,6 +30,11 @@ struct redis_server_options {
     std::string acl_password;  // its password (empty: nopass)
     bool tls = false;          // also listen with TLS; url() then points there
     std::vector<std::string> extra_args;  // appended to redis-server's command line
+    // Non-empty: run a Sentinel (redis-server CONF --sentinel) instead of a
+    // server. These lines start its config file, written once in the
+    // server's directory; the Sentinel rewrites it as it learns, and a
+    // restart() reads it back. No ACL users are added to a Sentinel.
+    std::vector<std::string> sentinel_config;
     std::chrono::milliseconds start_timeout{10'000};  // until the server answers PING
     std::chrono::milliseconds admin_timeout{5'000};   // bound on each cmd() call
 };
