@@ -53,17 +53,30 @@ std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
 }
 
 std::string describe_server(const config& cfg) {
-    auto at = [](const std::string& h, std::uint16_t port) {
-        return (h.find(':') != std::string::npos ? "[" + h + "]" : h) +  // IPv6
-               ":" + std::to_string(port);
+    // Appended piece by piece: g++ 12 at -O3 reports a false -Wrestrict for
+    // chains of string + string (GCC bug 105329).
+    auto put = [](std::string& out, const std::string& h, std::uint16_t port) {
+        const bool v6 = h.find(':') != std::string::npos;
+        if (v6) out += '[';
+        out += h;
+        if (v6) out += ']';
+        out += ':';
+        out += std::to_string(port);
     };
+    std::string out;
     if (cfg.mode == topology::sentinel) {
-        std::string out = "the primary of " + cfg.service_name + " (Sentinel ";
-        for (std::size_t i = 0; i < cfg.nodes.size(); ++i)
-            out += (i > 0 ? "," : "") + at(cfg.nodes[i].host, cfg.nodes[i].port);
-        return out + ")";
+        out += "the primary of ";
+        out += cfg.service_name;
+        out += " (Sentinel ";
+        for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
+            if (i > 0) out += ',';
+            put(out, cfg.nodes[i].host, cfg.nodes[i].port);
+        }
+        out += ')';
+        return out;
     }
-    return at(cfg.host, cfg.port);
+    put(out, cfg.host, cfg.port);
+    return out;
 }
 
 std::string_view service_name(const common_options& o) { return o.etcd ? "etcd" : "Redis"; }
