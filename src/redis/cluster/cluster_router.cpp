@@ -192,7 +192,10 @@ void cluster_router::exec(std::string payload, client_impl::exec_options opts,
     auto c = std::make_shared<routed>(opts, clock::now() + timeout);
     c->router = weak_from_this();
     c->payload = std::move(payload);
-    c->handler = std::move(handler);
+    // swap, not move-assignment: Asio 1.81's any_completion_handler move
+    // assignment copies its source as an lvalue, wrapping it in itself
+    // without end (a stack overflow).
+    c->handler.swap(handler);
     c->executor = front_.get_executor();
     const auto key = command_key(c->payload);
     c->keyed = !key.empty();
