@@ -17,10 +17,10 @@ bool is_unreadable(const error_code& ec) {
 }
 
 // Worth another attempt within the caller's wait: the connection came back
-// or will; the command itself was fine.
+// or will (a cluster's slot gets a primary again); the command was fine.
 bool is_transient(const error_code& ec) {
     return ec == error::timeout || ec == error::connection_lost || ec == error::not_connected ||
-           is_unreadable(ec);
+           ec == error::cluster_down || is_unreadable(ec);
 }
 
 // The script may have run on the server even though no answer came back

@@ -188,7 +188,8 @@ void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
         return {};
     };
     // Not idempotent: a re-sent break could remove the next holder's lock.
-    run_admin_script<lock_status>(c.impl(), std::move(name), break_script(),
+    run_admin_script<lock_status>(c.impl(), std::move(name),
+                                  break_script(c.impl()->sharded_pubsub()),
                                   {std::string(keys.lock()), std::string(keys.channel())}, {},
                                   /*idempotent=*/false, std::move(parse), std::move(handler));
 }
@@ -214,7 +215,7 @@ void release_owner_impl(client& c, std::string name, std::string owner,
         }
         return error::unexpected_reply;
     };
-    run_admin_script<>(c.impl(), std::move(name), release_script(),
+    run_admin_script<>(c.impl(), std::move(name), release_script(c.impl()->sharded_pubsub()),
                        {std::string(keys.lock()), std::string(keys.channel())},
                        {std::move(owner), std::string(all_levels)},
                        /*idempotent=*/true, std::move(parse), std::move(handler),

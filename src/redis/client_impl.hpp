@@ -39,6 +39,8 @@ namespace spdlog { class logger; }
 
 namespace corolock::detail {
 
+namespace cluster { class cluster_router; }
+
 // Implemented by layers that keep per-connection state (subscriptions).
 // Called on the client's strand.
 class connection_listener {
@@ -75,7 +77,10 @@ public:
         clock::duration timeout{};
     };
 
-    client_impl(boost::asio::any_io_executor ex, config cfg);
+    // `strand`: the one to run on, shared with another client (a cluster's
+    // node connections run on their front's); a new one when absent.
+    client_impl(boost::asio::any_io_executor ex, config cfg,
+                std::optional<strand_type> strand = std::nullopt);
     ~client_impl();
 
     void start();
@@ -97,6 +102,9 @@ public:
     const strand_type& strand() const noexcept { return strand_; }
     boost::asio::any_io_executor get_executor() const noexcept { return executor_; }
     const config& cfg() const noexcept { return cfg_; }
+    // Unlock messages go by sharded pub/sub (SSUBSCRIBE, SPUBLISH, push
+    // "smessage") on the lock's shard: on a cluster of Redis 7 or later.
+    bool sharded_pubsub() const noexcept;
     // The acquire script's holder argument, formatted once (holder_argument).
     const std::string& holder() const noexcept { return holder_; }
     spdlog::logger& log() const noexcept { return *logger_; }
@@ -120,6 +128,14 @@ public:
 
     // This client as the core's lock backend (see redis_backend.hpp).
     redis_backend& lock_backend() noexcept { return backend_; }
+
+    // topology::cluster: this client has no connection of its own; its
+    // commands go through the router to the node of their key's slot
+    // (cluster/cluster_router.hpp), and its listeners hear every node's
+    // connects and pushes. Null otherwise.
+    const cluster::cluster_router* router() const noexcept { return router_.get(); }
+    void on_node_connected();
+    void on_node_push(const reply& r);
 
 private:
     using tcp = boost::asio::ip::tcp;
@@ -248,6 +264,7 @@ private:
     std::vector<std::weak_ptr<connection_listener>> listeners_;
     std::shared_ptr<void> lock_service_;
     redis_backend backend_{*this};
+    std::shared_ptr<cluster::cluster_router> router_;
 
     clock::time_point last_read_{};
     clock::duration backoff_{};

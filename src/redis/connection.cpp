@@ -3,6 +3,7 @@
 #include "core/logging.hpp"
 #include "redis/scripts.hpp"
 #include "core/holder_record.hpp"
+#include "redis/cluster/cluster_router.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -153,9 +154,9 @@ asio::execution_context::id client_registry::id;
 
 }  // namespace
 
-client_impl::client_impl(asio::any_io_executor ex, config cfg)
+client_impl::client_impl(asio::any_io_executor ex, config cfg, std::optional<strand_type> strand)
     : executor_(ex),
-      strand_(inner_executor(ex)),
+      strand_(strand ? *strand : strand_type(inner_executor(ex))),
       cfg_(cfg.with_defaults()),
       logger_(cfg_.logger ? cfg_.logger : default_logger()),
       holder_(holder_argument(cfg_.holder_label)),
@@ -194,6 +195,7 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg)
             ssl_ctx_->set_verify_mode(asio::ssl::verify_none);
         }
     }
+    if (cfg_.mode == topology::cluster) router_ = std::make_shared<cluster::cluster_router>(*this);
 }
 
 client_impl::~client_impl() = default;
@@ -204,6 +206,10 @@ void client_impl::start() {
     asio::dispatch(strand_, [self = shared_from_this()] {
         if (self->started_ || self->stopped()) return;
         self->started_ = true;
+        if (self->router_) {
+            self->router_->start();
+            return;
+        }
         auto on_exit = [self](std::exception_ptr e) {
             if (!e) return;
             try {
@@ -227,6 +233,7 @@ void client_impl::stop() noexcept {
     try {
         asio::dispatch(strand_, [self = shared_from_this()] {
             self->logger_->debug("client stopping");
+            if (self->router_) self->router_->stop();
             self->close_socket();
             self->resolver_.cancel();
             self->write_signal_.cancel();
@@ -258,10 +265,25 @@ void client_impl::abandon() noexcept {
     } catch (...) {
         // Only allocation can fail; the entries then die with the client.
     }
+    if (router_) router_->abandon();
     for (auto& weak : listeners_)
         if (auto l = weak.lock()) l->on_abandoned();
     listeners_.clear();
     lock_service_.reset();
+}
+
+bool client_impl::sharded_pubsub() const noexcept {
+    return router_ && router_->sharded_pubsub();
+}
+
+void client_impl::on_node_connected() {
+    connected_.store(true, std::memory_order_release);
+    for_each_listener([](connection_listener& l) { l.on_connected(); });
+}
+
+void client_impl::on_node_push(const reply& r) {
+    stats_.pushes.fetch_add(1, std::memory_order_relaxed);
+    for_each_listener([&](connection_listener& l) { l.on_push(r); });
 }
 
 void client_impl::add_listener(std::weak_ptr<connection_listener> l) {
@@ -331,6 +353,10 @@ void client_impl::exec(exec_options opts, target_ptr target) {
         });
         return;
     }
+    if (router_) {
+        router_->exec(opts, std::move(target));
+        return;
+    }
     if (refuse_now(target)) return;
     const auto qo = queue_options(opts);
     queue_.push_target(std::move(target), qo);
@@ -352,6 +378,10 @@ request_queue::options client_impl::queue_options(const exec_options& opts) cons
 void client_impl::push_request(std::string payload, exec_options opts, exec_handler handler) {
     if (stopped()) {
         complete_refused(std::move(handler), opts.direct, error::client_stopped, reply{});
+        return;
+    }
+    if (router_) {
+        router_->exec(std::move(payload), opts, std::move(handler));
         return;
     }
     if (refuse_now(opts, handler)) return;
@@ -1133,13 +1163,16 @@ client_impl::awaitable<void> client_impl::expire_loop() {
 // ---- corolock::client ----
 
 namespace {
-config checked(config cfg) {
+// `cluster_ok`: a lock backend may be a Redis Cluster; a corolock::client,
+// whose async_exec runs any command on one connection, may not.
+config checked(config cfg, bool cluster_ok = false) {
     std::string why;
     if (auto ec = cfg.validate(why); ec) throw boost::system::system_error(ec, why);
-    // Parsed and validated, not yet served.
-    if (cfg.mode == topology::cluster)
-        throw boost::system::system_error(make_error_code(error::invalid_argument),
-                                          "Redis Cluster is not supported yet");
+    if (cfg.mode == topology::cluster && !cluster_ok)
+        throw boost::system::system_error(
+            make_error_code(error::invalid_argument),
+            "corolock::client speaks to one server; for a Redis Cluster open a "
+            "corolock::backend(executor, url) instead (see docs/topologies.md)");
     return cfg;
 }
 }  // namespace
@@ -1172,7 +1205,7 @@ std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_
                                                             std::string_view holder_label) {
     config cfg = config::from_url(url);
     cfg.holder_label = holder_label;
-    auto impl = std::make_shared<detail::client_impl>(ex, checked(std::move(cfg)));
+    auto impl = std::make_shared<detail::client_impl>(ex, checked(std::move(cfg), true));
     impl->start();
     return impl->lock_backend().shared();
 }

@@ -306,7 +306,7 @@ void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, st
     // Only a lock with local waiters can have a wake-up to hold back.
     const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
     if (tracked) handoffs_.on_release_sent(st->keys.channel());
-    run_script(release_script(),
+    run_script(release_script(impl_.sharded_pubsub()),
                std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
                                               tracked, std::move(handler), direct, granted),
                /*idempotent=*/true);
@@ -327,7 +327,11 @@ void lock_service::release_in_background(const std::shared_ptr<redis_lock_state>
 // ---- waiters ----
 
 void lock_service::send_subscribe(std::string_view channel, bool subscribe, bool priority) {
-    command cmd{subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", channel};
+    // On a cluster the channel is the lock slot's shard channel.
+    const bool shard = impl_.sharded_pubsub();
+    command cmd{subscribe ? (shard ? "SSUBSCRIBE" : "SUBSCRIBE")
+                          : (shard ? "SUNSUBSCRIBE" : "UNSUBSCRIBE"),
+                channel};
     client_impl::exec_options opts;
     opts.kind = reply_kind::subscribe;
     opts.priority = priority;
@@ -533,7 +537,18 @@ void lock_service::on_disconnected() {}
 
 void lock_service::on_push(const reply& r) {
     if (r.elements.size() != 3) return;
-    if (r.elements[0].str != "message") return;
+    const auto& kind = r.elements[0].str;
+    if (kind == "sunsubscribe") {
+        // Unasked: the server dropped a shard channel whose slot moved to
+        // another node. Subscribe again (it goes to the slot's new primary),
+        // and give a waiter a try: a release may have come meanwhile.
+        const auto& channel = r.elements[1].str;
+        if (waiters_.waiter_count(channel) == 0 || stopped_) return;
+        send_subscribe(channel, true, true);
+        waiters_.on_message(channel);
+        return;
+    }
+    if (kind != "message" && kind != "smessage") return;
     const auto& channel = r.elements[1].str;
     // Our own release's message comes just before its reply: wait for the
     // reply to know whether other processes' waiters should go first.
@@ -634,7 +649,7 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     // and it would then remove that.
     auto job = work_->begin();
     run_script(
-        release_script(), {st->keys.lock(), st->keys.channel()},
+        release_script(impl_.sharded_pubsub()), {st->keys.lock(), st->keys.channel()},
         {st->owner, std::string(all_levels)}, true,
         [work = work_, job](error_code, reply) mutable { work->end(job); },
         /*by_source=*/true);

@@ -171,7 +171,8 @@ request_queue::entry* request_queue::find(id_type id) noexcept {
 
 void request_queue::complete(entry& e, error_code ec, reply r, completions& out) {
     out.push_back(
-        completion{std::move(e.handler), std::move(e.target), ec, std::move(r), e.direct, e.name});
+        completion{std::move(static_cast<exec_handler&>(e.handler)), std::move(e.target), ec,
+                   std::move(r), e.direct, e.name});
     e.handler = {};
     e.target = nullptr;
     std::string().swap(e.payload);

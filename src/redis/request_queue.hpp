@@ -167,10 +167,28 @@ private:
     // cancelled: a tombstone that was never sent (skipped, never matched).
     // written with an empty handler: abandoned, its reply is dropped.
     enum class state : std::uint8_t { waiting, staged, written, cancelled, done };
+    // An exec_handler whose move assignment swaps. Asio 1.81's own copies
+    // its source as an lvalue, which wraps it in itself without end (a stack
+    // overflow); inserting a priority command in the middle of the deque
+    // move-assigns the entries behind it.
+    struct swapping_handler : exec_handler {
+        swapping_handler() = default;
+        swapping_handler(exec_handler&& h) noexcept : exec_handler(std::move(h)) {}
+        swapping_handler(swapping_handler&&) noexcept = default;
+        swapping_handler& operator=(swapping_handler&& o) noexcept {
+            exec_handler taken(std::move(static_cast<exec_handler&>(o)));
+            swap(taken);
+            return *this;
+        }
+        swapping_handler& operator=(std::nullptr_t) noexcept {
+            exec_handler::operator=(nullptr);
+            return *this;
+        }
+    };
     struct entry {
         id_type id;
         std::string payload;           // a handler's command (a target writes its own)
-        exec_handler handler;          // empty once completed
+        swapping_handler handler;      // empty once completed
         target_ptr target;             // instead of handler; null once completed
         clock::time_point deadline;
         reply_kind kind;

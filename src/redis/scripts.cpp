@@ -195,6 +195,16 @@ std::string checked(std::string_view body) {
 // The source of a script that counts levels but changes nothing it checks.
 std::string counting(std::string_view body) { return std::string(base_fields_lua).append(body); }
 
+// The same source announcing on the lock's shard channel: SPUBLISH reaches
+// the subscribers of the slot's shard only, where PUBLISH on a cluster is
+// broadcast to every node.
+std::string sharded(std::string source) {
+    constexpr std::string_view from = "redis.call('PUBLISH'";
+    for (auto at = source.find(from); at != std::string::npos; at = source.find(from, at))
+        source.replace(at, from.size(), "redis.call('SPUBLISH'");
+    return source;
+}
+
 }  // namespace
 
 const script& acquire_script() {
@@ -202,10 +212,12 @@ const script& acquire_script() {
     static const script s = make("acquire", source);
     return s;
 }
-const script& release_script() {
+const script& release_script(bool shard) {
     static const std::string source = checked(release_lua);
     static const script s = make("release", source);
-    return s;
+    static const std::string shard_source = sharded(source);
+    static const script sharded_s = make("release", shard_source);
+    return shard ? sharded_s : s;
 }
 const script& renew_script() {
     static const script s = make("renew", renew_lua);
@@ -216,10 +228,12 @@ const script& status_script() {
     static const script s = make("status", source);
     return s;
 }
-const script& break_script() {
+const script& break_script(bool shard) {
     static const std::string source = counting(break_lua);
     static const script s = make("break", source);
-    return s;
+    static const std::string shard_source = sharded(source);
+    static const script sharded_s = make("break", shard_source);
+    return shard ? sharded_s : s;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 //   corolock:{name}         hash: owner, fence (last token), holder, l:<level> = token
 //   corolock:{name}:fence   integer: the fencing-token counter (never expires)
 //   corolock:{name}:unlock  pub/sub channel: a message on every full release
+//                           (a shard channel, SPUBLISH, on a Redis Cluster)
 #pragma once
 
 #include <cstdint>
@@ -20,10 +21,12 @@ struct script {
 };
 
 const script& acquire_script();
-const script& release_script();
+// `sharded`: the variant that announces the release with SPUBLISH (Redis 7
+// sharded pub/sub, on a cluster) instead of PUBLISH.
+const script& release_script(bool sharded = false);
 const script& renew_script();
 const script& status_script();
-const script& break_script();
+const script& break_script(bool sharded = false);
 
 // A lock's keys, in one buffer: "corolock:{name}:fence" then
 // "corolock:{name}:unlock". The lock key is the first one's prefix. Two

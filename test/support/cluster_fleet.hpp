@@ -1,0 +1,70 @@
+// A throwaway Redis Cluster for the cluster tests: three primaries with one
+// replica each, every node a redis_server (free loopback port, private
+// directory, stopped by PID) started with --cluster-enabled yes, joined by
+// `redis-cli --cluster create ... --cluster-replicas 1 --cluster-yes`. The
+// constructor returns once every node reports cluster_state:ok and agrees
+// on the slot map (bounded: throws std::runtime_error with the logs).
+#pragma once
+
+#include "support/redis_server.hpp"
+
+#include <corolock/backend.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace corolock::detail::cluster { struct router_counters; }
+
+namespace corolock::test {
+
+struct cluster_fleet_options {
+    int primaries = 3;
+    int replicas_per_primary = 1;
+    // How long a node may be unreachable before the others fail it over.
+    std::chrono::milliseconds node_timeout{1000};
+    std::chrono::milliseconds ready_timeout{30'000};
+};
+
+class cluster_fleet {
+public:
+    explicit cluster_fleet(cluster_fleet_options opts = {});
+    ~cluster_fleet();  // stops every node; never throws
+
+    cluster_fleet(const cluster_fleet&) = delete;
+    cluster_fleet& operator=(const cluster_fleet&) = delete;
+
+    // "redis+cluster://127.0.0.1:P1,127.0.0.1:P2" (two seeds).
+    std::string url() const;
+
+    // A lock backend on this cluster (as corolock::backend(ex, url()) opens
+    // one), with the tests' short timeouts and fast reconnects.
+    corolock::backend open_backend(boost::asio::any_io_executor ex) const;
+    // The MOVED/ASK/... counters of a backend open_backend() made.
+    static const detail::cluster::router_counters& counters(const corolock::backend& b);
+
+    std::size_t size() const noexcept { return nodes_.size(); }
+    redis_server& node(std::size_t i) { return *nodes_.at(i); }
+    // The node serving `slot` as primary now (asked of a live node), or
+    // nullptr when none is known.
+    redis_server* primary_of_slot(std::uint16_t slot);
+    redis_server* by_port(std::uint16_t port);
+    // A replica of the primary on `port`, per that primary's ROLE... or
+    // CLUSTER REPLICAS: nullptr when none.
+    redis_server* replica_of(std::uint16_t primary_port);
+    std::string node_id(redis_server& n);
+
+    // Waits (bounded) until every running node says cluster_state:ok and
+    // they agree which port serves `slot`. False on timeout.
+    bool wait_ok(std::chrono::milliseconds limit, int slot = -1);
+
+private:
+    cluster_fleet_options opts_;
+    std::vector<std::unique_ptr<redis_server>> nodes_;
+};
+
+}  // namespace corolock::test
