@@ -6,6 +6,7 @@
 #include "core/logging.hpp"
 #include "redis/client_impl.hpp"
 #include "redis/lock_service.hpp"
+#include "redis/replica_acks.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -41,6 +42,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     acquire_op(std::shared_ptr<redis_lock_state> s, lock_options o, bool once, handler_type h)
         : st(std::move(s)),
           renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
+          replicas_timeout(o.replicas_timeout),
+          replicas(o.replicas),
           handler(std::move(h)),
           machine(settings_for(st->client(), o, once)) {}
 
@@ -61,7 +64,13 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     std::shared_ptr<redis_lock_state> st;
     std::shared_ptr<lock_service> svc;
     clock::duration renew_every;  // zero: no watchdog
+    // lock_options::replicas and its timeout (0 replicas: no confirmation).
+    clock::duration replicas_timeout;
+    int replicas;
     handler_type handler;
+    // A granted level's tenure while its replicas are being waited for
+    // (confirm()); null otherwise, and once abandoned.
+    std::shared_ptr<detail::tenure> confirming;
     detail::unlock_waiters::waiter waiter;
     detail::lock_service::wait_list::iterator wait_pos;  // valid while `waiting`
     fsm machine;
@@ -114,6 +123,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     void fail_safely() noexcept {
         machine.cancel();
+        confirming.reset();
         // Kept until the end: the list's reference may be the last one.
         std::shared_ptr<detail::lock_service::wait_target> keep;
         if (waiting) {
@@ -329,24 +339,62 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Registrations go first, the caller's completion last: a handler that
     // runs inline then finds this operation already out of every list.
     void finish(const fsm::action& a) {
-        guard g;
-        if (a.granted) {
-            auto t = svc->on_acquired(st, level, sent, granted, asked());
-            g = detail::make_guard(st, level, token, std::move(t));
-        }
+        std::shared_ptr<detail::tenure> t;
+        if (a.granted) t = svc->on_acquired(st, level, sent, granted, asked());
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
-        svc->unregister_stop_hook(*this);
-        svc->work().end(cleanup);
-        waiter.wake = nullptr;  // the only reference to this op that is not owning
+        if (a.granted && replicas > 0) {
+            confirm(std::move(t));
+            return;
+        }
+        end_registrations();
         if (a.granted) {
-            handed_over = true;
-            complete({}, std::move(g));
+            hand_over(std::move(t));
         } else {
             // Neither granted nor failed: only a cancelled operation ends so,
             // and its caller has had its answer already.
             assert(a.ec || machine.abandoned());
             complete(a.ec ? a.ec : error_code(error::client_stopped), {});
         }
+    }
+
+    void end_registrations() {
+        svc->unregister_stop_hook(*this);
+        svc->work().end(cleanup);
+        waiter.wake = nullptr;  // the only reference to this op that is not owning
+    }
+
+    void hand_over(std::shared_ptr<detail::tenure> t) {
+        auto g = detail::make_guard(st, level, token, std::move(t));
+        handed_over = true;
+        complete({}, std::move(g));
+    }
+
+    // The level is held (the watchdog renews it) but not handed out until
+    // enough replicas acknowledged it, on a side connection, so that this
+    // client's other commands do not wait behind the WAIT.
+    void confirm(std::shared_ptr<detail::tenure> t) {
+        confirming = std::move(t);
+        svc->acks().confirm(st->keys.lock(), st->owner, level, replicas, replicas_timeout,
+                            [self = shared_from_this()](error_code ec, const std::string& why) {
+                                self->step([&] { self->on_confirmed(ec, why); });
+                            });
+    }
+
+    void on_confirmed(error_code ec, const std::string& why) {
+        auto t = std::move(confirming);
+        if (!t) return;  // abandoned meanwhile: the level was given back then
+        if (!ec && (t->lost() || t->deadline() <= clock::now())) ec = error::lock_lost;
+        if (ec) {
+            st->client().log().info("acquire {}: {}; giving the level back", escaped{st->name},
+                                    why.empty() ? ec.message() : why);
+            if (!svc->stopped())
+                svc->release_in_background(st, level, /*give_back=*/true, cleanup);
+        }
+        end_registrations();
+        if (ec)
+            complete(ec, {});
+        else
+            hand_over(std::move(t));
     }
 
     bool completed() const noexcept { return !handler; }
@@ -388,7 +436,16 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The caller gets its answer now; the machine ends at its next step.
     void abandon(error_code ec) {
         machine.cancel();
-        if (svc && !machine.finished() && !cleanup.counted) cleanup = svc->work().begin();
+        if (confirming) {
+            // Granted, its replicas still awaited: give the level back now
+            // (on the main connection, not behind the WAIT).
+            confirming.reset();
+            if (!svc->stopped())  // else nothing can be sent: the TTL frees it
+                svc->release_in_background(st, level, /*give_back=*/true, cleanup);
+            end_registrations();
+        } else if (svc && !machine.finished() && !cleanup.counted) {
+            cleanup = svc->work().begin();
+        }
         complete(ec, {});
         if (waiting) end_wait_early();
     }
