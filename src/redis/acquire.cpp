@@ -10,6 +10,7 @@
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 
 #include <spdlog/spdlog.h>
@@ -384,17 +385,31 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         auto t = std::move(confirming);
         if (!t) return;  // abandoned meanwhile: the level was given back then
         if (!ec && (t->lost() || t->deadline() <= clock::now())) ec = error::lock_lost;
-        if (ec) {
-            st->client().log().info("acquire {}: {}; giving the level back", escaped{st->name},
-                                    why.empty() ? ec.message() : why);
-            if (!svc->stopped())
-                svc->release_in_background(st, level, /*give_back=*/true, cleanup);
-        }
-        end_registrations();
-        if (ec)
-            complete(ec, {});
-        else
+        if (!ec) {
+            end_registrations();
             hand_over(std::move(t));
+            return;
+        }
+        st->client().log().info("acquire {}: {}; giving the level back", escaped{st->name},
+                                why.empty() ? ec.message() : why);
+        if (svc->stopped()) {
+            end_registrations();
+            complete(ec, {});
+            return;
+        }
+        // The failure is reported once the level is gone from the server: a
+        // release's NOSCRIPT fallback would otherwise go out behind whatever
+        // the caller sends next (another owner's try_acquire, say).
+        if (!cleanup.counted) cleanup = svc->work().begin();
+        svc->release_level(st, level, nullptr,
+                           asio::bind_executor(st->client().strand(),
+                                               [self = shared_from_this(), ec](error_code) {
+                                                   self->step([&] {
+                                                       self->end_registrations();
+                                                       self->complete(ec, {});
+                                                   });
+                                               }),
+                           /*direct=*/true, /*granted=*/false);
     }
 
     bool completed() const noexcept { return !handler; }
