@@ -25,7 +25,10 @@ std::size_t count_of(const std::string& text, std::string_view what) {
 }  // namespace
 
 replica_set::replica_set(std::size_t replicas, std::chrono::milliseconds sync_timeout) {
-    primary_ = std::make_unique<redis_server>();
+    redis_server_options po;
+    // A replica's first sync otherwise waits 5 s for others to join it.
+    po.extra_args = {"--repl-diskless-sync-delay", "0"};
+    primary_ = std::make_unique<redis_server>(po);
     for (std::size_t i = 0; i < replicas; ++i) {
         redis_server_options o;
         o.extra_args = {"--replicaof", "127.0.0.1", std::to_string(primary_->port())};
