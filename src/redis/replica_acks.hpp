@@ -2,10 +2,11 @@
 // stalling the client's other traffic.
 //
 // WAIT blocks the connection that sends it, and counts acknowledgements of
-// that connection's own last write. So it cannot go on the client's one
-// multiplexed connection (renewals, releases and other locks' acquires
-// would queue behind it for as long as it waits), and it proves nothing on
-// a connection that did not write. A confirmation therefore runs on a side
+// the replication offset that connection last saw. So it cannot go on the
+// client's one multiplexed connection (renewals, releases and other locks'
+// acquires would queue behind it for as long as it waits), and it proves
+// nothing on a connection that did not write after the grant (it can count
+// a stopped replica). A confirmation therefore runs on a side
 // connection (a second client_impl with the same config, opened on first
 // use): first the confirm script, an owner- and level-checked write on the
 // lock's key that changes nothing (it sets the TTL to itself), then

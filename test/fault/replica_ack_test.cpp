@@ -142,6 +142,31 @@ TEST_CASE("replicas: a stopped replica fails the acquire within its bound, nothi
     check_nothing_left(ioc);
 }
 
+TEST_CASE("replicas: a side connection that confirmed before does not confirm a later grant "
+          "for free", "[fault][replicas]") {
+    // WAIT counts acknowledgements of the offset of its connection's last
+    // command: on a side connection used before, a WAIT alone would count
+    // the replica's acknowledgement of that earlier offset and report the
+    // stopped replica as having the new grant.
+    replica_set set(1);
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), plain_config_for(set.primary()));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "reused-side");
+        {
+            auto g = co_await m.acquire({.replicas = 1});  // opens the side connection
+            co_await g.release();
+        }
+        paused stopped(set.replica(0));
+        auto [ec, g] = co_await m.async_acquire({.replicas = 1, .replicas_timeout = 300ms},
+                                                use_nothrow);
+        CHECK(ec == error::replicas_missing);
+        CHECK(m.held_levels() == 0);
+    }, 20s);
+    c.stop();
+    check_nothing_left(ioc);
+}
+
 TEST_CASE("replicas: a pending WAIT does not hold up the client's other commands",
           "[fault][replicas]") {
     replica_set set(1);
