@@ -115,7 +115,7 @@ Options:
                       (a busy lock in cron stays silent).
   --replicas N        Redis: start COMMAND only once N replicas acknowledged
                       the lock (WAIT, up to 1 s or a quarter of the lease);
-                      otherwise give it back and fail. Ignored by etcd.
+                      otherwise give it back and exit 76. Ignored by etcd.
                       Default 0.
   --on-lost ACTION    What to do if the lease is lost while COMMAND runs (Redis
                       unreachable until the lease ran out, or the lock was
