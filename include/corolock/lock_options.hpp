@@ -51,8 +51,9 @@ struct lock_options {
     // etcd ignores it: a grant there is committed through Raft already.
     int replicas = 0;
 
-    // How long to wait for the replicas. Zero (the default): see
-    // replicas_timeout_or_default(). Otherwise positive and below the lease.
+    // How long to wait for the replicas, after the grant (on top of `wait`).
+    // Zero (the default): see replicas_timeout_or_default(). Otherwise
+    // positive and below the lease.
     duration replicas_timeout{};
 
     // replicas_timeout, or the smaller of 1 s and a quarter of the lease
