@@ -18,6 +18,12 @@ error_code judge_replica_ack(const replica_ack_facts& f, std::string& why) {
         why = "the client stopped";
         return error::client_stopped;
     }
+    if (f.script_ec == error::no_permission || f.wait_ec == error::no_permission) {
+        // A user without +wait (or the script's commands): a setting to fix,
+        // not replicas that were slow.
+        why = "the server refused the confirmation (NOPERM)";
+        return error::no_permission;
+    }
     if (f.script_ec) {
         why = "the confirming write failed: " + f.script_ec.message();
         return error::replicas_missing;

@@ -48,7 +48,8 @@ struct replica_ack_facts {
 };
 
 // The acquire's outcome: success; error::lock_lost when the write found the
-// lock not this level's; error::client_stopped; else error::replicas_missing.
+// lock not this level's; error::client_stopped; error::no_permission when
+// the server refused the write or WAIT; else error::replicas_missing.
 // `why` says what happened, for the log. Sans-I/O.
 error_code judge_replica_ack(const replica_ack_facts& f, std::string& why);
 

@@ -248,6 +248,29 @@ TEST_CASE("replicas: cancelling during the WAIT gives the level back at once",
     check_nothing_left(ioc);
 }
 
+TEST_CASE("replicas: a user without +wait gets no_permission and the lock back",
+          "[fault][replicas]") {
+    replica_set set(1);
+    // docs/security.md's minimal ACL, which leaves +wait out.
+    std::vector<std::string> acl{"ACL", "SETUSER", "locks"};
+    for (auto& rule : restricted_user::documented_rules("locks-pw")) acl.push_back(rule);
+    set.primary().cmd(acl);
+    auto cfg = plain_config_for(set.primary());
+    cfg.username = "locks";
+    cfg.password = "locks-pw";
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), cfg);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "no-wait-permission");
+        auto [ec, g] = co_await m.async_acquire({.replicas = 1}, use_nothrow);
+        CHECK(ec == error::no_permission);
+        CHECK(m.held_levels() == 0);
+        CHECK(owner_on(set.primary(), "no-wait-permission").empty());
+    }, 20s);
+    c.stop();
+    check_nothing_left(ioc);
+}
+
 TEST_CASE("replicas: invalid settings are refused", "[fault][replicas]") {
     redis_server server;
     asio::io_context ioc;

@@ -80,6 +80,9 @@ TEST_CASE("replica acks: failures of the write or of WAIT are never a confirmati
     f.wait_ec = error::timeout;
     CHECK(judge_replica_ack(f, why) == error::replicas_missing);
     f = confirmed(2);
+    f.wait_ec = error::no_permission;  // a user without +wait
+    CHECK(judge_replica_ack(f, why) == error::no_permission);
+    f = confirmed(2);
     f.wait_ec = error::client_stopped;
     CHECK(judge_replica_ack(f, why) == error::client_stopped);
 }
