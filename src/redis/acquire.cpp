@@ -43,8 +43,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     acquire_op(std::shared_ptr<redis_lock_state> s, lock_options o, bool once, handler_type h)
         : st(std::move(s)),
           renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
-          replicas_timeout(o.replicas_timeout),
-          replicas(o.replicas),
+          replica(o.replicas > 0 ? std::make_unique<replica_wait>(o.replicas_timeout, o.replicas)
+                                 : nullptr),
           handler(std::move(h)),
           machine(settings_for(st->client(), o, once)) {}
 
@@ -65,13 +65,18 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     std::shared_ptr<redis_lock_state> st;
     std::shared_ptr<lock_service> svc;
     clock::duration renew_every;  // zero: no watchdog
-    // lock_options::replicas and its timeout (0 replicas: no confirmation).
-    clock::duration replicas_timeout;
-    int replicas;
+    // lock_options::replicas > 0: the grant waits for replicas. Boxed, so
+    // that acquires without it (nearly all) pay one pointer for it.
+    struct replica_wait {
+        replica_wait(clock::duration t, int n) : timeout(t), replicas(n) {}
+        clock::duration timeout;
+        int replicas;
+        // The granted level's tenure while its replicas are being waited
+        // for (confirm()); null before, after, and once abandoned.
+        std::shared_ptr<detail::tenure> confirming;
+    };
+    std::unique_ptr<replica_wait> replica;
     handler_type handler;
-    // A granted level's tenure while its replicas are being waited for
-    // (confirm()); null otherwise, and once abandoned.
-    std::shared_ptr<detail::tenure> confirming;
     detail::unlock_waiters::waiter waiter;
     detail::lock_service::wait_list::iterator wait_pos;  // valid while `waiting`
     fsm machine;
@@ -124,7 +129,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     void fail_safely() noexcept {
         machine.cancel();
-        confirming.reset();
+        if (replica) replica->confirming.reset();
         // Kept until the end: the list's reference may be the last one.
         std::shared_ptr<detail::lock_service::wait_target> keep;
         if (waiting) {
@@ -343,7 +348,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         std::shared_ptr<detail::tenure> t;
         if (a.granted) t = svc->on_acquired(st, level, sent, granted, asked());
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
-        if (a.granted && replicas > 0) {
+        if (a.granted && replica) {
             confirm(std::move(t));
             return;
         }
@@ -374,15 +379,16 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // enough replicas acknowledged it, on a side connection, so that this
     // client's other commands do not wait behind the WAIT.
     void confirm(std::shared_ptr<detail::tenure> t) {
-        confirming = std::move(t);
-        svc->acks().confirm(st->keys.lock(), st->owner, level, replicas, replicas_timeout,
+        replica->confirming = std::move(t);
+        svc->acks().confirm(st->keys.lock(), st->owner, level, replica->replicas,
+                            replica->timeout,
                             [self = shared_from_this()](error_code ec, const std::string& why) {
                                 self->step([&] { self->on_confirmed(ec, why); });
                             });
     }
 
     void on_confirmed(error_code ec, const std::string& why) {
-        auto t = std::move(confirming);
+        auto t = std::move(replica->confirming);
         if (!t) return;  // abandoned meanwhile: the level was given back then
         if (!ec && (t->lost() || t->deadline() <= clock::now())) ec = error::lock_lost;
         if (!ec) {
@@ -451,10 +457,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The caller gets its answer now; the machine ends at its next step.
     void abandon(error_code ec) {
         machine.cancel();
-        if (confirming) {
+        if (replica && replica->confirming) {
             // Granted, its replicas still awaited: give the level back now
             // (on the main connection, not behind the WAIT).
-            confirming.reset();
+            replica->confirming.reset();
             if (!svc->stopped())  // else nothing can be sent: the TTL frees it
                 svc->release_in_background(st, level, /*give_back=*/true, cleanup);
             end_registrations();
