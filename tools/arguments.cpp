@@ -490,6 +490,21 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
             o.conflict_exit_code = code;
             return std::nullopt;
         }
+        if (opt.name == "--replicas") {
+            std::string_view v;
+            if (auto e2 = r.value(v); e2) return e2;
+            int n = 0;
+            bool ok = !v.empty() && v.size() <= 3;
+            for (char c : v) {
+                if (c < '0' || c > '9') ok = false;
+                else n = n * 10 + (c - '0');
+            }
+            if (!ok)
+                return r.error("bad --replicas value " + quoted(v) +
+                               ": expected a number of replicas from 0 to 999");
+            o.replicas = n;
+            return std::nullopt;
+        }
         if (opt.name == "--grace") {
             std::string ignored;
             return r.duration_value(o.grace, ignored);

@@ -108,6 +108,7 @@ struct run_options {
     std::optional<duration> wait;  // absent: wait until signalled
     std::string wait_text;
     int conflict_exit_code = exit_status::not_acquired;  // -E: when not acquired in time
+    int replicas = 0;              // --replicas: lock_options::replicas
     bool quiet = false;            // -q: no message when the lock is not acquired
     on_lost_action on_lost = on_lost_action::kill;
     duration grace = defaults::grace;

@@ -115,6 +115,10 @@ Options:
                       acquired in time.
   -q, --quiet         Print nothing when the lock is not acquired in time
                       (a busy lock in cron stays silent).
+  --replicas N        Redis: start COMMAND only once N replicas acknowledged
+                      the lock (WAIT, up to 1 s or a quarter of the lease);
+                      otherwise give it back and exit 76. Ignored by etcd.
+                      Default 0.
   --on-lost ACTION    What to do if the lease is lost while COMMAND runs (Redis
                       unreachable until the lease ran out, or the lock was
                       broken): 'kill' (default) sends COMMAND SIGTERM, then

@@ -631,6 +631,7 @@ asio::awaitable<int> run_flow(run_state& s) {
     // 2. Acquire, waiting via the unlock channel (Redis) or a watch (etcd).
     lock_options opts;
     opts.lease = o.lease;
+    opts.replicas = o.replicas;
     if (o.wait) opts.wait = *o.wait;
     const auto wait_start = std::chrono::steady_clock::now();
     auto [aec, g] = co_await lock.async_acquire(

@@ -1,6 +1,7 @@
 // Options for one acquire. Every field has a documented default.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 
@@ -39,6 +40,27 @@ struct lock_options {
     // renew_interval, or a third of the lease when it is zero.
     duration renew_interval_or_default() const noexcept {
         return renew_interval.count() == 0 ? lease / 3 : renew_interval;
+    }
+
+    // Redis: hand the guard out only once at least this many replicas
+    // acknowledged the grant (WAIT, on a side connection: docs/safety.md,
+    // "Replica acknowledgement"). If fewer do within replicas_timeout, the
+    // level just granted is given back and the acquire fails with
+    // error::replicas_missing. Re-entries wait too (they are writes).
+    // 0 (the default): do not wait. Negative: invalid_argument.
+    // etcd ignores it: a grant there is committed through Raft already.
+    int replicas = 0;
+
+    // How long to wait for the replicas, after the grant (on top of `wait`).
+    // Zero (the default): see replicas_timeout_or_default(). Otherwise
+    // positive and below the lease.
+    duration replicas_timeout{};
+
+    // replicas_timeout, or the smaller of 1 s and a quarter of the lease
+    // when it is zero.
+    duration replicas_timeout_or_default() const noexcept {
+        if (replicas_timeout.count() != 0) return replicas_timeout;
+        return std::min<duration>(std::chrono::seconds(1), lease / 4);
     }
 };
 

@@ -66,6 +66,15 @@ error_code normalize(lock_options& o, std::string& why) {
         return error::invalid_argument;
     }
     o.renew_interval = o.renew_interval_or_default();
+    if (o.replicas < 0) {
+        why = "replicas must not be negative";
+        return error::invalid_argument;
+    }
+    if (o.replicas_timeout.count() < 0 || o.replicas_timeout >= o.lease) {
+        why = "replicas_timeout must be positive and below the lease";
+        return error::invalid_argument;
+    }
+    o.replicas_timeout = o.replicas_timeout_or_default();
     // A renewal sent at the interval must have time for its round trip (and
     // a retry) before the local deadline: at least a quarter of the lease.
     if (o.watchdog && o.lease - detail::watchdog_schedule::drift(o.lease) - o.renew_interval <

@@ -819,6 +819,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
 
 }  // namespace
 
+// lock_options::replicas is ignored: etcd answers a write only once a Raft
+// majority committed it, and only such a member can become leader
+// (docs/backends.md).
 void etcd_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
                            bool try_once, acquire_handler handler, bool direct) {
     auto st = std::static_pointer_cast<etcd_lock_state>(base);

@@ -6,9 +6,11 @@
 #include "core/logging.hpp"
 #include "redis/client_impl.hpp"
 #include "redis/lock_service.hpp"
+#include "redis/replica_acks.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/post.hpp>
 
 #include <spdlog/spdlog.h>
@@ -41,6 +43,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     acquire_op(std::shared_ptr<redis_lock_state> s, lock_options o, bool once, handler_type h)
         : st(std::move(s)),
           renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
+          replica(o.replicas > 0 ? std::make_unique<replica_wait>(o.replicas_timeout, o.replicas)
+                                 : nullptr),
           handler(std::move(h)),
           machine(settings_for(st->client(), o, once)) {}
 
@@ -61,6 +65,17 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     std::shared_ptr<redis_lock_state> st;
     std::shared_ptr<lock_service> svc;
     clock::duration renew_every;  // zero: no watchdog
+    // lock_options::replicas > 0: the grant waits for replicas. Boxed, so
+    // that acquires without it (nearly all) pay one pointer for it.
+    struct replica_wait {
+        replica_wait(clock::duration t, int n) : timeout(t), replicas(n) {}
+        clock::duration timeout;
+        int replicas;
+        // The granted level's tenure while its replicas are being waited
+        // for (confirm()); null before, after, and once abandoned.
+        std::shared_ptr<detail::tenure> confirming;
+    };
+    std::unique_ptr<replica_wait> replica;
     handler_type handler;
     detail::unlock_waiters::waiter waiter;
     detail::lock_service::wait_list::iterator wait_pos;  // valid while `waiting`
@@ -115,6 +130,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     void fail_safely() noexcept {
         machine.cancel();
+        if (replica) replica->confirming.reset();
         // Kept until the end: the list's reference may be the last one.
         std::shared_ptr<detail::lock_service::wait_target> keep;
         if (waiting) {
@@ -330,24 +346,77 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Registrations go first, the caller's completion last: a handler that
     // runs inline then finds this operation already out of every list.
     void finish(const fsm::action& a) {
-        guard g;
-        if (a.granted) {
-            auto t = svc->on_acquired(st, level, sent, granted, asked());
-            g = detail::make_guard(st, level, token, std::move(t));
-        }
+        std::shared_ptr<detail::tenure> t;
+        if (a.granted) t = svc->on_acquired(st, level, sent, granted, asked());
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
-        svc->unregister_stop_hook(*this);
-        svc->work().end(cleanup);
-        waiter.wake = nullptr;  // the only reference to this op that is not owning
+        if (a.granted && replica) {
+            confirm(std::move(t));
+            return;
+        }
+        end_registrations();
         if (a.granted) {
-            handed_over = true;
-            complete({}, std::move(g));
+            hand_over(std::move(t));
         } else {
             // Neither granted nor failed: only a cancelled operation ends so,
             // and its caller has had its answer already.
             assert(a.ec || machine.abandoned());
             complete(a.ec ? a.ec : error_code(error::client_stopped), {});
         }
+    }
+
+    void end_registrations() {
+        svc->unregister_stop_hook(*this);
+        svc->work().end(cleanup);
+        waiter.wake = nullptr;  // the only reference to this op that is not owning
+    }
+
+    void hand_over(std::shared_ptr<detail::tenure> t) {
+        auto g = detail::make_guard(st, level, token, std::move(t));
+        handed_over = true;
+        complete({}, std::move(g));
+    }
+
+    // The level is held (the watchdog renews it) but not handed out until
+    // enough replicas acknowledged it, on a side connection, so that this
+    // client's other commands do not wait behind the WAIT.
+    void confirm(std::shared_ptr<detail::tenure> t) {
+        replica->confirming = std::move(t);
+        svc->acks().confirm(st->keys.lock(), st->owner, level, replica->replicas,
+                            replica->timeout,
+                            [self = shared_from_this()](error_code ec, const std::string& why) {
+                                self->step([&] { self->on_confirmed(ec, why); });
+                            });
+    }
+
+    void on_confirmed(error_code ec, const std::string& why) {
+        auto t = std::move(replica->confirming);
+        if (!t) return;  // abandoned meanwhile: the level was given back then
+        if (!ec && (t->lost() || t->deadline() <= clock::now())) ec = error::lock_lost;
+        if (!ec) {
+            end_registrations();
+            hand_over(std::move(t));
+            return;
+        }
+        st->client().log().info("acquire {}: {}; giving the level back", escaped{st->name},
+                                why.empty() ? ec.message() : why);
+        if (svc->stopped()) {
+            end_registrations();
+            complete(ec, {});
+            return;
+        }
+        // The failure is reported once the level is gone from the server: a
+        // release's NOSCRIPT fallback would otherwise go out behind whatever
+        // the caller sends next (another owner's try_acquire, say).
+        if (!cleanup.counted()) cleanup = svc->work().begin();
+        svc->release_level(st, level, nullptr,
+                           asio::bind_executor(st->client().strand(),
+                                               [self = shared_from_this(), ec](error_code) {
+                                                   self->step([&] {
+                                                       self->end_registrations();
+                                                       self->complete(ec, {});
+                                                   });
+                                               }),
+                           /*direct=*/true, /*granted=*/false);
     }
 
     bool completed() const noexcept { return !handler; }
@@ -389,7 +458,16 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The caller gets its answer now; the machine ends at its next step.
     void abandon(error_code ec) {
         machine.cancel();
-        if (svc && !machine.finished() && !cleanup.counted()) cleanup = svc->work().begin();
+        if (replica && replica->confirming) {
+            // Granted, its replicas still awaited: give the level back now
+            // (on the main connection, not behind the WAIT).
+            replica->confirming.reset();
+            if (!svc->stopped())  // else nothing can be sent: the TTL frees it
+                svc->release_in_background(st, level, /*give_back=*/true, cleanup);
+            end_registrations();
+        } else if (svc && !machine.finished() && !cleanup.counted()) {
+            cleanup = svc->work().begin();
+        }
         complete(ec, {});
         if (waiting) end_wait_early();
     }
@@ -419,6 +497,14 @@ void redis_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_
         auto& c = op->st->client();
         if (c.stopped()) {
             op->complete(error::client_stopped, {});
+            return;
+        }
+        if (op->replica && c.cfg().mode == topology::cluster) {
+            // The confirmation's WAIT has no key to route it by: it would
+            // reach some node, not the lock's primary (docs/topologies.md).
+            c.note_error(error::invalid_argument,
+                         "lock_options::replicas is not supported on a Redis Cluster yet");
+            op->complete(error::invalid_argument, {});
             return;
         }
         op->step([&] { op->start(); });

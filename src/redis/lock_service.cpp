@@ -3,6 +3,7 @@
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
 #include "core/logging.hpp"
+#include "redis/replica_acks.hpp"
 
 #include <boost/asio/bind_executor.hpp>
 
@@ -55,6 +56,14 @@ std::shared_ptr<lock_service> lock_service::of(client_impl& c) {
         if (c.stopped()) svc->stopped_ = true;
     }
     return std::static_pointer_cast<lock_service>(slot);
+}
+
+replica_acks& lock_service::acks() {
+    if (!acks_) {
+        acks_ = std::make_shared<replica_acks>(impl_);
+        if (stopped_) acks_->stop();
+    }
+    return *acks_;
 }
 
 // ---- scripts ----
@@ -589,6 +598,7 @@ void lock_service::on_stopped() {
     watched_.clear();
     schedule_.clear();
     work_->stop();
+    if (acks_) acks_->stop();
 }
 
 void lock_service::on_abandoned() noexcept {
@@ -598,6 +608,7 @@ void lock_service::on_abandoned() noexcept {
     while (stop_hooks_.next != &stop_hooks_) hook_node::unlink(*stop_hooks_.next);
     auto dropped = std::move(waits_);
     waits_.clear();
+    if (acks_) acks_->abandon();
 }
 
 // ---- the watchdog ----

@@ -40,6 +40,7 @@
 namespace corolock::detail {
 
 class lock_service;
+class replica_acks;
 
 // A Redis mutex handle's state: the core's, plus the client and the keys.
 struct redis_lock_state final : lock_state {
@@ -197,6 +198,8 @@ public:
     void forget_waiter(unlock_waiters::waiter& w) noexcept { waiters_.remove(w, false); }
     const watchdog_schedule& schedule() const noexcept { return schedule_; }
     std::uint64_t renew_batches() const noexcept { return renew_batches_; }
+    // Replica acknowledgement on side connections, opened on first use.
+    replica_acks& acks();
     bool stopped() const noexcept { return stopped_; }
 
     // connection_listener
@@ -258,6 +261,7 @@ private:
     bool wait_timer_armed_ = false;  // a wait is pending (or its completion queued)
     hook_node stop_hooks_;  // the list's sentinel
     std::shared_ptr<background_work> work_;
+    std::shared_ptr<replica_acks> acks_;  // null until a lock asks for replicas
     std::uint64_t renew_batches_ = 0;
     bool stopped_ = false;
     bool eviction_checked_ = false;

@@ -188,6 +188,28 @@ redis.call('PUBLISH', KEYS[2], owner)
 return {owner, levels}
 )lua";
 
+// KEYS[1] lock hash
+// ARGV[1] owner id, ARGV[2] level id
+// Returns 1 when the owner holds that level: the key's TTL was then set to
+// itself (PEXPIRE key PTTL), a write that changes nothing but is
+// replicated, so a WAIT behind it on the same connection counts replicas
+// that have the grant (docs/safety.md, "Replica acknowledgement").
+// 0 no lock, -1 another owner holds it, -2 the owner holds it without that
+// level. Touches nothing unless owner and level match; never shortens the TTL.
+constexpr std::string_view confirm_lua = R"lua(
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if not owner then return 0 end
+if owner ~= ARGV[1] then return -1 end
+if not redis.call('HGET', KEYS[1], 'l:' .. ARGV[2]) then return -2 end
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], pttl)
+else
+  redis.call('HSET', KEYS[1], 'owner', owner)
+end
+return 1
+)lua";
+
 // The source of a script that starts with the foreign-field check.
 std::string checked(std::string_view body) {
     return std::string(foreign_lua).append(base_fields_lua).append(body);
@@ -226,6 +248,10 @@ const script& renew_script() {
 const script& status_script() {
     static const std::string source = counting(status_lua);
     static const script s = make("status", source);
+    return s;
+}
+const script& confirm_script() {
+    static const script s = make("confirm", confirm_lua);
     return s;
 }
 const script& break_script(bool shard) {

@@ -27,6 +27,8 @@ const script& release_script(bool sharded = false);
 const script& renew_script();
 const script& status_script();
 const script& break_script(bool sharded = false);
+// Re-writes a granted level's TTL, owner-checked: replica acknowledgement.
+const script& confirm_script();
 
 // A lock's keys, in one buffer: "corolock:{name}:fence" then
 // "corolock:{name}:unlock". The lock key is the first one's prefix. Two
@@ -62,6 +64,7 @@ enum class release_status : int {
     not_owner = -1,       // another owner holds it
 };
 enum class renew_status : int { renewed = 1, expired = 0, not_owner = -1 };
+enum class confirm_status : int { confirmed = 1, expired = 0, not_owner = -1, level_gone = -2 };
 
 // The level argument that makes the release script drop every level of the
 // owner at once (cleanup after a lost lease).

@@ -71,7 +71,7 @@ group_usage() {
   local opt
   for opt in '-n, --no-wait' '-w, --wait SECONDS' '-E, --conflict-exit-code N' '-q, --quiet' \
     '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD' \
-    '--metrics-file FILE'; do
+    '--metrics-file FILE' '--replicas N'; do
     expect_true "help run documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
   done
   cl 5 --help

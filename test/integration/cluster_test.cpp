@@ -91,6 +91,12 @@ TEST_CASE("cluster: locks on every primary exclude each other and their tokens r
             const auto released_b = co_await gb->release();
             CHECK(released_b == error_code{});
         }
+        // Replica acknowledgement is refused on a cluster, before any grant.
+        corolock::mutex mr(a, names.front());
+        auto [rec, rg] = co_await mr.async_acquire({.lease = 5s, .wait = 1s, .replicas = 1},
+                                                   use_nothrow);
+        CHECK(rec == corolock::error::invalid_argument);
+        CHECK(mr.held_levels() == 0);
     }, 60s);
     CHECK(a.metrics().acquisitions == names.size());
     CHECK(b.metrics().acquisitions == names.size());
