@@ -94,7 +94,8 @@ public:
     ~backend();
 
     executor_type get_executor() const noexcept;
-    // "redis", "rediss", ...
+    // The URL scheme that names this kind of backend: "redis", "rediss",
+    // "redis+sentinel", "redis+cluster" (or "rediss+..."), "etcd", "etcds".
     std::string_view scheme() const noexcept;
     // The lock layer's metrics (see metrics.hpp). Any thread.
     metrics_snapshot metrics() const noexcept;

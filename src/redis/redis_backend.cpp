@@ -17,7 +17,13 @@ bool redis_backend::stopped() const noexcept { return client_.stopped(); }
 spdlog::logger& redis_backend::log() const noexcept { return client_.log(); }
 void redis_backend::stop() noexcept { client_.stop(); }
 std::string_view redis_backend::scheme() const noexcept {
-    return client_.cfg().tls.enabled ? "rediss" : "redis";
+    const bool tls = client_.cfg().tls.enabled;
+    switch (client_.cfg().mode) {
+    case topology::sentinel: return tls ? "rediss+sentinel" : "redis+sentinel";
+    case topology::cluster: return tls ? "rediss+cluster" : "redis+cluster";
+    case topology::single: break;
+    }
+    return tls ? "rediss" : "redis";
 }
 metrics_snapshot redis_backend::metrics() const noexcept { return client_.read_metrics(); }
 

@@ -51,7 +51,7 @@ TEST_CASE("cluster: locks on every primary exclude each other and their tokens r
     asio::io_context ioc;
     auto a = fleet.open_backend(ioc.get_executor());
     auto b = fleet.open_backend(ioc.get_executor());
-    CHECK(a.scheme() == "redis");
+    CHECK(a.scheme() == "redis+cluster");
 
     // Names until each primary serves at least 8 of them.
     std::map<std::uint16_t, int> per_primary;

@@ -44,6 +44,7 @@ TEST_CASE("sentinel: locks through the primary the Sentinels name, or none: no_p
     {  // a lock through a redis+sentinel:// URL lives on the primary
         corolock::client c(ioc.get_executor(), quick(fleet.url()));
         corolock::backend by_url(ioc.get_executor(), fleet.url());
+        CHECK(by_url.scheme() == "redis+sentinel");
         run_async(ioc, [&]() -> asio::awaitable<void> {
             corolock::mutex m(c, "sentinel-lock");
             auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 5s}, use_nothrow);
