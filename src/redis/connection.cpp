@@ -1,5 +1,6 @@
 #include <corolock/client.hpp>
 #include "redis/client_impl.hpp"
+#include "redis/open_cloexec.hpp"
 #include "core/logging.hpp"
 #include "redis/scripts.hpp"
 #include "core/holder_record.hpp"
@@ -103,16 +104,6 @@ bool is_hello_unknown(std::string_view text) {
              text.find("hello") != std::string_view::npos));
 }
 
-// Opens a TCP socket that is not inherited by a child process that execs:
-// SOCK_CLOEXEC at creation, so no fork in another thread sees it without.
-error_code open_cloexec(asio::ip::tcp::socket& socket, const asio::ip::tcp& protocol) {
-    const int fd = ::socket(protocol.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-    if (fd < 0) return error_code(errno, boost::system::system_category());
-    error_code ec;
-    socket.assign(protocol, fd, ec);
-    if (ec) ::close(fd);
-    return ec;
-}
 
 bool is_ip_literal(const std::string& host) {
     error_code ec;

@@ -1,6 +1,7 @@
 #include "redis/sentinel.hpp"
 
 #include "redis/client_impl.hpp"
+#include "redis/open_cloexec.hpp"
 
 #include <corolock/command.hpp>
 
@@ -153,14 +154,6 @@ namespace {
 using strand_type = sentinel_link::strand_type;
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable_t<strand_type>{});
 
-error_code open_cloexec(asio::ip::tcp::socket& socket, const asio::ip::tcp& protocol) {
-    const int fd = ::socket(protocol.family(), SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_TCP);
-    if (fd < 0) return error_code(errno, boost::system::system_category());
-    error_code ec;
-    socket.assign(protocol, fd, ec);
-    if (ec) ::close(fd);
-    return ec;
-}
 
 }  // namespace
 
