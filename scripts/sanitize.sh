@@ -31,10 +31,13 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 run_asan() {
   local dir=${ASAN_BUILD_DIR:-build-asan}
   echo "sanitize: ASan + UBSan, every tier but fault, acl and the cli scripts, in $dir"
-  # Without the benchmarks: their smoke test runs in test.sh's build, and
-  # the library paths they drive run in the tiers below.
+  # Without the benchmarks (their smoke test runs in test.sh's build, and
+  # the library paths they drive run in the tiers below) and without the
+  # fault tier's executables, which this run leaves out (see below).
+  local all=OFF
+  [ "${ASAN_ALL:-0}" = 1 ] && all=ON
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
-    -DCOROLOCK_WERROR=ON -DCOROLOCK_BUILD_BENCH="$([ "${ASAN_ALL:-0}" = 1 ] && echo ON || echo OFF)"
+    -DCOROLOCK_WERROR=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
   cmake --build "$dir" -j "$jobs"
   # The fault tier (the longest under ASan), the acl entry (the
   # integration tier again, as a restricted user) and the cli scripts
