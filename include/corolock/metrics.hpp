@@ -64,6 +64,12 @@ struct metrics_snapshot {
     std::uint64_t releases_found_gone = 0;   // expired, not_owner or lock_lost
     std::uint64_t reconnects = 0;            // connections made after the first
     std::uint64_t commands_in_flight = 0;    // queued or written, not yet answered
+    // Redis Cluster only (zero elsewhere): redirections followed and map
+    // reads (docs/topologies.md).
+    std::uint64_t cluster_moved = 0;         // MOVED replies: the slot's owner changed
+    std::uint64_t cluster_ask = 0;           // ASK replies: a slot in migration
+    std::uint64_t cluster_retries = 0;       // TRYAGAIN and CLUSTERDOWN replies waited out
+    std::uint64_t cluster_map_refreshes = 0; // slot map reads after the first
 };
 
 // Label name and value pairs for to_prometheus, e.g. {{"client", "billing"}}.

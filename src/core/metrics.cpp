@@ -170,6 +170,14 @@ std::string to_prometheus(const metrics_snapshot& m, const metric_labels& labels
              m.reconnects);
     w.scalar("corolock_commands_in_flight", "gauge", "Commands queued or awaiting a reply.",
              m.commands_in_flight);
+    w.scalar("corolock_cluster_moved_total", "counter",
+             "Redis Cluster MOVED redirections followed.", m.cluster_moved);
+    w.scalar("corolock_cluster_ask_total", "counter",
+             "Redis Cluster ASK redirections followed (a slot in migration).", m.cluster_ask);
+    w.scalar("corolock_cluster_retries_total", "counter",
+             "Redis Cluster TRYAGAIN and CLUSTERDOWN replies waited out.", m.cluster_retries);
+    w.scalar("corolock_cluster_map_refreshes_total", "counter",
+             "Redis Cluster slot map reads after the first.", m.cluster_map_refreshes);
     return w.take();
 }
 

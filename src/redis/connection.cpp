@@ -1180,6 +1180,15 @@ metrics_snapshot detail::client_impl::read_metrics() const {
     const auto connects = stats_.connects.load(std::memory_order_relaxed);
     m.reconnects = connects > 0 ? connects - 1 : 0;
     m.commands_in_flight = stats_.queued.load(std::memory_order_relaxed);
+    if (router_) {
+        constexpr auto relaxed = std::memory_order_relaxed;
+        const auto& c = router_->counters();
+        m.cluster_moved = c.moved.load(relaxed);
+        m.cluster_ask = c.ask.load(relaxed);
+        m.cluster_retries = c.tryagain.load(relaxed) + c.clusterdown.load(relaxed);
+        const auto reads = c.refreshes.load(relaxed);
+        m.cluster_map_refreshes = reads > 0 ? reads - 1 : 0;
+    }
     return m;
 }
 

@@ -101,8 +101,8 @@ TEST_CASE("cluster: locks on every primary exclude each other and their tokens r
     CHECK(a.metrics().acquisitions == names.size());
     CHECK(b.metrics().acquisitions == names.size());
     // A fresh map: nothing was redirected.
-    CHECK(cluster_fleet::counters(a).moved == 0);
-    CHECK(cluster_fleet::counters(a).ask == 0);
+    CHECK(a.metrics().cluster_moved == 0);
+    CHECK(a.metrics().cluster_ask == 0);
 }
 
 TEST_CASE("cluster: a release is delivered by the lock's shard only", "[cluster][integration]") {

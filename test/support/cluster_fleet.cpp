@@ -3,8 +3,6 @@
 #include "support/child_process.hpp"
 
 #include "redis/client_impl.hpp"
-#include "redis/cluster/cluster_router.hpp"
-#include "redis/redis_backend.hpp"
 
 #include <corolock/config.hpp>
 
@@ -109,13 +107,6 @@ corolock::backend cluster_fleet::open_backend(boost::asio::any_io_executor ex) c
     auto impl = std::make_shared<detail::client_impl>(ex, std::move(cfg));
     impl->start();
     return corolock::backend(impl->lock_backend().shared(), /*owning=*/true);
-}
-
-const detail::cluster::router_counters& cluster_fleet::counters(const corolock::backend& b) {
-    auto* rb = dynamic_cast<detail::redis_backend*>(b.impl().get());
-    if (rb == nullptr || rb->client().router() == nullptr)
-        throw std::logic_error("not a Redis Cluster backend");
-    return rb->client().router()->counters();
 }
 
 std::string cluster_fleet::url() const {

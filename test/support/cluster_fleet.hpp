@@ -18,8 +18,6 @@
 #include <string>
 #include <vector>
 
-namespace corolock::detail::cluster { struct router_counters; }
-
 namespace corolock::test {
 
 struct cluster_fleet_options {
@@ -44,8 +42,6 @@ public:
     // A lock backend on this cluster (as corolock::backend(ex, url()) opens
     // one), with the tests' short timeouts and fast reconnects.
     corolock::backend open_backend(boost::asio::any_io_executor ex) const;
-    // The MOVED/ASK/... counters of a backend open_backend() made.
-    static const detail::cluster::router_counters& counters(const corolock::backend& b);
 
     std::size_t size() const noexcept { return nodes_.size(); }
     redis_server& node(std::size_t i) { return *nodes_.at(i); }

@@ -210,6 +210,10 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
     m.releases_found_gone = 3;
     m.reconnects = 4;
     m.commands_in_flight = 5;
+    m.cluster_moved = 6;
+    m.cluster_ask = 8;
+    m.cluster_retries = 9;
+    m.cluster_map_refreshes = 10;
     corolock::detail::histogram_recorder wait, handoff;
     for (ns d : {ns(50us), ns(300us), ns(3ms), ns(3ms), ns(1s), ns(20s), ns(400ms)}) wait.record(d);
     handoff.record(250us);
@@ -228,6 +232,10 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
     CHECK(value_of(e, "corolock_reconnects_total") == "4");
     CHECK(value_of(e, "corolock_commands_in_flight") == "5");
     CHECK(e.types.at("corolock_commands_in_flight") == "gauge");
+    CHECK(value_of(e, "corolock_cluster_moved_total") == "6");
+    CHECK(value_of(e, "corolock_cluster_ask_total") == "8");
+    CHECK(value_of(e, "corolock_cluster_retries_total") == "9");
+    CHECK(value_of(e, "corolock_cluster_map_refreshes_total") == "10");
     CHECK(e.types.at("corolock_acquisitions_total") == "counter");
     CHECK(e.types.at("corolock_acquire_wait_seconds") == "histogram");
     check_histogram(e, "corolock_acquire_wait_seconds", 7);

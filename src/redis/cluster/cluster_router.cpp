@@ -295,7 +295,11 @@ void cluster_router::on_answer(const std::shared_ptr<routed>& c, error_code ec, 
         const auto kind = parse_redirect(r.str).kind;
         auto d = c->policy.on_error(r.str, c->at, now);
         switch (kind) {
-        case redirect_kind::moved: counters_.moved.fetch_add(1, std::memory_order_relaxed); break;
+        case redirect_kind::moved:
+            counters_.moved.fetch_add(1, std::memory_order_relaxed);
+            // Expected after a failover or a migration: the map is updated.
+            front_.log().debug("cluster: {}", escaped{r.str});
+            break;
         case redirect_kind::ask: counters_.ask.fetch_add(1, std::memory_order_relaxed); break;
         case redirect_kind::tryagain:
             counters_.tryagain.fetch_add(1, std::memory_order_relaxed);
