@@ -200,7 +200,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         const bool crossed = !ec && r.acquired && crossed_loss(r);
         const auto f = observe();
         const auto a = machine.on_attempt(f, {ec, r.acquired, r.pttl, crossed});
-        if (a.granted) note_grant(f.now);
+        // With replica acknowledgement the grant counts once it is confirmed
+        // (on_confirmed): a level given back for want of replicas is none.
+        if (a.granted && !replica) note_grant(f.now);
         if (crossed)
             st->client().log().info(
                 "acquire {}: the grant crossed a lost tenure or came after its deadline; giving "
@@ -217,7 +219,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     // Metrics and the observer hear of a grant before its caller resumes.
-    // A handoff is a grant whose attempt was sent after a wake-up.
+    // A handoff is a grant whose attempt was sent after a wake-up. `now`:
+    // the grant's reply, or the replicas' confirmation.
     void note_grant(clock::time_point now) {
         auto& c = st->client();
         auto& m = c.metrics();
@@ -393,6 +396,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         if (!t) return;  // abandoned meanwhile: the level was given back then
         if (!ec && (t->lost() || t->deadline() <= clock::now())) ec = error::lock_lost;
         if (!ec) {
+            note_grant(clock::now());
             end_registrations();
             hand_over(std::move(t));
             return;

@@ -66,6 +66,7 @@ TEST_CASE("replicas: one live replica acknowledges, and has the lock", "[fault][
         // A re-entry waits too, and is acknowledged as well.
         auto inner = co_await m.acquire({.replicas = 1});
         CHECK(m.held_levels() == 2);
+        CHECK(c.metrics().acquisitions == 2);
         co_await inner.release();
         co_await g.release();
     }, 30s);
@@ -85,6 +86,8 @@ TEST_CASE("replicas: asking for more replicas than exist fails and gives the loc
         CHECK(ec == error::replicas_missing);
         CHECK(!g.owns_lock());
         CHECK(m.held_levels() == 0);
+        // A grant given back for want of replicas is no acquisition.
+        CHECK(c.metrics().acquisitions == 0);
         // Another owner gets it at once: the give-back went out before the
         // failure was reported, ahead of anything sent after it.
         corolock::mutex other(c, "too-many");
