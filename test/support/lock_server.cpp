@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 namespace corolock::test {
@@ -179,10 +180,18 @@ public:
     std::uint16_t port() const override { return primary().port(); }
     pid_t pid() const override { return primary().pid(); }
     void kill9() override {
-        auto& p = primary();
-        p.kill9();
-        if (!fleet_->wait_ok(fleet_change_limit, 0) || &primary() == &p)
-            throw std::runtime_error("cluster fleet: slot 0 not failed over");
+        auto* p = &primary();
+        p->kill9();
+        // The live nodes agree on slot 0 at once (the dead node is not yet
+        // marked failed): wait for another node to serve it first.
+        const auto deadline = std::chrono::steady_clock::now() + fleet_change_limit;
+        for (;;) {
+            auto* now = fleet_->primary_of_slot(0);
+            if (now != nullptr && now != p && fleet_->wait_ok(fleet_change_limit, 0)) break;
+            if (std::chrono::steady_clock::now() >= deadline)
+                throw std::runtime_error("cluster fleet: slot 0 not failed over");
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
     }
     void pause() override {
         paused_ = &primary();
