@@ -1,15 +1,20 @@
 // The conformance suite's servers, one factory per backend.
 #include "support/lock_server.hpp"
 
+#include "support/cluster_fleet.hpp"
 #include "support/etcd_server.hpp"
 #include "support/redis_server.hpp"
+#include "support/sentinel_fleet.hpp"
 
 #include "etcd/codec.hpp"
 #include "etcd/etcd_backend.hpp"
+#include "redis/cluster/slot_map.hpp"
 #include "redis/scripts.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 namespace corolock::test {
@@ -84,6 +89,146 @@ private:
     etcd_server server_;
 };
 
+// The fleets below are many processes and take seconds to start: one per
+// process (the first case that asks starts it), shared by the cases, stopped
+// by PID when the process exits (test/CMakeLists.txt runs those backends'
+// cases in one process).
+template <class Fleet>
+std::shared_ptr<Fleet> shared_fleet() {
+    static std::shared_ptr<Fleet> fleet;
+    if (!fleet) fleet = std::make_shared<Fleet>();
+    return fleet;
+}
+
+constexpr auto fleet_change_limit = std::chrono::milliseconds(30'000);
+
+std::string fleet_no_proxy(const char* what) {
+    std::string why = "the client learns its data nodes' addresses from ";
+    why += what;
+    why += ", not from the URL, so a proxy named in the URL does not carry the lock traffic";
+    return why;
+}
+
+// A Redis Sentinel fleet (sentinel_fleet.hpp: a primary, two replicas,
+// three Sentinels). "The server" is the current primary: kill9 kills it
+// and waits until the Sentinels have promoted a replica; pause stops it
+// (the Sentinels fail it over after down_after); restart starts every
+// stopped data server again (an old primary comes back empty, and the
+// Sentinels turn it into a replica) and waits until the service answers.
+class sentinel_lock_server final : public lock_server {
+public:
+    std::string url() const override { return fleet_->url(); }
+    std::string url_via(std::uint16_t) const override { return {}; }
+    std::string proxy_unsupported() const override { return fleet_no_proxy("the Sentinels"); }
+    std::string scheme() const override { return "redis+sentinel"; }
+    std::string backend() const override { return "sentinel"; }
+    std::uint16_t port() const override { return primary().port(); }
+    pid_t pid() const override { return primary().pid(); }
+    void kill9() override {
+        const auto p = primary_index();
+        fleet_->server(p).kill9();
+        fleet_->wait_for_failover(p, fleet_change_limit);
+    }
+    void pause() override {
+        paused_ = static_cast<int>(primary_index());
+        fleet_->server(static_cast<std::size_t>(paused_)).pause();
+    }
+    void resume() override {
+        if (paused_ >= 0) fleet_->server(static_cast<std::size_t>(paused_)).resume();
+        paused_ = -1;
+    }
+    void restart() override {
+        for (std::size_t i = 0; i < fleet_->servers(); ++i)
+            if (!fleet_->server(i).running()) fleet_->server(i).restart();
+        // Named by every Sentinel and saying it is the primary.
+        fleet_->wait_for_failover(fleet_->servers(), fleet_change_limit);
+    }
+    std::vector<std::string> owners(const std::string& name) const override {
+        const auto key = detail::keys_for(name);
+        auto owner = primary().cmd1({"HGET", std::string(key.lock()), "owner"});
+        if (owner.empty()) return {};
+        return {std::move(owner)};
+    }
+
+private:
+    std::size_t primary_index() const {
+        for (std::size_t i = 0; i < fleet_->sentinels(); ++i) {
+            if (!fleet_->sentinel(i).running()) continue;
+            const int p = fleet_->primary_index(i);
+            if (p >= 0) return static_cast<std::size_t>(p);
+        }
+        throw std::runtime_error("sentinel fleet: no Sentinel names a primary");
+    }
+    redis_server& primary() const { return fleet_->server(primary_index()); }
+
+    std::shared_ptr<sentinel_fleet> fleet_ = shared_fleet<sentinel_fleet>();
+    int paused_ = -1;
+};
+
+// A Redis Cluster (cluster_fleet.hpp: three primaries with a replica
+// each). "The server" is the primary serving slot 0: kill9 kills it and
+// waits until its replica serves the slot; pause stops it (its replica
+// takes over after node_timeout); restart starts every stopped node again
+// (it rejoins as a replica) and waits for cluster_state:ok.
+class cluster_lock_server final : public lock_server {
+public:
+    std::string url() const override { return fleet_->url(); }
+    std::string url_via(std::uint16_t) const override { return {}; }
+    std::string proxy_unsupported() const override { return fleet_no_proxy("the slot map"); }
+    std::string scheme() const override { return "redis+cluster"; }
+    std::string backend() const override { return "cluster"; }
+    std::uint16_t port() const override { return primary().port(); }
+    pid_t pid() const override { return primary().pid(); }
+    void kill9() override {
+        auto* p = &primary();
+        p->kill9();
+        // The live nodes agree on slot 0 at once (the dead node is not yet
+        // marked failed): wait for another node to serve it first.
+        const auto deadline = std::chrono::steady_clock::now() + fleet_change_limit;
+        for (;;) {
+            auto* now = fleet_->primary_of_slot(0);
+            if (now != nullptr && now != p && fleet_->wait_ok(fleet_change_limit, 0)) break;
+            if (std::chrono::steady_clock::now() >= deadline)
+                throw std::runtime_error("cluster fleet: slot 0 not failed over");
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+    }
+    void pause() override {
+        paused_ = &primary();
+        paused_->pause();
+    }
+    void resume() override {
+        if (paused_ != nullptr) paused_->resume();
+        paused_ = nullptr;
+    }
+    void restart() override {
+        for (std::size_t i = 0; i < fleet_->size(); ++i)
+            if (!fleet_->node(i).running()) fleet_->node(i).restart();
+        if (!fleet_->wait_ok(fleet_change_limit, 0))
+            throw std::runtime_error("cluster fleet: not ok after a restart");
+    }
+    std::vector<std::string> owners(const std::string& name) const override {
+        const auto key = detail::keys_for(name);
+        const auto slot = detail::cluster::key_slot(key.lock());
+        auto* node = fleet_->primary_of_slot(slot);
+        if (node == nullptr)
+            throw std::runtime_error("cluster fleet: no primary serves slot " + std::to_string(slot));
+        auto owner = node->cmd1({"HGET", std::string(key.lock()), "owner"});
+        if (owner.empty()) return {};
+        return {std::move(owner)};
+    }
+
+private:
+    redis_server& primary() const {
+        auto* p = fleet_->primary_of_slot(0);
+        if (p == nullptr) throw std::runtime_error("cluster fleet: no primary serves slot 0");
+        return *p;
+    }
+
+    std::shared_ptr<cluster_fleet> fleet_ = shared_fleet<cluster_fleet>();
+    redis_server* paused_ = nullptr;
+};
+
 // Adding a backend: write test/support/<name>_server.{hpp,cpp} (a real
 // server on free loopback ports, stopped by PID), wrap it in a lock_server
 // as the classes above do, and add a row to this table. Then list the name
@@ -94,6 +239,8 @@ const std::vector<std::pair<std::string, lock_server_factory>>& factories() {
     static const std::vector<std::pair<std::string, lock_server_factory>> table = {
         {"redis", [] { return std::unique_ptr<lock_server>(new redis_lock_server()); }},
         {"etcd", [] { return std::unique_ptr<lock_server>(new etcd_lock_server()); }},
+        {"sentinel", [] { return std::unique_ptr<lock_server>(new sentinel_lock_server()); }},
+        {"cluster", [] { return std::unique_ptr<lock_server>(new cluster_lock_server()); }},
     };
     return table;
 }

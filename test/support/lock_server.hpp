@@ -8,7 +8,12 @@
 //
 // Each implementation starts a throwaway server (or cluster) of its own on
 // free loopback ports, answers before its constructor returns, and stops
-// every process it started, by PID, in its destructor (never throws).
+// every process it started, by PID, in its destructor (never throws). The
+// Redis Sentinel and Redis Cluster backends ("sentinel", "cluster") are
+// fleets of six processes that take seconds to start: they start one fleet
+// per process, on the first case that asks, share it among the cases (each
+// case uses lock names of its own) and stop it when the process exits.
+// Their kill9/pause/resume/restart act on a primary (see lock_server.cpp).
 //
 // A new backend plugs in with one entry in the factory table in
 // lock_server.cpp (see "Adding a backend" there).
@@ -36,8 +41,15 @@ public:
     // The same service reached through 127.0.0.1:port instead (a fault
     // proxy in front of port()): same scheme, same credentials and options.
     virtual std::string url_via(std::uint16_t port) const = 0;
-    // The URL scheme: "redis", "etcd", ...
+    // The URL scheme: "redis", "etcd", "redis+sentinel", ...
     virtual std::string scheme() const = 0;
+    // The backend's name in the factory table (COROLOCK_CONFORMANCE_BACKEND):
+    // the scheme, unless the class says otherwise.
+    virtual std::string backend() const { return scheme(); }
+    // Why a proxy on url_via() would not stand in the lock traffic's path,
+    // or "" when it does. The cases that need one are skipped, with this
+    // reason, where it is not empty.
+    virtual std::string proxy_unsupported() const { return {}; }
     // The loopback port lock clients connect to (what a proxy forwards to).
     virtual std::uint16_t port() const = 0;
     // The server process (-1 when not running).
