@@ -159,6 +159,14 @@ private:
     // subscription of its own re-established with bounded backoff.
     awaitable<void> sentinel_watch();
     awaitable<error_code> subscribe_switch_master(const endpoint& s, std::string& why);
+    // The subscription's two halves, run together until either ends (why
+    // says how): the messages, each noted in `heard`; and the health check,
+    // a PING after health_check_interval of silence that must be answered
+    // within command_timeout, so a paused or cut-off Sentinel is left for
+    // another instead of leaving the client deaf to failovers.
+    awaitable<void> sentinel_listen(const endpoint& s, clock::time_point& heard,
+                                    std::string& why);
+    awaitable<void> sentinel_keepalive(const clock::time_point& heard, std::string& why);
     // The primary is elsewhere (a +switch-master, a -READONLY reply): ends
     // the connection, and the next attempt starts at once.
     void rediscover(std::string_view why);

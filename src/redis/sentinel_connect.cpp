@@ -152,20 +152,9 @@ client_impl::awaitable<void> client_impl::sentinel_watch() {
             logger_->debug("following {}'s failovers through sentinel {}",
                            escaped{cfg_.service_name}, escaped{sentinel::to_string(s)});
             delay = {};
-            for (;;) {
-                auto [ec, r] = co_await watch_link_->read();
-                if (stopped()) co_return;
-                if (ec) {
-                    why = describe_cause(ec);
-                    break;
-                }
-                if (auto ep = sentinel::parse_switch_master(r, cfg_.service_name)) {
-                    logger_->warn("sentinel {}: +switch-master, the primary of {} is now {}",
-                                  escaped{sentinel::to_string(s)}, escaped{cfg_.service_name},
-                                  escaped{sentinel::to_string(*ep)});
-                    if (!(connected() && *ep == server_)) rediscover("+switch-master");
-                }
-            }
+            auto heard = clock::now();
+            co_await (sentinel_listen(s, heard, why) || sentinel_keepalive(heard, why));
+            if (stopped()) co_return;
         } else if (opened.index() == 1) {
             why = "no answer within " + in_ms(cfg_.connect_timeout);
         }
@@ -177,6 +166,48 @@ client_impl::awaitable<void> client_impl::sentinel_watch() {
         delay = delay.count() == 0 ? cfg_.reconnect_min : std::min(delay * 2, cfg_.reconnect_max);
         watch_timer_.expires_after(delay);
         co_await watch_timer_.async_wait(use_nothrow);
+    }
+}
+
+client_impl::awaitable<void> client_impl::sentinel_listen(const endpoint& s,
+                                                          clock::time_point& heard,
+                                                          std::string& why) {
+    for (;;) {
+        auto [ec, r] = co_await watch_link_->read();
+        if (stopped()) co_return;
+        if (ec) {
+            // Aborted: the health check ended the subscription and said why.
+            if (ec != asio::error::operation_aborted) why = describe_cause(ec);
+            co_return;
+        }
+        heard = clock::now();
+        if (auto ep = sentinel::parse_switch_master(r, cfg_.service_name)) {
+            logger_->warn("sentinel {}: +switch-master, the primary of {} is now {}",
+                          escaped{sentinel::to_string(s)}, escaped{cfg_.service_name},
+                          escaped{sentinel::to_string(*ep)});
+            if (!(connected() && *ep == server_)) rediscover("+switch-master");
+        }
+    }
+}
+
+client_impl::awaitable<void> client_impl::sentinel_keepalive(const clock::time_point& heard,
+                                                             std::string& why) {
+    asio::steady_timer timer(executor_);
+    for (;;) {
+        timer.expires_at(heard + cfg_.health_check_interval);
+        if (auto [ec] = co_await timer.async_wait(use_nothrow); ec || stopped()) co_return;
+        if (clock::now() < heard + cfg_.health_check_interval) continue;  // heard meanwhile
+        const auto pinged = clock::now();
+        if (auto ec = co_await watch_link_->send(command{"PING"}); ec) {
+            if (ec != asio::error::operation_aborted) why = describe_cause(ec);
+            co_return;
+        }
+        timer.expires_at(pinged + cfg_.command_timeout);
+        if (auto [ec] = co_await timer.async_wait(use_nothrow); ec || stopped()) co_return;
+        if (heard < pinged) {
+            why = "no answer to PING within " + in_ms(cfg_.command_timeout);
+            co_return;
+        }
     }
 }
 

@@ -44,12 +44,27 @@ namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 constexpr const char* client_name = "switch-test-client";
 
-corolock::config cfg_for(const sentinel_fleet& fleet) {
+// `health`: the silence after which a connection (the subscription to a
+// Sentinel among them) is PINGed.
+corolock::config cfg_for(const sentinel_fleet& fleet, std::chrono::milliseconds health = 2s) {
     auto cfg = corolock::config::from_url(fleet.url());
     cfg.connect_timeout = 500ms;
     cfg.command_timeout = 2s;
+    cfg.health_check_interval = health;
     cfg.client_name = client_name;
     return cfg;
+}
+
+// Connections to Sentinel `i` in subscribed mode (CLIENT LIST's sub=1):
+// the clients' +switch-master subscriptions (Sentinels subscribe to one
+// another's hello channel on the monitored servers, not on each other).
+int subscribers_of(sentinel_fleet& fleet, std::size_t i) {
+    const auto list = fleet.sentinel(i).cmd1({"CLIENT", "LIST"});
+    int n = 0;
+    for (std::size_t at = list.find(" sub=1 "); at != std::string::npos;
+         at = list.find(" sub=1 ", at + 1))
+        ++n;
+    return n;
 }
 
 double ms_since(long long from_ns) { return static_cast<double>(mono_ns() - from_ns) / 1e6; }
@@ -180,7 +195,9 @@ TEST_CASE("sentinel failover: a -READONLY reply from a demoted primary moves the
     sentinel_fleet fleet;
     const auto service = fleet.options().service;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), cfg_for(fleet));
+    // No health check within the case: the subscription must stay on the
+    // paused Sentinel, deaf, so that only the -READONLY reply can move it.
+    corolock::client c(ioc.get_executor(), cfg_for(fleet, 60s));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex held_m(c, "readonly-held");
         auto held = co_await held_m.acquire({.lease = 60s});
@@ -234,5 +251,51 @@ TEST_CASE("sentinel failover: a -READONLY reply from a demoted primary moves the
         CHECK_FALSE(rec);
         std::cout << "sentinel -READONLY: granted on the new primary " << moved_ms
                   << " ms after the refused write\n";
+    }, 60s);
+}
+
+TEST_CASE("sentinel failover: a paused Sentinel is left for another that reports the switch",
+          "[sentinel][fault]") {
+    sentinel_fleet fleet;
+    const auto service = fleet.options().service;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), cfg_for(fleet, 300ms));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex gone_m(c, "keepalive-gone");
+        auto gone = co_await gone_m.acquire({.lease = 60s});
+        {
+            const bool both = co_await replicated(fleet, "keepalive-gone");
+            REQUIRE(both);
+        }
+        forget_on_replicas(fleet, "keepalive-gone");
+        {
+            // The subscription goes to the URL's first Sentinel.
+            const bool subscribed = co_await eventually([&] { return subscribers_of(fleet, 0) == 1; }, 10s);
+            REQUIRE(subscribed);
+        }
+        fleet.sentinel(0).pause();
+        resume_on_exit resume{fleet.sentinel(0)};
+        const long long paused_at = mono_ns();
+        // Silent for 300 ms, then no answer to PING within command_timeout
+        // (2 s): the subscription moves to the next Sentinel.
+        const bool moved = co_await eventually([&] { return subscribers_of(fleet, 1) == 1; }, 15s);
+        const double moved_ms = ms_since(paused_at);
+        INFO("subscription on sentinel 1 " << moved_ms << " ms after pausing sentinel 0");
+        REQUIRE(moved);
+
+        const long long failover_at = mono_ns();
+        fleet.sentinel(1).cmd({"SENTINEL", "FAILOVER", service});
+        auto lost = co_await (gone.async_until_lost(use_nothrow) || sleep_for(15s));
+        const auto old_role = role_of(fleet.server(0));
+        const double lost_ms = ms_since(failover_at);
+        REQUIRE(lost.index() == 0);
+        CHECK(std::get<0>(lost) == std::tuple<error_code>{error::lock_lost});
+        INFO("the old primary says " << old_role << " when the lost signal came, " << lost_ms
+                                     << " ms after SENTINEL FAILOVER");
+        // Still a primary: the new subscription's message moved the client.
+        CHECK(old_role == "master");
+        std::cout << "sentinel keepalive: subscription moved " << moved_ms
+                  << " ms after the pause; lost signal " << lost_ms
+                  << " ms after SENTINEL FAILOVER\n";
     }, 60s);
 }
