@@ -112,6 +112,10 @@ cl 20 run --url "$url" --lease 5s --wait 5s "$a" -- \
 expect_status "run on a cluster URL" 0 "$last_status" "$(cat "$tmp_dir/err")"
 expect_cond "COMMAND ran while the lock was held" '[ "$(cat "$tmp_dir/during" 2>/dev/null)" = 1 ]'
 expect_true "the lock is released after run" lock_absent "$a"
+cl 20 run -v --url "$url" "$a" -- true
+expect_status "run -v on a cluster URL" 0 "$last_status" "$(cat "$tmp_dir/err")"
+expect_match "run -v looks at the lock before acquiring it" \
+  "lock '$a' is free \(last token [1-9][0-9]*\)" "$tmp_dir/err"
 
 # ---- two holders on two different primaries; exclusion ----
 
