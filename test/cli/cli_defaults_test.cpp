@@ -124,7 +124,7 @@ TEST_CASE("cli: run takes a redis+sentinel:// URL; COMMAND gets it without secre
     CHECK(cli::url_without_credentials("redis://h:1/0?a=b") == "redis://h:1/0?a=b");
 }
 
-TEST_CASE("cli: run takes a redis+cluster:// URL; COMMAND gets it without secrets",
+TEST_CASE("cli: run takes a redis+cluster:// URL and COMMAND gets it without secrets",
           "[unit][cli]") {
     cli::parsed_command cmd;
     const std::string_view url = "redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001";
