@@ -1,5 +1,6 @@
 // The URL entry point: the scheme picks the backend.
 #include <corolock/backend.hpp>
+#include <corolock/config.hpp>
 
 #include "core/backend.hpp"
 #include "etcd/etcd_backend.hpp"
@@ -57,6 +58,9 @@ backend::backend(executor_type ex, std::string_view url) : backend(std::move(ex)
 
 backend::backend(executor_type ex, std::string_view url, const backend_config& cfg)
     : impl_(open(std::move(ex), url, cfg)), owning_(true) {}
+
+backend::backend(executor_type ex, const config& cfg)
+    : impl_(detail::connect_redis(std::move(ex), cfg)), owning_(true) {}
 
 backend::backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept
     : impl_(std::move(impl)), owning_(owning) {}

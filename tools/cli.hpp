@@ -179,7 +179,8 @@ duration request_timeout(const common_options& o);
 std::unique_ptr<detail::etcd::admin> make_etcd_admin(boost::asio::any_io_executor ex,
                                                      const common_options& o);
 
-// "host:port" for messages (never the password).
+// "host:port" for messages (never the password); for a Sentinel URL its
+// service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
 std::string describe_server(const config& cfg);
 // "Redis" or "etcd": the service the URL names, for messages.
 std::string_view service_name(const common_options& o);

@@ -34,7 +34,9 @@ Options every command takes:
                   rediss://... for TLS. Default: $REDIS_URL, else
                   @URL@. Behind Sentinel:
                   redis+sentinel://[user:pass@]host:26379[,...]/SERVICE[/db]
-                  (rediss+sentinel:// for TLS). Or etcd: etcd://host:port[,...][/prefix]
+                  (rediss+sentinel:// for TLS). A Cluster, by seed nodes:
+                  redis+cluster://[user:pass@]host:port[,...] (rediss+cluster://
+                  for TLS). Or etcd: etcd://host:port[,...][/prefix]
                   (etcds://...[?ca_file=PATH] for TLS) for run, status, list,
                   break.
   --password-file FILE  The password: the first line of FILE. Overrides the
@@ -117,8 +119,8 @@ Options:
                       (a busy lock in cron stays silent).
   --replicas N        Redis: start COMMAND only once N replicas acknowledged
                       the lock (WAIT, up to 1 s or a quarter of the lease);
-                      otherwise give it back and exit 76. Ignored by etcd.
-                      Default 0.
+                      otherwise give it back and exit 76. Ignored by etcd;
+                      a usage error on a Redis Cluster. Default 0.
   --on-lost ACTION    What to do if the lease is lost while COMMAND runs (Redis
                       unreachable until the lease ran out, or the lock was
                       broken): 'kill' (default) sends COMMAND SIGTERM, then

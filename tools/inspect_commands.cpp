@@ -1,11 +1,13 @@
 // corolock status and corolock break: one script run each on Redis, a
 // range (and a lease look-up or revoke) on etcd; corolock list: SCAN and a
-// script per lock on Redis, paged ranges and a lease look-up per lock on etcd.
+// script per lock on Redis (every primary of a Cluster), paged ranges and a
+// lease look-up per lock on etcd.
 #include "cli.hpp"
 
 #include "etcd/etcd_admin.hpp"
 
 #include <corolock/admin.hpp>
+#include <corolock/backend.hpp>
 #include <corolock/client.hpp>
 #include <corolock/printable.hpp>
 
@@ -59,6 +61,32 @@ int with_client(const common_options& o,
     return with_service<client>(
         [&](const asio::any_io_executor& ex) { return std::make_unique<client>(ex, tool_config(o)); },
         body);
+}
+
+// A Redis Cluster cannot be a client (one connection): status, break and
+// list run on a backend from the same config instead, whose scripts go to
+// the primary serving the lock's slot (list: SCAN on every primary). It has
+// no connection of its own to PING first, so its first command is the
+// reachability check: a NOPERM there reads as rejected credentials, and
+// the last connection attempt's own text is not at hand (the error's is
+// shown).
+asio::awaitable<error_code> first_check(client& c) { co_return co_await check_reachable(c); }
+asio::awaitable<error_code> first_check(backend&) { co_return error_code{}; }
+std::string cause_of(const client& c) { return c.last_error().message; }
+std::string cause_of(const backend&) { return {}; }
+bool pinged(const client&) { return true; }
+bool pinged(const backend&) { return false; }
+
+// Runs body(client), or body(backend) for a Redis Cluster; as with_client.
+template <class Body>
+int with_redis(const common_options& o, const Body& body) {
+    if (o.cfg.mode == topology::cluster)
+        return with_service<backend>(
+            [&](const asio::any_io_executor& ex) {
+                return std::make_unique<backend>(ex, tool_config(o));
+            },
+            body);
+    return with_client(o, body);
 }
 
 // Runs body(admin) on a fresh single-threaded etcd admin; as with_client.
@@ -346,16 +374,16 @@ std::string json_string(std::string_view bytes) {
 
 int status_command(const status_options& o) {
     if (o.common.etcd) return etcd_status(o);
-    return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
+    return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
         // A PING first: it tells "cannot reach or log in" from "logged in
         // but not allowed" (NOPERM, which the library reports as auth_failed).
-        if (const error_code reach = co_await check_reachable(c); reach)
+        if (const error_code reach = co_await first_check(c); reach)
             co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", reach,
-                                         c.last_error().message);
+                                         cause_of(c));
         auto [ec, st] = co_await async_lock_status(c, o.name, use_nothrow);
         if (ec)
             co_return report_redis_failure(o.common, "status of lock '" + o.name + "'", ec,
-                                         c.last_error().message, true);
+                                         cause_of(c), pinged(c));
         if (o.json) {
             const std::string line = status_json(o.name, st) + "\n";
             std::fputs(line.c_str(), stdout);
@@ -383,15 +411,15 @@ int status_command(const status_options& o) {
 
 int break_command(const break_options& o) {
     if (o.common.etcd) return etcd_break(o);
-    return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
-        if (const error_code reach = co_await check_reachable(c); reach)
+    return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
+        if (const error_code reach = co_await first_check(c); reach)
             co_return report_redis_failure(o.common, "break lock '" + o.name + "'", reach,
-                                         c.last_error().message);
+                                         cause_of(c));
         auto [ec, removed] = co_await async_break_lock(c, o.name, use_nothrow);
         if (ec) {
             const int status =
                 report_redis_failure(o.common, "break lock '" + o.name + "'", ec,
-                                     c.last_error().message, true);
+                                     cause_of(c), pinged(c));
             if (ec == error::connection_lost || ec == error::timeout)
                 report_error("the break may or may not have happened; check with "
                              "'corolock status'");
@@ -408,14 +436,15 @@ int break_command(const break_options& o) {
 
 int list_command(const list_options& o) {
     if (o.common.etcd) return etcd_list(o);
-    return with_client(o.common, [&o](client& c) -> asio::awaitable<int> {
-        if (const error_code reach = co_await check_reachable(c); reach)
-            co_return report_redis_failure(o.common, "list locks", reach, c.last_error().message);
+    return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
+        if (const error_code reach = co_await first_check(c); reach)
+            co_return report_redis_failure(o.common, "list locks", reach, cause_of(c));
         lock_list_options lo;
         lo.pattern = o.pattern;
         auto [ec, list] = co_await async_list_locks(c, lo, use_nothrow);
         if (ec)
-            co_return report_redis_failure(o.common, "list locks", ec, c.last_error().message, true);
+            co_return report_redis_failure(o.common, "list locks", ec, cause_of(c),
+                                           pinged(c));
         if (o.json) {
             std::string out = "{\"locks\":[";
             for (std::size_t i = 0; i < list.locks.size(); ++i) {

@@ -1,9 +1,11 @@
 // corolock run: hold a lock while a child process runs.
 //
 // One thread, one io_context. The lock is a corolock::backend: a Redis
-// client's (redis://, rediss://) or an etcd backend (etcd://, etcds://). The
-// phases, in order:
-//   starting   check that the server answers (Redis: a PING; etcd: a range
+// client's (redis://, rediss://, redis+sentinel://), a Redis Cluster backend
+// (redis+cluster://: a client is one connection) or an etcd backend
+// (etcd://, etcds://). The phases, in order:
+//   starting   check that the server answers (Redis: a PING; a Cluster:
+//              the lock's status, on the node of its slot; etcd: a range
 //              of the lock's keys), then acquire (waiting via pub/sub on
 //              Redis, a watch on etcd);
 //              a signal cancels whichever of the two is in progress
@@ -596,19 +598,29 @@ asio::awaitable<int> run_flow(run_state& s) {
         } else if (!st.held) {
             s.note("lock '{}' is free (store revision {})", s.name(), st.revision);
         }
-    } else {
+    } else if (s.redis != nullptr) {
         const error_code reach = co_await check_reachable(*s.redis, s.cancel_start.slot());
         s.cancel_start.slot().clear();
         if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
         if (reach)
             co_return report_redis_failure(o.common, "run", reach, s.redis->last_error().message);
+    } else {
+        // A Redis Cluster: no client to PING through; the lock's status,
+        // sent to the primary serving its slot, is the check (which also
+        // waits for the slot map). A NOPERM there reads as rejected
+        // credentials, as no PING told the two apart.
+        auto [reach, st] = co_await async_lock_status(
+            s.locks, o.name, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+        s.cancel_start.slot().clear();
+        if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
+        if (reach) co_return report_redis_failure(o.common, "run", reach, {});
     }
 
     // -v: who holds the lock, if anyone, before waiting for it: the holder
     // the lock records (host, pid, since when, its label or command), or its
     // owner id when it records none (a lock written by an older corolock).
-    if (s.log && s.redis != nullptr) {
-        auto [sec, st] = co_await async_lock_status(*s.redis, o.name, use_nothrow);
+    if (s.log && s.etcd == nullptr) {
+        auto [sec, st] = co_await async_lock_status(s.locks, o.name, use_nothrow);
         if (!sec && st.held && st.owner != lock.owner_id()) {
             const std::string who =
                 st.holder ? holder_text(*st.holder) + " since " + format_time(st.holder->since) +
@@ -759,9 +771,10 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         ::signal(SIGPIPE, SIG_IGN);
     }
 
-    // Redis: a client, whose lock backend the mutex uses. etcd: a backend of
-    // its own, plus an admin for the first look at the lock. Either way the
-    // holder label is the command line.
+    // Redis: a client, whose lock backend the mutex uses; a Redis Cluster,
+    // which a client cannot speak to: a backend from the same config. etcd:
+    // a backend of its own, plus an admin for the first look at the lock.
+    // Either way the holder label is the command line.
     std::optional<client> redis;
     std::unique_ptr<detail::etcd::admin> etcd;
     std::optional<backend> locks;
@@ -777,8 +790,22 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
             config cfg = tool_config(o.common);
             cfg.holder_label = command_label(o.command);
             log = cfg.logger;
-            redis.emplace(ioc.get_executor(), cfg);
-            locks.emplace(redis->lock_backend());
+            if (cfg.mode == topology::cluster) {
+                // Refused by the library too, but only once connected, at
+                // the acquire: said here at once, as a usage error.
+                if (o.replicas > 0) {
+                    std::string why = "--replicas is not supported on a Redis Cluster (";
+                    why += service_at(o.common);
+                    why += "): replica acknowledgement needs one primary (redis:// or "
+                           "redis+sentinel://)";
+                    report_error(why);
+                    return exit_status::usage;
+                }
+                locks.emplace(ioc.get_executor(), cfg);
+            } else {
+                redis.emplace(ioc.get_executor(), cfg);
+                locks.emplace(redis->lock_backend());
+            }
         }
     } catch (const std::exception& e) {
         report_error(std::string("bad configuration: ") + e.what());

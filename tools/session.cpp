@@ -75,6 +75,14 @@ std::string describe_server(const config& cfg) {
         out += ')';
         return out;
     }
+    if (cfg.mode == topology::cluster) {
+        out += "cluster seeds ";
+        for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
+            if (i > 0) out += ',';
+            put(out, cfg.nodes[i].host, cfg.nodes[i].port);
+        }
+        return out;
+    }
     put(out, cfg.host, cfg.port);
     return out;
 }

@@ -7,6 +7,12 @@
 // one script on the client's connection, so they are bounded by
 // config.command_timeout; list is bounded by its lock_list_options.
 //
+// Each takes a corolock::client, or a Redis corolock::backend of any
+// topology (one server, Sentinel, Cluster: a Cluster cannot be a client).
+// On a Cluster, status and break go to the primary serving the lock's slot
+// and list scans every primary of the slot map. On a backend of another
+// service (etcd) they complete with error::invalid_argument.
+//
 // Breaking a lock is unsafe by design: the holder keeps running until its
 // watchdog notices (at most one renewal period), so for that long two
 // processes may both believe they hold it. Fencing tokens are what protect
@@ -14,6 +20,7 @@
 // known to be gone, sooner than its lease would.
 #pragma once
 
+#include <corolock/backend.hpp>
 #include <corolock/client.hpp>
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
@@ -95,14 +102,19 @@ void release_owner_impl(client& c, std::string name, std::string owner,
                         boost::asio::any_completion_handler<void(error_code)> handler);
 using lock_list_handler = boost::asio::any_completion_handler<void(error_code, lock_list)>;
 void list_locks_impl(client& c, lock_list_options options, lock_list_handler handler);
+// The same on a backend (Redis of any topology; etcd: invalid_argument).
+void lock_status_impl(const backend& b, std::string name, lock_status_handler handler);
+void break_lock_impl(const backend& b, std::string name, lock_status_handler handler);
+void list_locks_impl(const backend& b, lock_list_options options, lock_list_handler handler);
 
 // The initiation of every operation below (see detail/completion.hpp):
 // erases the handler and calls the operation's compiled function `start`.
-template <class Signature, class... Args>
+// Target: client or const backend.
+template <class Target, class Signature, class... Args>
 struct initiate_admin {
     using executor_type = boost::asio::any_io_executor;
-    using function = void (*)(client&, Args..., boost::asio::any_completion_handler<Signature>);
-    client* c;
+    using function = void (*)(Target&, Args..., boost::asio::any_completion_handler<Signature>);
+    Target* c;
     function start;
     executor_type get_executor() const noexcept { return c->get_executor(); }
     template <class Handler>
@@ -128,8 +140,16 @@ template <class CompletionToken>
 auto async_lock_status(client& c, std::string_view name, CompletionToken&& token) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<signature, std::string>{&c, &detail::lock_status_impl}, token,
-        std::string(name));
+        detail::initiate_admin<client, signature, std::string>{&c, &detail::lock_status_impl},
+        token, std::string(name));
+}
+template <class CompletionToken>
+auto async_lock_status(const backend& b, std::string_view name, CompletionToken&& token) {
+    using signature = void(error_code, lock_status);
+    return boost::asio::async_initiate<CompletionToken, signature>(
+        detail::initiate_admin<const backend, signature, std::string>{&b,
+                                                                      &detail::lock_status_impl},
+        token, std::string(name));
 }
 
 // Force-releases a lock whoever holds it: deletes the lock's key and
@@ -149,8 +169,16 @@ template <class CompletionToken>
 auto async_break_lock(client& c, std::string_view name, CompletionToken&& token) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<signature, std::string>{&c, &detail::break_lock_impl}, token,
-        std::string(name));
+        detail::initiate_admin<client, signature, std::string>{&c, &detail::break_lock_impl},
+        token, std::string(name));
+}
+template <class CompletionToken>
+auto async_break_lock(const backend& b, std::string_view name, CompletionToken&& token) {
+    using signature = void(error_code, lock_status);
+    return boost::asio::async_initiate<CompletionToken, signature>(
+        detail::initiate_admin<const backend, signature, std::string>{&b,
+                                                                      &detail::break_lock_impl},
+        token, std::string(name));
 }
 
 // Releases every level that `owner` holds on the lock, and nothing else:
@@ -172,8 +200,8 @@ auto async_release_owner(client& c, std::string_view name, std::string_view owne
                          CompletionToken&& token) {
     using signature = void(error_code);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<signature, std::string, std::string>{&c,
-                                                                     &detail::release_owner_impl},
+        detail::initiate_admin<client, signature, std::string, std::string>{
+            &c, &detail::release_owner_impl},
         token, std::string(name), std::string(owner));
 }
 
@@ -197,8 +225,17 @@ template <class CompletionToken>
 auto async_list_locks(client& c, lock_list_options options, CompletionToken&& token) {
     using signature = void(error_code, lock_list);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<signature, lock_list_options>{&c, &detail::list_locks_impl}, token,
-        std::move(options));
+        detail::initiate_admin<client, signature, lock_list_options>{&c,
+                                                                     &detail::list_locks_impl},
+        token, std::move(options));
+}
+template <class CompletionToken>
+auto async_list_locks(const backend& b, lock_list_options options, CompletionToken&& token) {
+    using signature = void(error_code, lock_list);
+    return boost::asio::async_initiate<CompletionToken, signature>(
+        detail::initiate_admin<const backend, signature, lock_list_options>{
+            &b, &detail::list_locks_impl},
+        token, std::move(options));
 }
 
 }  // namespace corolock

@@ -6,6 +6,9 @@
 //
 //   redis://[user:pass@]host[:port][/db]   one Redis server (config::from_url)
 //   rediss://...                           the same over TLS
+//   redis+sentinel://..., redis+cluster://... (or rediss+...)
+//                                          Redis behind Sentinel, a Redis
+//                                          Cluster (docs/topologies.md)
 //   etcd://[user:pass@]host:port[,host:port...][/prefix]
 //                                          an etcd cluster (v3 API, 3.4 or later)
 //   etcds://...[?ca_file=PATH]             the same over TLS
@@ -19,7 +22,11 @@
 //   corolock::mutex m(locks, "orders:42");
 //   auto g = co_await m.acquire();
 //
-// A corolock::client (Redis) is a backend too: client::lock_backend().
+// A corolock::client (Redis) is a backend too: client::lock_backend(). A
+// Redis Cluster, which a client (one connection) cannot speak to, is opened
+// as a backend: by URL, or from a config (backend(ex, cfg)) when settings
+// the URL does not carry (TLS files, timeouts, a password read elsewhere)
+// apply.
 #pragma once
 
 #include <corolock/detail/completion.hpp>
@@ -37,6 +44,8 @@
 #include <string_view>
 
 namespace corolock {
+
+struct config;
 
 namespace detail {
 class lock_backend;
@@ -81,6 +90,11 @@ public:
     backend(executor_type ex, std::string_view url);
     // The same, with settings the URL does not carry.
     backend(executor_type ex, std::string_view url, const backend_config& cfg);
+    // A Redis backend from a config (config::from_url's, then adjusted), of
+    // any topology: one server, Sentinel or Cluster. Its holder label is
+    // cfg.holder_label. Throws system_error with error::invalid_argument
+    // when cfg.validate() fails.
+    backend(executor_type ex, const config& cfg);
 
     // A handle on a backend owned elsewhere (see client::lock_backend()):
     // destroying it does not stop the backend. For corolock's own layers.

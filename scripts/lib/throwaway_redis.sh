@@ -1,12 +1,13 @@
 # Sourced by scripts and shell tests that need a redis-server of their own.
 #
 #   source scripts/lib/throwaway_redis.sh
-#   throwaway_redis_start DIR      # sets REDIS_PORT and REDIS_PID, or returns 1
+#   throwaway_redis_start DIR [ARG...]  # sets REDIS_PORT and REDIS_PID, or returns 1
 #   ...
 #   throwaway_redis_stop           # by the PID it started; safe to call twice
 #
 # The server listens on 127.0.0.1 only, keeps nothing on disk (--save '',
-# --appendonly no) and writes its log to DIR/redis.log. The binary is
+# --appendonly no) and writes its log to DIR/redis.log; ARGs go to
+# redis-server after those (--cluster-enabled yes ...). The binary is
 # $COROLOCK_REDIS_SERVER, else redis-server from PATH.
 
 REDIS_PORT=""
@@ -24,7 +25,7 @@ throwaway_redis_start() {
     candidate=$((20000 + RANDOM % 12000))
     : >"$dir/redis.log"
     "$bin" --port "$candidate" --bind 127.0.0.1 --save '' --appendonly no \
-      --dir "$dir" --logfile "$dir/redis.log" --daemonize no &
+      --dir "$dir" --logfile "$dir/redis.log" --daemonize no "${@:2}" &
     REDIS_PID=$!
     # Up to 5 s for the server to say it listens, or to die trying.
     for _ in $(seq 100); do

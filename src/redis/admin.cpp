@@ -3,6 +3,8 @@
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
 #include "redis/client_impl.hpp"
+#include "redis/cluster/cluster_router.hpp"
+#include "redis/redis_backend.hpp"
 #include "redis/lock_service.hpp"
 #include "redis/scripts.hpp"
 #include "core/holder_record.hpp"
@@ -169,13 +171,8 @@ void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,
                                   /*idempotent=*/true, std::move(parse), std::move(handler));
 }
 
-}  // namespace
-
-void lock_status_impl(client& c, std::string name, lock_status_handler handler) {
-    lock_status_for(c.impl(), std::move(name), std::move(handler));
-}
-
-void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
+void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
+                    lock_status_handler handler) {
     auto keys = keys_for(name);
     reply_parser<lock_status> parse = [](const reply& r, lock_status& out) -> error_code {
         // {owner or '', levels removed}
@@ -188,10 +185,49 @@ void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
         return {};
     };
     // Not idempotent: a re-sent break could remove the next holder's lock.
-    run_admin_script<lock_status>(c.impl(), std::move(name),
-                                  break_script(c.impl()->sharded_pubsub()),
+    run_admin_script<lock_status>(impl, std::move(name), break_script(impl->sharded_pubsub()),
                                   {std::string(keys.lock()), std::string(keys.channel())}, {},
                                   /*idempotent=*/false, std::move(parse), std::move(handler));
+}
+
+// The Redis client behind a backend (its cluster front on a Cluster); null
+// for a backend of another service.
+std::shared_ptr<client_impl> redis_of(const backend& b) {
+    auto* rb = dynamic_cast<redis_backend*>(b.impl().get());
+    return rb != nullptr ? rb->client().shared_from_this() : nullptr;
+}
+
+// Completes `handler` (posted) for a backend that is no Redis one: no
+// backend at all (moved from) or another service.
+template <class... Results>
+void refuse(const backend& b, asio::any_completion_handler<void(error_code, Results...)> handler) {
+    const error_code ec = b.impl() ? error_code(error::invalid_argument)
+                                   : error_code(error::client_stopped);
+    detail::complete_posted(std::move(handler), b.get_executor(), ec, Results{}...);
+}
+
+}  // namespace
+
+void lock_status_impl(client& c, std::string name, lock_status_handler handler) {
+    lock_status_for(c.impl(), std::move(name), std::move(handler));
+}
+
+void lock_status_impl(const backend& b, std::string name, lock_status_handler handler) {
+    if (auto impl = redis_of(b))
+        lock_status_for(impl, std::move(name), std::move(handler));
+    else
+        refuse(b, std::move(handler));
+}
+
+void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
+    break_lock_for(c.impl(), std::move(name), std::move(handler));
+}
+
+void break_lock_impl(const backend& b, std::string name, lock_status_handler handler) {
+    if (auto impl = redis_of(b))
+        break_lock_for(impl, std::move(name), std::move(handler));
+    else
+        refuse(b, std::move(handler));
 }
 
 void release_owner_impl(client& c, std::string name, std::string owner,
@@ -227,6 +263,13 @@ namespace {
 // One async_list_locks: SCAN steps, each followed by a status script per
 // lock key it returned, all on the client's strand. Completion (and
 // cancellation) go through an admin_op, as for the single-lock tools.
+//
+// On a Cluster the front has no connection of its own and would send a
+// keyless SCAN to one primary only: a PING through it first waits for the
+// slot map, then each primary of the map is scanned in turn over a
+// connection of this listing's own (sharing the front's strand, stopped
+// with the listing); the status scripts go through the front, to the node
+// of their key's slot.
 class list_op : public std::enable_shared_from_this<list_op> {
 public:
     list_op(std::shared_ptr<client_impl> impl, lock_list_options o, lock_list_handler h)
@@ -242,6 +285,9 @@ public:
             options_.max_time = defaults::max_time;
         match_ = "corolock:{" + (options_.pattern.empty() ? std::string("*") : options_.pattern) + "}";
     }
+    list_op(const list_op&) = delete;
+    list_op& operator=(const list_op&) = delete;
+    ~list_op() { stop_nodes(); }
 
     void start() {
         connect_cancellation();
@@ -254,7 +300,10 @@ public:
                 self->finish(error::client_stopped);
             } else {
                 self->deadline_ = std::chrono::steady_clock::now() + self->options_.max_time;
-                self->scan();
+                if (self->impl_->router() != nullptr)
+                    self->find_primaries();
+                else
+                    self->scan();
             }
         });
     }
@@ -276,13 +325,46 @@ private:
         });
     }
 
+    void find_primaries() {
+        client_impl::exec_options opts;
+        opts.idempotent = true;
+        impl_->exec(command{"PING"}.payload(), opts,
+                    asio::bind_executor(impl_->strand(),
+                                        [self = shared_from_this()](error_code ec, reply) {
+                                            self->on_map(ec);
+                                        }));
+    }
+
+    void on_map(error_code ec) {
+        if (finished()) return;
+        if (ec) return finish(ec);
+        for (const auto& a : impl_->router()->primaries()) {
+            config cfg = impl_->cfg();
+            cfg.mode = topology::single;
+            cfg.nodes.clear();
+            cfg.host = a.host;
+            cfg.port = a.port;
+            auto n = std::make_shared<client_impl>(impl_->get_executor(), std::move(cfg),
+                                                   impl_->strand());
+            n->start();
+            nodes_.push_back(std::move(n));
+        }
+        if (nodes_.empty()) return finish(error::cluster_down);
+        scan();
+    }
+
+    void stop_nodes() noexcept {
+        for (auto& n : nodes_) n->stop();
+    }
+
     void scan() {
         ++steps_;
         command cmd{"SCAN", cursor_, "MATCH", match_, "COUNT",
                     std::to_string(options_.count_per_step), "TYPE", "hash"};
         client_impl::exec_options opts;
         opts.idempotent = true;
-        impl_->exec(cmd.payload(), opts,
+        auto& on = nodes_.empty() ? *impl_ : *nodes_[node_];
+        on.exec(cmd.payload(), opts,
                     asio::bind_executor(impl_->strand(),
                                         [self = shared_from_this()](error_code ec, reply r) {
                                             self->on_scan(ec, std::move(r));
@@ -329,7 +411,11 @@ private:
     }
 
     void next() {
-        if (cursor_ == "0") return finish({});
+        if (cursor_ == "0") {
+            // This node is done; on a Cluster, the next primary's scan starts at 0.
+            if (node_ + 1 >= nodes_.size()) return finish({});
+            ++node_;
+        }
         if (steps_ >= options_.max_steps || result_.locks.size() >= options_.max_locks ||
             std::chrono::steady_clock::now() >= deadline_) {
             result_.truncated = true;
@@ -339,6 +425,7 @@ private:
     }
 
     void finish(error_code ec) {
+        stop_nodes();
         if (ec) result_ = {};
         op_->complete(ec, std::move(result_));
     }
@@ -354,12 +441,22 @@ private:
     std::chrono::steady_clock::time_point deadline_;
     lock_list result_;
     std::unordered_set<std::string> seen_;
+    std::vector<std::shared_ptr<client_impl>> nodes_;  // a Cluster's primaries, in scan order
+    std::size_t node_ = 0;                             // the one being scanned
 };
 
 }  // namespace
 
 void list_locks_impl(client& c, lock_list_options options, lock_list_handler handler) {
     std::make_shared<list_op>(c.impl(), std::move(options), std::move(handler))->start();
+}
+
+void list_locks_impl(const backend& b, lock_list_options options, lock_list_handler handler) {
+    if (auto impl = redis_of(b))
+        std::make_shared<list_op>(std::move(impl), std::move(options), std::move(handler))
+            ->start();
+    else
+        refuse(b, std::move(handler));
 }
 
 }  // namespace detail

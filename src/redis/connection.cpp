@@ -1205,6 +1205,11 @@ std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_
                                                             std::string_view holder_label) {
     config cfg = config::from_url(url);
     cfg.holder_label = holder_label;
+    return connect_redis(std::move(ex), std::move(cfg));
+}
+
+std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_executor ex,
+                                                            config cfg) {
     auto impl = std::make_shared<detail::client_impl>(ex, checked(std::move(cfg), true));
     impl->start();
     return impl->lock_backend().shared();

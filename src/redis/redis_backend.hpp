@@ -6,6 +6,8 @@
 
 #include "core/backend.hpp"
 
+#include <corolock/config.hpp>
+
 namespace corolock::detail {
 
 class client_impl;
@@ -44,5 +46,7 @@ private:
 // configuration.
 std::shared_ptr<lock_backend> connect_redis(boost::asio::any_io_executor ex, std::string_view url,
                                             std::string_view holder_label);
+// The same from a config (any topology, a Cluster included).
+std::shared_ptr<lock_backend> connect_redis(boost::asio::any_io_executor ex, config cfg);
 
 }  // namespace corolock::detail

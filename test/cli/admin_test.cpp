@@ -495,3 +495,41 @@ TEST_CASE("cli: admin: list cancelled while the server is paused completes at on
         c.stop();
     });
 }
+
+TEST_CASE("cli: admin: status, list and break on a backend opened from a config", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::backend locks(ioc.get_executor(), config_for(server));
+    // Not Redis: refused, never sent anywhere.
+    corolock::backend other(ioc.get_executor(), "etcd://127.0.0.1:1");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        CHECK(locks.scheme() == "redis");
+        corolock::mutex m(locks, "on-backend");
+        auto g = co_await m.acquire({.lease = 10s});
+        auto [ec, st] = co_await corolock::async_lock_status(locks, "on-backend", use_nothrow);
+        CHECK_FALSE(ec);
+        CHECK(st.held);
+        CHECK(st.owner == m.owner_id());
+        CHECK(st.last_token == g.token());
+
+        corolock::lock_list_options lo;
+        lo.pattern = "on-*";
+        auto [lec, list] = co_await corolock::async_list_locks(locks, lo, use_nothrow);
+        CHECK_FALSE(lec);
+        CHECK(names_of(list) == std::set<std::string>{"on-backend"});
+
+        auto [bec, removed] = co_await corolock::async_break_lock(locks, "on-backend", use_nothrow);
+        CHECK_FALSE(bec);
+        CHECK(removed.held);
+        CHECK(removed.owner == m.owner_id());
+        auto [aec, after] = co_await corolock::async_lock_status(locks, "on-backend", use_nothrow);
+        CHECK_FALSE(aec);
+        CHECK_FALSE(after.held);
+
+        auto [eec, est] = co_await corolock::async_lock_status(other, "on-backend", use_nothrow);
+        CHECK(eec == error::invalid_argument);
+        CHECK_FALSE(est.held);
+        locks.stop();
+        other.stop();
+    });
+}

@@ -123,3 +123,16 @@ TEST_CASE("cli: run takes a redis+sentinel:// URL; COMMAND gets it without secre
           "rediss+sentinel://s1/svc?tls_verify=no");
     CHECK(cli::url_without_credentials("redis://h:1/0?a=b") == "redis://h:1/0?a=b");
 }
+
+TEST_CASE("cli: run takes a redis+cluster:// URL and COMMAND gets it without secrets",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    const std::string_view url = "redis+cluster://app:pw@10.0.0.1:7000,10.0.0.2:7001";
+    REQUIRE_FALSE(parse({"run", "--url", url, "job", "--", "true"}, cmd).has_value());
+    const auto& cfg = cmd.run.common.cfg;
+    CHECK(cfg.mode == corolock::topology::cluster);
+    REQUIRE(cfg.nodes.size() == 2);
+    CHECK(cfg.nodes[0] == corolock::endpoint{"10.0.0.1", 7000});
+    CHECK(cfg.nodes[1] == corolock::endpoint{"10.0.0.2", 7001});
+    CHECK(cli::url_without_credentials(url) == "redis+cluster://10.0.0.1:7000,10.0.0.2:7001");
+}
