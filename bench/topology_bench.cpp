@@ -41,6 +41,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -83,6 +84,14 @@ void put(const std::string& key, double v) { std::cout << key << '\t' << v << st
 asio::awaitable<void> sleep_for(std::chrono::nanoseconds d) {
     asio::steady_timer t(co_await asio::this_coro::executor, d);
     co_await t.async_wait(use_nothrow);
+}
+
+// User + system CPU time of this process, in seconds.
+double cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 std::string run_id() { return std::to_string(::getpid()) + "-" + std::to_string(now_ns() % 1'000'000'000); }
@@ -142,14 +151,18 @@ asio::awaitable<void> cluster_cycles(std::string url, double seconds, std::size_
     // Warm-up: every primary's connection, the scripts loaded on each.
     co_await cycle_for(b, 16, "bench:c1:warm:" + id + ":", now_ns() + 300'000'000);
     const auto t0 = now_ns();
+    const double cpu0 = cpu_seconds();
     const auto cycles = co_await cycle_for(b, coroutines, "bench:c1:" + id + ":",
                                            t0 + static_cast<std::int64_t>(seconds * 1e9));
     const double s = static_cast<double>(now_ns() - t0) / 1e9;
+    const double cpu = cpu_seconds() - cpu0;
     b.stop();
     put("coroutines", static_cast<double>(coroutines));
     put("cycles", static_cast<double>(cycles));
     put("seconds", s);
     put("cycles_per_s", static_cast<double>(cycles) / s);
+    // As S2's client_cpu_us_per_cycle: the client's own cost.
+    put("client_cpu_us_per_cycle", cycles ? cpu * 1e6 / static_cast<double>(cycles) : NAN);
 }
 
 // ---------------------------------------------------------------------------

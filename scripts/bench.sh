@@ -63,7 +63,7 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCOROLOCK_WERROR=OFF \
 cmake --build "$build_dir" -j "$jobs" --target corolock_bench corolock_bench_etcd corolock_bench_topology
 bench=$build_dir/bench/corolock_bench
 bench_etcd=$build_dir/bench/corolock_bench_etcd
-bench_topology=$build_dir/bench/corolock_bench_topology
+bench_topology=$build_dir/bench/corolock_bench_topology  # read by lib/topology_bench.sh
 built=$SECONDS
 
 rm -rf "$run_dir"

@@ -62,7 +62,7 @@ run_topology() {
 
   # C1 in paired rounds; the order alternates as in S1/S2.
   echo "bench: C1 (cluster throughput) in $rounds rounds, each beside a 50-client redis-benchmark --cluster sample"
-  local ratios=() c1_cycles=() c1_samples=()
+  local ratios=() c1_cycles=() c1_samples=() c1_cpus=()
   c1_round() {
     topology_flush
     timeout 60 "$bench_topology" --cluster "$url" --cycles --seconds "$seconds" \
@@ -80,15 +80,18 @@ run_topology() {
     # --cluster prints the nodes it found before the CSV.
     ops=$(awk -F'","' '/^"test"/ { h = NR } h && NR == h + 1 { print $2 }' "$dir/evalsha_c50_cluster.$round.csv")
     c1_cycles+=("$cps")
+    c1_cpus+=("$(topology_value "$dir/c1.$round.tsv" client_cpu_us_per_cycle)")
     c1_samples+=("$ops")
     [[ -n $cps && -n $ops ]] && ratios+=("$(awk -v c="$cps" -v o="$ops" 'BEGIN { print 2 * c / o }')")
   done
-  local c1_ratio c1_cps c1_ops
+  local c1_ratio c1_cps c1_ops c1_cpu
+  c1_cpu=$(printf '%s\n' "${c1_cpus[@]}" | topology_median)
   c1_ratio=$(printf '%s\n' "${ratios[@]}" | topology_median)
   c1_cps=$(printf '%s\n' "${c1_cycles[@]}" | topology_median)
   c1_ops=$(printf '%s\n' "${c1_samples[@]}" | topology_median)
   echo "bench:   C1 rounds (cycles/s, EVALSHA/s): $(paste -d, <(printf '%s\n' "${c1_cycles[@]}") <(printf '%s\n' "${c1_samples[@]}") | paste -sd' ')"
-  echo "bench:   C1 2 x cycles/s / EVALSHA/s = ${c1_ratio:-n/a} (median of ${#ratios[@]} rounds)"
+  echo "bench:   C1 2 x cycles/s / EVALSHA/s = ${c1_ratio:-n/a} (median of ${#ratios[@]} rounds)," \
+    "client CPU ${c1_cpu:-n/a} us per cycle"
 
   # C2: the lock's primary, PING there beside each round.
   lock=bench:c2:$$
@@ -138,7 +141,8 @@ run_topology() {
     printf '{"mode": "%s", "cluster_replicas_per_primary": %s,\n' "$mode" "$replicas"
     printf ' "c1": {"cycles_over_half_evalsha_median": %s, "cycles_per_s_median": %s, "evalsha_c50_cluster_ops_per_s_median": %s,\n' \
       "${c1_ratio:-null}" "${c1_cps:-null}" "${c1_ops:-null}"
-    printf '        "round_ratios": [%s]},\n' "$(IFS=,; echo "${ratios[*]}")"
+    printf '        "client_cpu_us_per_cycle_median": %s, "round_ratios": [%s]},\n' \
+      "${c1_cpu:-null}" "$(IFS=,; echo "${ratios[*]}")"
     printf ' "c2": {"handoff_over_ping_median": %s, "handoff_cross_process_over_ping_median": %s,\n' \
       "${c2_ratio:-null}" "${c2_cross_ratio:-null}"
     printf '        "handoff_p50_us_median": %s, "handoff_cross_process_p50_us_median": %s, "ping_p50_us_median": %s},\n' \
