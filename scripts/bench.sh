@@ -3,7 +3,8 @@
 # redis-benchmark's figures for the same server, so that results read as
 # ratios. Benchmarks are not tests: nothing here fails on a slow figure.
 #
-#   scripts/bench.sh                 # full run (about 140 seconds after the build)
+#   scripts/bench.sh                 # full run (about 140 seconds after the build,
+#                                    # and about 100 more for the topology scenarios)
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
