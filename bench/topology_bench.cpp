@@ -291,59 +291,58 @@ void cluster_handoff(const std::string& self, const std::string& url, const std:
 std::string lock_key(const std::string& name) { return "corolock:{" + name + "}"; }
 
 struct failover_figures {
-    double first_grant_ms = NAN;  // kill -> first grant on the contended lock
-    double lost_ms = NAN;         // kill -> lost signal of the forgotten lock
+    double first_grant_ms = NAN;      // kill -> first grant on the contended lock
+    double lost_ms = NAN;             // kill -> lost signal of the forgotten lock
     double forgotten_grant_ms = NAN;  // kill -> its waiter's grant
 };
 
+// What the tasks of one repetition share. Held by each task, so that none
+// outlives it whatever way failover_once leaves.
+struct failover_state {
+    bool stop = false;
+    std::int64_t killed = 0, first_after = 0, forgotten_granted = 0;
+    int busy_left = 0;
+    bool waiter_done = true;
+};
+
 // A contender on the busy lock: acquire, hold 20 ms, release, until stop.
-asio::awaitable<void> busy_task(corolock::backend& b, std::int64_t& first_after, const std::int64_t& killed,
-                                const bool& stop) {
-    corolock::mutex m{b, "busy"};
-    for (int i = 0; i < 100'000 && !stop; ++i) {
+asio::awaitable<void> busy_task(corolock::mutex m, std::shared_ptr<failover_state> st) {
+    for (int i = 0; i < 100'000 && !st->stop; ++i) {
         auto [ec, g] = co_await m.async_acquire({.lease = 3s, .wait = 20s}, use_nothrow);
         const auto t = now_ns();
         if (ec) {
             co_await sleep_for(20ms);
             continue;
         }
-        if (killed != 0 && t > killed && first_after == 0) first_after = t;
+        if (st->killed != 0 && t > st->killed && st->first_after == 0) st->first_after = t;
         co_await sleep_for(20ms);
         co_await g.async_release(use_nothrow);
     }
 }
 
-asio::awaitable<void> failover_once(corolock::test::sentinel_fleet& fleet, failover_figures& out) {
-    auto ex = co_await asio::this_coro::executor;
-    corolock::backend holder(ex, fleet.url());
-    corolock::backend other(ex, fleet.url());
-    bool stop = false;
-    std::int64_t killed = 0, first_after = 0;
-    int busy_left = 4;
-    for (int t = 0; t < 4; ++t)
-        asio::co_spawn(ex, busy_task(t % 2 ? other : holder, first_after, killed, stop),
-                       [&busy_left](std::exception_ptr) { --busy_left; });
+// Waits on the forgotten lock from the other backend.
+asio::awaitable<void> forgotten_waiter(corolock::mutex m, std::shared_ptr<failover_state> st) {
+    auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 30s}, use_nothrow);
+    if (!ec) {
+        st->forgotten_granted = now_ns();
+        co_await g.async_release(use_nothrow);
+    }
+    st->waiter_done = true;
+}
 
+asio::awaitable<void> failover_steps(corolock::test::sentinel_fleet& fleet, corolock::backend& holder,
+                                     corolock::backend& other, std::shared_ptr<failover_state> sp,
+                                     failover_figures& out) {
+    auto ex = co_await asio::this_coro::executor;
+    auto& st = *sp;
     // The forgotten lock: held with a long lease (its first renewal is far
     // away, so only the re-verification after the failover can tell), and
     // waited on from the other backend.
     corolock::mutex held_m{holder, "moved"};
     auto [hec, held] = co_await held_m.async_acquire({.lease = 60s, .wait = 10s}, use_nothrow);
     if (hec) throw std::runtime_error("acquire before the failover: " + hec.message());
-    std::int64_t forgotten_granted = 0;
-    bool waiter_done = false;
-    asio::co_spawn(
-        ex,
-        [&]() -> asio::awaitable<void> {
-            corolock::mutex m{other, "moved"};
-            auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 30s}, use_nothrow);
-            if (!ec) {
-                forgotten_granted = now_ns();
-                co_await g.async_release(use_nothrow);
-            }
-            waiter_done = true;
-        },
-        asio::detached);
+    st.waiter_done = false;
+    asio::co_spawn(ex, forgotten_waiter(corolock::mutex{other, "moved"}, sp), asio::detached);
     co_await sleep_for(1s);  // contention under way, the waiter subscribed
 
     // As a promoted replica that missed the primary's last writes would:
@@ -352,21 +351,41 @@ asio::awaitable<void> failover_once(corolock::test::sentinel_fleet& fleet, failo
         fleet.server(i).cmd({"CONFIG", "SET", "replica-read-only", "no"});
         fleet.server(i).cmd({"DEL", lock_key("moved"), lock_key("moved") + ":fence"});
     }
-    killed = now_ns();
+    st.killed = now_ns();
     fleet.server(0).kill9();
 
     auto lost = co_await (held.async_until_lost(use_nothrow) || sleep_for(25s));
-    if (lost.index() == 0) out.lost_ms = static_cast<double>(now_ns() - killed) / 1e6;
-    for (int i = 0; i < 2500 && (first_after == 0 || !waiter_done); ++i) co_await sleep_for(10ms);
-    if (first_after != 0) out.first_grant_ms = static_cast<double>(first_after - killed) / 1e6;
-    if (forgotten_granted != 0) out.forgotten_grant_ms = static_cast<double>(forgotten_granted - killed) / 1e6;
-    stop = true;
-    for (int i = 0; i < 1000 && busy_left > 0; ++i) co_await sleep_for(10ms);
-    // Stopping completes what still waits (client_stopped); the tasks hold
-    // references into this frame, so it outlives them.
+    if (lost.index() == 0) out.lost_ms = static_cast<double>(now_ns() - st.killed) / 1e6;
+    for (int i = 0; i < 2500 && (st.first_after == 0 || !st.waiter_done); ++i) co_await sleep_for(10ms);
+    if (st.first_after != 0) out.first_grant_ms = static_cast<double>(st.first_after - st.killed) / 1e6;
+    if (st.forgotten_granted != 0)
+        out.forgotten_grant_ms = static_cast<double>(st.forgotten_granted - st.killed) / 1e6;
+}
+
+asio::awaitable<void> failover_once(corolock::test::sentinel_fleet& fleet, failover_figures& out) {
+    auto ex = co_await asio::this_coro::executor;
+    corolock::backend holder(ex, fleet.url());
+    corolock::backend other(ex, fleet.url());
+    auto st = std::make_shared<failover_state>();
+    for (int t = 0; t < 4; ++t) {
+        ++st->busy_left;
+        asio::co_spawn(ex, busy_task(corolock::mutex{t % 2 ? other : holder, "busy"}, st),
+                       [st](std::exception_ptr) { --st->busy_left; });
+    }
+    std::exception_ptr failed;
+    try {
+        co_await failover_steps(fleet, holder, other, st, out);
+    } catch (...) {
+        failed = std::current_exception();
+    }
+    // Stopping completes what still waits (client_stopped); then the tasks
+    // end within a few of their 20 ms steps.
+    st->stop = true;
+    for (int i = 0; i < 1000 && st->busy_left > 0; ++i) co_await sleep_for(10ms);
     holder.stop();
     other.stop();
-    for (int i = 0; i < 1000 && (busy_left > 0 || !waiter_done); ++i) co_await sleep_for(10ms);
+    for (int i = 0; i < 1000 && (st->busy_left > 0 || !st->waiter_done); ++i) co_await sleep_for(10ms);
+    if (failed) std::rethrow_exception(failed);
 }
 
 void sentinel_failover(int reps) {
