@@ -64,7 +64,8 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCOROLOCK_WERROR=OFF \
 cmake --build "$build_dir" -j "$jobs" --target corolock_bench corolock_bench_etcd corolock_bench_topology
 bench=$build_dir/bench/corolock_bench
 bench_etcd=$build_dir/bench/corolock_bench_etcd
-bench_topology=$build_dir/bench/corolock_bench_topology  # read by lib/topology_bench.sh
+# shellcheck disable=SC2034 # read by lib/topology_bench.sh
+bench_topology=$build_dir/bench/corolock_bench_topology
 built=$SECONDS
 
 rm -rf "$run_dir"

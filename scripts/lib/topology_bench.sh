@@ -16,6 +16,7 @@
 #     1 primary + 2 replicas + 3 Sentinels per repetition (test/support's
 #     sentinel_fleet settings) and SIGKILLs the primary.
 
+# shellcheck shell=bash disable=SC2154 # mode, build_dir, run_dir, bench...: bench.sh's
 # shellcheck source=throwaway_cluster.sh
 source scripts/lib/throwaway_cluster.sh
 
