@@ -8,13 +8,14 @@
 //       names, which hash all over the slots and so over every primary.
 //       Prints cycles_per_s; scripts/bench.sh pairs each round with a
 //       `redis-benchmark --cluster` sample of the acquire script.
-//   corolock_bench_topology --cluster URL --handoff --lock NAME --seconds S
+//   corolock_bench_topology --cluster URL --handoff --lock NAME --seconds S [--data FILE]
 //       C2: two worker processes x 4 coroutines contend for one lock, as S3
 //       does on one server: a handoff is one holder's release call -> the
 //       next holder's acquire returning. Across processes the waiter is
 //       woken by the sharded unlock message (SSUBSCRIBE/SPUBLISH) on the
 //       lock's primary. Prints handoff percentiles (all, and across
 //       processes); scripts/bench.sh puts them over PING's p50 on that node.
+//       FILE: the handoffs' CDF, for the plot.
 //   corolock_bench_topology --sentinel --reps N
 //       T1: N times: a fresh Sentinel deployment (test/support/sentinel_fleet:
 //       1 primary, 2 replicas, 3 Sentinels, down-after 1000 ms, failover
@@ -50,6 +51,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -232,7 +234,7 @@ asio::awaitable<void> handoff_worker(std::string url, std::string name, int task
 }
 
 void cluster_handoff(const std::string& self, const std::string& url, const std::string& name,
-                     double seconds) {
+                     double seconds, const std::string& data_file) {
     constexpr int processes = 2, tasks = 4;
     const std::int64_t start = now_ns() + 1'000'000'000;
     const std::int64_t end = start + static_cast<std::int64_t>(seconds * 1e9);
@@ -282,6 +284,16 @@ void cluster_handoff(const std::string& self, const std::string& url, const std:
     put("handoffs_cross_process", static_cast<double>(cross.size()));
     put("handoff_cross_process_p50_us", percentile(cross, 0.5));
     put("handoff_cross_process_p90_us", percentile(cross, 0.9));
+    if (!data_file.empty() && !all.empty()) {
+        // The CDF, for the plot (as S3's handoff_cdf.dat): at most ~2000 points.
+        std::sort(all.begin(), all.end());
+        std::ofstream out(data_file);
+        out << "# handoff_us cumulative_fraction (C2: 2 processes x 4 coroutines, one lock, cluster)\n";
+        const std::size_t step = std::max<std::size_t>(1, all.size() / 2000);
+        for (std::size_t i = 0; i < all.size(); i += step)
+            out << all[i] << ' ' << static_cast<double>(i + 1) / static_cast<double>(all.size()) << '\n';
+        out << all.back() << " 1\n";
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -457,7 +469,7 @@ int main(int argc, char** argv) {
                                                std::stoll(opt["start-ns"]), std::stoll(opt["end-ns"])),
                            done);
         } else if (has("handoff")) {
-            cluster_handoff(argv[0], url, opt["lock"], seconds);
+            cluster_handoff(argv[0], url, opt["lock"], seconds, opt["data"]);
             return 0;
         } else {
             throw std::invalid_argument("one of --cycles, --handoff, --sentinel");

@@ -1,7 +1,7 @@
 # Sourced by scripts/bench.sh: the Redis Cluster and Sentinel scenarios
 # (docs/benchmarks.md, "Topologies"), run by run_topology. Reads bench.sh's
-# mode, build_dir, run_dir, bench (corolock_bench, for the acquire script's
-# SCRIPT LOAD) and bench_topology (corolock_bench_topology).
+# mode, build_dir, run_dir, plots, update_docs, bench (corolock_bench, for
+# the acquire script's SCRIPT LOAD) and bench_topology (corolock_bench_topology).
 #
 #  C1 cluster throughput: 64 coroutines on one redis+cluster:// backend
 #     cycling over fresh names (spread over the three primaries), in paired
@@ -16,7 +16,7 @@
 #     1 primary + 2 replicas + 3 Sentinels per repetition (test/support's
 #     sentinel_fleet settings) and SIGKILLs the primary.
 
-# shellcheck shell=bash disable=SC2154 # mode, build_dir, run_dir, bench...: bench.sh's
+# shellcheck shell=bash disable=SC2154 # mode, build_dir, run_dir, bench, plots...: bench.sh's
 # shellcheck source=throwaway_cluster.sh
 source scripts/lib/throwaway_cluster.sh
 
@@ -104,7 +104,7 @@ run_topology() {
     timeout 120 redis-benchmark -h 127.0.0.1 -p "$node" --csv -t ping_mbulk -c 1 -n "$n_ping" \
       >"$dir/ping_c1_node.$round.csv" || echo "bench: C2 round $round: redis-benchmark failed" >&2
     timeout 120 "$bench_topology" --cluster "$url" --handoff --lock "$lock" --seconds "$c2_seconds" \
-      >"$dir/c2.$round.tsv" || echo "bench: C2 round $round failed" >&2
+      --data "$dir/c2_handoff_cdf.$round.dat" >"$dir/c2.$round.tsv" || echo "bench: C2 round $round failed" >&2
     local ping_us h50 x50
     ping_us=$(awk -F'","' 'NR == 2 { print $5 * 1000 }' "$dir/ping_c1_node.$round.csv")
     h50=$(topology_value "$dir/c2.$round.tsv" handoff_p50_us)
@@ -124,6 +124,34 @@ run_topology() {
   echo "bench:   C2 rounds (handoff p50 us, across processes p50 us, PING p50 us): $(paste -d, <(printf '%s\n' "${c2_p50s[@]}") <(printf '%s\n' "${c2_cross_p50s[@]}") <(printf '%s\n' "${pings[@]}") | paste -sd' ')"
   echo "bench:   C2 handoff p50 / PING p50 = ${c2_ratio:-n/a}, across processes ${c2_cross_ratio:-n/a}"
   throwaway_cluster_stop
+
+  # C2's plot: every round's handoff CDF, PING p50 on the lock's node marked.
+  if ((plots)) && [[ -n $c2_ping ]] && compgen -G "$dir/c2_handoff_cdf.*.dat" >/dev/null; then
+    local curves=() f n
+    for f in "$dir"/c2_handoff_cdf.*.dat; do
+      n=${f%.dat}
+      [[ -s $f ]] && curves+=("\"$f\" using 1:2 with lines lw 2 title \"round ${n##*.}\"")
+    done
+    timeout 60 gnuplot <<EOF || echo "bench: C2 plot failed" >&2
+set terminal pngcairo size 900,560 font "DejaVu Sans,11"
+set output "$run_dir/plots/cluster_handoff_cdf.png"
+set grid
+set key bottom right
+set title "C2: lock handoff on a 3-primary Redis Cluster, 2 processes x 4 coroutines on one lock"
+set xlabel "handoff: release called -> next acquire returns (microseconds, log scale)"
+set ylabel "fraction of handoffs"
+set logscale x
+set yrange [0:1.02]
+set arrow from $c2_ping, graph 0 to $c2_ping, graph 1 nohead lc rgb "#999999" dt 2
+set label "PING p50 on the lock's primary" at $c2_ping, graph 0.95 offset 0.5,0 tc rgb "#666666"
+plot $(IFS=,; echo "${curves[*]}")
+EOF
+    if ((update_docs)) && [[ -s $run_dir/plots/cluster_handoff_cdf.png ]]; then
+      mkdir -p docs/plots
+      cp "$run_dir/plots/cluster_handoff_cdf.png" docs/plots/
+      echo "bench: C2 plot copied to docs/plots/"
+    fi
+  fi
 
   # T1: the program starts and stops its own Sentinel deployments.
   echo "bench: T1 (Sentinel failover), $reps repetitions"
