@@ -3,26 +3,37 @@
 # redis-benchmark's figures for the same server, so that results read as
 # ratios. Benchmarks are not tests: nothing here fails on a slow figure.
 #
-#   scripts/bench.sh                 # full run (about 140 seconds after the build)
+#   scripts/bench.sh                 # full run (about 140 seconds after the build,
+#                                    # and about 100 more for the topology scenarios)
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
 #   COROLOCK_BENCH_S1_CPUS=shared scripts/bench.sh   # S1's CPU placement (below)
+#   scripts/bench.sh --topology      # only the Redis Cluster and Sentinel
+#                                    # scenarios C1, C2, T1 (about 100 s)
+#   scripts/bench.sh --no-topology   # everything but them
+#   COROLOCK_BENCH_CLUSTER_REPLICAS=1 scripts/bench.sh --topology
+#                                    # a replica per cluster primary (default 0)
 #
 # Writes BUILD_DIR/bench-results.json (its path is printed at the end),
 # BUILD_DIR/bench-run/ (raw redis-benchmark output, plot data, the Markdown
-# table) and BUILD_DIR/bench-run/plots/*.png, and prints a short table.
+# table) and BUILD_DIR/bench-run/plots/*.png, and prints a short table. The
+# topology scenarios (after the rest, or alone with --topology) write
+# BUILD_DIR/bench-topology-results.json and BUILD_DIR/bench-run/topology/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=full
 update_docs=0
+topology=1  # 0: skip the topology scenarios; 2: run only them
 for arg in "$@"; do
   case $arg in
     --quick) mode=quick ;;
     --smoke) mode=smoke ;;  # seconds: checks this script end to end
     --update-docs) update_docs=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--update-docs]" >&2; exit 64 ;;
+    --topology) topology=2 ;;
+    --no-topology) topology=0 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--update-docs] [--topology | --no-topology]" >&2; exit 64 ;;
   esac
 done
 
@@ -50,9 +61,11 @@ fi
 # warning should not stop a measurement.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCOROLOCK_WERROR=OFF \
   -DCOROLOCK_BUILD_TESTS=OFF -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF >/dev/null
-cmake --build "$build_dir" -j "$jobs" --target corolock_bench corolock_bench_etcd
+cmake --build "$build_dir" -j "$jobs" --target corolock_bench corolock_bench_etcd corolock_bench_topology
 bench=$build_dir/bench/corolock_bench
 bench_etcd=$build_dir/bench/corolock_bench_etcd
+# shellcheck disable=SC2034 # read by lib/topology_bench.sh
+bench_topology=$build_dir/bench/corolock_bench_topology
 built=$SECONDS
 
 rm -rf "$run_dir"
@@ -61,6 +74,14 @@ mkdir -p "$run_dir/plots"
 # shellcheck source=lib/throwaway_redis.sh
 source scripts/lib/throwaway_redis.sh
 trap throwaway_redis_stop EXIT
+# shellcheck source=lib/topology_bench.sh
+source scripts/lib/topology_bench.sh
+if ((topology == 2)); then
+  status=0
+  run_topology || status=$?
+  echo "bench: build $((built - started)) s, run $((SECONDS - built)) s"
+  exit "$status"
+fi
 throwaway_redis_start "$run_dir"
 echo "bench: redis-server on 127.0.0.1:$REDIS_PORT (pid $REDIS_PID)"
 
@@ -284,6 +305,10 @@ EOF
     cp "$run_dir/plots/handoff_cdf.png" "$run_dir/plots/cycles_vs_coroutines.png" docs/plots/
     echo "bench: plots copied to docs/plots/"
   fi
+fi
+
+if ((topology)); then
+  run_topology || status=1
 fi
 
 echo "bench: results in $results"

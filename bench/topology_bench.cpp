@@ -1,0 +1,484 @@
+// corolock_bench_topology: the Redis Cluster and Sentinel scenarios of
+// scripts/bench.sh (docs/benchmarks.md, "Topologies"). Like corolock_bench,
+// it measures and reports; it never fails on a slow figure.
+//
+//   corolock_bench_topology --cluster URL --cycles --seconds S [--coroutines N]
+//       C1: N coroutines (64, as S2) on one corolock::backend opened with
+//       the redis+cluster:// URL, each cycling acquire -> release on fresh
+//       names, which hash all over the slots and so over every primary.
+//       Prints cycles_per_s; scripts/bench.sh pairs each round with a
+//       `redis-benchmark --cluster` sample of the acquire script.
+//   corolock_bench_topology --cluster URL --handoff --lock NAME --seconds S [--data FILE]
+//       C2: two worker processes x 4 coroutines contend for one lock, as S3
+//       does on one server: a handoff is one holder's release call -> the
+//       next holder's acquire returning. Across processes the waiter is
+//       woken by the sharded unlock message (SSUBSCRIBE/SPUBLISH) on the
+//       lock's primary. Prints handoff percentiles (all, and across
+//       processes); scripts/bench.sh puts them over PING's p50 on that node.
+//       FILE: the handoffs' CDF, for the plot.
+//   corolock_bench_topology --sentinel --reps N
+//       T1: N times: a fresh Sentinel deployment (test/support/sentinel_fleet:
+//       1 primary, 2 replicas, 3 Sentinels, down-after 1000 ms, failover
+//       timeout 2000 ms, quorum 2), locks held and waited on, SIGKILL of the
+//       primary; the time from the kill to the first new grant and to the
+//       lost signal of a lock the promoted replica did not have.
+//   corolock_bench_topology --cluster URL --worker --lock NAME --tasks N
+//                           --task-base B --start-ns S --end-ns E
+//       Internal: one C2 contender process.
+//
+// Output: "key<TAB>value" lines on stdout. Everything talks to 127.0.0.1.
+#include "process.hpp"
+
+#include "support/sentinel_fleet.hpp"
+
+#include <corolock/corolock.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+std::int64_t now_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000LL + ts.tv_nsec;
+}
+
+double percentile(std::vector<double> v, double q) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    const auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+void put(const std::string& key, double v) { std::cout << key << '\t' << v << std::endl; }
+
+asio::awaitable<void> sleep_for(std::chrono::nanoseconds d) {
+    asio::steady_timer t(co_await asio::this_coro::executor, d);
+    co_await t.async_wait(use_nothrow);
+}
+
+// User + system CPU time of this process, in seconds.
+double cpu_seconds() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+std::string run_id() { return std::to_string(::getpid()) + "-" + std::to_string(now_ns() % 1'000'000'000); }
+
+// ---------------------------------------------------------------------------
+// C1: uncontended cycles over names spread across the primaries.
+
+struct cycler {
+    std::uint64_t cycles = 0;
+    std::string error;
+};
+
+asio::awaitable<void> cycle_loop(corolock::backend& b, std::string prefix, std::int64_t end_ns,
+                                 cycler& out) {
+    const corolock::lock_options opts{.lease = 30s, .wait = 10s};
+    for (std::uint64_t i = 0; i < 100'000'000 && now_ns() < end_ns; ++i) {
+        corolock::mutex m{b, prefix + std::to_string(i)};
+        auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
+        if (ec) {
+            out.error = "acquire: " + ec.message();
+            co_return;
+        }
+        auto [rec] = co_await g.async_release(use_nothrow);
+        if (rec) {
+            out.error = "release: " + rec.message();
+            co_return;
+        }
+        ++out.cycles;
+    }
+}
+
+// Runs n cycle loops until end_ns; the cycles done, or throws.
+asio::awaitable<std::uint64_t> cycle_for(corolock::backend& b, std::size_t n, std::string prefix,
+                                         std::int64_t end_ns) {
+    auto ex = co_await asio::this_coro::executor;
+    std::vector<cycler> results(n);
+    auto left = std::make_shared<std::size_t>(n);
+    for (std::size_t i = 0; i < n; ++i)
+        asio::co_spawn(ex, cycle_loop(b, prefix + std::to_string(i) + ":", end_ns, results[i]),
+                       [left](std::exception_ptr) { --*left; });
+    // Each loop ends its cycle in progress after end_ns: bounded by the
+    // command timeouts, 20 s is ample.
+    for (int i = 0; i < 2000 && *left > 0; ++i) co_await sleep_for(10ms);
+    if (*left > 0) throw std::runtime_error("cycling coroutines did not finish");
+    std::uint64_t cycles = 0;
+    for (const auto& r : results) {
+        if (!r.error.empty()) throw std::runtime_error(r.error);
+        cycles += r.cycles;
+    }
+    co_return cycles;
+}
+
+asio::awaitable<void> cluster_cycles(std::string url, double seconds, std::size_t coroutines) {
+    auto ex = co_await asio::this_coro::executor;
+    corolock::backend b(ex, url);
+    const auto id = run_id();
+    // Warm-up: every primary's connection, the scripts loaded on each.
+    co_await cycle_for(b, 16, "bench:c1:warm:" + id + ":", now_ns() + 300'000'000);
+    const auto t0 = now_ns();
+    const double cpu0 = cpu_seconds();
+    const auto cycles = co_await cycle_for(b, coroutines, "bench:c1:" + id + ":",
+                                           t0 + static_cast<std::int64_t>(seconds * 1e9));
+    const double s = static_cast<double>(now_ns() - t0) / 1e9;
+    const double cpu = cpu_seconds() - cpu0;
+    b.stop();
+    put("coroutines", static_cast<double>(coroutines));
+    put("cycles", static_cast<double>(cycles));
+    put("seconds", s);
+    put("cycles_per_s", static_cast<double>(cycles) / s);
+    // As S2's client_cpu_us_per_cycle: the client's own cost.
+    put("client_cpu_us_per_cycle", cycles ? cpu * 1e6 / static_cast<double>(cycles) : NAN);
+}
+
+// ---------------------------------------------------------------------------
+// C2: handoff on one lock between two processes.
+
+struct handoff_event {
+    std::uint64_t token;
+    int task;
+    std::int64_t acquired_ns, release_ns;
+};
+
+asio::awaitable<void> handoff_task(corolock::backend& b, std::string name, int task,
+                                   std::int64_t end_ns, std::vector<handoff_event>& events,
+                                   std::string& error) {
+    corolock::mutex m{b, name};  // a handle of its own: a distinct owner
+    const corolock::lock_options opts{.lease = 10s, .wait = 5s};
+    for (int i = 0; i < 1'000'000 && now_ns() < end_ns; ++i) {
+        auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
+        const auto acquired = now_ns();
+        if (ec) {
+            error = "acquire: " + ec.message();
+            co_return;
+        }
+        const auto token = g.token();
+        const auto released = now_ns();
+        auto [rec] = co_await g.async_release(use_nothrow);
+        if (rec) {
+            error = "release: " + rec.message();
+            co_return;
+        }
+        events.push_back({token, task, acquired, released});
+    }
+}
+
+asio::awaitable<void> handoff_worker(std::string url, std::string name, int tasks, int task_base,
+                                     std::int64_t start_ns, std::int64_t end_ns) {
+    auto ex = co_await asio::this_coro::executor;
+    corolock::backend b(ex, url);
+    {
+        // Connected (and the scripts loaded) before the start line: one
+        // cycle on a name of the same slot.
+        corolock::mutex m{b, name};
+        auto [ec, g] = co_await m.async_acquire({.lease = 10s, .wait = 5s}, use_nothrow);
+        if (!ec) co_await g.async_release(use_nothrow);
+    }
+    if (const auto wait = start_ns - now_ns(); wait > 0) co_await sleep_for(std::chrono::nanoseconds(wait));
+    std::vector<std::vector<handoff_event>> events(static_cast<std::size_t>(tasks));
+    std::vector<std::string> errors(static_cast<std::size_t>(tasks));
+    auto left = std::make_shared<int>(tasks);
+    for (int t = 0; t < tasks; ++t) {
+        const auto i = static_cast<std::size_t>(t);
+        asio::co_spawn(ex, handoff_task(b, name, task_base + t, end_ns, events[i], errors[i]),
+                       [left](std::exception_ptr) { --*left; });
+    }
+    for (int i = 0; i < 4000 && *left > 0; ++i) co_await sleep_for(10ms);
+    b.stop();
+    std::string out;
+    for (const auto& list : events)
+        for (const auto& e : list) {
+            out += "acq " + std::to_string(e.token) + ' ' + std::to_string(e.task) + ' ';
+            out += std::to_string(e.acquired_ns) + ' ' + std::to_string(e.release_ns) + '\n';
+        }
+    for (const auto& e : errors)
+        if (!e.empty()) out += "error " + e + '\n';
+    if (*left > 0) out += "error tasks did not finish\n";
+    std::cout << out << std::flush;
+}
+
+void cluster_handoff(const std::string& self, const std::string& url, const std::string& name,
+                     double seconds, const std::string& data_file) {
+    constexpr int processes = 2, tasks = 4;
+    const std::int64_t start = now_ns() + 1'000'000'000;
+    const std::int64_t end = start + static_cast<std::int64_t>(seconds * 1e9);
+    std::vector<bench::child> kids;
+    for (int p = 0; p < processes; ++p)
+        kids.push_back(bench::spawn_child(
+            {self, "--cluster", url, "--worker", "--lock", name, "--tasks", std::to_string(tasks),
+             "--task-base", std::to_string(p * tasks), "--start-ns", std::to_string(start),
+             "--end-ns", std::to_string(end)}));
+    bench::collect_children({&kids[0], &kids[1]},
+                            bench::clock::now() + std::chrono::nanoseconds(end - now_ns()) + 40s);
+    std::vector<handoff_event> events;
+    for (auto& k : kids) {
+        if (k.exit_status != 0) throw std::runtime_error("a handoff worker failed:\n" + k.out);
+        std::istringstream in(k.out);
+        for (std::string line; std::getline(in, line);) {
+            std::istringstream ls(line);
+            std::string kind;
+            ls >> kind;
+            if (kind == "error") throw std::runtime_error("handoff worker: " + line);
+            handoff_event e{};
+            if (kind == "acq" && ls >> e.token >> e.task >> e.acquired_ns >> e.release_ns)
+                events.push_back(e);
+        }
+    }
+    // Neighbours in token order are consecutive holders (as in S3).
+    std::sort(events.begin(), events.end(),
+              [](const handoff_event& a, const handoff_event& b) { return a.token < b.token; });
+    std::vector<double> all, cross;
+    std::uint64_t gaps = 0;
+    for (std::size_t i = 1; i < events.size(); ++i) {
+        const auto& prev = events[i - 1];
+        const auto& next = events[i];
+        if (next.acquired_ns < prev.acquired_ns) {
+            ++gaps;
+            continue;
+        }
+        const double us = static_cast<double>(next.acquired_ns - prev.release_ns) / 1e3;
+        all.push_back(us);
+        if (next.task / tasks != prev.task / tasks) cross.push_back(us);
+    }
+    put("acquisitions", static_cast<double>(events.size()));
+    put("token_gaps", static_cast<double>(gaps));
+    put("handoffs", static_cast<double>(all.size()));
+    put("handoff_p50_us", percentile(all, 0.5));
+    put("handoff_p90_us", percentile(all, 0.9));
+    put("handoffs_cross_process", static_cast<double>(cross.size()));
+    put("handoff_cross_process_p50_us", percentile(cross, 0.5));
+    put("handoff_cross_process_p90_us", percentile(cross, 0.9));
+    if (!data_file.empty() && !all.empty()) {
+        // The CDF, for the plot (as S3's handoff_cdf.dat): at most ~2000 points.
+        std::sort(all.begin(), all.end());
+        std::ofstream out(data_file);
+        out << "# handoff_us cumulative_fraction (C2: 2 processes x 4 coroutines, one lock, cluster)\n";
+        const std::size_t step = std::max<std::size_t>(1, all.size() / 2000);
+        for (std::size_t i = 0; i < all.size(); i += step)
+            out << all[i] << ' ' << static_cast<double>(i + 1) / static_cast<double>(all.size()) << '\n';
+        out << all.back() << " 1\n";
+    }
+}
+
+// ---------------------------------------------------------------------------
+// T1: Sentinel failover.
+
+// Keys of a lock, as docs/protocol.md lays them out.
+std::string lock_key(const std::string& name) { return "corolock:{" + name + "}"; }
+
+struct failover_figures {
+    double first_grant_ms = NAN;      // kill -> first grant on the contended lock
+    double lost_ms = NAN;             // kill -> lost signal of the forgotten lock
+    double forgotten_grant_ms = NAN;  // kill -> its waiter's grant
+};
+
+// What the tasks of one repetition share. Held by each task, so that none
+// outlives it whatever way failover_once leaves.
+struct failover_state {
+    bool stop = false;
+    std::int64_t killed = 0, first_after = 0, forgotten_granted = 0;
+    int busy_left = 0;
+    bool waiter_done = true;
+};
+
+// A contender on the busy lock: acquire, hold 20 ms, release, until stop.
+asio::awaitable<void> busy_task(corolock::mutex m, std::shared_ptr<failover_state> st) {
+    for (int i = 0; i < 100'000 && !st->stop; ++i) {
+        auto [ec, g] = co_await m.async_acquire({.lease = 3s, .wait = 20s}, use_nothrow);
+        const auto t = now_ns();
+        if (ec) {
+            co_await sleep_for(20ms);
+            continue;
+        }
+        if (st->killed != 0 && t > st->killed && st->first_after == 0) st->first_after = t;
+        co_await sleep_for(20ms);
+        co_await g.async_release(use_nothrow);
+    }
+}
+
+// Waits on the forgotten lock from the other backend.
+asio::awaitable<void> forgotten_waiter(corolock::mutex m, std::shared_ptr<failover_state> st) {
+    auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 30s}, use_nothrow);
+    if (!ec) {
+        st->forgotten_granted = now_ns();
+        co_await g.async_release(use_nothrow);
+    }
+    st->waiter_done = true;
+}
+
+asio::awaitable<void> failover_steps(corolock::test::sentinel_fleet& fleet, corolock::backend& holder,
+                                     corolock::backend& other, std::shared_ptr<failover_state> sp,
+                                     failover_figures& out) {
+    auto ex = co_await asio::this_coro::executor;
+    auto& st = *sp;
+    // The forgotten lock: held with a long lease (its first renewal is far
+    // away, so only the re-verification after the failover can tell), and
+    // waited on from the other backend.
+    corolock::mutex held_m{holder, "moved"};
+    auto [hec, held] = co_await held_m.async_acquire({.lease = 60s, .wait = 10s}, use_nothrow);
+    if (hec) throw std::runtime_error("acquire before the failover: " + hec.message());
+    st.waiter_done = false;
+    asio::co_spawn(ex, forgotten_waiter(corolock::mutex{other, "moved"}, sp), asio::detached);
+    co_await sleep_for(1s);  // contention under way, the waiter subscribed
+
+    // As a promoted replica that missed the primary's last writes would:
+    // writes to a replica are its own, never sent on.
+    for (std::size_t i = 1; i < fleet.servers(); ++i) {
+        fleet.server(i).cmd({"CONFIG", "SET", "replica-read-only", "no"});
+        fleet.server(i).cmd({"DEL", lock_key("moved"), lock_key("moved") + ":fence"});
+    }
+    st.killed = now_ns();
+    fleet.server(0).kill9();
+
+    auto lost = co_await (held.async_until_lost(use_nothrow) || sleep_for(25s));
+    if (lost.index() == 0) out.lost_ms = static_cast<double>(now_ns() - st.killed) / 1e6;
+    for (int i = 0; i < 2500 && (st.first_after == 0 || !st.waiter_done); ++i) co_await sleep_for(10ms);
+    if (st.first_after != 0) out.first_grant_ms = static_cast<double>(st.first_after - st.killed) / 1e6;
+    if (st.forgotten_granted != 0)
+        out.forgotten_grant_ms = static_cast<double>(st.forgotten_granted - st.killed) / 1e6;
+}
+
+asio::awaitable<void> failover_once(corolock::test::sentinel_fleet& fleet, failover_figures& out) {
+    auto ex = co_await asio::this_coro::executor;
+    corolock::backend holder(ex, fleet.url());
+    corolock::backend other(ex, fleet.url());
+    auto st = std::make_shared<failover_state>();
+    for (int t = 0; t < 4; ++t) {
+        ++st->busy_left;
+        asio::co_spawn(ex, busy_task(corolock::mutex{t % 2 ? other : holder, "busy"}, st),
+                       [st](std::exception_ptr) { --st->busy_left; });
+    }
+    std::exception_ptr failed;
+    try {
+        co_await failover_steps(fleet, holder, other, st, out);
+    } catch (...) {
+        failed = std::current_exception();
+    }
+    // Stopping completes what still waits (client_stopped); then the tasks
+    // end within a few of their 20 ms steps.
+    st->stop = true;
+    for (int i = 0; i < 1000 && st->busy_left > 0; ++i) co_await sleep_for(10ms);
+    holder.stop();
+    other.stop();
+    for (int i = 0; i < 1000 && (st->busy_left > 0 || !st->waiter_done); ++i) co_await sleep_for(10ms);
+    if (failed) std::rethrow_exception(failed);
+}
+
+void sentinel_failover(int reps) {
+    std::vector<double> grant, lost, forgotten;
+    for (int r = 0; r < reps; ++r) {
+        corolock::test::sentinel_fleet fleet;  // stops its processes by PID
+        asio::io_context ioc;
+        failover_figures f;
+        std::exception_ptr error;
+        asio::co_spawn(ioc, failover_once(fleet, f), [&](std::exception_ptr e) { error = e; });
+        ioc.run_for(60s);
+        if (error) std::rethrow_exception(error);
+        const auto n = std::to_string(r + 1);
+        put("rep" + n + "_first_grant_ms", f.first_grant_ms);
+        put("rep" + n + "_lost_ms", f.lost_ms);
+        put("rep" + n + "_forgotten_grant_ms", f.forgotten_grant_ms);
+        grant.push_back(f.first_grant_ms);
+        lost.push_back(f.lost_ms);
+        forgotten.push_back(f.forgotten_grant_ms);
+    }
+    auto summary = [](const std::string& key, std::vector<double> v) {
+        std::erase_if(v, [](double x) { return !std::isfinite(x); });
+        put(key + "_n", static_cast<double>(v.size()));
+        put(key + "_min", v.empty() ? NAN : *std::min_element(v.begin(), v.end()));
+        put(key + "_median", percentile(v, 0.5));
+        put(key + "_max", v.empty() ? NAN : *std::max_element(v.begin(), v.end()));
+    };
+    put("reps", reps);
+    summary("first_grant_ms", grant);
+    summary("lost_ms", lost);
+    summary("forgotten_grant_ms", forgotten);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::map<std::string, std::string> opt;
+    std::vector<std::string> flags;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--cycles" || a == "--handoff" || a == "--worker" || a == "--sentinel") {
+            flags.push_back(a.substr(2));
+        } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
+            opt[a.substr(2)] = argv[++i];
+        } else {
+            std::cerr << "usage: see the head of bench/topology_bench.cpp\n";
+            return 64;
+        }
+    }
+    const auto has = [&](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
+    const auto num = [&](const char* k, double dflt) { return opt.count(k) ? std::stod(opt[k]) : dflt; };
+    try {
+        if (has("sentinel")) {
+            sentinel_failover(static_cast<int>(std::clamp(num("reps", 5), 1.0, 20.0)));
+            return 0;
+        }
+        const std::string url = opt["cluster"];
+        if (url.rfind("redis+cluster://", 0) != 0) throw std::invalid_argument("--cluster redis+cluster://...");
+        const double seconds = std::clamp(num("seconds", 2), 0.1, 30.0);
+        asio::io_context ioc;
+        std::exception_ptr error;
+        const auto done = [&](std::exception_ptr e) { error = e; };
+        if (has("cycles")) {
+            asio::co_spawn(ioc, cluster_cycles(url, seconds, static_cast<std::size_t>(num("coroutines", 64))),
+                           done);
+        } else if (has("worker")) {
+            asio::co_spawn(ioc, handoff_worker(url, opt["lock"], static_cast<int>(num("tasks", 4)),
+                                               static_cast<int>(num("task-base", 0)),
+                                               std::stoll(opt["start-ns"]), std::stoll(opt["end-ns"])),
+                           done);
+        } else if (has("handoff")) {
+            cluster_handoff(argv[0], url, opt["lock"], seconds, opt["data"]);
+            return 0;
+        } else {
+            throw std::invalid_argument("one of --cycles, --handoff, --sentinel");
+        }
+        ioc.run_for(std::chrono::seconds(static_cast<int>(seconds) + 60));
+        if (error) std::rethrow_exception(error);
+        return 0;
+    } catch (const std::exception& e) {
+        std::cerr << "corolock_bench_topology: " << e.what() << "\n";
+        return 1;
+    }
+}
