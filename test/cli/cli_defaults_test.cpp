@@ -104,7 +104,7 @@ TEST_CASE("cli help: the overview lists every exit status", "[unit][cli]") {
     CHECK(contains(overview, "\n  " + std::to_string(status::signal_base) + "+N"));
 }
 
-TEST_CASE("cli: run takes a redis+sentinel:// URL; COMMAND gets it without secrets",
+TEST_CASE("cli: run takes a redis+sentinel:// URL, and COMMAND gets it without secrets",
           "[unit][cli]") {
     cli::parsed_command cmd;
     const std::string_view url =
