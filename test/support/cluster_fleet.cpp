@@ -73,17 +73,29 @@ cluster_fleet::cluster_fleet(cluster_fleet_options opts) : opts_(opts) {
                         "--cluster-node-timeout", std::to_string(opts_.node_timeout.count()),
                         // A replica may be promoted however long it was cut off.
                         "--cluster-replica-validity-factor", "0"};
+        if (opts_.tls) {
+            o.tls = true;
+            if (!nodes_.empty()) o.tls_files_from = nodes_[0]->dir();
+            o.extra_args.insert(o.extra_args.end(),
+                                {"--tls-cluster", "yes", "--tls-replication", "yes"});
+        }
         nodes_.push_back(std::make_unique<redis_server>(o));
     }
-    std::vector<std::string> argv{find_executable("redis-cli"), "--cluster", "create"};
+    std::vector<std::string> argv{find_executable("redis-cli")};
     if (argv[0].empty()) throw std::runtime_error("redis-cli not found on PATH");
-    for (auto& n : nodes_) argv.push_back("127.0.0.1:" + std::to_string(n->port()));
+    // With tls-cluster the bus port follows the TLS port: the nodes must
+    // meet by it.
+    if (opts_.tls) argv.insert(argv.end(), {"--tls", "--cacert", ca_file()});
+    argv.insert(argv.end(), {"--cluster", "create"});
+    for (auto& n : nodes_)
+        argv.push_back("127.0.0.1:" + std::to_string(opts_.tls ? n->tls_port() : n->port()));
     argv.insert(argv.end(), {"--cluster-replicas", std::to_string(opts_.replicas_per_primary),
                              "--cluster-yes"});
     child_process create(argv);
     const auto st = create.wait_for(opts_.ready_timeout);
     if (!st || child_process::exit_code(*st) != 0)
-        throw std::runtime_error("redis-cli --cluster create failed:\n" + create.output());
+        throw std::runtime_error("redis-cli --cluster create failed:\n" + create.output() +
+                                 nodes_.front()->log_tail(1500));
     if (!wait_ok(opts_.ready_timeout))
         throw std::runtime_error("the cluster did not reach cluster_state:ok in time:\n" +
                                  nodes_.front()->log_tail());
@@ -100,6 +112,7 @@ cluster_fleet::~cluster_fleet() {
 
 corolock::backend cluster_fleet::open_backend(boost::asio::any_io_executor ex) const {
     auto cfg = corolock::config::from_url(url());
+    if (opts_.tls) cfg.tls.ca_file = ca_file();
     cfg.command_timeout = 2s;
     cfg.connect_timeout = 2s;
     cfg.reconnect_min = 20ms;
@@ -110,13 +123,18 @@ corolock::backend cluster_fleet::open_backend(boost::asio::any_io_executor ex) c
 }
 
 std::string cluster_fleet::url() const {
-    return "redis+cluster://127.0.0.1:" + std::to_string(nodes_.at(0)->port()) +
-           ",127.0.0.1:" + std::to_string(nodes_.at(1)->port());
+    std::string out = opts_.tls ? "rediss+cluster://" : "redis+cluster://";
+    for (std::size_t i = 0; i < 2; ++i) {
+        const auto& n = *nodes_.at(i);
+        out += i == 0 ? "127.0.0.1:" : ",127.0.0.1:";
+        out += std::to_string(opts_.tls ? n.tls_port() : n.port());
+    }
+    return out;
 }
 
 redis_server* cluster_fleet::by_port(std::uint16_t port) {
     for (auto& n : nodes_)
-        if (n->port() == port) return n.get();
+        if (n->port() == port || (n->tls_port() != 0 && n->tls_port() == port)) return n.get();
     return nullptr;
 }
 
@@ -146,10 +164,10 @@ redis_server* cluster_fleet::replica_of(std::uint16_t primary_port) {
         if (!n->running() || n.get() == p) continue;
         try {
             for (const auto& l : parse_nodes(n->cmd1({"CLUSTER", "NODES"})))
-                if (l.port == n->port() && !l.primary) {
+                if (by_port(l.port) == n.get() && !l.primary) {
                     // This node is a replica: of whom?
                     for (const auto& m : parse_nodes(n->cmd1({"CLUSTER", "NODES"})))
-                        if (m.id == l.primary_id && m.port == primary_port) return n.get();
+                        if (m.id == l.primary_id && by_port(m.port) == p) return n.get();
                 }
         } catch (const std::exception&) {
         }

@@ -26,6 +26,11 @@ struct cluster_fleet_options {
     // How long a node may be unreachable before the others fail it over.
     std::chrono::milliseconds node_timeout{1000};
     std::chrono::milliseconds ready_timeout{30'000};
+    // Every node also listens with TLS (one test CA for all) and talks TLS
+    // on the cluster bus and for replication (tls-cluster, tls-replication),
+    // so the cluster names its nodes by their TLS ports; the plain ports
+    // stay for the fixture's own cmd(). The cluster is created over TLS.
+    bool tls = false;
 };
 
 class cluster_fleet {
@@ -36,8 +41,12 @@ public:
     cluster_fleet(const cluster_fleet&) = delete;
     cluster_fleet& operator=(const cluster_fleet&) = delete;
 
-    // "redis+cluster://127.0.0.1:P1,127.0.0.1:P2" (two seeds).
+    // "redis+cluster://127.0.0.1:P1,127.0.0.1:P2" (two seeds); with tls,
+    // rediss+cluster:// and TLS ports.
     std::string url() const;
+    // With tls: the CA of every node's certificate, and one of none.
+    std::string ca_file() const { return nodes_.at(0)->ca_file(); }
+    std::string wrong_ca_file() const { return nodes_.at(0)->wrong_ca_file(); }
 
     // A lock backend on this cluster (as corolock::backend(ex, url()) opens
     // one), with the tests' short timeouts and fast reconnects.
@@ -48,7 +57,7 @@ public:
     // The node serving `slot` as primary now (asked of a live node), or
     // nullptr when none is known.
     redis_server* primary_of_slot(std::uint16_t slot);
-    redis_server* by_port(std::uint16_t port);
+    redis_server* by_port(std::uint16_t port);  // a plain or a TLS port
     // A replica of the primary on `port`, per that primary's ROLE... or
     // CLUSTER REPLICAS: nullptr when none.
     redis_server* replica_of(std::uint16_t primary_port);

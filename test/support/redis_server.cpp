@@ -313,7 +313,7 @@ subjectKeyIdentifier = hash
 [v3_server]
 basicConstraints = critical,CA:FALSE
 keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = serverAuth
+extendedKeyUsage = serverAuth,clientAuth
 subjectAltName = IP:127.0.0.1,DNS:localhost
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
@@ -363,7 +363,8 @@ redis_server::redis_server(redis_server_options opts)
     dir_ = make_temp_dir();
     log_file_ = dir_ + "/redis.log";
     try {
-        if (opts_.tls) generate_tls_files();
+        tls_dir_ = opts_.tls_files_from.empty() ? dir_ : opts_.tls_files_from;
+        if (opts_.tls && opts_.tls_files_from.empty()) generate_tls_files();
         // Another process can take the port between our check and the
         // server's bind; each such loss costs one more attempt.
         constexpr int attempts = 5;
@@ -396,10 +397,10 @@ std::string redis_server::url() const {
 
 pid_t redis_server::pid() const noexcept { return proc_ ? proc_->pid() : -1; }
 
-std::string redis_server::ca_file() const { return opts_.tls ? dir_ + "/ca.crt" : std::string(); }
+std::string redis_server::ca_file() const { return opts_.tls ? tls_dir_ + "/ca.crt" : std::string(); }
 
 std::string redis_server::wrong_ca_file() const {
-    return opts_.tls ? dir_ + "/wrong-ca.crt" : std::string();
+    return opts_.tls ? tls_dir_ + "/wrong-ca.crt" : std::string();
 }
 
 bool redis_server::running() const { return proc_ && proc_->running(); }
@@ -484,9 +485,9 @@ redis_server::start_result redis_server::start_once(deadline_type deadline) {
                                   "--logfile", log_file_});
     if (opts_.tls) {
         argv.insert(argv.end(), {"--tls-port", std::to_string(tls_port_),
-                                 "--tls-cert-file", dir_ + "/server.crt",
-                                 "--tls-key-file", dir_ + "/server.key",
-                                 "--tls-ca-cert-file", dir_ + "/ca.crt",
+                                 "--tls-cert-file", tls_dir_ + "/server.crt",
+                                 "--tls-key-file", tls_dir_ + "/server.key",
+                                 "--tls-ca-cert-file", tls_dir_ + "/ca.crt",
                                  "--tls-auth-clients", "no"});
     }
     if (!opts_.password.empty()) argv.insert(argv.end(), {"--requirepass", opts_.password});

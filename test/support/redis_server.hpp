@@ -29,6 +29,10 @@ struct redis_server_options {
     std::string acl_user;      // an extra ACL user with every permission
     std::string acl_password;  // its password (empty: nopass)
     bool tls = false;          // also listen with TLS; url() then points there
+    // With tls: use the CA, certificate and key already in this directory
+    // (another TLS server's dir(), which must outlive this one) instead of
+    // making new ones, so that a fleet's servers trust each other.
+    std::string tls_files_from;
     std::vector<std::string> extra_args;  // appended to redis-server's command line
     // Non-empty: run a Sentinel (redis-server CONF --sentinel) instead of a
     // server. These lines start its config file, written once in the
@@ -127,6 +131,7 @@ private:
     std::string redis_bin_;
     std::string dir_;
     std::string log_file_;
+    std::string tls_dir_;  // where ca.crt, server.crt, server.key are
     std::uint16_t port_ = 0;
     std::uint16_t tls_port_ = 0;
     std::unique_ptr<child_process> proc_;

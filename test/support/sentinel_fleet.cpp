@@ -31,16 +31,25 @@ std::size_t count_of(std::string_view text, std::string_view what) {
 
 sentinel_fleet::sentinel_fleet(sentinel_fleet_options opts) : opts_(std::move(opts)) {
     const auto deadline = clock_type::now() + opts_.ready_timeout;
-    servers_.push_back(std::make_unique<redis_server>());
-    const std::string primary_port = std::to_string(servers_[0]->port());
-    for (std::size_t i = 0; i < opts_.replicas; ++i) {
+    // With TLS, the first server makes the CA and certificate all share.
+    auto tls_options = [&] {
         redis_server_options o;
-        o.extra_args = {"--replicaof", "127.0.0.1", primary_port};
+        if (!opts_.tls) return o;
+        o.tls = true;
+        if (!servers_.empty()) o.tls_files_from = servers_[0]->dir();
+        o.extra_args = {"--tls-replication", "yes"};
+        return o;
+    };
+    servers_.push_back(std::make_unique<redis_server>(tls_options()));
+    const std::string primary_port = std::to_string(named_port(0));
+    for (std::size_t i = 0; i < opts_.replicas; ++i) {
+        auto o = tls_options();
+        o.extra_args.insert(o.extra_args.end(), {"--replicaof", "127.0.0.1", primary_port});
         servers_.push_back(std::make_unique<redis_server>(o));
     }
     const std::string& name = opts_.service;
     for (std::size_t i = 0; i < opts_.sentinels; ++i) {
-        redis_server_options o;
+        auto o = tls_options();
         o.sentinel_config = {
             "sentinel monitor " + name + " 127.0.0.1 " + primary_port + " " +
                 std::to_string(opts_.quorum),
@@ -105,10 +114,12 @@ std::string sentinel_fleet::url(const std::string& service) const {
 
 std::string sentinel_fleet::url(const std::string& service,
                                 const std::vector<std::size_t>& which) const {
-    std::string out = "redis+sentinel://";
+    std::string out = opts_.tls ? "rediss+sentinel://" : "redis+sentinel://";
     for (std::size_t k = 0; k < which.size(); ++k) {
         if (k > 0) out += ',';
-        out += "127.0.0.1:" + std::to_string(sentinels_.at(which[k])->port());
+        const auto& s = *sentinels_.at(which[k]);
+        out += "127.0.0.1:";
+        out += std::to_string(opts_.tls ? s.tls_port() : s.port());
     }
     return out + "/" + service;
 }
@@ -119,10 +130,15 @@ int sentinel_fleet::primary_index(std::size_t asked) const {
             sentinels_.at(asked)->cmd({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", opts_.service});
         if (addr.size() != 2) return -1;
         for (std::size_t i = 0; i < servers_.size(); ++i)
-            if (std::to_string(servers_[i]->port()) == addr[1]) return static_cast<int>(i);
+            if (std::to_string(named_port(i)) == addr[1]) return static_cast<int>(i);
     } catch (const std::exception&) {
     }
     return -1;
+}
+
+std::uint16_t sentinel_fleet::named_port(std::size_t i) const {
+    const auto& s = *servers_.at(i);
+    return opts_.tls ? s.tls_port() : s.port();
 }
 
 std::size_t sentinel_fleet::wait_for_failover(std::size_t old_primary,

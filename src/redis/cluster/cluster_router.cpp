@@ -428,6 +428,10 @@ void cluster_router::refresh_from(std::size_t i, bool slots_fallback) {
                 !ec && (slots_fallback ? slot_map::from_slots(r, at.host, m, why)
                                        : slot_map::from_shards(r, tls, at.host, m, why));
             if (!ok || m.empty()) {
+                if (ec) {
+                    self->refresh_error_ = ec;
+                    self->refresh_why_ = r.str;
+                }
                 self->front_.log().debug("cluster: no slot map from {}: {}", escaped{to_string(at)},
                                          ec ? ec.message() : why.empty() ? to_string(r) : why);
                 self->refresh_from(i + 1, false);
@@ -487,8 +491,18 @@ void cluster_router::expire_pending() {
         reply r;
         r.type = resp3_type::simple_error;
         r.str = "no node of the cluster answered with a slot map";
-        c->deliver(have_map_ ? error_code(error::cluster_down) : error_code(error::never_connected),
-                   std::move(r));
+        error_code code = have_map_ ? error::cluster_down : error::never_connected;
+        // No map yet because of something retrying will not fix: say so.
+        if (!have_map_ && (refresh_error_ == error::tls_handshake_failed ||
+                           refresh_error_ == error::auth_failed ||
+                           refresh_error_ == error::no_permission)) {
+            code = refresh_error_;
+            if (!refresh_why_.empty()) {
+                r.str += ": ";
+                r.str += refresh_why_;
+            }
+        }
+        c->deliver(code, std::move(r));
     }
 }
 

@@ -97,6 +97,11 @@ private:
     bool refreshing_ = false;
     bool refresh_again_ = false;
     int refresh_failures_ = 0;
+    // Why the last node asked for the map could not answer (a wrong
+    // certificate, credentials...): what commands waiting for a first map
+    // fail with, rather than a bare never_connected.
+    error_code refresh_error_;
+    std::string refresh_why_;
     std::vector<node_address> candidates_;
     boost::asio::steady_timer refresh_timer_;
     bool stopped_ = false;
