@@ -130,6 +130,41 @@ struct resume_on_exit {
     }
 };
 
+// A lock `m` takes with a long lease (the first renewal 20 s away, so that
+// only a failover trigger makes the client look again), replicated, then
+// forgotten by every replica: the one promoted next lacks it.
+asio::awaitable<corolock::guard> held_but_lost_on_replicas(sentinel_fleet& fleet,
+                                                           corolock::mutex& m) {
+    auto g = co_await m.acquire({.lease = 60s});
+    const bool both = co_await replicated(fleet, m.name());
+    REQUIRE(both);
+    forget_on_replicas(fleet, m.name());
+    co_return g;
+}
+
+struct switch_seen {
+    double lost_ms = 0;    // from SENTINEL FAILOVER to the lost signal
+    std::string old_role;  // the old primary's ROLE when it came
+};
+
+// SENTINEL FAILOVER through Sentinel 1, then the lost signal of `gone` (a
+// lock the promoted replica lacks) within 15 s. The old primary's role is
+// read at once: "master" means the Sentinels had not yet turned it into a
+// replica (which kills its clients), so only +switch-master can have moved
+// the client.
+asio::awaitable<switch_seen> fail_over_until_lost(sentinel_fleet& fleet, corolock::guard& gone) {
+    const long long failover_at = mono_ns();
+    fleet.sentinel(1).cmd({"SENTINEL", "FAILOVER", fleet.options().service});
+    auto lost = co_await (gone.async_until_lost(use_nothrow) || sleep_for(15s));
+    switch_seen seen{ms_since(failover_at), role_of(fleet.server(0))};
+    REQUIRE(lost.index() == 0);
+    CHECK(std::get<0>(lost) == std::tuple<error_code>{error::lock_lost});
+    INFO("the old primary says " << seen.old_role << " when the lost signal came, "
+                                 << seen.lost_ms << " ms after SENTINEL FAILOVER");
+    CHECK(seen.old_role == "master");
+    co_return seen;
+}
+
 }  // namespace
 
 TEST_CASE("sentinel failover: +switch-master alone moves the client off a live old primary",
@@ -140,35 +175,15 @@ TEST_CASE("sentinel failover: +switch-master alone moves the client off a live o
     corolock::client c(ioc.get_executor(), cfg_for(fleet));
     corolock::client other(ioc.get_executor(), cfg_for(fleet));
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        // Long leases: the first renewal is 20 s away, so only the switch
-        // can make the client look at the new primary before then.
         corolock::mutex kept_m(c, "switch-kept"), gone_m(c, "switch-gone");
         auto kept = co_await kept_m.acquire({.lease = 60s});
-        auto gone = co_await gone_m.acquire({.lease = 60s});
         {
-            const bool both = co_await replicated(fleet, "switch-kept");
-            REQUIRE(both);
+            const bool replicated_kept = co_await replicated(fleet, "switch-kept");
+            REQUIRE(replicated_kept);
         }
-        {
-            const bool both = co_await replicated(fleet, "switch-gone");
-            REQUIRE(both);
-        }
-        forget_on_replicas(fleet, "switch-gone");
+        auto gone = co_await held_but_lost_on_replicas(fleet, gone_m);
         REQUIRE(client_on(fleet.server(0)));
-
-        const long long failover_at = mono_ns();
-        fleet.sentinel(1).cmd({"SENTINEL", "FAILOVER", service});
-        auto lost = co_await (gone.async_until_lost(use_nothrow) || sleep_for(15s));
-        // Asked at once: the old primary was still a primary, so the
-        // Sentinels had not yet killed its clients; only their message can
-        // have moved the client.
-        const auto old_role = role_of(fleet.server(0));
-        const double lost_ms = ms_since(failover_at);
-        REQUIRE(lost.index() == 0);
-        CHECK(std::get<0>(lost) == std::tuple<error_code>{error::lock_lost});
-        INFO("the old primary says " << old_role << " when the lost signal came, " << lost_ms
-                                     << " ms after SENTINEL FAILOVER");
-        CHECK(old_role == "master");
+        const auto seen = co_await fail_over_until_lost(fleet, gone);
         const std::vector<std::size_t> every{0, 1, 2};  // a named local: g++ 12 and co_await
         const auto now = co_await promoted(fleet, 0, every);
         REQUIRE(now);
@@ -185,8 +200,9 @@ TEST_CASE("sentinel failover: +switch-master alone moves the client off a live o
               kept_m.owner_id());
         const auto rec = co_await kept.release();
         CHECK_FALSE(rec);
-        std::cout << "sentinel +switch-master: lost signal " << lost_ms
-                  << " ms after SENTINEL FAILOVER; the old primary then a " << old_role << "\n";
+        std::cout << "sentinel +switch-master: lost signal " << seen.lost_ms
+                  << " ms after SENTINEL FAILOVER; the old primary then a " << seen.old_role
+                  << "\n";
     }, 60s);
 }
 
@@ -200,12 +216,7 @@ TEST_CASE("sentinel failover: a -READONLY reply from a demoted primary moves the
     corolock::client c(ioc.get_executor(), cfg_for(fleet, 60s));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex held_m(c, "readonly-held");
-        auto held = co_await held_m.acquire({.lease = 60s});
-        {
-            const bool both = co_await replicated(fleet, "readonly-held");
-            REQUIRE(both);
-        }
-        forget_on_replicas(fleet, "readonly-held");
+        auto held = co_await held_but_lost_on_replicas(fleet, held_m);
         REQUIRE(client_on(fleet.server(0)));
 
         // The client follows failovers through the first Sentinel of its
@@ -262,15 +273,11 @@ TEST_CASE("sentinel failover: a paused Sentinel is left for another that reports
     corolock::client c(ioc.get_executor(), cfg_for(fleet, 300ms));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex gone_m(c, "keepalive-gone");
-        auto gone = co_await gone_m.acquire({.lease = 60s});
-        {
-            const bool both = co_await replicated(fleet, "keepalive-gone");
-            REQUIRE(both);
-        }
-        forget_on_replicas(fleet, "keepalive-gone");
+        auto gone = co_await held_but_lost_on_replicas(fleet, gone_m);
         {
             // The subscription goes to the URL's first Sentinel.
-            const bool subscribed = co_await eventually([&] { return subscribers_of(fleet, 0) == 1; }, 10s);
+            const bool subscribed =
+                co_await eventually([&] { return subscribers_of(fleet, 0) == 1; }, 10s);
             REQUIRE(subscribed);
         }
         fleet.sentinel(0).pause();
@@ -278,24 +285,17 @@ TEST_CASE("sentinel failover: a paused Sentinel is left for another that reports
         const long long paused_at = mono_ns();
         // Silent for 300 ms, then no answer to PING within command_timeout
         // (2 s): the subscription moves to the next Sentinel.
-        const bool moved = co_await eventually([&] { return subscribers_of(fleet, 1) == 1; }, 15s);
+        const bool moved =
+            co_await eventually([&] { return subscribers_of(fleet, 1) == 1; }, 15s);
         const double moved_ms = ms_since(paused_at);
         INFO("subscription on sentinel 1 " << moved_ms << " ms after pausing sentinel 0");
         REQUIRE(moved);
 
-        const long long failover_at = mono_ns();
-        fleet.sentinel(1).cmd({"SENTINEL", "FAILOVER", service});
-        auto lost = co_await (gone.async_until_lost(use_nothrow) || sleep_for(15s));
-        const auto old_role = role_of(fleet.server(0));
-        const double lost_ms = ms_since(failover_at);
-        REQUIRE(lost.index() == 0);
-        CHECK(std::get<0>(lost) == std::tuple<error_code>{error::lock_lost});
-        INFO("the old primary says " << old_role << " when the lost signal came, " << lost_ms
-                                     << " ms after SENTINEL FAILOVER");
-        // Still a primary: the new subscription's message moved the client.
-        CHECK(old_role == "master");
+        // Still a primary when the lost signal came: the new subscription's
+        // message moved the client.
+        const auto seen = co_await fail_over_until_lost(fleet, gone);
         std::cout << "sentinel keepalive: subscription moved " << moved_ms
-                  << " ms after the pause; lost signal " << lost_ms
+                  << " ms after the pause; lost signal " << seen.lost_ms
                   << " ms after SENTINEL FAILOVER\n";
     }, 60s);
 }
