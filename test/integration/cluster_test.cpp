@@ -1,7 +1,8 @@
 // A Redis Cluster as a lock backend (redis+cluster://): three primaries with
 // a replica each (support/cluster_fleet.hpp). Locks over names on every
 // primary, each lock's keys on its slot's primary, and the unlock message
-// sent by sharded pub/sub on the lock's shard only.
+// sent by sharded pub/sub on the lock's shard only (or, from a cluster
+// without CLUSTER SHARDS, as Redis 6 is, by classic pub/sub).
 #include <corolock/corolock.hpp>
 
 #include "redis/cluster/cluster_router.hpp"
@@ -14,18 +15,30 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
 using corolock::error_code;
 using corolock::detail::cluster::key_slot;
 using namespace corolock::test;
@@ -41,6 +54,112 @@ long info_field(redis_server& n, const std::string& field) {
     const auto at = text.find(field + ":");
     if (at == std::string::npos) return 0;
     return std::stol(text.substr(at + field.size() + 1));
+}
+
+// A seed node that looks like Redis 6 to the client: a TCP relay to a real
+// node that turns CLUSTER SHARDS (new in 7.0) into a subcommand the node
+// does not know, so that the node answers as Redis 6 would ("ERR unknown
+// subcommand"). Every other request, and every reply, passes unchanged and
+// in order. Only the client's seed connection goes through it: the slot map
+// then names the real nodes.
+using tcp = asio::ip::tcp;
+
+// The length of the request (an array of bulk strings) at the front of
+// `in`, its arguments in `args`; 0 while it is incomplete.
+std::size_t parse_request(std::string_view in, std::vector<std::string_view>& args) {
+    args.clear();
+    std::size_t pos = 0;
+    auto line = [&]() -> std::optional<std::string_view> {
+        const auto end = in.find("\r\n", pos);
+        if (end == std::string_view::npos) return std::nullopt;
+        const auto l = in.substr(pos, end - pos);
+        pos = end + 2;
+        return l;
+    };
+    auto number = [](std::string_view l, char type) {
+        std::size_t n = 0;
+        if (l.empty() || l[0] != type ||
+            std::from_chars(l.data() + 1, l.data() + l.size(), n).ec != std::errc{} ||
+            n > (1u << 20))
+            throw std::runtime_error("not a request");
+        return n;
+    };
+    const auto head = line();
+    if (!head) return 0;
+    const auto count = number(*head, '*');
+    for (std::size_t i = 0; i < count; ++i) {
+        const auto len_line = line();
+        if (!len_line) return 0;
+        const auto len = number(*len_line, '$');
+        if (in.size() < pos + len + 2) return 0;
+        args.push_back(in.substr(pos, len));
+        pos += len + 2;
+    }
+    return pos;
+}
+
+bool same_word(std::string_view a, std::string_view b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+        return std::toupper(static_cast<unsigned char>(x)) ==
+               std::toupper(static_cast<unsigned char>(y));
+    });
+}
+
+asio::awaitable<void> pass_replies(tcp::socket& from, tcp::socket& to) {
+    std::array<char, 4096> chunk;
+    for (;;) {
+        auto [ec, n] = co_await from.async_read_some(asio::buffer(chunk), use_nothrow);
+        if (ec) co_return;
+        auto [wec, written] = co_await asio::async_write(to, asio::buffer(chunk.data(), n),
+                                                         use_nothrow);
+        if (wec) co_return;
+    }
+}
+
+asio::awaitable<void> rewrite_requests(tcp::socket& from, tcp::socket& to, int& rewritten) {
+    std::array<char, 4096> chunk;
+    std::string pending;
+    std::vector<std::string_view> args;
+    for (;;) {
+        auto [ec, n] = co_await from.async_read_some(asio::buffer(chunk), use_nothrow);
+        if (ec) co_return;
+        pending.append(chunk.data(), n);
+        std::string out;
+        for (std::size_t used = 0; (used = parse_request(pending, args)) != 0;) {
+            if (args.size() == 2 && same_word(args[0], "CLUSTER") && same_word(args[1], "SHARDS")) {
+                ++rewritten;
+                out += "*2\r\n$7\r\nCLUSTER\r\n$7\r\nSHARDS6\r\n";
+            } else {
+                out.append(pending, 0, used);
+            }
+            pending.erase(0, used);
+        }
+        if (out.empty()) continue;
+        auto [wec, written] = co_await asio::async_write(to, asio::buffer(out), use_nothrow);
+        if (wec) co_return;
+    }
+}
+
+asio::awaitable<void> relay(tcp::socket client, std::uint16_t node, std::shared_ptr<int> rewritten) {
+    tcp::socket server(client.get_executor());
+    auto [ec] = co_await server.async_connect({asio::ip::make_address("127.0.0.1"), node},
+                                              use_nothrow);
+    if (ec) co_return;
+    try {
+        co_await (rewrite_requests(client, server, *rewritten) || pass_replies(server, client));
+    } catch (const std::exception&) {
+        // Bytes that are not a request: drop the connection.
+    }
+}
+
+asio::awaitable<void> accept_seeds(tcp::acceptor acceptor, std::uint16_t node,
+                                   std::shared_ptr<int> rewritten) {
+    for (int i = 0; i < 64; ++i) {
+        auto [ec, s] = co_await acceptor.async_accept(use_nothrow);
+        if (ec) co_return;
+        asio::co_spawn(acceptor.get_executor(), relay(std::move(s), node, rewritten),
+                       asio::detached);
+    }
 }
 
 }  // namespace
@@ -151,14 +270,12 @@ TEST_CASE("cluster: a release is delivered by the lock's shard only", "[cluster]
         const auto shard_sent_before =
             info_field(*owner, "cluster_stats_messages_publishshard_sent");
 
-        const auto waits_before = b.metrics().wait.count();
         const auto released = co_await ga.release();
         CHECK(released == error_code{});
         const bool granted = co_await eventually([&] { return done; }, 5s);
         REQUIRE(granted);
         REQUIRE(gb.has_value());
         CHECK(gb->token() > ga.token());
-        (void)waits_before;
 
         // No node sent or received a broadcast PUBLISH over the cluster bus;
         // the owner sent the message to its own replica only.
@@ -172,6 +289,66 @@ TEST_CASE("cluster: a release is delivered by the lock's shard only", "[cluster]
         const auto released_b = co_await gb->release();
         CHECK(released_b == error_code{});
     }, 30s);
+}
+
+TEST_CASE("cluster: a node without CLUSTER SHARDS (Redis 6) makes unlock messages classic pub/sub",
+          "[cluster][integration]") {
+    cluster_fleet fleet;
+    asio::io_context ioc;
+    tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+    const auto seed_port = acceptor.local_endpoint().port();
+    auto rewritten = std::make_shared<int>(0);
+    asio::co_spawn(ioc, accept_seeds(std::move(acceptor), fleet.node(0).port(), rewritten),
+                   asio::detached);
+    auto cfg = corolock::config::from_url("redis+cluster://127.0.0.1:" + std::to_string(seed_port));
+    cfg.command_timeout = 2s;
+    cfg.connect_timeout = 2s;
+    corolock::backend a(ioc.get_executor(), cfg);
+    corolock::backend b(ioc.get_executor(), cfg);
+    const std::string name = "redis6-release";
+    const corolock::detail::lock_keys keys(name);
+    const std::string channel(keys.channel());
+    auto* owner = fleet.primary_of_slot(key_slot(name));
+    REQUIRE(owner != nullptr);
+
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex ma(a, name);
+        corolock::mutex mb(b, name);
+        // Held for longer than the waiter waits: only the unlock message
+        // can grant the waiter in time.
+        auto ga = co_await ma.acquire({.lease = 30s});
+        std::optional<corolock::guard> gb;
+        bool done = false;
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                auto [ec, g] = co_await mb.async_acquire({.lease = 10s, .wait = 10s}, use_nothrow);
+                CHECK(ec == error_code{});
+                if (!ec) gb.emplace(std::move(g));
+                done = true;
+            },
+            asio::detached);
+        // The waiter subscribed with SUBSCRIBE (on the slot's primary), not
+        // SSUBSCRIBE.
+        const bool subscribed = co_await eventually(
+            [&] { return owner->cmd({"PUBSUB", "NUMSUB", channel}).at(1) == "1"; }, 5s);
+        REQUIRE(subscribed);
+        for (std::size_t i = 0; i < fleet.size(); ++i)
+            CHECK(fleet.node(i).cmd({"PUBSUB", "SHARDNUMSUB", channel}).at(1) == "0");
+        CHECK(*rewritten >= 2);  // each backend asked its seed for CLUSTER SHARDS
+        const auto broadcast_before = info_field(*owner, "cluster_stats_messages_publish_sent");
+
+        const auto released = co_await ga.release();
+        CHECK(released == error_code{});
+        const bool granted = co_await eventually([&] { return done; }, 12s);
+        REQUIRE(granted);
+        REQUIRE(gb.has_value());
+        CHECK(gb->token() > ga.token());
+        // The cost: the release's PUBLISH went to every node over the bus.
+        CHECK(info_field(*owner, "cluster_stats_messages_publish_sent") > broadcast_before);
+        const auto released_b = co_await gb->release();
+        CHECK(released_b == error_code{});
+    }, 40s);
 }
 
 TEST_CASE("cluster: corolock::client refuses a cluster URL and says what to use",
