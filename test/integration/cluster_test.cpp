@@ -162,6 +162,36 @@ asio::awaitable<void> accept_seeds(tcp::acceptor acceptor, std::uint16_t node,
     }
 }
 
+// A waiter for a held lock, started in the background: `got` holds its guard
+// once `done`.
+struct background_waiter {
+    std::optional<corolock::guard> got;
+    bool done = false;
+
+    void start(asio::io_context& ioc, corolock::mutex& m, std::chrono::milliseconds wait) {
+        asio::co_spawn(
+            ioc,
+            [this, &m, wait]() -> asio::awaitable<void> {
+                auto [ec, g] = co_await m.async_acquire({.lease = 10s, .wait = wait}, use_nothrow);
+                CHECK(ec == error_code{});
+                if (!ec) got.emplace(std::move(g));
+                done = true;
+            },
+            asio::detached);
+    }
+
+    // Releases `held` and expects this waiter to get the lock within
+    // `limit`, with a higher token.
+    asio::awaitable<void> takes_over(corolock::guard& held, std::chrono::milliseconds limit) {
+        const auto released = co_await held.release();
+        CHECK(released == error_code{});
+        const bool granted = co_await eventually([&] { return done; }, limit);
+        REQUIRE(granted);
+        REQUIRE(got.has_value());
+        CHECK(got->token() > held.token());
+    }
+};
+
 }  // namespace
 
 TEST_CASE("cluster: locks on every primary exclude each other and their tokens rise",
@@ -239,17 +269,8 @@ TEST_CASE("cluster: a release is delivered by the lock's shard only", "[cluster]
         corolock::mutex ma(a, name);
         corolock::mutex mb(b, name);
         auto ga = co_await ma.acquire({.lease = 10s});
-        std::optional<corolock::guard> gb;
-        bool done = false;
-        asio::co_spawn(
-            ioc,
-            [&]() -> asio::awaitable<void> {
-                auto [ec, g] = co_await mb.async_acquire({.lease = 10s, .wait = 20s}, use_nothrow);
-                CHECK(ec == error_code{});
-                if (!ec) gb.emplace(std::move(g));
-                done = true;
-            },
-            asio::detached);
+        background_waiter wb;
+        wb.start(ioc, mb, 20s);
         // The waiter's subscription is a shard channel on the slot's primary.
         const bool subscribed = co_await eventually(
             [&] {
@@ -270,12 +291,7 @@ TEST_CASE("cluster: a release is delivered by the lock's shard only", "[cluster]
         const auto shard_sent_before =
             info_field(*owner, "cluster_stats_messages_publishshard_sent");
 
-        const auto released = co_await ga.release();
-        CHECK(released == error_code{});
-        const bool granted = co_await eventually([&] { return done; }, 5s);
-        REQUIRE(granted);
-        REQUIRE(gb.has_value());
-        CHECK(gb->token() > ga.token());
+        co_await wb.takes_over(ga, 5s);
 
         // No node sent or received a broadcast PUBLISH over the cluster bus;
         // the owner sent the message to its own replica only.
@@ -286,7 +302,7 @@ TEST_CASE("cluster: a release is delivered by the lock's shard only", "[cluster]
                   broadcast_before[i]);
         }
         CHECK(info_field(*owner, "cluster_stats_messages_publishshard_sent") > shard_sent_before);
-        const auto released_b = co_await gb->release();
+        const auto released_b = co_await wb.got->release();
         CHECK(released_b == error_code{});
     }, 30s);
 }
@@ -317,17 +333,8 @@ TEST_CASE("cluster: a node without CLUSTER SHARDS (Redis 6) makes unlock message
         // Held for longer than the waiter waits: only the unlock message
         // can grant the waiter in time.
         auto ga = co_await ma.acquire({.lease = 30s});
-        std::optional<corolock::guard> gb;
-        bool done = false;
-        asio::co_spawn(
-            ioc,
-            [&]() -> asio::awaitable<void> {
-                auto [ec, g] = co_await mb.async_acquire({.lease = 10s, .wait = 10s}, use_nothrow);
-                CHECK(ec == error_code{});
-                if (!ec) gb.emplace(std::move(g));
-                done = true;
-            },
-            asio::detached);
+        background_waiter wb;
+        wb.start(ioc, mb, 10s);
         // The waiter subscribed with SUBSCRIBE (on the slot's primary), not
         // SSUBSCRIBE.
         const bool subscribed = co_await eventually(
@@ -338,15 +345,10 @@ TEST_CASE("cluster: a node without CLUSTER SHARDS (Redis 6) makes unlock message
         CHECK(*rewritten >= 2);  // each backend asked its seed for CLUSTER SHARDS
         const auto broadcast_before = info_field(*owner, "cluster_stats_messages_publish_sent");
 
-        const auto released = co_await ga.release();
-        CHECK(released == error_code{});
-        const bool granted = co_await eventually([&] { return done; }, 12s);
-        REQUIRE(granted);
-        REQUIRE(gb.has_value());
-        CHECK(gb->token() > ga.token());
+        co_await wb.takes_over(ga, 12s);
         // The cost: the release's PUBLISH went to every node over the bus.
         CHECK(info_field(*owner, "cluster_stats_messages_publish_sent") > broadcast_before);
-        const auto released_b = co_await gb->release();
+        const auto released_b = co_await wb.got->release();
         CHECK(released_b == error_code{});
     }, 40s);
 }
