@@ -328,4 +328,9 @@ error_code classify_server_error(std::string_view message) noexcept;
 // detail ("Host not found (authoritative)"); both read oddly after a colon.
 std::string describe_cause(const error_code& ec);
 
+// A connection attempt failed for a reason that retrying cannot fix: the
+// credentials, the ACL, the certificate or the server's version are wrong,
+// not the network. Commands then fail at once instead of waiting.
+bool retry_cannot_fix(const error_code& ec) noexcept;
+
 }  // namespace corolock::detail

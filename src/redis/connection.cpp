@@ -61,6 +61,11 @@ error_code classify_server_error(std::string_view message) noexcept {
     return error::server_error;
 }
 
+bool retry_cannot_fix(const error_code& ec) noexcept {
+    return ec == error::auth_failed || ec == error::no_permission ||
+           ec == error::tls_handshake_failed || ec == error::server_too_old;
+}
+
 std::string describe_cause(const error_code& ec) {
     namespace ae = asio::error;
     if (ec == ae::host_not_found || ec == ae::host_not_found_try_again ||
@@ -706,12 +711,10 @@ void client_impl::close_socket() noexcept {
 void client_impl::on_connect_failure(error_code ec) {
     last_connect_error_ = ec;
     if (last_connect_diagnostic_.empty()) last_connect_diagnostic_ = describe_cause(ec);
-    // Retrying cannot fix these: the credentials, the ACL, the database
-    // index, the certificate or the server's version are wrong, not the
-    // network. (A server that is fixed meanwhile is still found: the
-    // reconnecting goes on.)
-    last_connect_permanent_ = ec == error::auth_failed || ec == error::no_permission ||
-                              ec == error::tls_handshake_failed || ec == error::server_too_old ||
+    // Retrying cannot fix these, nor a failed handshake (SELECT of a
+    // database the server lacks) or no primary after one of them. (A server
+    // that is fixed meanwhile is still found: the reconnecting goes on.)
+    last_connect_permanent_ = retry_cannot_fix(ec) ||
                               ((ec == error::handshake_failed || ec == error::no_primary) &&
                                last_connect_permanent_);
     logger_->warn("connect to {} failed: {}{}{}", escaped{peer()}, ec.message(),

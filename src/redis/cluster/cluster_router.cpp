@@ -493,9 +493,7 @@ void cluster_router::expire_pending() {
         r.str = "no node of the cluster answered with a slot map";
         error_code code = have_map_ ? error::cluster_down : error::never_connected;
         // No map yet because of something retrying will not fix: say so.
-        if (!have_map_ && (refresh_error_ == error::tls_handshake_failed ||
-                           refresh_error_ == error::auth_failed ||
-                           refresh_error_ == error::no_permission)) {
+        if (!have_map_ && retry_cannot_fix(refresh_error_)) {
             code = refresh_error_;
             if (!refresh_why_.empty()) {
                 r.str += ": ";
