@@ -339,13 +339,7 @@ private:
         if (finished()) return;
         if (ec) return finish(ec);
         for (const auto& a : impl_->router()->primaries()) {
-            config cfg = impl_->cfg();
-            cfg.mode = topology::single;
-            cfg.nodes.clear();
-            cfg.host = a.host;
-            cfg.port = a.port;
-            auto n = std::make_shared<client_impl>(impl_->get_executor(), std::move(cfg),
-                                                   impl_->strand());
+            auto n = impl_->router()->make_node_client(a);
             n->start();
             nodes_.push_back(std::move(n));
         }

@@ -248,17 +248,21 @@ void cluster_router::route(const std::shared_ptr<routed>& c) {
     send_to(c, *to, false);
 }
 
-cluster_router::node& cluster_router::node_for(const node_address& a) {
-    const auto name = to_string(a);
-    auto it = nodes_.find(name);
-    if (it != nodes_.end()) return it->second;
+std::shared_ptr<client_impl> cluster_router::make_node_client(const node_address& a) const {
     config cfg = front_.cfg();
     cfg.mode = topology::single;
     cfg.nodes.clear();
     cfg.host = a.host;
     cfg.port = a.port;
+    return std::make_shared<client_impl>(front_.get_executor(), std::move(cfg), front_.strand());
+}
+
+cluster_router::node& cluster_router::node_for(const node_address& a) {
+    const auto name = to_string(a);
+    auto it = nodes_.find(name);
+    if (it != nodes_.end()) return it->second;
     node n;
-    n.client = std::make_shared<client_impl>(front_.get_executor(), std::move(cfg), front_.strand());
+    n.client = make_node_client(a);
     n.listener = std::make_shared<node_listener>(weak_from_this(), a);
     n.client->add_listener(n.listener);
     n.client->start();

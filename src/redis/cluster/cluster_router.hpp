@@ -57,8 +57,12 @@ public:
     // The cluster has sharded pub/sub (Redis 7: it answered CLUSTER SHARDS);
     // false once a node knew only CLUSTER SLOTS (Redis 6). Any thread.
     bool sharded_pubsub() const noexcept { return sharded_.load(std::memory_order_relaxed); }
-    // The map's primaries, for tests and logs. Strand only.
+    // The map's primaries, for tests, logs and listings. Strand only.
     std::vector<node_address> primaries() const { return map_.primaries(); }
+    // A client of one node, with the front's settings and strand; not
+    // started. The router's own connections, and corolock list's per-node
+    // SCANs, are made by it.
+    std::shared_ptr<client_impl> make_node_client(const node_address& a) const;
 
 private:
     class routed;
