@@ -44,10 +44,11 @@ class lock_backend;
 // What kind of lock a handle is, with its fixed parameters. Every kind
 // shares the core's tenure, guard, watchdog and lost signal; a backend that
 // offers only some kinds refuses the others in make_state().
+// Eight bytes: a Redis handle keeps it (a byte per waiter counts, S4).
 struct lock_spec {
     enum class kind_t : std::uint8_t { mutex, fair_mutex, shared_mutex, semaphore };
-    kind_t kind = kind_t::mutex;
     std::uint32_t capacity = 0;     // semaphore: the permits in all
+    kind_t kind = kind_t::mutex;
     bool writer_preference = true;  // shared_mutex: a waiting writer holds back new readers
 };
 

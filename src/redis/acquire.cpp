@@ -186,7 +186,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The attempt's script: this operation is the call, so an attempt
     // allocates nothing but its bytes.
     void arguments(detail::script_args& out) const override {
-        st->kind.acquire_arguments(*st, req, level, granted, out);
+        st->kind().acquire_arguments(*st, req, level, granted, out);
     }
 
     // The terms this acquire asks for, to begin or join a tenure with.
@@ -194,7 +194,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     void on_script_reply(error_code ec, reply r) override {
         detail::acquire_reply parsed;
-        if (!ec) ec = st->kind.parse_acquire_reply(r, parsed);
+        if (!ec) ec = st->kind().parse_acquire_reply(r, parsed);
         step([&] { on_attempt_reply(ec, parsed); });
     }
 
@@ -285,7 +285,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 sent_epoch = t->epoch;
             }
             sent = clock::now();
-            svc->run_script(st->kind.acquire_script(), shared_from_this(), /*idempotent=*/false);
+            svc->run_script(st->kind().acquire_script(), shared_from_this(), /*idempotent=*/false);
             return;
         case fsm::step::wait:
             wait_until(a.until);
@@ -508,7 +508,7 @@ void redis_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_
             op->complete(error::client_stopped, {});
             return;
         }
-        if (op->replica && !op->st->kind.confirms_replicas()) {
+        if (op->replica && !op->st->kind().confirms_replicas()) {
             c.note_error(error::invalid_argument,
                          "lock_options::replicas is offered by corolock::mutex only");
             op->complete(error::invalid_argument, {});

@@ -40,8 +40,11 @@ class lock_kind {
 public:
     using clock = std::chrono::steady_clock;
 
-    // The kind of a handle with this spec.
+    // The kind of a handle with this spec. Throws
+    // system_error(invalid_argument) for a kind Redis does not offer.
     static const lock_kind& for_spec(const lock_spec& spec);
+    // The same for a spec for_spec() accepted.
+    static const lock_kind& for_valid_spec(const lock_spec& spec) noexcept;
 
     // Acquire: one attempt for `level` of the state's owner, asking for
     // `lease` (at least the live tenure's on a re-entry).

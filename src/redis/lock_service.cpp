@@ -36,8 +36,9 @@ redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::string 
                                    const lock_spec& s)
     : lock_state(std::move(b), std::move(lock_name), random_owner_id()),
       keys(keys_for(name)),
-      spec(s),
-      kind(lock_kind::for_spec(s)) {}
+      spec(s) {
+    lock_kind::for_spec(s);  // throws for a kind Redis does not offer
+}
 
 lock_service::lock_service(std::shared_ptr<client_impl> c)
     : client_(c),
@@ -90,7 +91,7 @@ public:
           handler_(std::move(handler)) {}
 
     void arguments(script_args& out) const override {
-        st_->kind.release_arguments(*st_, level_, out);
+        st_->kind().release_arguments(*st_, level_, out);
     }
 
     void on_script_reply(error_code ec, reply r) override {
@@ -159,7 +160,7 @@ public:
           lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(lease_).count()) {}
 
     void arguments(script_args& out) const override {
-        st_->kind.renew_arguments(*st_, lease_ms_, out);
+        st_->kind().renew_arguments(*st_, lease_ms_, out);
     }
 
     void on_script_reply(error_code ec, reply r) override {
@@ -289,7 +290,7 @@ void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, st
     // Only a lock with local waiters can have a wake-up to hold back.
     const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
     if (tracked) handoffs_.on_release_sent(st->keys.channel());
-    run_script(st->kind.release_script(impl_.sharded_pubsub()),
+    run_script(st->kind().release_script(impl_.sharded_pubsub()),
                std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
                                               tracked, std::move(handler), direct, granted),
                /*idempotent=*/true);
@@ -484,7 +485,7 @@ void lock_service::verify_held() {
 }
 
 void lock_service::send_renewal(const std::shared_ptr<redis_lock_state>& st, bool priority) {
-    run_script(st->kind.renew_script(),
+    run_script(st->kind().renew_script(),
                std::make_shared<renew_call>(weak_from_this(), st, st->watch_id, clock::now()),
                /*idempotent=*/true, priority);
     impl_.metrics().add(impl_.metrics().renewals_sent);
@@ -641,9 +642,9 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     // and it would then remove that.
     auto job = work_->begin();
     script_args a;
-    st->kind.release_arguments(*st, std::nullopt, a);
+    st->kind().release_arguments(*st, std::nullopt, a);
     run_script(
-        st->kind.release_script(impl_.sharded_pubsub()), a.keys(), a.args(), true,
+        st->kind().release_script(impl_.sharded_pubsub()), a.keys(), a.args(), true,
         [work = work_, job](error_code, reply) mutable { work->end(job); },
         /*by_source=*/true);
 }

@@ -56,9 +56,11 @@ struct redis_lock_state final : lock_state {
     client_impl& client() const noexcept {
         return static_cast<const redis_backend&>(*backend).client();
     }
+    // The kind is found from the spec at each use (a switch), rather than
+    // kept: every byte here is a byte per waiter (S4).
+    const lock_kind& kind() const noexcept { return lock_kind::for_valid_spec(spec); }
     const lock_keys keys;
     const lock_spec spec;
-    const lock_kind& kind;
 };
 
 class lock_service : public connection_listener,

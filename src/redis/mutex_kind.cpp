@@ -70,15 +70,28 @@ error_code parse_lock_acquire_reply(const reply& r, acquire_reply& out) noexcept
     return {};
 }
 
-const lock_kind& lock_kind::for_spec(const lock_spec& spec) {
+namespace {
+// The kinds Redis offers, by lock_spec::kind_t; null: not offered.
+const lock_kind* find_kind(const lock_spec& spec) noexcept {
     switch (spec.kind) {
-    case lock_spec::kind_t::mutex: return the_mutex;
+    case lock_spec::kind_t::mutex: return &the_mutex;
     case lock_spec::kind_t::fair_mutex:
     case lock_spec::kind_t::shared_mutex:
     case lock_spec::kind_t::semaphore: break;
     }
+    return nullptr;
+}
+}  // namespace
+
+const lock_kind& lock_kind::for_spec(const lock_spec& spec) {
+    if (const auto* k = find_kind(spec)) return *k;
     throw boost::system::system_error(error::invalid_argument,
                                       "this lock kind is not offered on Redis yet");
+}
+
+const lock_kind& lock_kind::for_valid_spec(const lock_spec& spec) noexcept {
+    const auto* k = find_kind(spec);
+    return k ? *k : the_mutex;
 }
 
 }  // namespace corolock::detail
