@@ -23,9 +23,9 @@ jobs=${JOBS:-$(nproc)}
 # Debug (-O0 -g): a third of the compile time of an optimised build on two
 # cores (6 against 16 minutes for ASan), and the tests are bound by I/O.
 build_type=${BUILD_TYPE:-Debug}
-# The linker: lld, as CI's time is measured with (docs/reliability.md, "CI
-# time"); under ASan a test executable carries hundreds of MB of debug
-# information, which ld.bfd takes about 14 s of CPU to link and lld 5.
+# The linker: lld, which links the Debug test executables (hundreds of MB
+# of debug information under ASan) in a third of ld.bfd's CPU time
+# (docs/reliability.md, "CI time").
 linker=${LINKER:-lld}
 
 # Sanitizer run-time options, exported so that the worker processes the
