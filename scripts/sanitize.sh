@@ -11,16 +11,22 @@
 #   scripts/sanitize.sh asan       # only ASan + UBSan
 #   scripts/sanitize.sh tsan       # only TSan
 #   JOBS=4 scripts/sanitize.sh     # build and ctest parallelism
+#   LINKER=bfd scripts/sanitize.sh # another linker (-fuse-ld=; default lld)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh
+# lld: the linker these builds use (see linker= below).
+COROLOCK_EXTRA_PACKAGES="lld ${COROLOCK_EXTRA_PACKAGES:-}" scripts/setup.sh
 
 which=${1:-all}
 jobs=${JOBS:-$(nproc)}
 # Debug (-O0 -g): a third of the compile time of an optimised build on two
 # cores (6 against 16 minutes for ASan), and the tests are bound by I/O.
 build_type=${BUILD_TYPE:-Debug}
+# The linker: lld, which links the Debug test executables (hundreds of MB
+# of debug information under ASan) in a third of ld.bfd's CPU time
+# (docs/reliability.md, "CI time").
+linker=${LINKER:-lld}
 
 # Sanitizer run-time options, exported so that the worker processes the
 # fault tests start (and the CLI the cli tests run) report the same way.
@@ -37,7 +43,7 @@ run_asan() {
   local all=OFF
   [ "${ASAN_ALL:-0}" = 1 ] && all=ON
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
-    -DCOROLOCK_WERROR=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
+    -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
   cmake --build "$dir" -j "$jobs"
   # The fault tier (the longest under ASan), the acl entry (the
   # integration tier again, as a restricted user) and the cli scripts
@@ -60,7 +66,7 @@ run_tsan() {
   # Only what the two tiers need: the examples, tools and benchmarks are
   # single-threaded programs ASan already covers.
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON \
-    -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF -DCOROLOCK_BUILD_BENCH=OFF
+    -DCOROLOCK_LINKER="$linker" -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF -DCOROLOCK_BUILD_BENCH=OFF
   cmake --build "$dir" -j "$jobs" --target corolock_unit_tests corolock_threads_tests
   (cd "$dir" && ctest --output-on-failure -j "$jobs" -L '^(unit|threads)$')
 }
