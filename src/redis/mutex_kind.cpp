@@ -73,9 +73,9 @@ error_code parse_lock_acquire_reply(const reply& r, acquire_reply& out) noexcept
 const lock_kind& lock_kind::for_spec(const lock_spec& spec) {
     switch (spec.kind) {
     case lock_spec::kind_t::mutex: return the_mutex;
+    case lock_spec::kind_t::semaphore: return semaphore_kind();
     case lock_spec::kind_t::fair_mutex:
-    case lock_spec::kind_t::shared_mutex:
-    case lock_spec::kind_t::semaphore: break;
+    case lock_spec::kind_t::shared_mutex: break;
     }
     throw boost::system::system_error(error::invalid_argument,
                                       "this lock kind is not offered on Redis yet");

@@ -1,5 +1,7 @@
 #include "redis/semaphore_scripts.hpp"
 
+#include <corolock/semaphore.hpp>
+
 #include <string>
 
 namespace corolock::detail {

@@ -29,9 +29,5 @@ const script& semaphore_release_script(bool sharded = false);
 // KEYS lock hash; ARGV owner, lease ms (0: only check). A renew_status.
 const script& semaphore_renew_script();
 
-// The value of the hash's `kind` field.
-inline constexpr std::string_view semaphore_kind_name = "semaphore";
-// The largest capacity a semaphore may have (and so the most permits).
-inline constexpr std::uint32_t max_semaphore_capacity = 1'000'000;
 
 }  // namespace corolock::detail
