@@ -8,15 +8,16 @@
 // permits count like anyone's: acquiring more than are free waits, even
 // when the handle holds some.
 //
-// Waiting is driven by the name's unlock channel: a release wakes the local
-// waiters whose permits fit. Each wait is capped at the time until enough
+// Waiting is driven by the name's unlock channel: a release wakes every
+// local waiter, and those that fit get in. Each wait is capped at the time until enough
 // leases end, so a lost message costs at most that. The semaphore is not
 // fair: a waiter of many permits can wait while smaller ones get in.
 //
 // Every handle of one name should give the same capacity: each acquire is
 // checked against its own handle's, and a lower one revokes nothing
 // (docs/safety.md, "The semaphore"). Redis only: another backend refuses
-// the handle with error::invalid_argument.
+// the handle with error::invalid_argument. lock_options::replicas is the
+// mutex's only (an acquire asking for it fails with invalid_argument).
 #pragma once
 
 #include <corolock/backend.hpp>
