@@ -15,9 +15,6 @@
 
 #include "redis/scripts.hpp"
 
-#include <cstdint>
-#include <string_view>
-
 namespace corolock::detail {
 
 // KEYS lock hash, fence counter; ARGV owner, lease ms, level, permits,
@@ -28,6 +25,5 @@ const script& semaphore_acquire_script();
 const script& semaphore_release_script(bool sharded = false);
 // KEYS lock hash; ARGV owner, lease ms (0: only check). A renew_status.
 const script& semaphore_renew_script();
-
 
 }  // namespace corolock::detail
