@@ -437,6 +437,7 @@ int orchestrate(const cli& c) {
         {"S5", "RSS growth per held lock (all at once)", metric("s5_burst", "rss_per_lock_bytes"), "<=", 1024, "B"},
         {"S5", "leases lost while held", metric("s5", "lost"), "==", 0, ""},
         {"S6", "heap allocations per cycle (fresh name)", metric("s6", "allocations_per_cycle_fresh_name"), "<=", 10, ""},
+        {"SEM", "semaphore / mutex cycles/s, 64 coroutines", metric("sem", "ratio_fresh_median"), ">=", 0.8, "x"},
     };
     const double wall = std::chrono::duration<double>(clock::now() - t_start).count();
 
@@ -553,6 +554,9 @@ int orchestrate(const cli& c) {
          fmt(metric("s5", "live_heap_per_lock_bytes")) + " / " +
              fmt(metric("s5_burst", "live_heap_per_lock_bytes")), "", "");
     line("S5", "renewal commands per period", fmt(metric("s5", "commands_per_period")), "", "");
+    line("SEM", "cycles/s: mutex / semaphore / semaphore on one name",
+         fmt(metric("sem", "mutex_cycles_per_s")) + " / " + fmt(metric("sem", "sem_fresh_cycles_per_s")) +
+             " / " + fmt(metric("sem", "sem_one_cycles_per_s")), "", "");
     line("S6", "heap allocations per cycle (reused handle)",
          fmt(metric("s6", "allocations_per_cycle_reused_handle")), "", "");
     for (const auto& t : targets) {

@@ -30,8 +30,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 namespace bench {
 
@@ -136,17 +138,36 @@ struct cycle_result {
     std::vector<double> cycle_us;
 };
 
+// What a cycle acquires: a mutex, or one permit of a semaphore of
+// `capacity`, on a fresh name each cycle or (one_name) on the prefix itself.
+struct cycle_kind {
+    std::uint32_t capacity = 0;  // 0: a mutex
+    bool one_name = false;
+};
+
 // acquire + release on a fresh name each cycle; the handle is made inside
 // the cycle because a fresh name needs a fresh handle.
 asio::awaitable<void> cycle_loop(corolock::client& c, std::string prefix, clock::time_point end,
-                                 std::uint64_t max_cycles, cycle_result& out) {
+                                 std::uint64_t max_cycles, cycle_result& out,
+                                 cycle_kind kind = {}) {
     corolock::lock_options opts;
     opts.lease = 30s;
     opts.wait = 10s;  // fresh names are never held; this only bounds a fault
+    std::optional<corolock::semaphore> shared;
+    if (kind.one_name) shared.emplace(c, prefix, kind.capacity);
     for (std::uint64_t i = 0; i < max_cycles && clock::now() < end; ++i) {
         const auto t0 = clock::now();
-        corolock::mutex m{c, prefix + std::to_string(i)};
-        auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
+        corolock::error_code ec;
+        corolock::guard g;
+        if (shared) {
+            std::tie(ec, g) = co_await shared->async_acquire(1, opts, use_nothrow);
+        } else if (kind.capacity > 0) {
+            corolock::semaphore sem{c, prefix + std::to_string(i), kind.capacity};
+            std::tie(ec, g) = co_await sem.async_acquire(1, opts, use_nothrow);
+        } else {
+            corolock::mutex m{c, prefix + std::to_string(i)};
+            std::tie(ec, g) = co_await m.async_acquire(opts, use_nothrow);
+        }
         if (ec) {
             if (out.errors++ == 0) out.first_error = "acquire: " + ec.message();
             co_return;
@@ -173,7 +194,8 @@ struct concurrent_result {
 
 // n coroutines on one client, each cycling on its own fresh names for `run`.
 asio::awaitable<concurrent_result> run_concurrent(corolock::client& c, std::size_t n,
-                                                  clock::duration run, std::string prefix) {
+                                                  clock::duration run, std::string prefix,
+                                                  cycle_kind kind = {}) {
     auto ex = co_await asio::this_coro::executor;
     std::vector<cycle_result> results(n);
     latch done(ex, n);
@@ -184,7 +206,8 @@ asio::awaitable<concurrent_result> run_concurrent(corolock::client& c, std::size
     const auto end = start + run;
     for (std::size_t i = 0; i < n; ++i) {
         asio::co_spawn(ex,
-                       cycle_loop(c, prefix + std::to_string(i) + ":", end, 10'000'000, results[i]),
+                       cycle_loop(c, kind.one_name ? prefix : prefix + std::to_string(i) + ":",
+                                  end, 10'000'000, results[i], kind),
                        [&done](std::exception_ptr) { done.count_down(); });
     }
     // Each coroutine finishes the cycle it is in after `end`; allow for a
@@ -287,6 +310,53 @@ asio::awaitable<void> scenario_sweep(const options& o, metrics& m) {
         out << "# coroutines cycles_per_s (acquire+release on fresh names, one client)\n";
         for (std::size_t i = 0; i < xs.size(); ++i) out << xs[i] << " " << ys[i] << "\n";
     }
+}
+
+// SEM: semaphore grants against mutex acquisitions, in the same run: 64
+// coroutines on one client cycle acquire + release, in alternating rounds
+// (mutex, semaphore of 64 on fresh names, semaphore of 64 on one name, ...)
+// so that a drift of the machine weighs on every kind alike. The target
+// compares the fresh-name rates (the same pattern as S2); the one-name rate
+// shows the cost of 64 live grants in one hash (every script reads it all).
+asio::awaitable<void> scenario_sem(const options& o, metrics& m) {
+    corolock::client c{co_await asio::this_coro::executor, make_config(o)};
+    co_await warm_up(c, 200);
+    const auto each = pick<clock::duration>(o, 1s, 500ms, 100ms);
+    const int rounds = pick<int>(o, 6, 3, 1);
+    const auto id = run_id();
+    const std::vector<std::pair<std::string, cycle_kind>> kinds = {
+        {"mutex", {}}, {"sem_fresh", {64, false}}, {"sem_one", {64, true}}};
+    std::map<std::string, std::pair<std::uint64_t, double>> totals;  // cycles, seconds
+    std::map<std::string, std::vector<double>> rates;
+    std::uint64_t errors = 0;
+    std::string first_error;
+    for (int round = 0; round < rounds; ++round) {
+        for (const auto& [name, kind] : kinds) {
+            if (o.flush) co_await exec(c, corolock::command{"FLUSHALL"});
+            auto r = co_await run_concurrent(
+                c, 64, each, "bench:sem:" + id + ":" + name + std::to_string(round) + ":", kind);
+            totals[name].first += r.cycles;
+            totals[name].second += r.seconds;
+            rates[name].push_back(static_cast<double>(r.cycles) / r.seconds);
+            errors += r.errors;
+            if (first_error.empty()) first_error = r.first_error;
+        }
+    }
+    c.stop();
+    for (const auto& [name, t] : totals)
+        m.number(name + "_cycles_per_s", static_cast<double>(t.first) / t.second);
+    // Per round: semaphore rate / the mutex rate of the same round.
+    std::vector<double> fresh, one;
+    for (std::size_t i = 0; i < rates["mutex"].size(); ++i) {
+        fresh.push_back(rates["sem_fresh"][i] / rates["mutex"][i]);
+        one.push_back(rates["sem_one"][i] / rates["mutex"][i]);
+    }
+    m.list("ratio_fresh_rounds", fresh);
+    m.number("ratio_fresh_median", summarize(fresh).p50);
+    m.number("ratio_one_name_median", summarize(one).p50);
+    m.count("rounds", static_cast<std::uint64_t>(rounds));
+    m.count("errors", errors);
+    if (!first_error.empty()) m.text("first_error", first_error);
 }
 
 // ---------------------------------------------------------------------------
@@ -961,6 +1031,7 @@ const std::vector<scenario_info>& scenarios() {
         {"s4_burst", &scenario_s4_burst, 60},
         {"s5", &scenario_s5, 90},       {"s5_burst", &scenario_s5_burst, 60},
         {"s6", &scenario_s6, 60},
+        {"sem", &scenario_sem, 60},
     };
     return list;
 }

@@ -451,6 +451,7 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     credential_options cred;
     bool no_wait = false;
     bool wait_given = false;
+    bool permits_given = false;
     auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
         std::optional<usage_error> e;
         if (common_option(r, opt, o.common, e, url, cred)) return e;
@@ -505,6 +506,22 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
             o.replicas = n;
             return std::nullopt;
         }
+        if (opt.name == "--capacity" || opt.name == "--permits") {
+            std::string_view v;
+            if (auto e2 = r.value(v); e2) return e2;
+            std::uint32_t n = 0;
+            bool ok = !v.empty() && v.size() <= 7;
+            for (char c : v) {
+                if (c < '0' || c > '9') ok = false;
+                else n = n * 10 + static_cast<std::uint32_t>(c - '0');
+            }
+            if (!ok || n < 1 || n > 1'000'000)
+                return r.error("bad " + std::string(opt.name) + " value " + quoted(v) +
+                               ": expected a whole number from 1 to 1000000");
+            (opt.name == "--capacity" ? o.capacity : o.permits) = n;
+            permits_given = permits_given || opt.name == "--permits";
+            return std::nullopt;
+        }
         if (opt.name == "--grace") {
             std::string ignored;
             return r.duration_value(o.grace, ignored);
@@ -536,6 +553,11 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     if (err) return err;
     if (wait_given && no_wait)
         return r.error("--wait and --no-wait cannot be used together (nor -w and -n)");
+    if (permits_given && o.capacity == 0)
+        return r.error("--permits needs --capacity N: the semaphore's number of permits");
+    if (o.permits > o.capacity && o.capacity > 0)
+        return r.error("--permits " + std::to_string(o.permits) + " is more than --capacity " +
+                       std::to_string(o.capacity));
     if (no_wait) {
         o.wait = duration::zero();
         o.wait_text = "0s";

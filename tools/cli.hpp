@@ -19,6 +19,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <exception>
@@ -109,6 +110,8 @@ struct run_options {
     std::string wait_text;
     int conflict_exit_code = exit_status::not_acquired;  // -E: when not acquired in time
     int replicas = 0;              // --replicas: lock_options::replicas
+    std::uint32_t capacity = 0;    // --capacity: a semaphore of N permits (0: a mutex)
+    std::uint32_t permits = 1;     // --permits: how many of them
     bool quiet = false;            // -q: no message when the lock is not acquired
     on_lost_action on_lost = on_lost_action::kill;
     duration grace = defaults::grace;

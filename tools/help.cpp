@@ -121,6 +121,13 @@ Options:
                       the lock (WAIT, up to 1 s or a quarter of the lease);
                       otherwise give it back and exit 76. Ignored by etcd;
                       a usage error on a Redis Cluster. Default 0.
+  --capacity N        Redis: NAME is a semaphore of N permits (1-1000000)
+                      instead of a lock; COMMAND starts once --permits of
+                      them are free, and holds them, each with the lease,
+                      until it exits. Every user of NAME must give the same
+                      N. A lock and a semaphore cannot share a NAME.
+  --permits K         How many of the semaphore's permits to take (1-N).
+                      Needs --capacity. Default 1.
   --on-lost ACTION    What to do if the lease is lost while COMMAND runs (Redis
                       unreachable until the lease ran out, or the lock was
                       broken): 'kill' (default) sends COMMAND SIGTERM, then

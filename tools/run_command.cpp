@@ -41,6 +41,7 @@
 #include <corolock/guard.hpp>
 #include <corolock/metrics.hpp>
 #include <corolock/mutex.hpp>
+#include <corolock/semaphore.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -71,6 +72,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <tuple>
 #include <set>
 
 extern char** environ;
@@ -572,7 +574,14 @@ asio::awaitable<int> run_flow(run_state& s) {
     // 1. Is the server there at all? Asked separately, so that a wrong URL
     // or a stopped server is reported within seconds instead of looking like
     // a lock that never frees up.
-    mutex lock(s.locks, o.name);
+    // --capacity: a semaphore instead of a mutex (one of the two is made).
+    std::optional<mutex> lock;
+    std::optional<semaphore> permits;
+    if (o.capacity > 0)
+        permits.emplace(s.locks, o.name, o.capacity);
+    else
+        lock.emplace(s.locks, o.name);
+    const std::string& owner = permits ? permits->owner_id() : lock->owner_id();
     if (s.etcd != nullptr) {
         // One range of the lock's keys: the reachability check and -v's
         // look at the holder at once. Bounded by the request timeout; a
@@ -581,7 +590,7 @@ asio::awaitable<int> run_flow(run_state& s) {
         if (s.pending_signal != 0) co_return interrupted("connecting to etcd");
         if (reach)
             co_return report_redis_failure(o.common, "run", reach, s.etcd->last_error().message);
-        if (st.held && st.holder.owner != lock.owner_id()) {
+        if (st.held && st.holder.owner != owner) {
             const auto& h = st.holder.holder;
             std::string who = "owner " + printable(st.holder.owner);
             if (h)
@@ -619,9 +628,10 @@ asio::awaitable<int> run_flow(run_state& s) {
     // -v: who holds the lock, if anyone, before waiting for it: the holder
     // the lock records (host, pid, since when, its label or command), or its
     // owner id when it records none (a lock written by an older corolock).
-    if (s.log && s.etcd == nullptr) {
+    // (A semaphore's holders are many; its status is not looked up.)
+    if (s.log && s.etcd == nullptr && !permits) {
         auto [sec, st] = co_await async_lock_status(s.locks, o.name, use_nothrow);
-        if (!sec && st.held && st.owner != lock.owner_id()) {
+        if (!sec && st.held && st.owner != owner) {
             const std::string who =
                 st.holder ? holder_text(*st.holder) + " since " + format_time(st.holder->since) +
                                 " (held for " + format_held_for(st.holder->held_for) + ", " +
@@ -646,8 +656,15 @@ asio::awaitable<int> run_flow(run_state& s) {
     opts.replicas = o.replicas;
     if (o.wait) opts.wait = *o.wait;
     const auto wait_start = std::chrono::steady_clock::now();
-    auto [aec, g] = co_await lock.async_acquire(
-        opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+    error_code aec;
+    guard g;
+    if (permits) {
+        std::tie(aec, g) = co_await permits->async_acquire(
+            o.permits, opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+    } else {
+        std::tie(aec, g) = co_await lock->async_acquire(
+            opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+    }
     const auto waited = std::chrono::steady_clock::now() - wait_start;
     s.cancel_start.slot().clear();
     if (s.pending_signal != 0) {
@@ -781,6 +798,13 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
     std::shared_ptr<spdlog::logger> log;
     try {
         if (o.common.etcd) {
+            if (o.capacity > 0) {
+                std::string why = "--capacity is not supported on etcd (";
+                why += service_at(o.common);
+                why += "): semaphores need Redis";
+                report_error(why);
+                return exit_status::usage;
+            }
             log = make_logger(o.common.verbosity);
             etcd = make_etcd_admin(ioc.get_executor(), o.common);
             backend_config bc;

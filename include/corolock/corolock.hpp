@@ -14,3 +14,4 @@
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
 #include <corolock/reply.hpp>
+#include <corolock/semaphore.hpp>

@@ -74,6 +74,9 @@ protected:
     ~lock_kind() = default;
 };
 
+// The kinds beside the mutex, one file each (redis/<kind>_kind.cpp).
+const lock_kind& semaphore_kind() noexcept;
+
 // Parses the mutex-shaped acquire reply {acquired, token, levels, pttl,
 // created}, which every kind may answer with.
 error_code parse_lock_acquire_reply(const reply& r, acquire_reply& out) noexcept;

@@ -75,9 +75,9 @@ namespace {
 const lock_kind* find_kind(const lock_spec& spec) noexcept {
     switch (spec.kind) {
     case lock_spec::kind_t::mutex: return &the_mutex;
+    case lock_spec::kind_t::semaphore: return &semaphore_kind();
     case lock_spec::kind_t::fair_mutex:
-    case lock_spec::kind_t::shared_mutex:
-    case lock_spec::kind_t::semaphore: break;
+    case lock_spec::kind_t::shared_mutex: break;
     }
     return nullptr;
 }

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace corolock::detail {
 
@@ -44,6 +45,20 @@ local function foreign(key)
     end
   end
   return nil
+end
+)lua";
+
+// The next fencing token of counter `key` at server time `now` (µs), a
+// hybrid logical clock: max(last + 1, now), stored back when the clock
+// is ahead. Every script that grants anything mints its token here.
+constexpr std::string_view mint_token_lua = R"lua(
+local function mint_token(key, now)
+  local token = redis.call('INCR', key)
+  if now > token then
+    token = now
+    redis.call('SET', key, string.format('%.0f', token))
+  end
+  return token
 end
 )lua";
 
@@ -91,13 +106,9 @@ if fields > 0 then
     if bad then return bad end
   end
 end
-local token = redis.call('INCR', KEYS[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if now > token then
-  token = now
-  redis.call('SET', KEYS[2], string.format('%.0f', token))
-end
+local token = mint_token(KEYS[2], now)
 local fence = string.format('%.0f', token)
 local lease = tonumber(ARGV[2])
 if fields == 0 then
@@ -229,8 +240,12 @@ std::string sharded(std::string source) {
 
 }  // namespace
 
+script make_script(std::string_view name, std::string_view source) { return make(name, source); }
+std::string sharded_publish(std::string source) { return sharded(std::move(source)); }
+std::string_view token_minting_lua() noexcept { return mint_token_lua; }
+
 const script& acquire_script() {
-    static const std::string source = checked(acquire_lua);
+    static const std::string source = std::string(mint_token_lua).append(checked(acquire_lua));
     static const script s = make("acquire", source);
     return s;
 }

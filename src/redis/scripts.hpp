@@ -20,6 +20,15 @@ struct script {
     std::string sha1;  // lowercase hex, computed once
 };
 
+// A script of another lock kind: its SHA1 computed once. `source` must
+// outlive the script (a static string).
+script make_script(std::string_view name, std::string_view source);
+// The Lua function mint_token(counter key, server time in µs) -> token, the
+// hybrid logical clock of the fence counter, for a kind's script to prepend.
+std::string_view token_minting_lua() noexcept;
+// The same source announcing with SPUBLISH instead of PUBLISH (a cluster).
+std::string sharded_publish(std::string source);
+
 const script& acquire_script();
 // `sharded`: the variant that announces the release with SPUBLISH (Redis 7
 // sharded pub/sub, on a cluster) instead of PUBLISH.

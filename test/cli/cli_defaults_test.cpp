@@ -136,3 +136,34 @@ TEST_CASE("cli: run takes a redis+cluster:// URL and COMMAND gets it without sec
     CHECK(cfg.nodes[1] == corolock::endpoint{"10.0.0.2", 7001});
     CHECK(cli::url_without_credentials(url) == "redis+cluster://10.0.0.1:7000,10.0.0.2:7001");
 }
+
+TEST_CASE("cli: run --capacity N --permits K takes K permits of a semaphore", "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "job", "--", "true"}, cmd).has_value());
+    CHECK(cmd.run.capacity == 0);  // a mutex
+    REQUIRE_FALSE(parse({"run", "--capacity", "5", "job", "--", "true"}, cmd).has_value());
+    CHECK(cmd.run.capacity == 5);
+    CHECK(cmd.run.permits == 1);
+    cli::parsed_command two;
+    REQUIRE_FALSE(
+        parse({"run", "--permits", "2", "--capacity=5", "job", "--", "true"}, two).has_value());
+    CHECK(two.run.capacity == 5);
+    CHECK(two.run.permits == 2);
+    const std::vector<std::pair<std::vector<std::string_view>, std::string>> bad = {
+        {{"run", "--permits", "2", "job", "--", "true"}, "--permits needs --capacity N"},
+        {{"run", "--capacity", "2", "--permits", "3", "job", "--", "true"},
+         "--permits 3 is more than --capacity 2"},
+        {{"run", "--capacity", "0", "job", "--", "true"},
+         "bad --capacity value '0': expected a whole number from 1 to 1000000"},
+        {{"run", "--permits", "x", "--capacity", "2", "job", "--", "true"},
+         "bad --permits value 'x'"},
+        {{"run", "--capacity", "1000001", "job", "--", "true"}, "bad --capacity value"},
+    };
+    for (const auto& [args, says] : bad) {
+        cli::parsed_command c;
+        const auto err = parse(args, c);
+        REQUIRE(err);
+        INFO(err->message);
+        CHECK(contains(err->message, says));
+    }
+}

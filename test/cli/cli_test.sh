@@ -440,6 +440,28 @@ echo \$COROLOCK_TOKEN >>'$tmp_dir/tokens'"
     [ "$(wc -l <"$tmp_dir/tokens")" -eq "$expected" ]
   expect_true "exclusion: tokens strictly increase in critical-section order" \
     awk 'NR > 1 && $1 + 0 <= prev + 0 { bad = 1 } { prev = $1 } END { exit bad }' "$tmp_dir/tokens"
+
+  # A semaphore of 2 (--capacity): two runs hold a permit each at once, a
+  # third is refused with -n, and gets in once a holder ends; a lock on
+  # the same name is refused by the server.
+  spawn 60 "$bin" run --url "$url" --capacity 2 sem2 -- sh -c "touch '$tmp_dir/sem-a'; $(long_child 30)"
+  local sem_a=$last_pid
+  spawn 60 "$bin" run --url "$url" --capacity 2 sem2 -- sh -c "touch '$tmp_dir/sem-b'; $(long_child 30)"
+  local sem_b=$last_pid
+  expect_true "semaphore: two runs hold at once" \
+    wait_until 10 test -e "$tmp_dir/sem-a" -a -e "$tmp_dir/sem-b"
+  cl 10 run --url "$url" --capacity 2 -n sem2 -- true
+  expect_status "semaphore: a third run with -n is refused" 75 "$last_status"
+  cl 10 run --url "$url" --capacity 2 --permits 3 sem2 -- true
+  expect_status "semaphore: more permits than the capacity is a usage error" 64 "$last_status"
+  cl 10 run --url "$url" -n sem2 -- true
+  expect_status "semaphore: a lock on the semaphore's name is refused" 76 "$last_status"
+  signal_corolock TERM "$sem_a"
+  reap "$sem_a"
+  cl 20 run --url "$url" --capacity 2 -w 10 sem2 -- true
+  expect_status "semaphore: a third run gets in once a holder ends" 0 "$last_status"
+  signal_corolock TERM "$sem_b"
+  reap "$sem_b"
 }
 
 # ---- signals ----

@@ -97,6 +97,9 @@ struct fleet_options {
     // redis_server, passed to each worker as --resource=URL. Off: the
     // fleet's server is both.
     bool separate_resource = false;
+    // "K/N": the lock is a semaphore of N permits, each cycle takes K
+    // (lock_worker's --semaphore=K/N); empty: a mutex.
+    std::string semaphore = {};
 };
 
 class fleet {
@@ -128,6 +131,7 @@ public:
             std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
             std::to_string(seed_ + i)};
         if (opts_.separate_resource) argv.push_back("--resource=" + server_.url());
+        if (!opts_.semaphore.empty()) argv.push_back("--semaphore=" + opts_.semaphore);
         workers_.push_back(std::make_unique<child_process>(std::move(argv)));
         const auto line = wait_for_line(*workers_.back(), "running", 10s);
         INFO(workers_.back()->output());

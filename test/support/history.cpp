@@ -194,6 +194,10 @@ event parse_line(std::string_view line) {
             e.lease_ns = to_integer(v, key);
         } else if (key == "prev") {
             e.prev = to_integer(v, key);
+        } else if (key == "permits") {
+            e.permits = to_integer(v, key);
+        } else if (key == "capacity") {
+            e.capacity = to_integer(v, key);
         }
     }
     if (!have_ev || !have_t || !have_pid) throw std::runtime_error("needs \"ev\", \"t\" and \"pid\"");
@@ -238,6 +242,8 @@ struct holder {
     long long invoked = -1;
     long long ok = 0;
     long long lease_ns = 0;
+    long long permits = 1;
+    long long capacity = 0;  // 0: a lock
     std::vector<std::pair<long long, long long>> deadlines;  // (logged at, deadline)
     long long release_invoked = -1;
     long long release_done = -1;
@@ -290,6 +296,46 @@ bool paused_during(const std::map<long long, std::vector<pause_interval>>& pause
     return false;
 }
 
+// The permits rule: a sweep over the non-empty windows' ends (-permits)
+// and starts (+permits); at one instant an end goes first (windows are
+// half-open). Each moment the sum first exceeds the capacity is reported
+// once, with the windows then in force.
+template <class Violation>
+void check_permits(const std::string& lock, const std::vector<holder*>& hs, long long capacity,
+                   Violation&& violation) {
+    std::vector<std::tuple<long long, int, const holder*>> steps;  // (t, 0 end / 1 start, h)
+    for (const holder* h : hs) {
+        if (h->window_end <= h->ok) continue;
+        steps.emplace_back(h->ok, 1, h);
+        steps.emplace_back(h->window_end, 0, h);
+    }
+    std::sort(steps.begin(), steps.end(), [](const auto& a, const auto& b) {
+        return std::make_pair(std::get<0>(a), std::get<1>(a)) <
+               std::make_pair(std::get<0>(b), std::get<1>(b));
+    });
+    std::set<const holder*> inside;
+    long long held = 0;
+    bool over = false;
+    for (const auto& [t, start, h] : steps) {
+        held += start ? h->permits : -h->permits;
+        if (start) inside.insert(h);
+        else inside.erase(h);
+        if (held <= capacity) {
+            over = false;
+            continue;
+        }
+        if (over) continue;
+        over = true;
+        std::string who;
+        for (const holder* in : inside)
+            who += "\n    " + std::to_string(in->permits) + " by " + in->who();
+        violation("permits", "lock \"" + lock + "\": " + std::to_string(held) +
+                                 " permits inside safe windows of a capacity of " +
+                                 std::to_string(capacity) + " when the window of " + h->who() +
+                                 " starts:" + who);
+    }
+}
+
 }  // namespace
 
 // ---- Public pieces ---------------------------------------------------------
@@ -306,6 +352,8 @@ std::string to_json(const event& e) {
     if (e.deadline != 0) out += ",\"deadline\":" + std::to_string(e.deadline);
     if (e.lease_ns != 0) out += ",\"lease_ns\":" + std::to_string(e.lease_ns);
     if (e.prev >= 0) out += ",\"prev\":" + std::to_string(e.prev);
+    if (e.permits != 0) out += ",\"permits\":" + std::to_string(e.permits);
+    if (e.capacity != 0) out += ",\"capacity\":" + std::to_string(e.capacity);
     if (!e.error.empty()) {
         out += ",\"error\":";
         append_escaped(out, e.error);
@@ -470,6 +518,12 @@ check_result check_history(const std::vector<event>& input, const check_options&
                 h.ok = e.t;
                 h.lease_ns = e.lease_ns;
                 h.source = e.source;
+                h.permits = e.permits == 0 ? 1 : e.permits;
+                h.capacity = e.capacity;
+                if (h.permits < 1 || h.capacity < 0 || (h.capacity > 0 && h.permits > h.capacity))
+                    violation("format", "acquire_ok with " + std::to_string(h.permits) +
+                                            " permits of a capacity of " +
+                                            std::to_string(h.capacity) + " at " + e.source);
                 h.deadlines.emplace_back(e.t, e.deadline);
                 const auto it = pending_invoke.find(actor);
                 if (it == pending_invoke.end()) {
@@ -601,8 +655,13 @@ check_result check_history(const std::vector<event>& input, const check_options&
     for (auto& h : holders) by_lock[h.lock].push_back(&h);
 
     for (auto& [lock, hs] : by_lock) {
+        // A semaphore: its holders overlap, up to its capacity in permits.
+        long long capacity = 0;
+        for (const holder* h : hs) capacity = std::max(capacity, h->capacity);
+        const bool counting = capacity > 0;
+
         // ---- I1: safe windows do not overlap.
-        if (options.check_i1) {
+        if (options.check_i1 && !counting) {
             const holder* widest = nullptr;  // the window reaching furthest so far
             for (const holder* h : hs) {    // sorted by acquire_ok
                 if (h->window_end <= h->ok) continue;  // empty window
@@ -614,6 +673,9 @@ check_result check_history(const std::vector<event>& input, const check_options&
                 if (!widest || h->window_end > widest->window_end) widest = h;
             }
         }
+
+        // ---- permits: at no moment more than the capacity inside windows.
+        if (options.check_permits && counting) check_permits(lock, hs, capacity, violation);
 
         // ---- I2: tokens. The oracle's figures are counted even when the
         // rule is off (a test of an honest limit still reports them).
@@ -650,6 +712,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
             // Holders with non-empty windows, in window order.
             const holder* last = nullptr;
             for (const holder* h : hs) {
+                if (counting) break;  // overlapping windows have no order
                 if (h->window_end <= h->ok) continue;
                 if (last && h->token <= last->token) {
                     violation("I2", "lock \"" + lock + "\": safe window of " + h->who() +
@@ -701,7 +764,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
                                                 std::to_string(w.prev));
                         }
                     }
-                    if (in_window && w.outcome != "accepted") {
+                    if (in_window && !counting && w.outcome != "accepted") {
                         violation("I2", what + " ran inside its safe window but was rejected (prev " +
                                             std::to_string(w.prev) + ")");
                     }
@@ -736,7 +799,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
         }
 
         // ---- I3: no release or renewal touched a newer holder.
-        if (options.check_i3) {
+        if (options.check_i3 && !counting) {
             for (const holder* h : hs) {
                 for (const holder* k : hs) {
                     if (k == h || k->ok <= h->ok) continue;

@@ -25,6 +25,8 @@
 //   lease_ns  the lease the acquire asked for
 //   prev      the oracle's highest token before a write (oracle replies)
 //   error     an error's text (acquire_failed, release_failed, write_failed)
+//   permits   a semaphore grant's permits (acquire_ok; default 1)
+//   capacity  the semaphore's capacity N (acquire_ok; absent or 0: a lock)
 //
 // Kinds written by a lock client (per actor, in this order per cycle):
 //   acquire_invoked            before acquire() is called
@@ -76,6 +78,8 @@ struct event {
     long long lease_ns = 0;
     long long prev = -1;  // -1: absent
     std::string error;
+    long long permits = 0;   // 0: absent (one)
+    long long capacity = 0;  // 0: absent (a lock, not a semaphore)
     std::string source;   // "file:line", for messages (not serialized)
 };
 
@@ -153,6 +157,7 @@ struct check_options {
     bool check_i2 = true;
     bool check_i3 = true;
     bool check_i5 = true;
+    bool check_permits = true;
 };
 
 // One holder as the checker rebuilt it (for tests that look closer).
@@ -176,7 +181,7 @@ struct holder_info {
 
 struct check_result {
     // Human-readable violations, keyed "format", "I1", "I2", "I3", "I5",
-    // "counter". Empty vectors are not stored.
+    // "permits", "counter". Empty vectors are not stored.
     std::map<std::string, std::vector<std::string>> violations;
     // Things the checker could not decide (e.g. a counter check skipped
     // because an increment ran outside its safe window).
@@ -215,6 +220,14 @@ struct check_result {
 //    (the deadline of acquire_ok, moved only by lease events logged before it
 //    ran out). A window can be empty.
 //  I1: on one lock, no two holders' safe windows overlap.
+//  permits: on a semaphore (a lock whose acquire_ok events carry a
+//    capacity), at no moment do the safe windows in force hold more than N
+//    permits together, N the largest capacity logged for it (the scripts
+//    check each grant against its own handle's capacity). It replaces I1
+//    there; and since a semaphore's holders overlap, so do the rules that
+//    assume one holder at a time: I2's window order and "a write inside its
+//    window is accepted", and I3 (tokens stay unique and rise in real-time
+//    order; the oracle's register rules still hold).
 //  I2: per lock, tokens are unique; a holder whose acquire_ok came before
 //    another's acquire_invoked has the smaller token; holders with non-empty
 //    windows have tokens rising in window order. Oracle: every reply obeys

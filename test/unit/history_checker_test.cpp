@@ -47,6 +47,13 @@ struct builder {
         e.lease_ns = lease_ms * 1'000'000;
         e.deadline = at(deadline_ms >= 0 ? deadline_ms : ok - 1 + lease_ms - 12);
     }
+    // A semaphore grant: acquire() with permits of a capacity.
+    void grant(long long pid, std::uint64_t token, double inv, double ok, long long permits,
+               long long capacity) {
+        acquire(pid, token, inv, ok);
+        evs.back().permits = permits;
+        evs.back().capacity = capacity;
+    }
     void lease(long long pid, std::uint64_t token, double t, double deadline_ms) {
         add("lease", pid, token, t).deadline = at(deadline_ms);
     }
@@ -176,6 +183,64 @@ TEST_CASE("history: I1 counts a renewal logged in time, not one logged after the
         const auto r = h::check_history(b.evs);
         INFO(r.report());
         CHECK(r.count("I1") == 0);
+    }
+}
+
+TEST_CASE("history: a semaphore's holders may overlap up to its capacity", "[history][semaphore]") {
+    builder b;
+    b.grant(100, 1, 0, 1, 2, 3);
+    b.grant(200, 2, 0, 2, 1, 3);     // 3 of 3 permits
+    b.release(200, 2, 50, 51);
+    b.grant(300, 3, 3, 50, 1, 3);    // starts as 200's window ends: still 3
+    // Concurrent holders write to one fenced register: the smaller token
+    // is refused inside its window, which is no violation here.
+    b.write(300, 3, 60, 61, true, 0);
+    b.write(100, 1, 62, 63, false, 3);
+    b.release(100, 1, 100, 101);
+    b.release(300, 3, 110, 111);
+    const auto r = h::check_history(b.evs);
+    INFO(r.report());
+    CHECK(r.ok());
+    CHECK(r.holders == 3);
+}
+
+TEST_CASE("history: more permits than the capacity inside safe windows is caught",
+          "[history][semaphore]") {
+    SECTION("a grant while the others still hold every permit") {
+        builder b;
+        b.grant(100, 1, 0, 1, 2, 3);
+        b.grant(200, 2, 0, 2, 1, 3);
+        b.grant(300, 3, 3, 40, 1, 3);  // 200 releases only at 50: 4 of 3
+        b.release(200, 2, 50, 51);
+        b.release(100, 1, 100, 101);
+        b.release(300, 3, 110, 111);
+        const auto r = h::check_history(b.evs);
+        require_only(r, "permits");
+        require_message(r, "permits", "4 permits inside safe windows of a capacity of 3");
+    }
+    SECTION("a crashed holder's permits count until its deadline") {
+        builder b;
+        b.grant(100, 1, 0, 1, 3, 3);   // deadline 988, then killed
+        b.fault("killed", 100, 10);
+        b.grant(200, 2, 5, 900, 1, 3);
+        b.release(200, 2, 950, 951);
+        require_only(h::check_history(b.evs), "permits");
+    }
+    SECTION("the same grant after that deadline passes") {
+        builder b;
+        b.grant(100, 1, 0, 1, 3, 3);
+        b.fault("killed", 100, 10);
+        b.grant(200, 2, 5, 990, 1, 3);
+        b.release(200, 2, 995, 996);
+        const auto r = h::check_history(b.evs);
+        INFO(r.report());
+        CHECK(r.ok());
+    }
+    SECTION("a grant of more permits than the capacity is malformed") {
+        builder b;
+        b.grant(100, 1, 0, 1, 4, 3);
+        b.release(100, 1, 5, 6);
+        require_message(h::check_history(b.evs), "format", "4 permits of a capacity of 3");
     }
 }
 
@@ -444,6 +509,8 @@ TEST_CASE("history: JSON lines round-trip and parse errors name the line", "[his
     e.lease_ns = 2'000'000'000;
     e.prev = 0;
     e.error = "expired\t(late)";
+    e.permits = 2;
+    e.capacity = 5;
     const std::string text = h::to_json(e) + "\n";
     const auto back = h::parse_history(text, "x");
     REQUIRE(back.size() == 1);
@@ -457,6 +524,8 @@ TEST_CASE("history: JSON lines round-trip and parse errors name the line", "[his
     CHECK(back[0].lease_ns == e.lease_ns);
     CHECK(back[0].prev == 0);
     CHECK(back[0].error == e.error);
+    CHECK(back[0].permits == 2);
+    CHECK(back[0].capacity == 5);
     CHECK(back[0].source == "x:1");
 
     int truncated = 0;

@@ -27,6 +27,9 @@
 //       oracle is what must refuse a late write. A failed acquire is retried
 //       after a short pause. Prints "running PID" at start and "done N"
 //       (completed cycles) at the end; exits 0.
+//       With the option --semaphore=K/N (anywhere on the command line) the
+//       lock is a corolock::semaphore of N permits, of which each cycle
+//       takes K; acquire_ok then carries "permits" and "capacity".
 //
 // Events go as JSON lines to LOG when given: the history checker's input,
 // in the format documented in test/support/history.hpp. Times are
@@ -56,9 +59,12 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -109,6 +115,8 @@ struct extra {
     long long lease_ns = 0;
     long long prev = -1;
     std::string error;
+    std::uint32_t permits = 0;   // a semaphore grant's, with its capacity
+    std::uint32_t capacity = 0;
 };
 extra with_deadline(long long deadline, long long lease_ns = 0) {
     extra x;
@@ -141,14 +149,21 @@ struct event_log {
         if (x.lease_ns != 0) line += ",\"lease_ns\":" + std::to_string(x.lease_ns);
         if (x.prev >= 0) line += ",\"prev\":" + std::to_string(x.prev);
         if (!x.error.empty()) line += ",\"error\":" + quoted(x.error);
+        if (x.capacity != 0) {
+            line += ",\"permits\":" + std::to_string(x.permits);
+            line += ",\"capacity\":" + std::to_string(x.capacity);
+        }
         line += "}\n";
         out << line << std::flush;
     }
     void acquired(int task, const std::string& lock, const corolock::guard& g,
-                  std::chrono::steady_clock::duration lease) {
-        write("acquire_ok", task, lock, g.token(),
-              with_deadline(to_mono_ns(g.lease_deadline()),
-                            std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count()));
+                  std::chrono::steady_clock::duration lease, std::uint32_t permits = 0,
+                  std::uint32_t capacity = 0) {
+        auto x = with_deadline(to_mono_ns(g.lease_deadline()),
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count());
+        x.permits = permits;
+        x.capacity = capacity;
+        write("acquire_ok", task, lock, g.token(), x);
     }
 };
 
@@ -181,6 +196,8 @@ struct cycle_worker {
     event_log& log;
     std::mt19937 rng;
     long cycles = 0;
+    std::uint32_t permits = 0;   // --semaphore=K/N: K of N permits; 0: a mutex
+    std::uint32_t capacity = 0;
 
     template <class Duration>
     static asio::awaitable<void> pause_for(Duration d) {
@@ -253,18 +270,28 @@ struct cycle_worker {
 
     asio::awaitable<void> run() {
         using namespace asio::experimental::awaitable_operators;
-        corolock::mutex m(locks, name);
+        std::optional<corolock::mutex> m;
+        std::optional<corolock::semaphore> sem;
+        if (capacity > 0) sem.emplace(locks, name, capacity);
+        else m.emplace(locks, name);
         std::uniform_int_distribution<int> backoff(10, 50);
         while (std::chrono::steady_clock::now() < until) {
             log.write("acquire_invoked", 0, name, 0);
-            auto [ec, g] = co_await m.async_acquire({.lease = lease, .wait = 5s},
-                                                    asio::as_tuple(asio::use_awaitable));
+            const corolock::lock_options opts{.lease = lease, .wait = 5s};
+            corolock::error_code ec;
+            corolock::guard g;
+            if (sem) {
+                std::tie(ec, g) = co_await sem->async_acquire(permits, opts,
+                                                              asio::as_tuple(asio::use_awaitable));
+            } else {
+                std::tie(ec, g) = co_await m->async_acquire(opts, asio::as_tuple(asio::use_awaitable));
+            }
             if (ec) {
                 log.write("acquire_failed", 0, name, 0, with_error(error_name(ec)));
                 co_await pause_for(std::chrono::milliseconds(backoff(rng)));
                 continue;
             }
-            log.acquired(0, name, g, lease);
+            log.acquired(0, name, g, lease, permits, capacity);
             bool holding = true;
             co_await (section(g, holding) && watch(g, holding));
             ++cycles;
@@ -285,6 +312,24 @@ std::string take_resource_option(std::vector<std::string>& args) {
         }
     }
     return url;
+}
+
+// The option --semaphore=K/N: K permits of a semaphore of N (0/0: absent).
+std::pair<std::uint32_t, std::uint32_t> take_semaphore_option(std::vector<std::string>& args) {
+    static const std::string flag = "--semaphore=";
+    std::pair<std::uint32_t, std::uint32_t> kn{0, 0};
+    for (auto it = args.begin(); it != args.end();) {
+        if (it->rfind(flag, 0) == 0) {
+            const auto parts = split(it->substr(flag.size()), '/');
+            if (parts.size() == 2)
+                kn = {static_cast<std::uint32_t>(std::stoul(parts[0])),
+                      static_cast<std::uint32_t>(std::stoul(parts[1]))};
+            it = args.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return kn;
 }
 
 // The lock service and the protected resource. Without a resource URL both
@@ -318,6 +363,7 @@ corolock::config plain_config(const std::string& url) { return corolock::config:
 int main(int argc, char** argv_in) {
     std::vector<std::string> args(argv_in, argv_in + argc);
     const std::string resource_url = take_resource_option(args);
+    const auto [sem_permits, sem_capacity] = take_semaphore_option(args);
     argc = static_cast<int>(args.size());
     std::vector<char*> argv_list;
     for (auto& a : args) argv_list.push_back(a.data());
@@ -453,6 +499,8 @@ int main(int argc, char** argv_in) {
                        log,
                        std::mt19937(static_cast<std::mt19937::result_type>(seed * 7919 + ::getpid())),
                        0};
+        w.permits = sem_permits;
+        w.capacity = sem_capacity;
         bool finished = false;
         std::cout << "running " << ::getpid() << std::endl;
         asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {

@@ -1,0 +1,272 @@
+// The semaphore's Lua scripts run by hand (raw EVAL through the client's
+// command API) against a live redis-server: capacity, leases, renewal,
+// release of one's own grants, tokens, and bad input (docs/protocol.md,
+// "The semaphore").
+#include <corolock/client.hpp>
+#include "redis/scripts.hpp"
+#include "redis/semaphore_scripts.hpp"
+
+#include "support/async_test.hpp"
+#include "support/lock_testing.hpp"
+#include "support/redis_server.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using corolock::command;
+using corolock::reply;
+using namespace corolock::test;
+namespace d = corolock::detail;
+
+namespace {
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+// One semaphore's keys and the scripts run on them by EVAL.
+struct semaphore_keys {
+    corolock::client& c;
+    std::string key = lock_key("sem");
+    std::string fence = key + ":fence";
+    std::string channel = key + ":unlock";
+
+    asio::awaitable<reply> eval(command cmd) {
+        auto [ec, r] = co_await c.async_exec(std::move(cmd), use_nothrow);
+        if (ec && !r.is_error()) FAIL("EVAL failed: " << ec.message());
+        co_return r;
+    }
+    // {1, token, levels, lease left, created} or {0, 0, free, wait cap, 0}.
+    asio::awaitable<reply> acquire(std::string owner, std::int64_t lease_ms, std::int64_t level,
+                                   std::int64_t permits, std::int64_t capacity) {
+        co_return co_await eval(command{"EVAL", d::semaphore_acquire_script().source, 2, key, fence,
+                                        owner, lease_ms, level, permits, capacity, "1 host test"});
+    }
+    asio::awaitable<reply> release(std::string owner, std::string level) {
+        co_return co_await eval(
+            command{"EVAL", d::semaphore_release_script().source, 2, key, channel, owner, level});
+    }
+    asio::awaitable<reply> renew(std::string owner, std::int64_t lease_ms) {
+        co_return co_await eval(
+            command{"EVAL", d::semaphore_renew_script().source, 1, key, owner, lease_ms});
+    }
+};
+
+std::int64_t at(const reply& r, std::size_t i) {
+    REQUIRE(r.type == corolock::resp3_type::array);
+    REQUIRE(r.elements.size() > i);
+    return r.elements[i].integer;
+}
+bool granted(const reply& r) { return at(r, 0) == 1; }
+
+template <class Body>
+void with_semaphore(Body body) {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
+    semaphore_keys s{c};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        co_await wait_connected(c);
+        co_await body(s, server);
+    }, 20s);
+    c.stop();
+}
+}  // namespace
+
+TEST_CASE("semaphore scripts: grants fit the capacity, a refusal says when to retry",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server&) -> asio::awaitable<void> {
+        const auto a = co_await s.acquire("o1", 10'000, 1, 2, 3);
+        CHECK(granted(a));
+        CHECK(at(a, 2) == 1);  // the owner's grants
+        CHECK(at(a, 4) == 1);  // a tenure began
+        const auto b = co_await s.acquire("o2", 5'000, 1, 1, 3);
+        CHECK(granted(b));
+        // Full: another owner, and the first owner itself (no re-entry
+        // privilege: its own permits count), are refused.
+        const auto c = co_await s.acquire("o3", 10'000, 1, 1, 3);
+        CHECK_FALSE(granted(c));
+        CHECK(at(c, 2) == 0);  // free permits
+        // One permit frees when o2's lease (5 s) ends, the earlier one.
+        CHECK(at(c, 3) > 0);
+        CHECK(at(c, 3) <= 5'000);
+        const auto again = co_await s.acquire("o1", 10'000, 2, 1, 3);
+        CHECK_FALSE(granted(again));
+        // Two permits need o1's grant gone too: the cap is its lease end.
+        const auto two = co_await s.acquire("o3", 10'000, 1, 2, 3);
+        CHECK_FALSE(granted(two));
+        CHECK(at(two, 3) > 5'000);
+        CHECK(at(two, 3) <= 10'000);
+        // Nothing was written by the refusals.
+        const auto fields = co_await s.eval(command{"HLEN", s.key});
+        CHECK(fields.integer == 2 + 3 * 2);  // kind, capacity; g:, e:, h: per owner
+    });
+}
+
+TEST_CASE("semaphore scripts: tokens strictly increase and share the fence counter",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        // A counter far ahead of the clock (as a mutex on this name leaves
+        // it after many grants): tokens continue from it.
+        server.cmd({"SET", s.fence, "9000000000000000"});
+        std::int64_t last = 9'000'000'000'000'000;
+        for (int level = 1; level <= 5; ++level) {
+            std::string owner = "o";
+            owner += std::to_string(level % 2);
+            const auto r = co_await s.acquire(owner, 10'000, level, 1, 10);
+            REQUIRE(granted(r));
+            CHECK(at(r, 1) > last);
+            last = at(r, 1);
+        }
+        CHECK(server.cmd1({"GET", s.fence}) == std::to_string(last));
+    });
+}
+
+TEST_CASE("semaphore scripts: a release gives back only the owner's named grant",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        const auto r1 = co_await s.acquire("o1", 10'000, 1, 1, 3);
+        REQUIRE(granted(r1));
+        const auto r2 = co_await s.acquire("o1", 10'000, 2, 1, 3);
+        REQUIRE(granted(r2));
+        const auto r3 = co_await s.acquire("o2", 10'000, 7, 1, 3);
+        REQUIRE(granted(r3));
+        // Another owner's level of the same number, and an unknown owner.
+        auto r = co_await s.release("o2", "1");
+        CHECK(at(r, 0) == 3);  // o2 holds no level 1: already gone, nothing touched
+        r = co_await s.release("o9", "1");
+        CHECK(at(r, 0) == 0);
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:o1:1"}) == "1");
+        r = co_await s.release("o1", "1");
+        CHECK(at(r, 0) == 2);  // o1 still holds level 2
+        r = co_await s.release("o1", "1");
+        CHECK(at(r, 0) == 3);  // a retried release
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:o1:2"}) == "1");
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:o2:7"}) == "1");
+        // Two permits are free now: o3 fits with 2, not with 3.
+        const auto r4 = co_await s.acquire("o3", 10'000, 1, 3, 3);
+        CHECK_FALSE(granted(r4));
+        // "*": every grant of o1, and its lease and holder fields.
+        r = co_await s.release("o1", "*");
+        CHECK(at(r, 0) == 1);
+        CHECK(server.cmd1({"HEXISTS", s.key, "e:o1"}) == "0");
+        CHECK(server.cmd1({"HEXISTS", s.key, "h:o1"}) == "0");
+        const auto r5 = co_await s.acquire("o3", 10'000, 1, 2, 3);
+        CHECK(granted(r5));
+        // The last grant's release deletes the key; the fence counter stays.
+        const auto r6 = co_await s.release("o2", "*");
+        CHECK(at(r6, 0) == 1);
+        const auto r7 = co_await s.release("o3", "1");
+        CHECK(at(r7, 0) == 1);
+        CHECK(server.cmd1({"EXISTS", s.key}) == "0");
+        CHECK(server.cmd1({"EXISTS", s.fence}) == "1");
+    });
+}
+
+TEST_CASE("semaphore scripts: a crashed holder's permits come back at its lease end",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        // o1 takes every permit with a short lease and is never heard of
+        // again; o2 keeps one permit under a long lease.
+        const auto r8 = co_await s.acquire("o2", 30'000, 1, 1, 3);
+        REQUIRE(granted(r8));
+        const auto r9 = co_await s.acquire("o1", 150, 1, 2, 3);
+        REQUIRE(granted(r9));
+        const auto refused = co_await s.acquire("o3", 10'000, 1, 2, 3);
+        REQUIRE_FALSE(granted(refused));
+        CHECK(at(refused, 3) <= 150);
+        // The key outlives the short lease: its TTL covers the longest one.
+        CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 10'000);
+        bool got = false;
+        for (int i = 0; i < 100 && !got; ++i) {
+            co_await sleep_for(20ms);
+            got = granted(co_await s.acquire("o3", 10'000, 1, 2, 3));
+        }
+        CHECK(got);
+        // The expired grant and its owner's fields were pruned.
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:o1:1"}) == "0");
+        CHECK(server.cmd1({"HEXISTS", s.key, "e:o1"}) == "0");
+        CHECK(server.cmd1({"HEXISTS", s.key, "h:o1"}) == "0");
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:o2:1"}) == "1");
+        // Its release finds nothing: the lease is over.
+        const auto r10 = co_await s.release("o1", "1");
+        CHECK(at(r10, 0) == 0);
+        const auto r11 = co_await s.renew("o1", 10'000);
+        CHECK(r11.integer == 0);
+    });
+}
+
+TEST_CASE("semaphore scripts: renewal extends every grant of the owner, never shortens",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        const auto r12 = co_await s.acquire("o1", 150, 1, 1, 2);
+        REQUIRE(granted(r12));
+        const auto r13 = co_await s.acquire("o1", 150, 2, 1, 2);
+        REQUIRE(granted(r13));
+        auto r = co_await s.renew("o1", 20'000);
+        CHECK(r.integer == 1);
+        CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 10'000);
+        // A shorter renewal and a check-only one change nothing.
+        const auto r14 = co_await s.renew("o1", 50);
+        CHECK(r14.integer == 1);
+        const auto r15 = co_await s.renew("o1", 0);
+        CHECK(r15.integer == 1);
+        co_await sleep_for(300ms);  // well past the first lease
+        const auto refused = co_await s.acquire("o2", 1'000, 1, 1, 2);
+        CHECK_FALSE(granted(refused));
+        CHECK(at(refused, 3) > 10'000);
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:o1:1"}) == "1");
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:o1:2"}) == "1");
+        const auto r16 = co_await s.renew("o2", 20'000);
+        CHECK(r16.integer == 0);
+    });
+}
+
+TEST_CASE("semaphore scripts: bad input and other kinds are refused, naming the cause",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        struct bad {
+            std::int64_t permits, capacity;
+            const char* says;
+        };
+        for (const bad b : {bad{4, 3, "permits must be a whole number from 1 to the capacity 3, got \"4\""},
+                            bad{0, 3, "permits must be a whole number from 1 to the capacity 3, got \"0\""},
+                            bad{-1, 3, "got \"-1\""},
+                            bad{1, 0, "the capacity must be a whole number from 1 to 1000000, got \"0\""},
+                            bad{1, 2'000'000, "the capacity must be"}}) {
+            const auto r = co_await s.acquire("o1", 1'000, 1, b.permits, b.capacity);
+            INFO(b.permits << " of " << b.capacity);
+            CHECK(r.is_error());
+            CHECK_THAT(r.str, Catch::Contains(b.says));
+        }
+        auto r = co_await s.acquire("o1", 0, 1, 1, 3);
+        CHECK_THAT(r.str, Catch::Contains("the lease must be"));
+        r = co_await s.acquire("", 1'000, 1, 1, 3);
+        CHECK_THAT(r.str, Catch::Contains("the owner must not be empty"));
+        CHECK(server.cmd1({"EXISTS", s.key}) == "0");
+        CHECK(server.cmd1({"EXISTS", s.fence}) == "0");  // no token was spent
+
+        // A mutex on the name, and a semaphore seen by the mutex's script.
+        server.cmd({"HSET", s.key, "owner", "m1", "fence", "5", "l:1", "5"});
+        r = co_await s.acquire("o1", 1'000, 1, 1, 3);
+        CHECK_THAT(r.str, Catch::StartsWith("WRONGTYPE") && Catch::Contains("a corolock mutex"));
+        r = co_await s.release("m1", "*");
+        CHECK_THAT(r.str, Catch::Contains("a corolock mutex"));
+        CHECK(server.cmd1({"HGET", s.key, "owner"}) == "m1");
+        server.cmd({"DEL", s.key});
+        const auto r17 = co_await s.acquire("o1", 10'000, 1, 1, 3);
+        REQUIRE(granted(r17));
+        r = co_await s.eval(command{"EVAL", d::acquire_script().source, 2, s.key, s.fence, "m1",
+                                    1'000, 1, "1 host test"});
+        CHECK_THAT(r.str, Catch::StartsWith("WRONGTYPE"));
+        server.cmd({"HSET", s.key, "stray", "x"});
+        r = co_await s.renew("o1", 1'000);
+        CHECK_THAT(r.str, Catch::Contains("holds the field stray"));
+    });
+}
