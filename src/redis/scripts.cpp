@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace corolock::detail {
 
@@ -261,6 +262,9 @@ const script& break_script(bool shard) {
     static const script sharded_s = make("break", shard_source);
     return shard ? sharded_s : s;
 }
+
+script make_script(std::string_view name, std::string_view source) { return make(name, source); }
+std::string sharded_source(std::string source) { return sharded(std::move(source)); }
 
 namespace {
 constexpr std::string_view key_prefix = "corolock:{";

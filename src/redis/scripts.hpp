@@ -30,6 +30,12 @@ const script& break_script(bool sharded = false);
 // Re-writes a granted level's TTL, owner-checked: replica acknowledgement.
 const script& confirm_script();
 
+// For the other lock kinds' scripts (fair_scripts.cpp): a script with its
+// SHA1, and a source's variant that announces with SPUBLISH (see
+// release_script). The source must outlive the script.
+script make_script(std::string_view name, std::string_view source);
+std::string sharded_source(std::string source);
+
 // A lock's keys, in one buffer: "corolock:{name}:fence" then
 // "corolock:{name}:unlock". The lock key is the first one's prefix. Two
 // offsets instead of three views: every handle holds one of these.
