@@ -41,6 +41,36 @@ namespace corolock::detail {
 
 class lock_backend;
 
+// What kind of lock a handle is, with its fixed parameters. Every kind
+// shares the core's tenure, guard, watchdog and lost signal; a backend that
+// offers only some kinds refuses the others in make_state().
+struct lock_spec {
+    enum class kind_t : std::uint8_t { mutex, fair_mutex, shared_mutex, semaphore };
+    kind_t kind = kind_t::mutex;
+    std::uint32_t capacity = 0;     // semaphore: the permits in all
+    bool writer_preference = true;  // shared_mutex: a waiting writer holds back new readers
+};
+
+// What one acquire asks for beyond its lock_options.
+struct acquire_request {
+    std::uint32_t permits = 1;  // semaphore: permits to take
+    bool shared = false;        // shared_mutex: a reader's level
+};
+
+// Checks and completes options for an acquire of any kind: the defaults
+// filled in (renew_interval, replicas_timeout). On error, `why` says what is
+// wrong.
+error_code normalize_options(lock_options& o, std::string& why);
+
+struct lock_state;
+// The initiation every public lock type shares: normalises the options (a
+// bad one completes the handler with invalid_argument, posted, and is
+// logged at debug) and starts the acquire on the state's backend.
+void start_acquire(const std::shared_ptr<lock_state>& st, lock_options opts,
+                   const acquire_request& req, bool try_once,
+                   boost::asio::any_completion_handler<void(error_code, guard)> handler,
+                   bool direct);
+
 // The state of one mutex handle (one owner), shared by the handle and its
 // guards. A backend derives from it to add what its protocol needs (keys,
 // a lease id, ...), and makes it in lock_backend::make_state().
@@ -109,15 +139,22 @@ public:
     virtual std::string_view scheme() const noexcept = 0;
     virtual metrics_snapshot metrics() const noexcept = 0;
 
-    // A new handle's state; the name is valid. Any thread.
-    virtual std::shared_ptr<lock_state> make_state(std::string name) = 0;
+    // A new handle's state; the name is valid. Any thread. Throws
+    // system_error(error::invalid_argument) for a kind this backend does not
+    // offer.
+    virtual std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) = 0;
+    std::shared_ptr<lock_state> make_state(std::string name) {
+        return make_state(std::move(name), lock_spec{});
+    }
 
     // Starts an acquire of `st` with normalised options. Any thread: the
     // backend hops to its strand. The handler is completed once, on its
     // associated executor (or directly when `direct`, see completion.hpp),
     // never inside this call.
+    // `req` fits the handle's kind (the public type checked it).
     virtual void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
-                         bool try_once, acquire_handler handler, bool direct) = 0;
+                         const acquire_request& req, bool try_once, acquire_handler handler,
+                         bool direct) = 0;
 
     // Strand only. Releases one level (owner-checked); `t` is the level's
     // tenure: a release of a lost tenure's level never reports success.

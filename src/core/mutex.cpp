@@ -48,8 +48,8 @@ error_code validate_lock_name(std::string_view name, std::string& why) {
     return {};
 }
 
-namespace {
-error_code normalize(lock_options& o, std::string& why) {
+namespace detail {
+error_code normalize_options(lock_options& o, std::string& why) {
     using std::chrono::milliseconds;
     if (o.lease < min_lease) {
         const auto floor = std::to_string(min_lease.count()) + " ms";
@@ -85,7 +85,7 @@ error_code normalize(lock_options& o, std::string& why) {
     }
     return {};
 }
-}  // namespace
+}  // namespace detail
 
 mutex::mutex(const backend& b, std::string name) {
     std::string why;
@@ -105,15 +105,23 @@ std::size_t mutex::held_levels() const noexcept {
 
 asio::any_io_executor mutex::executor() const noexcept { return state_->backend->get_executor(); }
 
-void mutex::acquire_impl(lock_options opts, bool try_once,
-                         asio::any_completion_handler<acquire_signature> handler, bool direct) {
+namespace detail {
+void start_acquire(const std::shared_ptr<lock_state>& st, lock_options opts,
+                   const acquire_request& req, bool try_once,
+                   asio::any_completion_handler<void(error_code, guard)> handler, bool direct) {
     std::string why;
-    if (auto ec = normalize(opts, why); ec) {
-        state_->backend->log().debug("acquire {}: {}", escaped{state_->name}, escaped{why});
-        detail::complete_posted(std::move(handler), state_->backend->get_executor(), ec, guard{});
+    if (auto ec = normalize_options(opts, why); ec) {
+        st->backend->log().debug("acquire {}: {}", escaped{st->name}, escaped{why});
+        complete_posted(std::move(handler), st->backend->get_executor(), ec, guard{});
         return;
     }
-    state_->backend->acquire(state_, opts, try_once, std::move(handler), direct);
+    st->backend->acquire(st, opts, req, try_once, std::move(handler), direct);
+}
+}  // namespace detail
+
+void mutex::acquire_impl(lock_options opts, bool try_once,
+                         asio::any_completion_handler<acquire_signature> handler, bool direct) {
+    detail::start_acquire(state_, opts, {}, try_once, std::move(handler), direct);
 }
 
 asio::awaitable<guard> mutex::acquire(lock_options opts) {

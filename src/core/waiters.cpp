@@ -58,6 +58,20 @@ bool unlock_waiters::on_message(std::string_view channel) {
     return wake_first(it->second);
 }
 
+std::size_t unlock_waiters::wake_all(std::string_view channel) {
+    auto it = find_channel(channels_, channel);
+    if (it == channels_.end()) return 0;
+    std::size_t n = 0;
+    // wake() may not add or remove waiters, so the list is stable.
+    for (waiter* w : it->second) {
+        if (w->woken) continue;
+        w->woken = true;
+        ++n;
+        if (w->wake) w->wake(w->context);
+    }
+    return n;
+}
+
 void unlock_waiters::wake_one_per_channel() {
     // wake() may not add or remove waiters (callers defer that work), so the
     // map is stable while we walk it.

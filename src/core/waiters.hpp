@@ -59,6 +59,9 @@ public:
 
     // An unlock message on `channel`: wakes one waiter. False if none could be woken.
     bool on_message(std::string_view channel);
+    // A release that may let several in (permits, readers): wakes every
+    // waiter of the channel not woken already. Returns how many it woke.
+    std::size_t wake_all(std::string_view channel);
     // After a reconnect messages may have been lost: wake one per channel.
     void wake_one_per_channel();
     // Every channel with waiters (to re-subscribe after a reconnect).

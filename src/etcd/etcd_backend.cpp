@@ -11,6 +11,7 @@
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/system/system_error.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -346,7 +347,11 @@ void etcd_backend::stop() noexcept {
 
 metrics_snapshot etcd_backend::metrics() const noexcept { return metrics_.snapshot(); }
 
-std::shared_ptr<lock_state> etcd_backend::make_state(std::string name) {
+std::shared_ptr<lock_state> etcd_backend::make_state(std::string name, const lock_spec& spec) {
+    if (spec.kind != lock_spec::kind_t::mutex)
+        throw boost::system::system_error(
+            error::invalid_argument,
+            "the etcd backend offers corolock::mutex only (docs/backends.md)");
     return std::make_shared<etcd_lock_state>(shared_from_this(), std::move(name), opts_.prefix);
 }
 
@@ -823,7 +828,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
 // majority committed it, and only such a member can become leader
 // (docs/backends.md).
 void etcd_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
-                           bool try_once, acquire_handler handler, bool direct) {
+                           const acquire_request&, bool try_once, acquire_handler handler,
+                           bool direct) {
     auto st = std::static_pointer_cast<etcd_lock_state>(base);
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto op = std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts, try_once,

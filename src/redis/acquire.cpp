@@ -40,8 +40,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     using handler_type = asio::any_completion_handler<void(error_code, guard)>;
     using fsm = detail::acquire_fsm;
 
-    acquire_op(std::shared_ptr<redis_lock_state> s, lock_options o, bool once, handler_type h)
+    acquire_op(std::shared_ptr<redis_lock_state> s, lock_options o, const acquire_request& r,
+               bool once, handler_type h)
         : st(std::move(s)),
+          req(r),
           renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
           replica(o.replicas > 0 ? std::make_unique<replica_wait>(o.replicas_timeout, o.replicas)
                                  : nullptr),
@@ -64,6 +66,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // needed.
     std::shared_ptr<redis_lock_state> st;
     std::shared_ptr<lock_service> svc;
+    acquire_request req;          // what the kind's script asks for (permits, shared)
     clock::duration renew_every;  // zero: no watchdog
     // lock_options::replicas > 0: the grant waits for replicas. Boxed, so
     // that acquires without it (nearly all) pay one pointer for it.
@@ -183,7 +186,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The attempt's script: this operation is the call, so an attempt
     // allocates nothing but its bytes.
     void arguments(detail::script_args& out) const override {
-        lock_service::acquire_arguments(*st, level, granted, out);
+        st->kind.acquire_arguments(*st, req, level, granted, out);
     }
 
     // The terms this acquire asks for, to begin or join a tenure with.
@@ -191,7 +194,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 
     void on_script_reply(error_code ec, reply r) override {
         detail::acquire_reply parsed;
-        if (!ec) ec = lock_service::parse_acquire_reply(r, parsed);
+        if (!ec) ec = st->kind.parse_acquire_reply(r, parsed);
         step([&] { on_attempt_reply(ec, parsed); });
     }
 
@@ -282,7 +285,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 sent_epoch = t->epoch;
             }
             sent = clock::now();
-            svc->run_script(detail::acquire_script(), shared_from_this(), /*idempotent=*/false);
+            svc->run_script(st->kind.acquire_script(), shared_from_this(), /*idempotent=*/false);
             return;
         case fsm::step::wait:
             wait_until(a.until);
@@ -480,11 +483,13 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
 }  // namespace
 
 void redis_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
-                            bool try_once, acquire_handler handler, bool direct) {
+                            const acquire_request& req, bool try_once, acquire_handler handler,
+                            bool direct) {
     auto state = std::static_pointer_cast<redis_lock_state>(base);
     auto& client = state->client();
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto op = std::make_shared<acquire_op>(std::move(state), opts, try_once, std::move(handler));
+    auto op = std::make_shared<acquire_op>(std::move(state), opts, req, try_once,
+                                           std::move(handler));
     op->direct = direct;
     if (slot.is_connected()) {
         slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
@@ -501,6 +506,12 @@ void redis_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_
         auto& c = op->st->client();
         if (c.stopped()) {
             op->complete(error::client_stopped, {});
+            return;
+        }
+        if (op->replica && !op->st->kind.confirms_replicas()) {
+            c.note_error(error::invalid_argument,
+                         "lock_options::replicas is offered by corolock::mutex only");
+            op->complete(error::invalid_argument, {});
             return;
         }
         if (op->replica && c.cfg().mode == topology::cluster) {

@@ -25,11 +25,6 @@ namespace corolock::detail {
 namespace asio = boost::asio;
 
 namespace {
-std::int64_t as_int(const reply& r) {
-    if (r.type == resp3_type::integer) return r.integer;
-    return 0;
-}
-
 void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code ec) {
     c.metrics().add(c.metrics().renewals_failed);
     notify(c.event_observer(), c.log(), "on_renewal_failed",
@@ -37,8 +32,12 @@ void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code 
 }
 }  // namespace
 
-redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name)
-    : lock_state(std::move(b), std::move(lock_name), random_owner_id()), keys(keys_for(name)) {}
+redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
+                                   const lock_spec& s)
+    : lock_state(std::move(b), std::move(lock_name), random_owner_id()),
+      keys(keys_for(name)),
+      spec(s),
+      kind(lock_kind::for_spec(s)) {}
 
 lock_service::lock_service(std::shared_ptr<client_impl> c)
     : client_(c),
@@ -80,26 +79,6 @@ void lock_service::run_script(const script& s, std::span<const std::string_view>
                        false, by_source);
 }
 
-void lock_service::acquire_arguments(const redis_lock_state& st, std::uint64_t level,
-                                     clock::duration lease, script_args& out) noexcept {
-    out.key(st.keys.lock());
-    out.key(st.keys.fence());
-    out.arg(std::string_view(st.owner));
-    out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
-    out.arg(static_cast<std::int64_t>(level));
-    out.arg(std::string_view(st.client().holder()));
-}
-
-error_code lock_service::parse_acquire_reply(const reply& r, acquire_reply& out) noexcept {
-    if (r.type != resp3_type::array || r.elements.size() != 5) return error::unexpected_reply;
-    out.acquired = as_int(r.elements[0]) == 1;
-    out.token = static_cast<std::uint64_t>(as_int(r.elements[1]));
-    out.levels = as_int(r.elements[2]);
-    out.pttl = as_int(r.elements[3]);
-    out.created = as_int(r.elements[4]) == 1;
-    return {};
-}
-
 // One release of one level: the owner-checked release script.
 class lock_service::release_call final : public script_call {
 public:
@@ -111,10 +90,7 @@ public:
           handler_(std::move(handler)) {}
 
     void arguments(script_args& out) const override {
-        out.key(st_->keys.lock());
-        out.key(st_->keys.channel());
-        out.arg(std::string_view(st_->owner));
-        out.arg(static_cast<std::int64_t>(level_));
+        st_->kind.release_arguments(*st_, level_, out);
     }
 
     void on_script_reply(error_code ec, reply r) override {
@@ -183,9 +159,7 @@ public:
           lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(lease_).count()) {}
 
     void arguments(script_args& out) const override {
-        out.key(st_->keys.lock());
-        out.arg(std::string_view(st_->owner));
-        out.arg(lease_ms_);
+        st_->kind.renew_arguments(*st_, lease_ms_, out);
     }
 
     void on_script_reply(error_code ec, reply r) override {
@@ -315,7 +289,7 @@ void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, st
     // Only a lock with local waiters can have a wake-up to hold back.
     const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
     if (tracked) handoffs_.on_release_sent(st->keys.channel());
-    run_script(release_script(impl_.sharded_pubsub()),
+    run_script(st->kind.release_script(impl_.sharded_pubsub()),
                std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
                                               tracked, std::move(handler), direct, granted),
                /*idempotent=*/true);
@@ -510,7 +484,7 @@ void lock_service::verify_held() {
 }
 
 void lock_service::send_renewal(const std::shared_ptr<redis_lock_state>& st, bool priority) {
-    run_script(renew_script(),
+    run_script(st->kind.renew_script(),
                std::make_shared<renew_call>(weak_from_this(), st, st->watch_id, clock::now()),
                /*idempotent=*/true, priority);
     impl_.metrics().add(impl_.metrics().renewals_sent);
@@ -559,6 +533,13 @@ void lock_service::on_push(const reply& r) {
     }
     if (kind != "message" && kind != "smessage") return;
     const auto& channel = r.elements[1].str;
+    // A payload that starts with '*' comes from a release that may let
+    // several waiters in (permits, readers): every local waiter tries.
+    const auto& payload = r.elements[2].str;
+    if (!payload.empty() && payload.front() == '*') {
+        waiters_.wake_all(channel);
+        return;
+    }
     // Our own release's message comes just before its reply: wait for the
     // reply to know whether other processes' waiters should go first.
     if (handoffs_.wake_on_message(channel)) waiters_.on_message(channel);
@@ -659,9 +640,10 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     // it again behind whatever was queued meanwhile, a re-acquire included,
     // and it would then remove that.
     auto job = work_->begin();
+    script_args a;
+    st->kind.release_arguments(*st, std::nullopt, a);
     run_script(
-        release_script(impl_.sharded_pubsub()), {st->keys.lock(), st->keys.channel()},
-        {st->owner, std::string(all_levels)}, true,
+        st->kind.release_script(impl_.sharded_pubsub()), a.keys(), a.args(), true,
         [work = work_, job](error_code, reply) mutable { work->end(job); },
         /*by_source=*/true);
 }

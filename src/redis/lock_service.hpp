@@ -9,6 +9,7 @@
 
 #include "redis/client_impl.hpp"
 #include "redis/handoff.hpp"
+#include "redis/lock_kind.hpp"
 #include "redis/redis_backend.hpp"
 #include "redis/script_call.hpp"
 #include "redis/scripts.hpp"
@@ -42,26 +43,22 @@ namespace corolock::detail {
 class lock_service;
 class replica_acks;
 
-// A Redis mutex handle's state: the core's, plus the client and the keys.
+// A Redis lock handle's state: the core's, plus the client, the keys and
+// the kind (mutex, semaphore, ...: lock_kind.hpp).
 struct redis_lock_state final : lock_state {
     // `b` is the client's own backend (redis_backend::shared()): it shares
     // ownership of the client, so the state keeps the client alive without
     // a pointer of its own (every byte here is a byte per waiter, S4).
-    redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name);
+    // Throws system_error(invalid_argument) for a kind Redis does not offer.
+    redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
+                     const lock_spec& s = {});
 
     client_impl& client() const noexcept {
         return static_cast<const redis_backend&>(*backend).client();
     }
     const lock_keys keys;
-};
-
-// Result of one acquire script run.
-struct acquire_reply {
-    bool acquired = false;
-    std::uint64_t token = 0;
-    std::int64_t levels = 0;
-    std::int64_t pttl = -2;
-    bool created = false;  // the grant created the lock's key: a tenure began on the server
+    const lock_spec spec;
+    const lock_kind& kind;
 };
 
 class lock_service : public connection_listener,
@@ -90,11 +87,6 @@ public:
         run_script(s, std::span(keys.begin(), keys.size()), std::span(args.begin(), args.size()),
                    idempotent, std::move(handler), by_source);
     }
-
-    // The arguments of one acquire attempt, and its reply parsed.
-    static void acquire_arguments(const redis_lock_state& st, std::uint64_t level, clock::duration lease,
-                                  script_args& out) noexcept;
-    static error_code parse_acquire_reply(const reply& r, acquire_reply& out) noexcept;
 
     // Registers a level granted by an acquire sent at `sent` that asked the
     // server for `granted` (the script made the TTL at least that): begins a

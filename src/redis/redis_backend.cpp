@@ -32,8 +32,8 @@ std::shared_ptr<lock_backend> redis_backend::shared() const {
                                          const_cast<redis_backend*>(this));
 }
 
-std::shared_ptr<lock_state> redis_backend::make_state(std::string name) {
-    return std::make_shared<redis_lock_state>(shared(), std::move(name));
+std::shared_ptr<lock_state> redis_backend::make_state(std::string name, const lock_spec& spec) {
+    return std::make_shared<redis_lock_state>(shared(), std::move(name), spec);
 }
 
 void redis_backend::release(const std::shared_ptr<lock_state>& st, std::uint64_t level,

@@ -24,9 +24,11 @@ public:
     std::string_view scheme() const noexcept override;
     metrics_snapshot metrics() const noexcept override;
 
-    std::shared_ptr<lock_state> make_state(std::string name) override;
-    void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts, bool try_once,
-                 acquire_handler handler, bool direct) override;
+    using lock_backend::make_state;
+    std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
+    void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
+                 const acquire_request& req, bool try_once, acquire_handler handler,
+                 bool direct) override;
     void release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
                  std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
     void release_in_background(const std::shared_ptr<lock_state>& st,

@@ -30,8 +30,8 @@ void run_script(client_impl& c, const script& s, std::shared_ptr<script_call> ca
 // state; numbers are written into the object's own buffer.
 class script_args {
 public:
-    static constexpr std::size_t max_keys = 2;
-    static constexpr std::size_t max_args = 4;
+    static constexpr std::size_t max_keys = 4;
+    static constexpr std::size_t max_args = 6;
 
     script_args() = default;
     // Its number views point into the object itself.

@@ -100,6 +100,34 @@ TEST_CASE("unlock_waiters: a woken waiter that leaves passes its wake-up on", "[
     CHECK(b_woken == 2);
 }
 
+TEST_CASE("unlock_waiters: a release that lets several in wakes every waiter once",
+          "[waiters]") {
+    unlock_waiters w;
+    std::vector<int> woken;
+    unlock_waiters::waiter a, b, c, other;
+    std::function<void()> fa = [&] { woken.push_back(1); };
+    std::function<void()> fb = [&] { woken.push_back(2); };
+    std::function<void()> fc = [&] { woken.push_back(3); };
+    std::function<void()> fo = [&] { woken.push_back(9); };
+    on_wake(a, fa);
+    on_wake(b, fb);
+    on_wake(c, fc);
+    on_wake(other, fo);
+    w.add(a, "ch");
+    w.add(b, "ch");
+    w.add(c, "ch");
+    w.add(other, "elsewhere");
+    CHECK(w.on_message("ch"));  // a is woken and still retrying
+    CHECK(w.wake_all("ch") == 2);
+    CHECK(woken == std::vector<int>{1, 2, 3});
+    // Nobody is woken twice for one wake-up; a rearmed waiter is woken again.
+    CHECK(w.wake_all("ch") == 0);
+    w.rearm(b);
+    CHECK(w.wake_all("ch") == 1);
+    CHECK(woken == std::vector<int>{1, 2, 3, 2});
+    CHECK(w.wake_all("none") == 0);
+}
+
 TEST_CASE("unlock_waiters: after a reconnect one waiter per channel gets a fresh try",
           "[waiters]") {
     unlock_waiters w;

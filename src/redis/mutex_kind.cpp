@@ -1,0 +1,84 @@
+// The plain mutex's protocol (docs/protocol.md, "Scripts"), and the choice
+// of a handle's kind.
+#include "redis/lock_kind.hpp"
+
+#include "redis/lock_service.hpp"
+
+#include <boost/system/system_error.hpp>
+
+namespace corolock::detail {
+
+namespace {
+
+std::int64_t as_int(const reply& r) noexcept {
+    return r.type == resp3_type::integer ? r.integer : 0;
+}
+
+class mutex_kind final : public lock_kind {
+public:
+    const script& acquire_script() const noexcept override { return detail::acquire_script(); }
+    void acquire_arguments(const redis_lock_state& st, const acquire_request&,
+                           std::uint64_t level, clock::duration lease,
+                           script_args& out) const noexcept override {
+        out.key(st.keys.lock());
+        out.key(st.keys.fence());
+        out.arg(std::string_view(st.owner));
+        out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
+        out.arg(static_cast<std::int64_t>(level));
+        out.arg(std::string_view(st.client().holder()));
+    }
+    error_code parse_acquire_reply(const reply& r, acquire_reply& out) const noexcept override {
+        return parse_lock_acquire_reply(r, out);
+    }
+
+    const script& release_script(bool sharded) const noexcept override {
+        return detail::release_script(sharded);
+    }
+    void release_arguments(const redis_lock_state& st, std::optional<std::uint64_t> level,
+                           script_args& out) const noexcept override {
+        out.key(st.keys.lock());
+        out.key(st.keys.channel());
+        out.arg(std::string_view(st.owner));
+        if (level)
+            out.arg(static_cast<std::int64_t>(*level));
+        else
+            out.arg(all_levels);
+    }
+
+    const script& renew_script() const noexcept override { return detail::renew_script(); }
+    void renew_arguments(const redis_lock_state& st, std::int64_t lease_ms,
+                         script_args& out) const noexcept override {
+        out.key(st.keys.lock());
+        out.arg(std::string_view(st.owner));
+        out.arg(lease_ms);
+    }
+
+    bool confirms_replicas() const noexcept override { return true; }
+};
+
+const mutex_kind the_mutex;
+
+}  // namespace
+
+error_code parse_lock_acquire_reply(const reply& r, acquire_reply& out) noexcept {
+    if (r.type != resp3_type::array || r.elements.size() != 5) return error::unexpected_reply;
+    out.acquired = as_int(r.elements[0]) == 1;
+    out.token = static_cast<std::uint64_t>(as_int(r.elements[1]));
+    out.levels = as_int(r.elements[2]);
+    out.pttl = as_int(r.elements[3]);
+    out.created = as_int(r.elements[4]) == 1;
+    return {};
+}
+
+const lock_kind& lock_kind::for_spec(const lock_spec& spec) {
+    switch (spec.kind) {
+    case lock_spec::kind_t::mutex: return the_mutex;
+    case lock_spec::kind_t::fair_mutex:
+    case lock_spec::kind_t::shared_mutex:
+    case lock_spec::kind_t::semaphore: break;
+    }
+    throw boost::system::system_error(error::invalid_argument,
+                                      "this lock kind is not offered on Redis yet");
+}
+
+}  // namespace corolock::detail
