@@ -171,10 +171,6 @@ return {status, redis.call('PUBLISH', ARGV[3], '>' .. who .. ' ' .. level .. ' '
                                                 ' ' .. seq)}
 )lua";
 
-constexpr std::string_view key_prefix = "corolock:{";
-constexpr std::string_view queue_suffix = "}:queue";
-constexpr std::string_view entries_suffix = "}:entries";
-
 template <class T>
 bool parse_number(std::string_view text, T& out) noexcept {
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
@@ -195,14 +191,6 @@ const script& fair_release_script(bool shard) {
     static const std::string shard_source = sharded_source(source);
     static const script sharded_s = make_script("fair_release", shard_source);
     return shard ? sharded_s : s;
-}
-
-fair_keys::fair_keys(std::string_view name) {
-    buffer_.reserve(2 * (key_prefix.size() + name.size()) + queue_suffix.size() +
-                    entries_suffix.size());
-    buffer_.append(key_prefix).append(name).append(queue_suffix);
-    queue_size_ = buffer_.size();
-    buffer_.append(key_prefix).append(name).append(entries_suffix);
 }
 
 std::optional<fair_grant> parse_fair_grant(std::string_view payload) noexcept {

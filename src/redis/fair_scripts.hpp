@@ -14,6 +14,8 @@
 
 #include "redis/scripts.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,6 +23,11 @@
 
 namespace corolock::detail {
 
+class lock_kind;
+// The fair mutex's kind (src/redis/fair_kind.cpp), for lock_kind::for_spec.
+const lock_kind& fair_lock_kind() noexcept;
+
+// The keys are lock_keys made with `queue`.
 // KEYS lock, fence, queue, entries; ARGV owner, lease ms, level, holder,
 // entry lease ms, seq. The mutex's acquire reply; pttl is the wait cap.
 const script& fair_acquire_script();
@@ -28,20 +35,12 @@ const script& fair_acquire_script();
 // Also the cancellation of a wait: it always removes the owner's entry.
 const script& fair_release_script(bool sharded = false);
 
-// The queue's two keys, in one buffer: "corolock:{name}:queue" then
-// "corolock:{name}:entries".
-class fair_keys {
-public:
-    explicit fair_keys(std::string_view name);
-    std::string_view queue() const noexcept { return {buffer_.data(), queue_size_}; }
-    std::string_view entries() const noexcept {
-        return std::string_view(buffer_).substr(queue_size_);
-    }
-
-private:
-    std::string buffer_;
-    std::size_t queue_size_ = 0;
-};
+// The lease of a waiter's queue entry, for an acquire asking for `lease`:
+// a dead waiter leaves the queue within it; a live one renews it at a third.
+inline std::chrono::milliseconds fair_entry_lease(std::chrono::steady_clock::duration lease) {
+    return std::min(std::chrono::duration_cast<std::chrono::milliseconds>(lease),
+                    std::chrono::milliseconds(2000));
+}
 
 // A release's wake-up that names the waiter it handed the lock to.
 struct fair_grant {

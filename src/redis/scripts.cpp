@@ -270,14 +270,23 @@ namespace {
 constexpr std::string_view key_prefix = "corolock:{";
 constexpr std::string_view fence_suffix = "}:fence";
 constexpr std::string_view channel_suffix = "}:unlock";
+constexpr std::string_view queue_suffix = "}:queue";
+constexpr std::string_view entries_suffix = "}:entries";
 }  // namespace
 
-lock_keys::lock_keys(std::string_view name) {
+lock_keys::lock_keys(std::string_view name, bool queue) {
     const std::size_t base = key_prefix.size() + name.size() + 1;  // "corolock:{name}"
     buffer_.reserve(2 * (key_prefix.size() + name.size()) + fence_suffix.size() +
-                    channel_suffix.size());
+                    channel_suffix.size() +
+                    (queue ? 2 * (key_prefix.size() + name.size()) + queue_suffix.size() +
+                                 entries_suffix.size()
+                           : 0));
     buffer_.append(key_prefix).append(name).append(fence_suffix);
     buffer_.append(key_prefix).append(name).append(channel_suffix);
+    if (queue) {
+        buffer_.append(key_prefix).append(name).append(queue_suffix);
+        buffer_.append(key_prefix).append(name).append(entries_suffix);
+    }
     // A handle's name is at most max_lock_name_length bytes; an admin call
     // builds keys before it validates the name, and never uses them if bad.
     lock_size_ = static_cast<std::uint32_t>(base);

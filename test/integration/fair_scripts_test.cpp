@@ -126,22 +126,21 @@ private:
 // One fair lock's keys and raw script runs.
 struct fair_lock {
     fair_lock(corolock::client& c, const std::string& name)
-        : client(c), keys(detail::keys_for(name)), queue_keys(name) {}
+        : client(c), keys(name, /*queue=*/true) {}
 
     corolock::client& client;
     detail::lock_keys keys;
-    detail::fair_keys queue_keys;
 
     std::string lock() const { return std::string(keys.lock()); }
-    std::string queue() const { return std::string(queue_keys.queue()); }
-    std::string entries() const { return std::string(queue_keys.entries()); }
+    std::string queue() const { return std::string(keys.queue()); }
+    std::string entries() const { return std::string(keys.entries()); }
     std::string channel() const { return std::string(keys.channel()); }
 
     asio::awaitable<reply> acquire(const std::string& owner, int level, std::int64_t lease_ms,
                                    std::int64_t entry_lease_ms, std::int64_t seq = 1) {
         auto [ec, r] = co_await client.async_exec(
             command{"EVAL", detail::fair_acquire_script().source, "4", keys.lock(), keys.fence(),
-                    queue_keys.queue(), queue_keys.entries(), owner, lease_ms, level,
+                    keys.queue(), keys.entries(), owner, lease_ms, level,
                     "1 host label", entry_lease_ms, seq},
             use_nothrow);
         INFO(to_string(r));
@@ -170,7 +169,7 @@ struct fair_lock {
     asio::awaitable<reply> release(const std::string& owner, int level) {
         auto [ec, r] = co_await client.async_exec(
             command{"EVAL", detail::fair_release_script().source, "4", keys.lock(), keys.fence(),
-                    queue_keys.queue(), queue_keys.entries(), owner, level, keys.channel()},
+                    keys.queue(), keys.entries(), owner, level, keys.channel()},
             use_nothrow);
         INFO(to_string(r));
         REQUIRE_FALSE(ec);
@@ -446,7 +445,7 @@ TEST_CASE("fair scripts: a fair mutex and a mutex refuse each other's key",
         REQUIRE(plain.elements.at(0).integer == 1);
         auto [ec2, refused] = co_await c.async_exec(
             command{"EVAL", detail::fair_acquire_script().source, "4", f.keys.lock(),
-                    f.keys.fence(), f.queue_keys.queue(), f.queue_keys.entries(), A, 10'000, 1,
+                    f.keys.fence(), f.keys.queue(), f.keys.entries(), A, 10'000, 1,
                     "", 5'000, 1},
             use_nothrow);
         CHECK(ec2);
