@@ -8,6 +8,7 @@
 #pragma once
 
 #include "redis/client_impl.hpp"
+#include "redis/fair_scripts.hpp"
 #include "redis/handoff.hpp"
 #include "redis/lock_kind.hpp"
 #include "redis/redis_backend.hpp"
@@ -124,6 +125,20 @@ public:
     void add_waiter(unlock_waiters::waiter& w, std::string_view channel);
     void remove_waiter(unlock_waiters::waiter& w, bool acquired);
     void rearm_waiter(unlock_waiters::waiter& w) noexcept { waiters_.rearm(w); }
+    // A fair mutex's waiter, found by its owner id when a release names it
+    // as the one it handed the lock to (">owner level token seq", see
+    // fair_scripts.hpp). The callback runs while the registry is walked: it
+    // must not add or remove fair waiters.
+    struct fair_waiter {
+        void (*granted)(void* context, const fair_grant& g) noexcept = nullptr;
+        void* context = nullptr;
+        std::string_view owner;  // the handle's owner id, alive while registered
+        bool registered = false;
+    };
+    void add_fair_waiter(fair_waiter& w);
+    // Does nothing for a waiter that is not registered.
+    void remove_fair_waiter(fair_waiter& w) noexcept;
+
     // When a local waiter last saw the holder's lease running out (the time
     // point of its TTL cap); min() when no waiter of the channel saw one.
     // Kept while the channel has waiters, dropped with the last of them.
@@ -228,12 +243,15 @@ private:
     void send_subscribe(std::string_view channel, bool subscribe, bool priority);
     void arm_wait_timer();
     void on_wait_timer();
+    // A fair mutex's handoff message: wakes the waiter it names, if local.
+    void on_fair_grant(std::string_view payload);
 
     std::weak_ptr<client_impl> client_;
     client_impl& impl_;
     unlock_waiters waiters_;
     std::unordered_map<std::string, clock::time_point, string_hash, std::equal_to<>> expiry_hints_;
     handoff_table handoffs_;  // per-channel fairness between processes
+    std::unordered_multimap<std::string_view, fair_waiter*> fair_waiters_;
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<redis_lock_state>> watched_;
     // The node of the last lock let go, reused by the next one taken: a lock

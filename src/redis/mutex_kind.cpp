@@ -2,6 +2,7 @@
 // of a handle's kind.
 #include "redis/lock_kind.hpp"
 
+#include "redis/fair_scripts.hpp"
 #include "redis/lock_service.hpp"
 
 #include <boost/system/system_error.hpp>
@@ -73,7 +74,7 @@ error_code parse_lock_acquire_reply(const reply& r, acquire_reply& out) noexcept
 const lock_kind& lock_kind::for_spec(const lock_spec& spec) {
     switch (spec.kind) {
     case lock_spec::kind_t::mutex: return the_mutex;
-    case lock_spec::kind_t::fair_mutex:
+    case lock_spec::kind_t::fair_mutex: return fair_lock_kind();
     case lock_spec::kind_t::shared_mutex:
     case lock_spec::kind_t::semaphore: break;
     }
