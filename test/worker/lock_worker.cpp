@@ -16,7 +16,8 @@
 //       Acquires, prints "acquired TOKEN" and holds until killed.
 //   lock_worker wait URL NAME WAIT_MS
 //       Acquires (waiting up to WAIT_MS), prints "acquired TOKEN MONO_NS",
-//       where MONO_NS is CLOCK_MONOTONIC at the moment acquire returned.
+//       where MONO_NS is CLOCK_MONOTONIC at the moment acquire returned,
+//       and releases. fair-wait: the same with a corolock::fair_mutex.
 //   lock_worker cycle URL NAME COUNTER_KEY ORACLE_KEY LEASE_MS HOLD_MS DURATION_MS LOG [SEED]
 //       For the fault tests: until DURATION_MS have passed, loops acquire ->
 //       critical section -> release on lock NAME. The critical section is a
@@ -58,6 +59,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -395,13 +397,21 @@ int main(int argc, char** argv_in) {
         return 0;
     }
 
-    if (mode == "wait" && argc >= 5) {
+    if ((mode == "wait" || mode == "fair-wait") && argc >= 5) {
         corolock::backend c(ioc.get_executor(), std::string_view(argv[2]));
         const auto wait = std::chrono::milliseconds(std::stoi(argv[4]));
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-            corolock::mutex m(c, argv[3]);
             std::cout << "waiting" << std::endl;
-            auto [ec, g] = co_await m.async_acquire({.wait = wait}, asio::as_tuple(asio::use_awaitable));
+            constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+            std::tuple<corolock::error_code, corolock::guard> result;
+            if (mode == "fair-wait") {
+                corolock::fair_mutex m(c, argv[3]);
+                result = co_await m.async_acquire({.wait = wait}, nothrow);
+            } else {
+                corolock::mutex m(c, argv[3]);
+                result = co_await m.async_acquire({.wait = wait}, nothrow);
+            }
+            auto& [ec, g] = result;
             const auto t = mono_ns();
             if (ec) {
                 std::cout << "failed " << ec.message() << std::endl;
