@@ -459,6 +459,10 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
             o.quiet = true;
             return r.no_value();
         }
+        if (opt.name == "--fair") {
+            o.fair = true;
+            return r.no_value();
+        }
         if (opt.name == "--no-process-group") {
             o.own_process_group = false;
             return r.no_value();
@@ -536,6 +540,9 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     if (err) return err;
     if (wait_given && no_wait)
         return r.error("--wait and --no-wait cannot be used together (nor -w and -n)");
+    if (o.fair && o.replicas > 0)
+        return r.error("--replicas is not offered with --fair (replica acknowledgement is the "
+                       "plain mutex's)");
     if (no_wait) {
         o.wait = duration::zero();
         o.wait_text = "0s";

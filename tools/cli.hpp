@@ -109,6 +109,7 @@ struct run_options {
     std::string wait_text;
     int conflict_exit_code = exit_status::not_acquired;  // -E: when not acquired in time
     int replicas = 0;              // --replicas: lock_options::replicas
+    bool fair = false;             // --fair: a corolock::fair_mutex (Redis only)
     bool quiet = false;            // -q: no message when the lock is not acquired
     on_lost_action on_lost = on_lost_action::kill;
     duration grace = defaults::grace;

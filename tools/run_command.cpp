@@ -38,6 +38,7 @@
 #include <corolock/admin.hpp>
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
+#include <corolock/fair_mutex.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/metrics.hpp>
 #include <corolock/mutex.hpp>
@@ -561,6 +562,29 @@ asio::awaitable<void> drain_abandoned(run_state& s) {
                        " frees lock '" + s.name() + "' within " + s.o.lease_text);
 }
 
+// The lock `run` takes: a mutex, or with --fair a fair mutex.
+class run_lock {
+public:
+    run_lock(const backend& b, const std::string& name, bool fair) {
+        if (fair)
+            fair_.emplace(b, name);
+        else
+            plain_.emplace(b, name);
+    }
+    const std::string& owner_id() const noexcept {
+        return fair_ ? fair_->owner_id() : plain_->owner_id();
+    }
+    template <class Token>
+    auto async_acquire(lock_options opts, Token&& token) {
+        if (fair_) return fair_->async_acquire(opts, std::forward<Token>(token));
+        return plain_->async_acquire(opts, std::forward<Token>(token));
+    }
+
+private:
+    std::optional<mutex> plain_;
+    std::optional<fair_mutex> fair_;
+};
+
 asio::awaitable<int> run_flow(run_state& s) {
     const auto& o = s.o;
     auto interrupted = [&](std::string_view while_doing) {
@@ -572,7 +596,7 @@ asio::awaitable<int> run_flow(run_state& s) {
     // 1. Is the server there at all? Asked separately, so that a wrong URL
     // or a stopped server is reported within seconds instead of looking like
     // a lock that never frees up.
-    mutex lock(s.locks, o.name);
+    run_lock lock(s.locks, o.name, o.fair);
     if (s.etcd != nullptr) {
         // One range of the lock's keys: the reachability check and -v's
         // look at the holder at once. Bounded by the request timeout; a
@@ -781,6 +805,11 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
     std::shared_ptr<spdlog::logger> log;
     try {
         if (o.common.etcd) {
+            if (o.fair) {
+                report_error("--fair is offered on Redis only: etcd's lock is granted in "
+                             "order of arrival already");
+                return exit_status::usage;
+            }
             log = make_logger(o.common.verbosity);
             etcd = make_etcd_admin(ioc.get_executor(), o.common);
             backend_config bc;
