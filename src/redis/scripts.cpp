@@ -169,6 +169,8 @@ local levels = 0
 local holder = ''
 if owner ~= '' then
   levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
+  -- Another kind's hash (a fair mutex's) has its `kind` field besides.
+  if redis.call('HGET', KEYS[1], 'kind') then levels = levels - 1 end
   holder = redis.call('HGET', KEYS[1], 'holder') or ''
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -184,6 +186,7 @@ constexpr std::string_view break_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {'', 0} end
 local levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
+if redis.call('HGET', KEYS[1], 'kind') then levels = levels - 1 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], owner)
 return {owner, levels}

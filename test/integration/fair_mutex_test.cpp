@@ -219,6 +219,25 @@ TEST_CASE("fair_mutex: a waiter whose process stopped is skipped after its entry
     dead_ioc.run_for(500ms);
 }
 
+TEST_CASE("fair_mutex: status reports the holder's levels", "[fair][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::fair_mutex m(c, "fair-status");
+        auto g1 = co_await m.acquire({.lease = 30s});
+        auto g2 = co_await m.acquire({.lease = 30s});
+        auto [ec, st] = co_await corolock::async_lock_status(c, "fair-status", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(st.held);
+        CHECK(st.owner == m.owner_id());
+        CHECK(st.levels == 2);
+        co_await g2.release();
+        co_await g1.release();
+    });
+    c.stop();
+}
+
 TEST_CASE("fair_mutex: deleting the key behind the holder fires until_lost",
           "[fair][integration]") {
     redis_server server;
