@@ -4,6 +4,8 @@
 #include <corolock/corolock.hpp>
 #include <corolock/fair_mutex.hpp>
 
+#include "core/watchdog_schedule.hpp"
+
 #include "support/async_test.hpp"
 #include "support/child_process.hpp"
 #include "support/lock_testing.hpp"
@@ -123,6 +125,7 @@ TEST_CASE("fair_mutex: a release hands the lock over without another acquire",
         REQUIRE(queued_up);
         co_await sleep_for(50ms);  // its second attempt (after SUBSCRIBE) is answered
         const long before = script_calls();
+        const auto release_called = std::chrono::steady_clock::now();
         co_await g.release();
         const bool granted = co_await eventually([&] { return done; }, 2s);
         REQUIRE(granted);
@@ -132,6 +135,11 @@ TEST_CASE("fair_mutex: a release hands the lock over without another acquire",
         CHECK(got->token() > g.token());
         CHECK(server.cmd1({"HGET", lock_key("handoff"), "owner"}) == waiter.owner_id());
         CHECK(got->lease_deadline() > std::chrono::steady_clock::now() + 25s);
+        // The deadline is measured from the waiter's last attempt (sent
+        // before the release was even called), never from the message's
+        // arrival: earlier than release call + lease - drift.
+        CHECK(got->lease_deadline() <
+              release_called + 30s - corolock::detail::watchdog_schedule::drift(30s));
         co_await got->release();
         CHECK(server.cmd1({"EXISTS", lock_key("handoff"), queue_key("handoff")}) == "0");
     });
