@@ -82,10 +82,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     };
     std::unique_ptr<replica_wait> replica;
     handler_type handler;
+    // Also a fair mutex's entry in the service's waiters by owner, while
+    // it is registered on the channel.
     detail::unlock_waiters::waiter waiter;
-    // A fair mutex's waiter, told by the service when a release handed it
-    // the lock (registered while `waiter` is).
-    detail::lock_service::fair_waiter fair_waiter;
     detail::lock_service::wait_list::iterator wait_pos;  // valid while `waiting`
     fsm machine;
     std::uint64_t level = 0;
@@ -154,7 +153,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         try {
             if (svc) {
                 if (waiter.registered) svc->remove_waiter(waiter, false);
-                svc->remove_fair_waiter(fair_waiter);
+                svc->remove_fair_waiter(st->owner, waiter);
                 svc->unregister_stop_hook(*this);
                 // An attempt may have been granted: give it back (owner- and
                 // level-checked, so harmless if it was not).
@@ -176,9 +175,6 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         level = st->next_level++;
         waiter.wake = &acquire_op::on_wake;
         waiter.context = this;
-        fair_waiter.granted = &acquire_op::on_handoff;
-        fair_waiter.context = this;
-        fair_waiter.owner = st->owner;
         svc->register_stop_hook(*this);
         auto f = observe();
         started = f.now;
@@ -293,7 +289,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         if (a.fresh_level) level = st->next_level++;
         if (a.join_queue) {
             svc->add_waiter(waiter, st->keys.channel());
-            if (fair()) svc->add_fair_waiter(fair_waiter);
+            if (fair()) svc->add_fair_waiter(st->owner, waiter);
         }
         if (a.rearm) svc->rearm_waiter(waiter);
         if (a.note_expiry) svc->note_expiry_hint(st->keys.channel(), a.expiry);
@@ -321,8 +317,13 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     // An unlock message woke this waiter (`context` is the operation).
+    // (A fair mutex's release that named this owner: see on_handoff.)
     static void on_wake(void* context) noexcept {
         auto* op = static_cast<acquire_op*>(context);
+        if (const auto* g = op->svc->fair_grant_in_delivery()) {
+            on_handoff(op, *g);
+            return;
+        }
         op->woken_at = clock::now();
         if (!op->waiting) {
             op->wake_pending = true;
@@ -338,12 +339,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         }
     }
 
-    // A fair mutex's release handed the lock to this owner (`context` is the
-    // operation). Only this operation's current level, granted after this
+    // A fair mutex's release handed the lock to this owner. Only this operation's current level, granted after this
     // operation began and not in the future, is its grant: anything else is
     // an earlier operation's of the same handle, whose give-back frees it.
-    static void on_handoff(void* context, const detail::fair_grant& g) noexcept {
-        auto* op = static_cast<acquire_op*>(context);
+    static void on_handoff(acquire_op* op, const detail::fair_grant& g) noexcept {
         const auto seq_time = clock::time_point(std::chrono::nanoseconds(g.seq));
         const auto now = clock::now();
         if (g.level != op->level || op->machine.finished() || seq_time < op->started ||
@@ -453,7 +452,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // the lock on if the entry was granted meanwhile): cancelled, timed out,
     // or a try that the script queued.
     void leave_fair_queue(const fsm::action& a) {
-        svc->remove_fair_waiter(fair_waiter);
+        svc->remove_fair_waiter(st->owner, waiter);
         if (!a.granted && !a.give_back && attempted && !svc->stopped())
             svc->release_in_background(st, level, /*give_back=*/true, cleanup);
     }
@@ -544,7 +543,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 svc->forget_waiter(waiter);
             }
         }
-        svc->remove_fair_waiter(fair_waiter);
+        svc->remove_fair_waiter(st->owner, waiter);
         svc->unregister_stop_hook(*this);
         // Its script's answer will never come: nothing is left to wait for.
         // (Not once nothing runs any more: a drain's handler is dropped then.)

@@ -333,16 +333,17 @@ void lock_service::send_subscribe(std::string_view channel, bool subscribe, bool
                }));
 }
 
-void lock_service::add_fair_waiter(fair_waiter& w) {
-    if (w.registered) return;
-    fair_waiters_.emplace(w.owner, &w);
-    w.registered = true;
+void lock_service::add_fair_waiter(std::string_view owner, unlock_waiters::waiter& w) {
+    auto [first, last] = fair_waiters_.equal_range(owner);
+    for (auto it = first; it != last; ++it)
+        if (it->second == &w) return;
+    fair_waiters_.emplace(owner, &w);
 }
 
-void lock_service::remove_fair_waiter(fair_waiter& w) noexcept {
-    if (!w.registered) return;
-    w.registered = false;
-    auto [first, last] = fair_waiters_.equal_range(w.owner);
+void lock_service::remove_fair_waiter(std::string_view owner,
+                                      unlock_waiters::waiter& w) noexcept {
+    if (fair_waiters_.empty()) return;
+    auto [first, last] = fair_waiters_.equal_range(owner);
     for (auto it = first; it != last; ++it) {
         if (it->second == &w) {
             fair_waiters_.erase(it);
@@ -355,7 +356,10 @@ void lock_service::on_fair_grant(std::string_view payload) {
     const auto g = parse_fair_grant(payload);
     if (!g) return;
     auto [first, last] = fair_waiters_.equal_range(g->owner);
-    for (auto it = first; it != last; ++it) it->second->granted(it->second->context, *g);
+    delivering_ = &*g;
+    for (auto it = first; it != last; ++it)
+        if (it->second->wake) it->second->wake(it->second->context);
+    delivering_ = nullptr;
 }
 
 void lock_service::add_waiter(unlock_waiters::waiter& w, std::string_view channel) {
