@@ -315,20 +315,22 @@ TEST_CASE("fair scripts: a waiter that renews its entry is never dropped",
     subscriber sub(server, f.channel());
     run_async(ioc, [&]() -> asio::awaitable<void> {
         co_await f.must_grant(H, 1, 10'000, 5'000);
-        co_await f.must_queue(A, 2, 10'000, 150);
+        co_await f.must_queue(A, 2, 10'000, 400);
         co_await f.must_queue(B, 2, 10'000, 5'000);
-        // Eight entry leases long, A renews at the cap the script gives it.
-        for (int i = 0; i < 24; ++i) {
-            co_await sleep_for(50ms);
-            const auto r = co_await f.acquire(A, 2, 10'000, 150, i);
+        // Two and a half entry leases long, A renews ten times per entry
+        // lease (the script's cap would allow three): only a stall of most of
+        // an entry lease could drop it.
+        for (int i = 0; i < 25; ++i) {
+            co_await sleep_for(40ms);
+            const auto r = co_await f.acquire(A, 2, 10'000, 400, i);
             REQUIRE(queued(r));
-            REQUIRE(r.elements[3].integer == 50);
+            REQUIRE(r.elements[3].integer == 133);
         }
         const auto r = co_await f.release(H, 1);
         CHECK(status(r) == 1);
         const auto g = grant_of(sub.message());
         CHECK(g.owner == A);
-        CHECK(g.seq == 23);
+        CHECK(g.seq == 24);
     });
     c.stop();
 }
