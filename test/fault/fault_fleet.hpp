@@ -97,6 +97,7 @@ struct fleet_options {
     // redis_server, passed to each worker as --resource=URL. Off: the
     // fleet's server is both.
     bool separate_resource = false;
+    bool fair = false;  // the workers take a corolock::fair_mutex (lock_worker fair-cycle)
 };
 
 class fleet {
@@ -123,7 +124,7 @@ public:
     std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
         const std::size_t i = workers_.size();
         std::vector<std::string> argv{
-            COROLOCK_TEST_WORKER, "cycle", opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
+            COROLOCK_TEST_WORKER, opts_.fair ? "fair-cycle" : "cycle", opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
             std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
             std::to_string(seed_ + i)};

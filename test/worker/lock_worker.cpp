@@ -27,7 +27,8 @@
 //       deliberately does not check for a lost lease before writing: the
 //       oracle is what must refuse a late write. A failed acquire is retried
 //       after a short pause. Prints "running PID" at start and "done N"
-//       (completed cycles) at the end; exits 0.
+//       (completed cycles) at the end; exits 0. fair-cycle: the same with a
+//       corolock::fair_mutex.
 //
 // Events go as JSON lines to LOG when given: the history checker's input,
 // in the format documented in test/support/history.hpp. Times are
@@ -183,6 +184,7 @@ struct cycle_worker {
     event_log& log;
     std::mt19937 rng;
     long cycles = 0;
+    bool fair = false;  // mode fair-cycle: a corolock::fair_mutex
 
     template <class Duration>
     static asio::awaitable<void> pause_for(Duration d) {
@@ -254,8 +256,16 @@ struct cycle_worker {
     }
 
     asio::awaitable<void> run() {
+        if (fair)
+            co_await run_with<corolock::fair_mutex>();
+        else
+            co_await run_with<corolock::mutex>();
+    }
+
+    template <class Lock>
+    asio::awaitable<void> run_with() {
         using namespace asio::experimental::awaitable_operators;
-        corolock::mutex m(locks, name);
+        Lock m(locks, name);
         std::uniform_int_distribution<int> backoff(10, 50);
         while (std::chrono::steady_clock::now() < until) {
             log.write("acquire_invoked", 0, name, 0);
@@ -425,7 +435,7 @@ int main(int argc, char** argv_in) {
         ioc.run_for(std::chrono::minutes(2));
         return exit_code;
     }
-    if (mode == "cycle" && argc >= 10) {
+    if ((mode == "cycle" || mode == "fair-cycle") && argc >= 10) {
         if (!steady_clock_is_monotonic()) {
             std::cerr << "steady_clock is not CLOCK_MONOTONIC here: deadlines cannot be logged\n";
             return 70;
@@ -462,7 +472,8 @@ int main(int argc, char** argv_in) {
                        std::chrono::steady_clock::now() + duration,
                        log,
                        std::mt19937(static_cast<std::mt19937::result_type>(seed * 7919 + ::getpid())),
-                       0};
+                       0,
+                       mode == "fair-cycle"};
         bool finished = false;
         std::cout << "running " << ::getpid() << std::endl;
         asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {
