@@ -427,6 +427,7 @@ int orchestrate(const cli& c) {
         {"S3", "handoff p50 / PING p50", metric("s3", "handoff_p50_us") / (base("ping_c1").p50_ms * 1000), "<=", 5.0, "x"},
         {"S3", "least task share / mean share", metric("s3", "min_share_of_mean"), ">=", 0.25, "x"},
         {"S3", "counter == acquisitions", metric("s3", "counter_ok"), "==", 1, "bool"},
+        {"F1", "fair handoff p50 / PING p50", metric("fair_handoff", "fair_handoff_p50_us") / (base("ping_c1").p50_ms * 1000), "<=", 1.5, "x"},
         {"S4", "SUBSCRIBE commands for all waiters", metric("s4", "subscribe_commands"), "==", 1, ""},
         {"S4", "Redis commands per handoff", metric("s4", "server_commands_per_handoff"), "<=", 4, ""},
         {"S4", "RSS growth per waiter (waves of 500)", metric("s4", "rss_per_waiter_bytes"), "<=", 2048, "B"},
@@ -546,6 +547,13 @@ int orchestrate(const cli& c) {
     line("S3", "acquisitions/s, 2 processes x 4", fmt(metric("s3", "acquisitions_per_s")), "", "");
     line("S3", "handoff p50 / p99 us",
          fmt(metric("s3", "handoff_p50_us")) + " / " + fmt(metric("s3", "handoff_p99_us")), "", "");
+    line("F1", "fair handoff p50 / client PING p50, one process",
+         fmt(metric("fair_handoff", "fair_over_ping_p50")), "", "");
+    line("F1", "handoff p50 us: fair / mutex / PING",
+         fmt(metric("fair_handoff", "fair_handoff_p50_us")) + " / " +
+             fmt(metric("fair_handoff", "mutex_handoff_p50_us")) + " / " +
+             fmt(metric("fair_handoff", "ping_p50_us")),
+         "", "");
     line("S4", "handoffs/s through 10k waiters", fmt(metric("s4", "handoffs_per_s")), "", "");
     line("S4", "live heap per waiter (waves / all at once) B",
          fmt(metric("s4", "live_heap_per_waiter_bytes")) + " / " +

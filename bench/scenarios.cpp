@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -34,6 +35,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <thread>
 
 namespace bench {
 
@@ -1021,6 +1023,109 @@ asio::awaitable<void> scenario_s6(const options& o, metrics& m) {
 
 }  // namespace
 
+// ---------------------------------------------------------------------------
+// F1: the fair mutex's direct handoff against the mutex's: two clients, each
+// on a thread of its own (as two processes would be), pass one lock back and
+// forth; PING through a client in the same run is the yardstick. Handoff:
+// from the holder's release call to the waiter's acquire returning.
+
+struct handoff_shared {
+    std::atomic<std::int64_t> released_ns{0};
+    std::atomic<int> turn{-1};
+};
+
+template <class Lock>
+asio::awaitable<void> handoff_task(corolock::client& c, const std::string& name, int self,
+                                   handoff_shared& sh, clock::time_point end,
+                                   std::vector<double>& us, std::string& error) {
+    Lock m{c, name};
+    corolock::lock_options opts;
+    opts.lease = 10s;
+    opts.wait = 5s;
+    for (int i = 0; i < 100'000 && clock::now() < end; ++i) {
+        auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
+        const auto acquired = mono_ns();
+        if (ec) {
+            error = "acquire: " + ec.message();
+            co_return;
+        }
+        if (sh.turn.exchange(self) != self && sh.released_ns.load() != 0)
+            us.push_back(static_cast<double>(acquired - sh.released_ns.load()) / 1e3);
+        // Holds for a few round trips (kept busy, as S3's critical section
+        // is: an idle sleep would add the machine's wake-up latency to the
+        // handoff), long enough for the other task to be waiting.
+        for (int k = 0; k < 16; ++k) {
+            corolock::command ping{"PING"};
+            co_await exec(c, std::move(ping));
+        }
+        sh.released_ns.store(mono_ns());
+        auto [rec] = co_await g.async_release(use_nothrow);
+        if (rec) {
+            error = "release: " + rec.message();
+            co_return;
+        }
+    }
+}
+
+template <class Lock>
+summary measure_handoff(const options& o, const std::string& name, clock::duration run,
+                        std::string& error) {
+    handoff_shared sh;
+    std::vector<double> us[2];
+    std::string errors[2];
+    const auto end = clock::now() + run;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+        threads.emplace_back([&, t] {
+            asio::io_context ioc(1);
+            corolock::client c{ioc.get_executor(), make_config(o)};
+            asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+                corolock::command ping{"PING"};
+                co_await exec(c, std::move(ping));
+                co_await handoff_task<Lock>(c, name, t, sh, end, us[t], errors[t]);
+                c.stop();
+            }, asio::detached);
+            ioc.run_for(run + 20s);
+        });
+    }
+    for (auto& th : threads) th.join();
+    for (const auto& e : errors)
+        if (!e.empty()) error += e + "; ";
+    us[0].insert(us[0].end(), us[1].begin(), us[1].end());
+    return summarize(std::move(us[0]));
+}
+
+asio::awaitable<void> scenario_fair_handoff(const options& o, metrics& m) {
+    auto ex = co_await asio::this_coro::executor;
+    const auto run = pick<clock::duration>(o, 3s, 1s, 200ms);
+    const auto id = run_id();
+    std::string error;
+    // PING through a client of the same kind, in this run.
+    std::vector<double> ping_us;
+    {
+        corolock::client c{ex, make_config(o)};
+        corolock::command hello{"PING"};
+        co_await exec(c, std::move(hello));
+        const auto end = clock::now() + run;
+        for (int i = 0; i < 10'000'000 && clock::now() < end; ++i) {
+            const auto t0 = clock::now();
+            corolock::command ping{"PING"};
+            co_await exec(c, std::move(ping));
+            ping_us.push_back(to_us(clock::now() - t0));
+        }
+        c.stop();
+    }
+    const auto ping = summarize(std::move(ping_us));
+    const auto fair = measure_handoff<corolock::fair_mutex>(o, "bench:f1:fair:" + id, run, error);
+    const auto plain = measure_handoff<corolock::mutex>(o, "bench:f1:mutex:" + id, run, error);
+    add_summary(m, "ping", ping);
+    add_summary(m, "fair_handoff", fair);
+    add_summary(m, "mutex_handoff", plain);
+    m.number("fair_over_ping_p50", ping.p50 > 0 ? fair.p50 / ping.p50 : 0);
+    m.number("mutex_over_ping_p50", ping.p50 > 0 ? plain.p50 / ping.p50 : 0);
+    if (!error.empty()) m.text("errors", error);
+}
+
 const std::vector<scenario_info>& scenarios() {
     // Time limits are generous multiples of the full run's length; they only
     // exist so that a hang can never outlive the script.
@@ -1032,6 +1137,7 @@ const std::vector<scenario_info>& scenarios() {
         {"s5", &scenario_s5, 90},       {"s5_burst", &scenario_s5_burst, 60},
         {"s6", &scenario_s6, 60},
         {"sem", &scenario_sem, 60},
+        {"fair_handoff", &scenario_fair_handoff, 40},
     };
     return list;
 }

@@ -232,6 +232,9 @@ client_cpu=()
 [[ $s1_cpus == any ]] || taskset -a -p -c "$(IFS=,; echo "${cpus[*]}")" "$REDIS_PID" >/dev/null
 paired_rounds s2 "$s2_rounds" "$s2_seconds" 50 "$n_pair50" 1
 
+# corolock_bench runs every scenario of bench/scenarios.cpp, F1 (the fair
+# mutex's handoff against the mutex's and PING, measured in its own run)
+# included.
 echo "bench: corolock_bench ($mode)"
 status=0
 timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush "${round_args[@]}" \

@@ -460,6 +460,10 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
             o.quiet = true;
             return r.no_value();
         }
+        if (opt.name == "--fair") {
+            o.fair = true;
+            return r.no_value();
+        }
         if (opt.name == "--no-process-group") {
             o.own_process_group = false;
             return r.no_value();
@@ -558,6 +562,12 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     if (o.permits > o.capacity && o.capacity > 0)
         return r.error("--permits " + std::to_string(o.permits) + " is more than --capacity " +
                        std::to_string(o.capacity));
+    if (o.fair && o.capacity > 0)
+        return r.error("--fair and --capacity cannot be used together (the semaphore has no "
+                       "queue)");
+    if (o.fair && o.replicas > 0)
+        return r.error("--replicas is not offered with --fair (replica acknowledgement is the "
+                       "plain mutex's)");
     if (no_wait) {
         o.wait = duration::zero();
         o.wait_text = "0s";

@@ -112,6 +112,7 @@ struct run_options {
     int replicas = 0;              // --replicas: lock_options::replicas
     std::uint32_t capacity = 0;    // --capacity: a semaphore of N permits (0: a mutex)
     std::uint32_t permits = 1;     // --permits: how many of them
+    bool fair = false;             // --fair: a corolock::fair_mutex (Redis only)
     bool quiet = false;            // -q: no message when the lock is not acquired
     on_lost_action on_lost = on_lost_action::kill;
     duration grace = defaults::grace;

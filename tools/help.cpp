@@ -117,6 +117,9 @@ Options:
                       acquired in time.
   -q, --quiet         Print nothing when the lock is not acquired in time
                       (a busy lock in cron stays silent).
+  --fair              Redis: take a fair mutex: waiters get the lock in the
+                      order they asked for it, across processes and hosts
+                      (every corolock run on NAME must use --fair).
   --replicas N        Redis: start COMMAND only once N replicas acknowledged
                       the lock (WAIT, up to 1 s or a quarter of the lease);
                       otherwise give it back and exit 76. Ignored by etcd;

@@ -38,6 +38,7 @@
 #include <corolock/admin.hpp>
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
+#include <corolock/fair_mutex.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/metrics.hpp>
 #include <corolock/mutex.hpp>
@@ -563,6 +564,40 @@ asio::awaitable<void> drain_abandoned(run_state& s) {
                        " frees lock '" + s.name() + "' within " + s.o.lease_text);
 }
 
+// The lock `run` takes: a mutex, or with --fair a fair mutex.
+// The lock `run` takes: a mutex, a fair_mutex (--fair) or a semaphore
+// (--capacity), one of them made from the options.
+class run_lock {
+public:
+    run_lock(const backend& b, const run_options& o) : permits_(o.permits) {
+        if (o.capacity > 0)
+            semaphore_.emplace(b, o.name, o.capacity);
+        else if (o.fair)
+            fair_.emplace(b, o.name);
+        else
+            plain_.emplace(b, o.name);
+    }
+    const std::string& owner_id() const noexcept {
+        if (semaphore_) return semaphore_->owner_id();
+        return fair_ ? fair_->owner_id() : plain_->owner_id();
+    }
+    // A semaphore's holders are many: there is no one holder to look up.
+    bool is_semaphore() const noexcept { return semaphore_.has_value(); }
+    template <class Token>
+    auto async_acquire(lock_options opts, Token&& token) {
+        if (semaphore_)
+            return semaphore_->async_acquire(permits_, opts, std::forward<Token>(token));
+        if (fair_) return fair_->async_acquire(opts, std::forward<Token>(token));
+        return plain_->async_acquire(opts, std::forward<Token>(token));
+    }
+
+private:
+    std::uint32_t permits_;
+    std::optional<mutex> plain_;
+    std::optional<fair_mutex> fair_;
+    std::optional<semaphore> semaphore_;
+};
+
 asio::awaitable<int> run_flow(run_state& s) {
     const auto& o = s.o;
     auto interrupted = [&](std::string_view while_doing) {
@@ -574,14 +609,8 @@ asio::awaitable<int> run_flow(run_state& s) {
     // 1. Is the server there at all? Asked separately, so that a wrong URL
     // or a stopped server is reported within seconds instead of looking like
     // a lock that never frees up.
-    // --capacity: a semaphore instead of a mutex (one of the two is made).
-    std::optional<mutex> lock;
-    std::optional<semaphore> permits;
-    if (o.capacity > 0)
-        permits.emplace(s.locks, o.name, o.capacity);
-    else
-        lock.emplace(s.locks, o.name);
-    const std::string& owner = permits ? permits->owner_id() : lock->owner_id();
+    run_lock lock(s.locks, o);
+    const std::string& owner = lock.owner_id();
     if (s.etcd != nullptr) {
         // One range of the lock's keys: the reachability check and -v's
         // look at the holder at once. Bounded by the request timeout; a
@@ -629,7 +658,7 @@ asio::awaitable<int> run_flow(run_state& s) {
     // the lock records (host, pid, since when, its label or command), or its
     // owner id when it records none (a lock written by an older corolock).
     // (A semaphore's holders are many; its status is not looked up.)
-    if (s.log && s.etcd == nullptr && !permits) {
+    if (s.log && s.etcd == nullptr && !lock.is_semaphore()) {
         auto [sec, st] = co_await async_lock_status(s.locks, o.name, use_nothrow);
         if (!sec && st.held && st.owner != owner) {
             const std::string who =
@@ -658,13 +687,8 @@ asio::awaitable<int> run_flow(run_state& s) {
     const auto wait_start = std::chrono::steady_clock::now();
     error_code aec;
     guard g;
-    if (permits) {
-        std::tie(aec, g) = co_await permits->async_acquire(
-            o.permits, opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
-    } else {
-        std::tie(aec, g) = co_await lock->async_acquire(
-            opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
-    }
+    std::tie(aec, g) = co_await lock.async_acquire(
+        opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
     const auto waited = std::chrono::steady_clock::now() - wait_start;
     s.cancel_start.slot().clear();
     if (s.pending_signal != 0) {
@@ -803,6 +827,11 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
                 why += service_at(o.common);
                 why += "): semaphores need Redis";
                 report_error(why);
+                return exit_status::usage;
+            }
+            if (o.fair) {
+                report_error("--fair is offered on Redis only: etcd's lock is granted in "
+                             "order of arrival already");
                 return exit_status::usage;
             }
             log = make_logger(o.common.verbosity);

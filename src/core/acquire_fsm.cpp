@@ -86,6 +86,17 @@ acquire_fsm::action acquire_fsm::on_wait(const facts& f) {
     return attempt({});
 }
 
+acquire_fsm::action acquire_fsm::on_handoff(const facts& f) {
+    if (state_ != state::waiting) return finish(misuse());
+    action a;
+    contended_ = true;
+    if (abandoned_)
+        a.give_back = !f.service_stopped;
+    else
+        a.granted = true;
+    return finish(a);
+}
+
 acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result& r) {
     if (state_ != state::attempting) return finish(misuse());
     action a;

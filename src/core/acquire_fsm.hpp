@@ -97,6 +97,12 @@ public:
     // After a step::wait: the timer fired, an unlock message cut it short, or
     // cancel() did.
     action on_wait(const facts& f);
+    // While a step::wait is pending: the server handed the current level to
+    // this operation (a fair mutex's release granted it to the queue's
+    // head). Ends the operation granted, or gives the level back when the
+    // caller has had its answer. Fails closed in any other step (the shell
+    // lets an attempt in flight find the grant instead).
+    action on_handoff(const facts& f);
 
     // The caller has had its answer (cancellation, or the client stopping):
     // the next step ends the operation, and a lock the server grants after

@@ -5,6 +5,7 @@
 #include "core/acquire_fsm.hpp"
 #include "core/logging.hpp"
 #include "redis/client_impl.hpp"
+#include "redis/fair_scripts.hpp"
 #include "redis/lock_service.hpp"
 #include "redis/replica_acks.hpp"
 
@@ -17,6 +18,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <utility>
 
 namespace corolock::detail {
 
@@ -80,6 +82,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     };
     std::unique_ptr<replica_wait> replica;
     handler_type handler;
+    // Also a fair mutex's entry in the service's waiters by owner, while
+    // it is registered on the channel.
     detail::unlock_waiters::waiter waiter;
     detail::lock_service::wait_list::iterator wait_pos;  // valid while `waiting`
     fsm machine;
@@ -104,6 +108,12 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Without it the wake-up is lost, and the waiter, still marked woken, is
     // skipped by every later message until its TTL cap: starvation.
     bool wake_pending = false;
+
+    // A fair mutex's handoff granted `level` while this waited: the resume
+    // completes the operation granted, with `sent` from the grant's seq.
+    bool handoff = false;
+    // An attempt was sent: a fair mutex's queue may hold an entry for it.
+    bool attempted = false;
 
     // Whether the caller was handed a guard for `level`: from then on the
     // level is the caller's to release, never the operation's.
@@ -143,6 +153,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         try {
             if (svc) {
                 if (waiter.registered) svc->remove_waiter(waiter, false);
+                svc->remove_fair_waiter(st->owner, waiter);
                 svc->unregister_stop_hook(*this);
                 // An attempt may have been granted: give it back (owner- and
                 // level-checked, so harmless if it was not).
@@ -167,7 +178,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         svc->register_stop_hook(*this);
         auto f = observe();
         started = f.now;
-        if (!machine.try_once() && !f.holds_lock) f.yield_until = svc->yield_until(st->keys.channel());
+        // The fair mutex's order is the server's queue: no yielding to other
+        // processes, no local queue in front of it.
+        if (!machine.try_once() && !f.holds_lock && !fair())
+            f.yield_until = svc->yield_until(st->keys.channel());
         perform(machine.start(f));
     }
 
@@ -176,7 +190,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         f.now = clock::now();
         f.holds_lock = !st->levels.empty();
         f.service_stopped = svc->stopped();
-        if (machine.deciding_queue()) {
+        if (machine.deciding_queue() && !fair()) {
             f.expiry_hint = svc->expiry_hint(st->keys.channel());
             f.local_waiters = svc->waiters().waiter_count(st->keys.channel());
         }
@@ -188,6 +202,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     void arguments(detail::script_args& out) const override {
         st->kind().acquire_arguments(*st, req, level, granted, out);
     }
+
+    bool fair() const noexcept { return st->spec.kind == detail::lock_spec::kind_t::fair_mutex; }
 
     // The terms this acquire asks for, to begin or join a tenure with.
     detail::lease_terms asked() const noexcept { return {machine.lease(), renew_every}; }
@@ -271,7 +287,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     void perform(const fsm::action& a) {
         if (a.give_back) svc->release_in_background(st, level, /*give_back=*/true, cleanup);
         if (a.fresh_level) level = st->next_level++;
-        if (a.join_queue) svc->add_waiter(waiter, st->keys.channel());
+        if (a.join_queue) {
+            svc->add_waiter(waiter, st->keys.channel());
+            if (fair()) svc->add_fair_waiter(st->owner, waiter);
+        }
         if (a.rearm) svc->rearm_waiter(waiter);
         if (a.note_expiry) svc->note_expiry_hint(st->keys.channel(), a.expiry);
         switch (a.what) {
@@ -285,6 +304,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 sent_epoch = t->epoch;
             }
             sent = clock::now();
+            attempted = true;
             svc->run_script(st->kind().acquire_script(), shared_from_this(), /*idempotent=*/false);
             return;
         case fsm::step::wait:
@@ -297,8 +317,13 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     // An unlock message woke this waiter (`context` is the operation).
+    // (A fair mutex's release that named this owner: see on_handoff.)
     static void on_wake(void* context) noexcept {
         auto* op = static_cast<acquire_op*>(context);
+        if (const auto* g = op->svc->fair_grant_in_delivery()) {
+            on_handoff(op, *g);
+            return;
+        }
         op->woken_at = clock::now();
         if (!op->waiting) {
             op->wake_pending = true;
@@ -312,6 +337,52 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
             // since a wake-up runs while the waiter lists are being walked
             // and must not change them.
         }
+    }
+
+    // A fair mutex's release handed the lock to this owner. Only this operation's current level, granted after this
+    // operation began and not in the future, is its grant: anything else is
+    // an earlier operation's of the same handle, whose give-back frees it.
+    static void on_handoff(acquire_op* op, const detail::fair_grant& g) noexcept {
+        const auto seq_time = clock::time_point(std::chrono::nanoseconds(g.seq));
+        const auto now = clock::now();
+        if (g.level != op->level || op->machine.finished() || seq_time < op->started ||
+            seq_time > now)
+            return;
+        op->woken_at = now;
+        if (!op->waiting) {
+            // An attempt is in flight: it is granted as a re-entry, or, if
+            // it ran before the release, the next one at once is.
+            op->wake_pending = true;
+            return;
+        }
+        op->handoff = true;
+        op->sent = seq_time;
+        op->token = g.token;
+        try {
+            op->end_wait_early();
+        } catch (...) {
+            op->handoff = false;  // the wait is still in place: its time ends it
+        }
+    }
+
+    // The resume after a handoff: the grant, measured from the seq's time
+    // (docs/safety.md, "The handoff deadline"); one already past its
+    // deadline is given back, and the wait goes on with a fresh level.
+    void on_handed_off() {
+        granted = machine.lease();
+        sent_epoch = 0;
+        const auto f = observe();
+        if (detail::watchdog_schedule::deadline_for(sent, granted) <= f.now) {
+            st->client().log().info("acquire {}: a handoff came after its deadline; giving it back",
+                                    escaped{st->name});
+            svc->release_in_background(st, level, /*give_back=*/true, cleanup);
+            level = st->next_level++;
+            perform(machine.on_wait(f));
+            return;
+        }
+        const auto a = machine.on_handoff(f);
+        if (a.granted && !replica) note_grant(f.now);
+        perform(a);
     }
 
     // Waits for a wake-up, the timer's expiry, or cancellation; a wake-up
@@ -346,7 +417,12 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     void on_wait() {
-        step([&] { perform(machine.on_wait(observe())); });
+        step([&] {
+            if (std::exchange(handoff, false))
+                on_handed_off();
+            else
+                perform(machine.on_wait(observe()));
+        });
     }
 
     // Registrations go first, the caller's completion last: a handler that
@@ -355,6 +431,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         std::shared_ptr<detail::tenure> t;
         if (a.granted) t = svc->on_acquired(st, level, sent, granted, asked());
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
+        if (fair()) leave_fair_queue(a);
         if (a.granted && replica) {
             confirm(std::move(t));
             return;
@@ -368,6 +445,16 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
             assert(a.ec || machine.abandoned());
             complete(a.ec ? a.ec : error_code(error::client_stopped), {});
         }
+    }
+
+    // A fair mutex's operation that ends without the lock gives up its place
+    // on the server at once (the release script removes the entry, and hands
+    // the lock on if the entry was granted meanwhile): cancelled, timed out,
+    // or a try that the script queued.
+    void leave_fair_queue(const fsm::action& a) {
+        svc->remove_fair_waiter(st->owner, waiter);
+        if (!a.granted && !a.give_back && attempted && !svc->stopped())
+            svc->release_in_background(st, level, /*give_back=*/true, cleanup);
     }
 
     void end_registrations() {
@@ -456,6 +543,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
                 svc->forget_waiter(waiter);
             }
         }
+        svc->remove_fair_waiter(st->owner, waiter);
         svc->unregister_stop_hook(*this);
         // Its script's answer will never come: nothing is left to wait for.
         // (Not once nothing runs any more: a drain's handler is dropped then.)

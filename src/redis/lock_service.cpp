@@ -35,7 +35,7 @@ void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code 
 redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
                                    const lock_spec& s)
     : lock_state(std::move(b), std::move(lock_name), random_owner_id()),
-      keys(keys_for(name)),
+      keys(name, /*queue=*/s.kind == lock_spec::kind_t::fair_mutex),
       spec(s) {
     lock_kind::for_spec(s);  // throws for a kind Redis does not offer
 }
@@ -100,7 +100,7 @@ public:
                     r.elements[0].type != resp3_type::integer ||
                     r.elements[1].type != resp3_type::integer))
             ec = error::unexpected_reply;
-        if (auto s = svc_.lock()) {
+        if (auto s = svc_.lock(); s && st_->spec.kind != lock_spec::kind_t::fair_mutex) {
             std::int64_t receivers = -1;
             if (!ec)
                 receivers =
@@ -287,8 +287,10 @@ void lock_service::release_level(const std::shared_ptr<redis_lock_state>& st, st
         }
     }
     const auto sent = clock::now();
-    // Only a lock with local waiters can have a wake-up to hold back.
-    const bool tracked = waiters_.waiter_count(st->keys.channel()) > 0;
+    // Only a lock with local waiters can have a wake-up to hold back; a fair
+    // mutex's release hands the lock on itself, so nothing is held back.
+    const bool fair = st->spec.kind == lock_spec::kind_t::fair_mutex;
+    const bool tracked = !fair && waiters_.waiter_count(st->keys.channel()) > 0;
     if (tracked) handoffs_.on_release_sent(st->keys.channel());
     run_script(st->kind().release_script(impl_.sharded_pubsub()),
                std::make_shared<release_call>(weak_from_this(), st, level, std::move(t), sent,
@@ -330,6 +332,35 @@ void lock_service::send_subscribe(std::string_view channel, bool subscribe, bool
                    s->impl_.log().warn("{} {} failed: {}", subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE",
                                        escaped{channel}, ec.message());
                }));
+}
+
+void lock_service::add_fair_waiter(std::string_view owner, unlock_waiters::waiter& w) {
+    auto [first, last] = fair_waiters_.equal_range(owner);
+    for (auto it = first; it != last; ++it)
+        if (it->second == &w) return;
+    fair_waiters_.emplace(owner, &w);
+}
+
+void lock_service::remove_fair_waiter(std::string_view owner,
+                                      unlock_waiters::waiter& w) noexcept {
+    if (fair_waiters_.empty()) return;
+    auto [first, last] = fair_waiters_.equal_range(owner);
+    for (auto it = first; it != last; ++it) {
+        if (it->second == &w) {
+            fair_waiters_.erase(it);
+            return;
+        }
+    }
+}
+
+void lock_service::on_fair_grant(std::string_view payload) {
+    const auto g = parse_fair_grant(payload);
+    if (!g) return;
+    auto [first, last] = fair_waiters_.equal_range(g->owner);
+    delivering_ = &*g;
+    for (auto it = first; it != last; ++it)
+        if (it->second->wake) it->second->wake(it->second->context);
+    delivering_ = nullptr;
 }
 
 void lock_service::add_waiter(unlock_waiters::waiter& w, std::string_view channel) {
@@ -534,9 +565,15 @@ void lock_service::on_push(const reply& r) {
     }
     if (kind != "message" && kind != "smessage") return;
     const auto& channel = r.elements[1].str;
+    const auto& payload = r.elements[2].str;
+    // A fair mutex's handoff: the lock is granted already, to the waiter it
+    // names; nobody else is woken.
+    if (!payload.empty() && payload.front() == '>') {
+        on_fair_grant(payload);
+        return;
+    }
     // A payload that starts with '*' comes from a release that may let
     // several waiters in (permits, readers): every local waiter tries.
-    const auto& payload = r.elements[2].str;
     if (!payload.empty() && payload.front() == '*') {
         waiters_.wake_all(channel);
         return;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "redis/client_impl.hpp"
+#include "redis/fair_scripts.hpp"
 #include "redis/handoff.hpp"
 #include "redis/lock_kind.hpp"
 #include "redis/redis_backend.hpp"
@@ -126,6 +127,16 @@ public:
     void add_waiter(unlock_waiters::waiter& w, std::string_view channel);
     void remove_waiter(unlock_waiters::waiter& w, bool acquired);
     void rearm_waiter(unlock_waiters::waiter& w) noexcept { waiters_.rearm(w); }
+    // A fair mutex's waiters, by owner id (a view of the handle's, alive
+    // while registered): a release that names one as the waiter it handed
+    // the lock to (">owner level token seq", see fair_scripts.hpp) calls its
+    // wake() while fair_grant_in_delivery() points at that grant. The wake()
+    // must not add or remove fair waiters. Adding twice, or removing a
+    // waiter that is not registered, does nothing.
+    void add_fair_waiter(std::string_view owner, unlock_waiters::waiter& w);
+    void remove_fair_waiter(std::string_view owner, unlock_waiters::waiter& w) noexcept;
+    const fair_grant* fair_grant_in_delivery() const noexcept { return delivering_; }
+
     // When a local waiter last saw the holder's lease running out (the time
     // point of its TTL cap); min() when no waiter of the channel saw one.
     // Kept while the channel has waiters, dropped with the last of them.
@@ -230,12 +241,16 @@ private:
     void send_subscribe(std::string_view channel, bool subscribe, bool priority);
     void arm_wait_timer();
     void on_wait_timer();
+    // A fair mutex's handoff message: wakes the waiter it names, if local.
+    void on_fair_grant(std::string_view payload);
 
     std::weak_ptr<client_impl> client_;
     client_impl& impl_;
     unlock_waiters waiters_;
     std::unordered_map<std::string, clock::time_point, string_hash, std::equal_to<>> expiry_hints_;
     handoff_table handoffs_;  // per-channel fairness between processes
+    std::unordered_multimap<std::string_view, unlock_waiters::waiter*> fair_waiters_;
+    const fair_grant* delivering_ = nullptr;  // see fair_grant_in_delivery()
     watchdog_schedule schedule_;
     std::map<std::uint64_t, std::weak_ptr<redis_lock_state>> watched_;
     // The node of the last lock let go, reused by the next one taken: a lock

@@ -2,6 +2,7 @@
 // of a handle's kind.
 #include "redis/lock_kind.hpp"
 
+#include "redis/fair_scripts.hpp"
 #include "redis/lock_service.hpp"
 
 #include <boost/system/system_error.hpp>
@@ -76,7 +77,7 @@ const lock_kind* find_kind(const lock_spec& spec) noexcept {
     switch (spec.kind) {
     case lock_spec::kind_t::mutex: return &the_mutex;
     case lock_spec::kind_t::semaphore: return &semaphore_kind();
-    case lock_spec::kind_t::fair_mutex:
+    case lock_spec::kind_t::fair_mutex: return &fair_lock_kind();
     case lock_spec::kind_t::shared_mutex: break;
     }
     return nullptr;

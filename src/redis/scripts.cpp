@@ -179,6 +179,8 @@ local levels = 0
 local holder = ''
 if owner ~= '' then
   levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
+  -- Another kind's hash (a fair mutex's) has its `kind` field besides.
+  if redis.call('HGET', KEYS[1], 'kind') then levels = levels - 1 end
   holder = redis.call('HGET', KEYS[1], 'holder') or ''
 end
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
@@ -194,6 +196,7 @@ constexpr std::string_view break_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {'', 0} end
 local levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
+if redis.call('HGET', KEYS[1], 'kind') then levels = levels - 1 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', KEYS[2], owner)
 return {owner, levels}
@@ -281,14 +284,23 @@ namespace {
 constexpr std::string_view key_prefix = "corolock:{";
 constexpr std::string_view fence_suffix = "}:fence";
 constexpr std::string_view channel_suffix = "}:unlock";
+constexpr std::string_view queue_suffix = "}:queue";
+constexpr std::string_view entries_suffix = "}:entries";
 }  // namespace
 
-lock_keys::lock_keys(std::string_view name) {
+lock_keys::lock_keys(std::string_view name, bool queue) {
     const std::size_t base = key_prefix.size() + name.size() + 1;  // "corolock:{name}"
     buffer_.reserve(2 * (key_prefix.size() + name.size()) + fence_suffix.size() +
-                    channel_suffix.size());
+                    channel_suffix.size() +
+                    (queue ? 2 * (key_prefix.size() + name.size()) + queue_suffix.size() +
+                                 entries_suffix.size()
+                           : 0));
     buffer_.append(key_prefix).append(name).append(fence_suffix);
     buffer_.append(key_prefix).append(name).append(channel_suffix);
+    if (queue) {
+        buffer_.append(key_prefix).append(name).append(queue_suffix);
+        buffer_.append(key_prefix).append(name).append(entries_suffix);
+    }
     // A handle's name is at most max_lock_name_length bytes; an admin call
     // builds keys before it validates the name, and never uses them if bad.
     lock_size_ = static_cast<std::uint32_t>(base);

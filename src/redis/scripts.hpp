@@ -40,19 +40,32 @@ const script& break_script(bool sharded = false);
 const script& confirm_script();
 
 // A lock's keys, in one buffer: "corolock:{name}:fence" then
-// "corolock:{name}:unlock". The lock key is the first one's prefix. Two
-// offsets instead of three views: every handle holds one of these.
+// "corolock:{name}:unlock", and for a fair mutex (`queue`) then
+// "corolock:{name}:queue" and "corolock:{name}:entries" (fair_scripts.hpp).
+// The lock key is the first one's prefix, and every length follows from its
+// length: two offsets instead of five views, since every handle holds one.
 class lock_keys {
 public:
-    explicit lock_keys(std::string_view name);
+    explicit lock_keys(std::string_view name, bool queue = false);
 
     std::string_view lock() const noexcept { return {buffer_.data(), lock_size_}; }   // the hash
     std::string_view fence() const noexcept { return {buffer_.data(), fence_size_}; } // the token counter
     std::string_view channel() const noexcept {  // the unlock channel
-        return std::string_view(buffer_).substr(fence_size_);
+        return std::string_view(buffer_).substr(fence_size_, lock_size_ + 7);
+    }
+    // A fair mutex's queue keys; empty unless made with `queue`.
+    std::string_view queue() const noexcept {
+        if (!has_queue()) return {};
+        return {buffer_.data() + fence_size_ + lock_size_ + 7, lock_size_ + 6};
+    }
+    std::string_view entries() const noexcept {
+        if (!has_queue()) return {};
+        return {buffer_.data() + fence_size_ + 2 * lock_size_ + 13, lock_size_ + 8};
     }
 
 private:
+    bool has_queue() const noexcept { return buffer_.size() > fence_size_ + lock_size_ + 7; }
+
     std::string buffer_;
     std::uint32_t lock_size_ = 0;
     std::uint32_t fence_size_ = 0;

@@ -71,7 +71,7 @@ group_usage() {
   local opt
   for opt in '-n, --no-wait' '-w, --wait SECONDS' '-E, --conflict-exit-code N' '-q, --quiet' \
     '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD' \
-    '--metrics-file FILE' '--replicas N'; do
+    '--metrics-file FILE' '--replicas N' '--fair'; do
     expect_true "help run documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
   done
   cl 5 --help
@@ -101,6 +101,7 @@ group_usage() {
     "lease below the minimum|run: --lease must be at least 100ms \\(got 50ms\\)|run --lease 50ms x -- true"
     "bad --on-lost|run: bad --on-lost value 'maybe': expected kill or ignore|run --on-lost maybe x -- true"
     "--wait with --no-wait|run: --wait and --no-wait cannot be used together|run --wait 1s --no-wait x -- true"
+    "--fair with --replicas|run: --replicas is not offered with --fair|run --fair --replicas 1 x -- true"
     "option without its value|run: option --lease needs a value|run x --lease"
     "malformed URL|run: malformed Redis URL in --url|run --url http://example x -- true"
     "name with a brace|status: bad lock NAME 'a\\{b'|status a{b"
@@ -202,6 +203,13 @@ group_run() {
   cl 20 run --url "$url" r1 -- "$tmp_dir/not-executable"
   expect_status "run: command not executable" 126 "$last_status"
   expect_true "run: lock released after every run" lock_absent r1
+
+  # --fair takes a fair mutex; a plain run on the same name is refused while
+  # it holds (kind is a field the mutex never writes).
+  cl 20 run --url "$url" --fair fair1 -- sh -c 'echo "token=$COROLOCK_TOKEN"'
+  expect_status "run --fair: child exits 0" 0 "$last_status"
+  expect_match "run --fair: the child gets a token" '^token=[0-9]+$' "$tmp_dir/out"
+  expect_true "run --fair: lock released" lock_absent fair1
 
   # The environment, and tokens rising across runs.
   cl 20 run --url "$url" env1 -- sh -c 'echo "token=$COROLOCK_TOKEN name=$COROLOCK_NAME"'

@@ -100,6 +100,7 @@ struct fleet_options {
     // "K/N": the lock is a semaphore of N permits, each cycle takes K
     // (lock_worker's --semaphore=K/N); empty: a mutex.
     std::string semaphore = {};
+    bool fair = false;  // the workers take a corolock::fair_mutex (lock_worker fair-cycle)
 };
 
 class fleet {
@@ -126,7 +127,7 @@ public:
     std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
         const std::size_t i = workers_.size();
         std::vector<std::string> argv{
-            COROLOCK_TEST_WORKER, "cycle", opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
+            COROLOCK_TEST_WORKER, opts_.fair ? "fair-cycle" : "cycle", opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
             std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
             std::to_string(seed_ + i)};

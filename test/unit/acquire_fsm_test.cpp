@@ -620,3 +620,34 @@ TEST_CASE("acquire_fsm: contended() says whether the operation waited for anothe
         CHECK_FALSE(m.contended());
     }
 }
+
+TEST_CASE("acquire_fsm: a handoff while waiting grants without another attempt",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(5s));
+    start_queued(m);
+    REQUIRE(m.on_attempt(at(t0 + 1ms), refused(800)).what == step::wait);
+    const auto a = m.on_handoff(at(t0 + 2ms));
+    CHECK(a.what == step::done);
+    CHECK(a.granted);
+    CHECK_FALSE(a.give_back);
+    CHECK(a.leave_queue);
+    CHECK(m.contended());
+
+    // Cancelled meanwhile: the handed-off level goes back.
+    acquire_fsm c(waiting_for(5s));
+    start_queued(c);
+    REQUIRE(c.on_attempt(at(t0 + 1ms), refused(800)).what == step::wait);
+    c.cancel();
+    const auto back = c.on_handoff(at(t0 + 2ms));
+    CHECK(back.what == step::done);
+    CHECK_FALSE(back.granted);
+    CHECK(back.give_back);
+
+    // With an attempt in flight it is not the machine's to take.
+    acquire_fsm f(waiting_for(5s));
+    start_queued(f);
+    const auto misfit = f.on_handoff(at(t0 + 1ms));
+    CHECK(misfit.what == step::done);
+    CHECK_FALSE(misfit.granted);
+    CHECK(misfit.ec);
+}

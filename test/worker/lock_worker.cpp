@@ -16,7 +16,8 @@
 //       Acquires, prints "acquired TOKEN" and holds until killed.
 //   lock_worker wait URL NAME WAIT_MS
 //       Acquires (waiting up to WAIT_MS), prints "acquired TOKEN MONO_NS",
-//       where MONO_NS is CLOCK_MONOTONIC at the moment acquire returned.
+//       where MONO_NS is CLOCK_MONOTONIC at the moment acquire returned,
+//       and releases. fair-wait: the same with a corolock::fair_mutex.
 //   lock_worker cycle URL NAME COUNTER_KEY ORACLE_KEY LEASE_MS HOLD_MS DURATION_MS LOG [SEED]
 //       For the fault tests: until DURATION_MS have passed, loops acquire ->
 //       critical section -> release on lock NAME. The critical section is a
@@ -26,7 +27,8 @@
 //       deliberately does not check for a lost lease before writing: the
 //       oracle is what must refuse a late write. A failed acquire is retried
 //       after a short pause. Prints "running PID" at start and "done N"
-//       (completed cycles) at the end; exits 0.
+//       (completed cycles) at the end; exits 0. fair-cycle: the same with a
+//       corolock::fair_mutex.
 //       With the option --semaphore=K/N (anywhere on the command line) the
 //       lock is a corolock::semaphore of N permits, of which each cycle
 //       takes K; acquire_ok then carries "permits" and "capacity".
@@ -62,6 +64,7 @@
 #include <optional>
 #include <random>
 #include <sstream>
+#include <tuple>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -198,6 +201,7 @@ struct cycle_worker {
     long cycles = 0;
     std::uint32_t permits = 0;   // --semaphore=K/N: K of N permits; 0: a mutex
     std::uint32_t capacity = 0;
+    bool fair = false;  // mode fair-cycle: a corolock::fair_mutex
 
     template <class Duration>
     static asio::awaitable<void> pause_for(Duration d) {
@@ -269,8 +273,16 @@ struct cycle_worker {
     }
 
     asio::awaitable<void> run() {
+        if (fair)
+            co_await run_with<corolock::fair_mutex>();
+        else
+            co_await run_with<corolock::mutex>();
+    }
+
+    template <class Lock>
+    asio::awaitable<void> run_with() {
         using namespace asio::experimental::awaitable_operators;
-        std::optional<corolock::mutex> m;
+        std::optional<Lock> m;
         std::optional<corolock::semaphore> sem;
         if (capacity > 0) sem.emplace(locks, name, capacity);
         else m.emplace(locks, name);
@@ -441,13 +453,21 @@ int main(int argc, char** argv_in) {
         return 0;
     }
 
-    if (mode == "wait" && argc >= 5) {
+    if ((mode == "wait" || mode == "fair-wait") && argc >= 5) {
         corolock::backend c(ioc.get_executor(), std::string_view(argv[2]));
         const auto wait = std::chrono::milliseconds(std::stoi(argv[4]));
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-            corolock::mutex m(c, argv[3]);
             std::cout << "waiting" << std::endl;
-            auto [ec, g] = co_await m.async_acquire({.wait = wait}, asio::as_tuple(asio::use_awaitable));
+            constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+            std::tuple<corolock::error_code, corolock::guard> result;
+            if (mode == "fair-wait") {
+                corolock::fair_mutex m(c, argv[3]);
+                result = co_await m.async_acquire({.wait = wait}, nothrow);
+            } else {
+                corolock::mutex m(c, argv[3]);
+                result = co_await m.async_acquire({.wait = wait}, nothrow);
+            }
+            auto& [ec, g] = result;
             const auto t = mono_ns();
             if (ec) {
                 std::cout << "failed " << ec.message() << std::endl;
@@ -461,7 +481,7 @@ int main(int argc, char** argv_in) {
         ioc.run_for(std::chrono::minutes(2));
         return exit_code;
     }
-    if (mode == "cycle" && argc >= 10) {
+    if ((mode == "cycle" || mode == "fair-cycle") && argc >= 10) {
         if (!steady_clock_is_monotonic()) {
             std::cerr << "steady_clock is not CLOCK_MONOTONIC here: deadlines cannot be logged\n";
             return 70;
@@ -501,6 +521,7 @@ int main(int argc, char** argv_in) {
                        0};
         w.permits = sem_permits;
         w.capacity = sem_capacity;
+        w.fair = mode == "fair-cycle";
         bool finished = false;
         std::cout << "running " << ::getpid() << std::endl;
         asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {

@@ -1,0 +1,89 @@
+// The fair mutex under the process-level faults (test/fault/fault_fleet.hpp):
+// lock_worker processes in fair-cycle mode, their histories checked for
+// overlap, fencing and timely lost signals, with a holder paused or killed
+// and a waiter killed while queued.
+#include "fault/fault_fleet.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <iostream>
+#include <thread>
+
+using namespace corolock::test::fault;
+using corolock::test::mono_ns;
+using corolock::test::redis_server;
+
+namespace {
+fleet_options fair_fleet(const char* name) {
+    return {.workers = 4, .lease = 1000ms, .hold = 200ms, .duration = 4000ms, .name = name,
+            .fair = true};
+}
+}  // namespace
+
+TEST_CASE("fair: a holder paused past its lease is lost in time and fenced off",
+          "[fault][process][fair]") {
+    const auto seed = fault_seed("fair holder paused");
+    redis_server server;
+    fleet f(server, fair_fleet("fair-paused"), seed);
+    f.start();
+    std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));  // pacing: let some cycles run
+    const auto victim = f.worker_in_section(5s);
+    REQUIRE(victim);
+    const long long pid = f.worker(*victim).pid();
+    const long long paused_at = mono_ns();
+    f.pause(*victim);
+    std::this_thread::sleep_for(f.options().lease + 1000ms);
+    const long long resumed_at = mono_ns();
+    f.resume(*victim);
+    f.finish();
+
+    const auto r = f.check(f.counted());
+    INFO(r.report());
+    CHECK(r.ok());
+    const auto* held = holder_at(r, pid, paused_at);
+    REQUIRE(held);
+    CHECK(held->window_end < resumed_at);
+    CHECK(held->lost >= resumed_at);
+    CHECK(held->write_outcome == "rejected");
+    // The queue went on without it: the next waiter took the expired lock.
+    int during = 0;
+    for (const auto& x : r.holder_list)
+        during += (x.pid != pid && x.acquire_ok > paused_at && x.acquire_ok < resumed_at) ? 1 : 0;
+    CHECK(during >= 1);
+}
+
+TEST_CASE("fair: a holder or a queued waiter killed with kill -9 does not stop the queue",
+          "[fault][process][fair]") {
+    const auto seed = fault_seed("fair killed");
+    redis_server server;
+    fleet f(server, fair_fleet("fair-killed"), seed);
+    f.start();
+    std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));
+    const auto victim = f.worker_in_section(5s);
+    REQUIRE(victim);
+    const long long pid = f.worker(*victim).pid();
+    // A waiter dies too: its queue entry stays until its lease (1 s) ends.
+    const std::size_t waiter = (*victim + 1) % f.size();
+    const long long killed_at = mono_ns();
+    f.kill9(*victim);
+    f.kill9(waiter);
+    f.finish();
+
+    const auto r = f.check(f.counted());
+    INFO(r.report());
+    CHECK(r.ok());
+    REQUIRE(holder_at(r, pid, killed_at));
+    long long next = -1;
+    for (const auto& x : r.holder_list) {
+        if (x.pid != pid && x.acquire_ok > killed_at) {
+            next = x.acquire_ok;
+            break;
+        }
+    }
+    REQUIRE(next > 0);
+    // The holder's lease, plus at most the dead waiter's entry lease and
+    // its lease if the lock was handed to it before its entry expired.
+    const double after_ms = ms_of(next - killed_at);
+    std::cout << "fair kill -9: next holder " << after_ms << " ms after the kills" << std::endl;
+    CHECK(after_ms <= static_cast<double>(3 * f.options().lease.count() + 300));
+}
