@@ -7,6 +7,7 @@
 
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
+#include <corolock/semaphore.hpp>
 
 #include <unistd.h>
 
@@ -519,9 +520,10 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
                 if (c < '0' || c > '9') ok = false;
                 else n = n * 10 + static_cast<std::uint32_t>(c - '0');
             }
-            if (!ok || n < 1 || n > 1'000'000)
+            if (!ok || n < 1 || n > max_semaphore_capacity)
                 return r.error("bad " + std::string(opt.name) + " value " + quoted(v) +
-                               ": expected a whole number from 1 to 1000000");
+                               ": expected a whole number from 1 to " +
+                               std::to_string(max_semaphore_capacity));
             (opt.name == "--capacity" ? o.capacity : o.permits) = n;
             permits_given = permits_given || opt.name == "--permits";
             return std::nullopt;
