@@ -8,9 +8,10 @@
 // permits count like anyone's: acquiring more than are free waits, even
 // when the handle holds some.
 //
-// Waiting is driven by the name's unlock channel: a release wakes every
-// local waiter, and those that fit get in. Each wait is capped at the time until enough
-// leases end, so a lost message costs at most that. The semaphore is not
+// Waiting is driven by the name's unlock channel: a release wakes the
+// local waiters whose permits fit in what is free after it, oldest first.
+// Each wait is capped at the time until enough leases end, so a lost
+// message costs at most that. The semaphore is not
 // fair: a waiter of many permits can wait while smaller ones get in.
 //
 // Every handle of one name should give the same capacity: each acquire is

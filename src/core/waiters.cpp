@@ -58,13 +58,14 @@ bool unlock_waiters::on_message(std::string_view channel) {
     return wake_first(it->second);
 }
 
-std::size_t unlock_waiters::wake_all(std::string_view channel) {
+std::size_t unlock_waiters::wake_all(std::string_view channel, std::uint64_t free) {
     auto it = find_channel(channels_, channel);
     if (it == channels_.end()) return 0;
     std::size_t n = 0;
     // wake() may not add or remove waiters, so the list is stable.
     for (waiter* w : it->second) {
-        if (w->woken) continue;
+        if (w->woken || w->need > free) continue;
+        free -= w->need;
         w->woken = true;
         ++n;
         if (w->wake) w->wake(w->context);
@@ -88,6 +89,17 @@ std::vector<std::string> unlock_waiters::channels() const {
 std::size_t unlock_waiters::waiter_count(std::string_view channel) const {
     auto it = find_channel(channels_, channel);
     return it == channels_.end() ? 0 : it->second.size();
+}
+
+std::uint64_t wake_all_count(std::string_view payload) noexcept {
+    constexpr auto none = std::numeric_limits<std::uint64_t>::max();
+    if (payload.size() < 2 || payload.size() > 20) return none;
+    std::uint64_t n = 0;
+    for (char ch : payload.substr(1)) {
+        if (ch < '0' || ch > '9') return none;
+        n = n * 10 + static_cast<std::uint64_t>(ch - '0');
+    }
+    return n;
 }
 
 }  // namespace corolock::detail

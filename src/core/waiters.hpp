@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <list>
 #include <string>
 #include <string_view>
@@ -47,6 +49,9 @@ public:
         std::list<waiter*>::iterator pos;
         bool woken = false;
         bool registered = false;
+        // How many permits the waiter asks for (1 for a lock): a release that
+        // frees some wakes only the waiters that fit (wake_all).
+        std::uint32_t need = 1;
     };
 
     // Returns true when w is the channel's first waiter: subscribe now.
@@ -59,9 +64,12 @@ public:
 
     // An unlock message on `channel`: wakes one waiter. False if none could be woken.
     bool on_message(std::string_view channel);
-    // A release that may let several in (permits, readers): wakes every
-    // waiter of the channel not woken already. Returns how many it woke.
-    std::size_t wake_all(std::string_view channel);
+    // A release that may let several in (permits, readers): wakes the
+    // waiters of the channel not woken already, oldest first, as long as
+    // their needs fit in `free` (a waiter that does not fit is skipped, a
+    // later smaller one may still fit). Returns how many it woke.
+    std::size_t wake_all(std::string_view channel,
+                         std::uint64_t free = std::numeric_limits<std::uint64_t>::max());
     // After a reconnect messages may have been lost: wake one per channel.
     void wake_one_per_channel();
     // Every channel with waiters (to re-subscribe after a reconnect).
@@ -77,5 +85,9 @@ private:
     std::unordered_map<std::string, std::list<waiter*>, string_hash, std::equal_to<>> channels_;
     std::size_t total_ = 0;
 };
+
+// The count a wake-all release message carries: "*<free permits>" gives
+// the permits, a bare or unreadable "*..." no bound (everyone tries).
+std::uint64_t wake_all_count(std::string_view payload) noexcept;
 
 }  // namespace corolock::detail

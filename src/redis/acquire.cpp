@@ -175,6 +175,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         level = st->next_level++;
         waiter.wake = &acquire_op::on_wake;
         waiter.context = this;
+        waiter.need = req.permits;
         svc->register_stop_hook(*this);
         auto f = observe();
         started = f.now;

@@ -573,9 +573,10 @@ void lock_service::on_push(const reply& r) {
         return;
     }
     // A payload that starts with '*' comes from a release that may let
-    // several waiters in (permits, readers): every local waiter tries.
+    // several waiters in: "*<free permits>" (a semaphore) wakes the local
+    // waiters that fit, a bare "*" (readers) every one.
     if (!payload.empty() && payload.front() == '*') {
-        waiters_.wake_all(channel);
+        waiters_.wake_all(channel, wake_all_count(payload));
         return;
     }
     // Our own release's message comes just before its reply: wait for the

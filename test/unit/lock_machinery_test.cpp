@@ -128,6 +128,46 @@ TEST_CASE("unlock_waiters: a release that lets several in wakes every waiter onc
     CHECK(w.wake_all("none") == 0);
 }
 
+TEST_CASE("unlock_waiters: a release of k permits wakes only the waiters that fit",
+          "[waiters]") {
+    unlock_waiters w;
+    std::vector<int> woken;
+    unlock_waiters::waiter a, b, c, d;
+    std::function<void()> fa = [&] { woken.push_back(1); };
+    std::function<void()> fb = [&] { woken.push_back(2); };
+    std::function<void()> fc = [&] { woken.push_back(3); };
+    std::function<void()> fd = [&] { woken.push_back(4); };
+    on_wake(a, fa);
+    on_wake(b, fb);
+    on_wake(c, fc);
+    on_wake(d, fd);
+    a.need = 3;
+    b.need = 1;
+    c.need = 2;
+    d.need = 1;
+    for (auto* x : {&a, &b, &c, &d}) w.add(*x, "sem");
+    // Two free: a (3) does not fit; b (1) does; c (2) no longer does; d does.
+    CHECK(w.wake_all("sem", 2) == 2);
+    CHECK(woken == std::vector<int>{2, 4});
+    // Nothing free wakes nobody; three wakes a, the oldest that fits.
+    CHECK(w.wake_all("sem", 0) == 0);
+    CHECK(w.wake_all("sem", 3) == 1);
+    CHECK(woken == std::vector<int>{2, 4, 1});
+    // Without a count every waiter not yet woken tries.
+    CHECK(w.wake_all("sem") == 1);
+    CHECK(woken == std::vector<int>{2, 4, 1, 3});
+
+    // The count from a release message.
+    CHECK(wake_all_count("*2") == 2);
+    CHECK(wake_all_count("*0") == 0);
+    CHECK(wake_all_count("*1000000") == 1'000'000);
+    const auto none = std::numeric_limits<std::uint64_t>::max();
+    CHECK(wake_all_count("*") == none);
+    CHECK(wake_all_count("*2x") == none);
+    CHECK(wake_all_count("*-1") == none);
+    CHECK(wake_all_count("*123456789012345678901") == none);
+}
+
 TEST_CASE("unlock_waiters: after a reconnect one waiter per channel gets a fresh try",
           "[waiters]") {
     unlock_waiters w;
