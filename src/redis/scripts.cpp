@@ -92,6 +92,14 @@ constexpr std::string_view acquire_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 local fields = redis.call('HLEN', KEYS[1])
 if owner and owner ~= ARGV[1] then
+  -- Held by another kind of lock (a fair mutex's hash has `kind`): refused,
+  -- not waited on. Checked only here, off the uncontended path; the
+  -- owner's own hash is checked below.
+  local kind = redis.call('HGET', KEYS[1], 'kind')
+  if kind then
+    return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is held as a ' .. kind ..
+                             ', not a mutex; the key was left untouched')
+  end
   return {0, 0, fields - base_fields(KEYS[1]), redis.call('PTTL', KEYS[1]), 0}
 end
 if fields > 0 and not owner then

@@ -262,7 +262,7 @@ TEST_CASE("fair_mutex: deleting the key behind the holder fires until_lost",
     c.stop();
 }
 
-TEST_CASE("fair_mutex: a try leaves no entry, and a mutex holding the name is refused",
+TEST_CASE("fair_mutex: a try leaves no entry, and a mutex and a fair mutex refuse each other",
           "[fair][integration]") {
     redis_server server;
     asio::io_context ioc;
@@ -288,6 +288,14 @@ TEST_CASE("fair_mutex: a try leaves no entry, and a mutex holding the name is re
         auto [ec2, t2] = co_await trier.async_try_acquire({}, use_nothrow);
         CHECK(ec2 == error::wrong_type);
         co_await p.release();
+        // And the other way round: a plain mutex of a name a fair mutex
+        // holds is refused at once, not left waiting for the lease.
+        auto f = co_await holder.acquire({.lease = 30s});
+        auto [ec3, t3] = co_await plain.async_try_acquire({}, use_nothrow);
+        CHECK(ec3 == error::wrong_type);
+        auto [ec4, t4] = co_await plain.async_acquire({.lease = 30s, .wait = 500ms}, use_nothrow);
+        CHECK(ec4 == error::wrong_type);
+        co_await f.release();
     });
     c.stop();
 }
