@@ -166,14 +166,13 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
              .urls = {server->url()}, .separate_resource = true},
             seed);
     f.start();
-    const auto victim = f.worker_in_section(5s);
+    const auto victim = f.pause_in_section(5s);
     REQUIRE(victim);
-    const long long pid = f.worker(*victim).pid();
-    const long long paused_at = mono_ns();
-    f.pause(*victim);
+    const long long pid = f.worker(victim->index).pid();
+    const long long paused_at = victim->at;
     std::this_thread::sleep_for(f.options().lease + server->expiry_slack() + 1000ms);
     const long long resumed_at = mono_ns();
-    f.resume(*victim);
+    f.resume(victim->index);
     f.finish();
 
     const auto r = f.check(f.counted());
@@ -184,6 +183,8 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     CHECK(held->window_end < resumed_at);
     REQUIRE(held->lost >= 0);
     CHECK(held->lost >= resumed_at);
+    INFO("the late write: " << held->write_outcome << " " << held->write_error << ", invoked "
+                            << ms_of(held->write_invoked - resumed_at) << " ms after SIGCONT");
     CHECK(held->write_outcome == "rejected");
     const auto* next = first_other_after(r, pid, paused_at);
     REQUIRE(next);

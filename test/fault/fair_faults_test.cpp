@@ -27,14 +27,13 @@ TEST_CASE("fair: a holder paused past its lease is lost in time and fenced off",
     fleet f(server, fair_fleet("fair-paused"), seed);
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));  // pacing: let some cycles run
-    const auto victim = f.worker_in_section(5s);
+    const auto victim = f.pause_in_section(5s);
     REQUIRE(victim);
-    const long long pid = f.worker(*victim).pid();
-    const long long paused_at = mono_ns();
-    f.pause(*victim);
+    const long long pid = f.worker(victim->index).pid();
+    const long long paused_at = victim->at;
     std::this_thread::sleep_for(f.options().lease + 1000ms);
     const long long resumed_at = mono_ns();
-    f.resume(*victim);
+    f.resume(victim->index);
     f.finish();
 
     const auto r = f.check(f.counted());
@@ -44,6 +43,7 @@ TEST_CASE("fair: a holder paused past its lease is lost in time and fenced off",
     REQUIRE(held);
     CHECK(held->window_end < resumed_at);
     CHECK(held->lost >= resumed_at);
+    INFO("the late write: " << held->write_outcome << " " << held->write_error);
     CHECK(held->write_outcome == "rejected");
     // The queue went on without it: the next waiter took the expired lock.
     int during = 0;

@@ -163,6 +163,35 @@ public:
         return std::nullopt;
     }
 
+    // Stops (SIGSTOP) a worker inside the pause of its critical section,
+    // with its oracle write still to come: its log's last event is
+    // increment_ok both before and after the stop. A worker stopped with
+    // its write already sent would make the test's "late write" one made in
+    // time (and its reply would meet its timeout on resume). Another worker
+    // is tried when the first had moved on, up to limit. `at` is mono_ns()
+    // just before the stop.
+    struct paused_worker {
+        std::size_t index;
+        long long at;
+    };
+    std::optional<paused_worker> pause_in_section(std::chrono::milliseconds limit,
+                                                  const std::vector<std::size_t>& skip = {}) {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        for (int attempt = 0; attempt < 50; ++attempt) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left <= 0ms) break;
+            const auto i = worker_in_section(left, skip);
+            if (!i) break;
+            const long long at = mono_ns();
+            pause(*i);
+            if (last_event(*i) == "increment_ok") return paused_worker{*i, at};
+            resume(*i);
+            std::this_thread::sleep_for(10ms);
+        }
+        return std::nullopt;
+    }
+
     // SIGSTOP, logged (before the signal, so the logged pause covers the
     // real one), and waits until the kernel reports the worker stopped.
     void pause(std::size_t i) {

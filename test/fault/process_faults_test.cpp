@@ -31,14 +31,13 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 300ms, 900ms));  // pacing: let some cycles run
 
-    const auto victim = f.worker_in_section(5s);
+    const auto victim = f.pause_in_section(5s);
     REQUIRE(victim);
-    const long long pid = f.worker(*victim).pid();
-    const long long paused_at = mono_ns();
-    f.pause(*victim);
+    const long long pid = f.worker(victim->index).pid();
+    const long long paused_at = victim->at;
     std::this_thread::sleep_for(f.options().lease + draw(f.rng(), 800ms, 1200ms));
     const long long resumed_at = mono_ns();
-    f.resume(*victim);
+    f.resume(victim->index);
     f.finish();
 
     const auto r = f.check(f.counted());
@@ -53,6 +52,7 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     CHECK(held->window_end < resumed_at);
     REQUIRE(held->lost >= 0);
     CHECK(held->lost >= resumed_at);
+    INFO("the late write: " << held->write_outcome << " " << held->write_error);
     CHECK(held->write_outcome == "rejected");
     CHECK(held->write_done > resumed_at);
     // The others went on meanwhile.

@@ -43,19 +43,19 @@ TEST_CASE("semaphore: a paused and a killed holder, never more than N permits in
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 300ms, 900ms));
 
-    const auto paused = f.worker_in_section(5s);
-    REQUIRE(paused);
-    const long long paused_pid = f.worker(*paused).pid();
-    const long long paused_at = mono_ns();
-    f.pause(*paused);
-    const auto killed = f.worker_in_section(5s, {*paused});
+    const auto victim = f.pause_in_section(5s);
+    REQUIRE(victim);
+    const std::size_t paused = victim->index;
+    const long long paused_pid = f.worker(paused).pid();
+    const long long paused_at = victim->at;
+    const auto killed = f.worker_in_section(5s, {paused});
     REQUIRE(killed);
     const long long killed_pid = f.worker(*killed).pid();
     const long long killed_at = mono_ns();
     f.kill9(*killed);
     std::this_thread::sleep_for(f.options().lease + draw(f.rng(), 800ms, 1200ms));
     const long long resumed_at = mono_ns();
-    f.resume(*paused);
+    f.resume(paused);
     f.finish();
 
     // No counter: a semaphore's holders overlap, so a non-atomic increment

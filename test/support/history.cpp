@@ -230,6 +230,7 @@ struct write_rec {
     long long invoked = -1;
     long long done = -1;
     std::string outcome;   // accepted, rejected, failed; "" while pending
+    std::string error;     // a failed write's error name
     long long prev = -1;
     std::string source;
 };
@@ -575,6 +576,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
                     write_rec& w = h.writes.back();
                     w.done = e.t;
                     w.outcome = e.ev.substr(6);
+                    w.error = e.error;
                     w.prev = e.prev;
                     if (e.ev != "write_failed" && e.prev < 0)
                         violation("format", e.ev + " without prev at " + e.source);
@@ -910,6 +912,8 @@ check_result check_history(const std::vector<event>& input, const check_options&
         if (!h.writes.empty()) {
             const auto& w = h.writes.back();
             info.write_outcome = w.outcome.empty() ? "pending" : w.outcome;
+            info.write_error = w.error;
+            info.write_invoked = w.invoked;
             info.write_done = w.done;
         }
         r.holder_list.push_back(std::move(info));

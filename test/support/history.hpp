@@ -174,8 +174,11 @@ struct holder_info {
     std::string release_outcome;     // "ok", the error text, or "" (none seen)
     long long lost = -1;
     // The holder's last oracle write: "accepted", "rejected", "failed",
-    // "pending" (invoked, no reply) or "" (none); done = when it completed.
+    // "pending" (invoked, no reply) or "" (none); a failed write's error
+    // name; when it was invoked and when it completed.
     std::string write_outcome;
+    std::string write_error;
+    long long write_invoked = -1;
     long long write_done = -1;
 };
 
