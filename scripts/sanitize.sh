@@ -44,7 +44,12 @@ run_asan() {
   [ "${ASAN_ALL:-0}" = 1 ] && all=ON
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
     -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
-  cmake --build "$dir" -j "$jobs"
+  # Only the programs these tests run: not the corolock tool (the cli_shell
+  # scripts, left out below, are its only tests) nor the examples other
+  # than the demo.
+  local target=corolock_test_programs
+  [ "${ASAN_ALL:-0}" = 1 ] && target=all
+  cmake --build "$dir" -j "$jobs" --target "$target"
   # The fault tier (the longest under ASan), the acl entry (the
   # integration tier again, as a restricted user) and the cli scripts
   # (cli_shell: the tool end to end, about 150 s under ASan; the library
