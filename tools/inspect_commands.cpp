@@ -30,6 +30,10 @@ namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
+// corolock list's columns, the same on every backend (docs/cli.md).
+constexpr const char* list_header =
+    "NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\tWAITERS\tKIND\tPERMITS";
+
 // Runs body(*service) on a single-threaded io_context, then stops the
 // service (whose reconnect loop never runs out of work by itself). make()
 // throwing is a bad configuration.
@@ -120,7 +124,8 @@ std::string etcd_status_json(std::string_view name, const detail::etcd::admin_lo
     const long long ttl_s = st.ttl.count();
     const long long ttl_ms = !st.held ? 0 : ttl_s < 0 ? -1 : ttl_s * 1000;
     std::string line = "{\"name\":" + json_string(name) +
-                       ",\"backend\":\"etcd\",\"held\":" + (st.held ? "true" : "false") +
+                       ",\"backend\":\"etcd\",\"kind\":\"mutex\",\"held\":" +
+                       (st.held ? "true" : "false") +
                        ",\"owner\":" + json_string(st.held ? st.holder.owner : "") +
                        ",\"ttl_ms\":" + std::to_string(ttl_ms) +
                        ",\"last_token\":" + std::to_string(st.held ? st.holder.mod_revision : 0) +
@@ -152,6 +157,7 @@ int etcd_status(const status_options& o) {
             co_return exit_status::ok;
         }
         std::printf("lock:       %s\n", printable(o.name).c_str());
+        std::printf("kind:       mutex\n");
         std::printf("held:       %s\n", st.held ? "yes" : "no");
         if (!st.held) {
             std::printf("key prefix: %s\n", printable(a.key_prefix(o.name)).c_str());
@@ -228,8 +234,8 @@ int etcd_list(const list_options& o) {
                    ",\"backend\":\"etcd\",\"revision\":" + std::to_string(list.revision) + "}\n";
             std::fputs(out.c_str(), stdout);
         } else {
-            // Redis's columns, then the number of waiters.
-            std::printf("NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\tWAITERS\n");
+            // Redis's columns; every etcd lock is a mutex.
+            std::printf("%s\n", list_header);
             for (const auto& [name, st] : list.locks) {
                 std::string holder = "-", since = "-", held_for = "-", label = "-";
                 if (const auto& h = st.holder.holder) {
@@ -240,7 +246,7 @@ int etcd_list(const list_options& o) {
                 }
                 const std::string ttl =
                     st.ttl.count() < 0 ? "none" : std::to_string(st.ttl.count()) + " s";
-                std::printf("%s\t%s\t%s\t%s\t%s\t%s\t%zu\n", printable(name).c_str(),
+                std::printf("%s\t%s\t%s\t%s\t%s\t%s\t%zu\tmutex\t-\n", printable(name).c_str(),
                             holder.c_str(), since.c_str(), held_for.c_str(), ttl.c_str(),
                             label.c_str(), st.waiters.size());
             }
@@ -260,11 +266,40 @@ std::string plural_levels(std::int64_t n) {
 // The JSON object of one lock, shared by status --json and list --json.
 std::string status_json(std::string_view name, const lock_status& st) {
     const std::string holder = holder_json(st.holder, true);
-    return "{\"name\":" + json_string(name) + ",\"held\":" + (st.held ? "true" : "false") +
-           ",\"owner\":" + json_string(st.owner) +
-           ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
-           ",\"levels\":" + std::to_string(st.levels) +
-           ",\"last_token\":" + std::to_string(st.last_token) + holder + "}";
+    std::string line =
+        "{\"name\":" + json_string(name) + ",\"held\":" + (st.held ? "true" : "false") +
+        ",\"owner\":" + json_string(st.owner) + ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
+        ",\"levels\":" + std::to_string(st.levels) +
+        ",\"last_token\":" + std::to_string(st.last_token) + holder +
+        ",\"kind\":" + json_string(lock_type_name(st.type)) +
+        ",\"queued\":" + std::to_string(st.queued) +
+        ",\"capacity\":" + std::to_string(st.capacity) +
+        ",\"permits_in_use\":" + std::to_string(st.permits_in_use) +
+        ",\"holder_count\":" + std::to_string(st.holder_count) + ",\"holders\":[";
+    for (std::size_t i = 0; i < st.holders.size(); ++i) {
+        const auto& h = st.holders[i];
+        if (i > 0) line += ',';
+        line += "{\"owner\":" + json_string(h.owner) + ",\"levels\":" + std::to_string(h.levels) +
+                ",\"permits\":" + std::to_string(h.permits) +
+                ",\"ttl_ms\":" + std::to_string(h.ttl.count()) + holder_json(h.holder, true) + "}";
+    }
+    return line + "]}";
+}
+
+// A semaphore's holders, one line each, for status.
+void print_holders(const lock_status& st) {
+    for (const auto& h : st.holders) {
+        std::string who = "holder unknown (not recorded)";
+        if (h.holder)
+            who = holder_text(*h.holder) + " since " + format_time(h.holder->since) + ", label " +
+                  printable(h.holder->label);
+        std::printf("  %s: %llu permits, %s, ttl %lld ms; %s\n", printable(h.owner).c_str(),
+                    static_cast<unsigned long long>(h.permits), plural_levels(h.levels).c_str(),
+                    static_cast<long long>(h.ttl.count()), who.c_str());
+    }
+    if (st.holder_count > st.holders.size())
+        std::printf("  ... and %llu more\n",
+                    static_cast<unsigned long long>(st.holder_count - st.holders.size()));
 }
 
 std::string ttl_text(const lock_status& st) {
@@ -392,18 +427,29 @@ int status_command(const status_options& o) {
         // Names, owner ids, hosts and labels are binary-safe: printable()
         // keeps each on its line and away from the terminal's escape sequences.
         std::printf("lock:       %s\n", printable(o.name).c_str());
+        std::printf("kind:       %s\n", std::string(lock_type_name(st.type)).c_str());
         std::printf("held:       %s\n", st.held ? "yes" : "no");
-        std::printf("owner:      %s\n", st.held ? printable(st.owner).c_str() : "-");
-        if (st.holder) {
-            std::printf("holder:     %s\n", holder_text(*st.holder).c_str());
-            std::printf("label:      %s\n", printable(st.holder->label).c_str());
-            std::printf("since:      %s (held for %s)\n", format_time(st.holder->since).c_str(),
-                        format_held_for(st.holder->held_for).c_str());
-        } else if (st.held) {
-            std::printf("holder:     unknown (not recorded)\n");
+        if (st.type == lock_type::semaphore) {
+            std::printf("capacity:   %u\n", static_cast<unsigned>(st.capacity));
+            std::printf("permits:    %llu in use\n",
+                        static_cast<unsigned long long>(st.permits_in_use));
+            std::printf("holders:    %llu\n", static_cast<unsigned long long>(st.holder_count));
+            print_holders(st);
+        } else {
+            std::printf("owner:      %s\n", st.held ? printable(st.owner).c_str() : "-");
+            if (st.holder) {
+                std::printf("holder:     %s\n", holder_text(*st.holder).c_str());
+                std::printf("label:      %s\n", printable(st.holder->label).c_str());
+                std::printf("since:      %s (held for %s)\n", format_time(st.holder->since).c_str(),
+                            format_held_for(st.holder->held_for).c_str());
+            } else if (st.held) {
+                std::printf("holder:     unknown (not recorded)\n");
+            }
         }
         std::printf("ttl:        %s\n", ttl_text(st).c_str());
         std::printf("levels:     %lld\n", static_cast<long long>(st.levels));
+        if (st.type == lock_type::fair_mutex)
+            std::printf("queued:     %llu\n", static_cast<unsigned long long>(st.queued));
         std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
         co_return exit_status::ok;
     });
@@ -425,11 +471,21 @@ int break_command(const break_options& o) {
                              "'corolock status'");
             co_return status;
         }
-        if (removed.held)
+        if (!removed.held)
+            std::printf("lock %s was not held\n", printable(o.name).c_str());
+        else if (removed.type == lock_type::semaphore)
+            std::printf("removed semaphore %s: %llu permits held by %llu %s (%s)\n",
+                        printable(o.name).c_str(),
+                        static_cast<unsigned long long>(removed.permits_in_use),
+                        static_cast<unsigned long long>(removed.holder_count),
+                        removed.holder_count == 1 ? "owner" : "owners",
+                        plural_levels(removed.levels).c_str());
+        else
             std::printf("removed lock %s held by %s (%s)\n", printable(o.name).c_str(),
                         printable(removed.owner).c_str(), plural_levels(removed.levels).c_str());
-        else
-            std::printf("lock %s was not held\n", printable(o.name).c_str());
+        if (removed.type == lock_type::fair_mutex && removed.queued > 0)
+            std::printf("%llu queued waiters keep their places; the first takes the lock\n",
+                        static_cast<unsigned long long>(removed.queued));
         co_return exit_status::ok;
     });
 }
@@ -455,17 +511,28 @@ int list_command(const list_options& o) {
             std::fputs(out.c_str(), stdout);
         } else {
             // Tab-separated: printable() escapes tabs inside the fields.
-            std::printf("NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\n");
+            std::printf("%s\n", list_header);
             for (const auto& [name, st] : list.locks) {
                 std::string holder = "-", since = "-", held_for = "-", label = "-";
-                if (st.holder) {
-                    holder = holder_text(*st.holder);
-                    since = format_time(st.holder->since);
-                    held_for = format_held_for(st.holder->held_for);
-                    label = printable(st.holder->label);
+                // A semaphore's one holder is shown as a mutex's; several are counted.
+                const std::optional<lock_holder>& h =
+                    st.holders.size() == 1 ? st.holders.front().holder : st.holder;
+                if (st.holder_count > 1) {
+                    holder = std::to_string(st.holder_count) + " owners";
+                } else if (h) {
+                    holder = holder_text(*h);
+                    since = format_time(h->since);
+                    held_for = format_held_for(h->held_for);
+                    label = printable(h->label);
                 }
-                std::printf("%s\t%s\t%s\t%s\t%s\t%s\n", printable(name).c_str(), holder.c_str(),
-                            since.c_str(), held_for.c_str(), ttl_text(st).c_str(), label.c_str());
+                std::string waiters = "-", permits = "-";
+                if (st.type == lock_type::fair_mutex) waiters = std::to_string(st.queued);
+                if (st.type == lock_type::semaphore)
+                    permits = std::to_string(st.permits_in_use) + "/" + std::to_string(st.capacity);
+                std::printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(name).c_str(),
+                            holder.c_str(), since.c_str(), held_for.c_str(), ttl_text(st).c_str(),
+                            label.c_str(), waiters.c_str(),
+                            std::string(lock_type_name(st.type)).c_str(), permits.c_str());
             }
         }
         if (list.truncated)

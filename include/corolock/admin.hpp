@@ -40,24 +40,64 @@
 
 namespace corolock {
 
+// Which kind of lock a name holds: the lock hash's `kind` field
+// (docs/protocol.md). A name whose hash is gone reports mutex, or fair_mutex
+// while its waiting queue is still there.
+enum class lock_type : std::uint8_t { mutex, fair_mutex, shared_mutex, semaphore };
+
+// The protocol's name of a kind, as the CLI prints it: "mutex", "fair",
+// "shared", "semaphore".
+std::string_view lock_type_name(lock_type t) noexcept;
+
+// One owner among several holding a lock at once (a semaphore's holders).
+struct lock_owner_status {
+    std::string owner;                 // the handle's owner_id()
+    std::int64_t levels = 0;           // its grants not released
+    std::uint64_t permits = 0;         // the permits they hold together
+    std::chrono::milliseconds ttl{0};  // its lease left, by the server's clock
+    std::optional<lock_holder> holder; // absent when none is recorded
+};
+
+// At most this many owners are listed in lock_status::holders.
+inline constexpr std::size_t max_listed_lock_owners = 16;
+
 struct lock_status {
-    // True when some owner holds the lock now.
+    // True when some owner holds the lock now (a semaphore: some permits
+    // are held under a live lease).
     bool held = false;
-    // The holder's owner id (a mutex handle's owner_id()); empty when not held.
+    lock_type type = lock_type::mutex;
+    // The holder's owner id (a mutex handle's owner_id()); empty when not
+    // held, and for a semaphore (see holders).
     std::string owner;
     // Remaining lease as the server sees it. Zero when not held; -1 ms when
     // the key exists without a TTL (never the case for corolock's own locks).
-    // async_break_lock does not report it (zero).
+    // A semaphore: the longest lease left among its holders.
     std::chrono::milliseconds ttl{0};
-    // Re-entry count: how many levels the holder has acquired and not released.
+    // Re-entry count: how many levels the holder has acquired and not
+    // released. A semaphore: the live grants of all its holders.
     std::int64_t levels = 0;
     // The last fencing token minted for this name by anyone, held or not;
-    // 0 when no token was ever minted. async_break_lock does not report it (zero).
+    // 0 when no token was ever minted.
     std::uint64_t last_token = 0;
     // Who holds it. Absent when not held, or when the hash records no holder
-    // (written by a corolock older than the holder field, or by hand).
-    // async_break_lock does not report it.
+    // (written by a corolock older than the holder field, or by hand); a
+    // semaphore's holders have theirs in `holders`.
     std::optional<lock_holder> holder;
+
+    // A fair mutex: the entries in its waiting queue, including those of
+    // dead waiters not pruned yet (a script prunes them when they reach the
+    // head). 0 for the other kinds.
+    std::uint64_t queued = 0;
+    // A semaphore: its capacity (the latest acquirer's), the permits held
+    // under a live lease, and (below) the owners holding them. 0 otherwise.
+    std::uint32_t capacity = 0;
+    std::uint64_t permits_in_use = 0;
+    // How many owners hold the lock: 1 for a held mutex or fair mutex.
+    std::uint64_t holder_count = 0;
+    // A semaphore's owners with live grants, ordered by owner id, at most
+    // max_listed_lock_owners of holder_count. Empty for the exclusive kinds
+    // (their one holder is owner/holder above).
+    std::vector<lock_owner_status> holders;
 };
 
 // What async_list_locks puts in the lock_list_options fields left zero.
@@ -85,7 +125,7 @@ struct lock_list_options {
 
 struct listed_lock {
     std::string name;
-    lock_status status;  // held is always true
+    lock_status status;  // held is always true; every kind is listed
 };
 
 struct lock_list {
@@ -152,12 +192,15 @@ auto async_lock_status(const backend& b, std::string_view name, CompletionToken&
         token, std::string(name));
 }
 
-// Force-releases a lock whoever holds it: deletes the lock's key and
-// publishes on its unlock channel, so waiters everywhere wake at once rather
-// than at the lease's end. The fencing counter is kept, so tokens go on
-// rising. Completes with what was removed: held, owner and levels as they
-// were just before (held == false when there was nothing to remove; ttl and
-// last_token are not reported). Errors as for async_lock_status.
+// Force-releases a lock whoever holds it, of any kind: deletes the lock's
+// hash and publishes on its unlock channel, so waiters everywhere wake at
+// once rather than at the lease's end. The fencing counter is kept, so
+// tokens go on rising. A fair mutex's queue is kept too: its live waiters
+// keep their places, and the message (a "*" one) wakes every waiter, so the
+// queue's head takes the lock at once. Completes with what was removed, as
+// async_lock_status would have reported it just before (held == false when
+// nothing was held; a semaphore hash whose leases had all ended is deleted
+// all the same). Errors as for async_lock_status.
 //
 // Not idempotent: it is never re-sent after a connection loss, because a
 // second run could break the *next* holder. A connection_lost or timeout
@@ -181,11 +224,15 @@ auto async_break_lock(const backend& b, std::string_view name, CompletionToken&&
         token, std::string(name));
 }
 
-// Releases every level that `owner` holds on the lock, and nothing else:
-// the owner-checked form of async_break_lock ("break it only if it is still
-// held by X"). Completes with success when the lock was released (waiters
-// are woken), error::expired when nobody holds it, error::not_owner when
-// another owner holds it (untouched), or the errors of async_lock_status.
+// Releases every level (a semaphore: every grant) that `owner` holds on the
+// lock, and nothing else: the owner-checked form of async_break_lock ("break
+// it only if it is still held by X"). It reads the lock's kind first, then
+// runs that kind's own release, so a fair mutex passes to its queue's head
+// and a semaphore's other holders keep their permits. Completes with
+// success when the owner's hold was released (waiters are woken),
+// error::expired when nobody holds it, error::not_owner when others hold it
+// but not `owner` (untouched), error::invalid_argument for a shared_mutex
+// (not supported yet), or the errors of async_lock_status.
 //
 // Idempotent, so it is retried once after a connection loss. Because it is
 // queued behind every command the client has already queued, it also undoes
@@ -205,9 +252,9 @@ auto async_release_owner(client& c, std::string_view name, std::string_view owne
         token, std::string(name), std::string(owner));
 }
 
-// Lists the locks held now, with their holders: SCAN (never KEYS) over the
-// lock keys ("corolock:{name}" hashes; fence counters and other keys are
-// skipped) whose name matches options.pattern, then one status script per
+// Lists the locks held now, of every kind, with their holders: SCAN (never
+// KEYS) over the lock keys ("corolock:{name}" hashes; fence counters, a fair
+// mutex's queue and entries, and other keys are skipped) whose name matches options.pattern, then one status script per
 // key found (pipelined with the rest of the step). A lock taken or released
 // during the scan may or may not appear, as SCAN guarantees nothing more.
 //

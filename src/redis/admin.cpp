@@ -7,6 +7,8 @@
 #include "redis/redis_backend.hpp"
 #include "redis/lock_service.hpp"
 #include "redis/scripts.hpp"
+#include "redis/fair_scripts.hpp"
+#include "redis/semaphore_scripts.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include <corolock/mutex.hpp>
@@ -14,6 +16,7 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -23,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <tuple>
 #include <unordered_set>
@@ -31,6 +35,16 @@
 namespace corolock {
 
 namespace asio = boost::asio;
+
+std::string_view lock_type_name(lock_type t) noexcept {
+    switch (t) {
+    case lock_type::mutex: return "mutex";
+    case lock_type::fair_mutex: return "fair";
+    case lock_type::shared_mutex: return "shared";
+    case lock_type::semaphore: return "semaphore";
+    }
+    return "mutex";
+}
 
 namespace {
 
@@ -136,58 +150,87 @@ namespace detail {
 
 namespace {
 
-// The status script's holder field and server time into out.holder; a
-// field of another shape (written by hand) leaves it absent.
-void parse_holder_into(const reply& field, std::int64_t now_us, lock_status& out) {
-    if (out.held) out.holder = parse_holder_record(field.str, now_us);
+std::optional<lock_type> parse_lock_type(std::string_view kind) noexcept {
+    if (kind == "mutex") return lock_type::mutex;
+    if (kind == "fair") return lock_type::fair_mutex;
+    if (kind == "shared") return lock_type::shared_mutex;
+    if (kind == "semaphore") return lock_type::semaphore;
+    return std::nullopt;
+}
+
+std::uint64_t count_of(const reply& r) noexcept {
+    return r.integer > 0 ? static_cast<std::uint64_t>(r.integer) : 0;
+}
+
+// One of a semaphore's owners: {owner, grants, permits, lease left ms,
+// holder or ''}.
+bool parse_owner(const reply& r, std::int64_t now_us, lock_owner_status& out) {
+    const auto& e = r.elements;
+    if (r.type != resp3_type::array || e.size() != 5 || !is_text(e[0]) || !is_integer(e[1]) ||
+        !is_integer(e[2]) || !is_integer(e[3]) || !is_text(e[4]))
+        return false;
+    out.owner = e[0].str;
+    out.levels = e[1].integer;
+    out.permits = count_of(e[2]);
+    out.ttl = std::chrono::milliseconds(e[3].integer);
+    out.holder = parse_holder_record(e[4].str, now_us);
+    return true;
+}
+
+// The status and break scripts' reply (scripts.cpp, describe): {kind, held,
+// owner or '', pttl, levels, last token, holder or '', server time in µs,
+// queued, capacity, permits in use, holder count, owners}.
+error_code parse_description(const reply& r, lock_status& out) {
+    const auto& e = r.elements;
+    if (r.type != resp3_type::array || e.size() != 13 || !is_text(e[0]) || !is_text(e[2]) ||
+        !is_text(e[6]) || e[12].type != resp3_type::array)
+        return error::unexpected_reply;
+    for (const std::size_t i : {1, 3, 4, 5, 7, 8, 9, 10, 11})
+        if (!is_integer(e[i])) return error::unexpected_reply;
+    const auto type = parse_lock_type(e[0].str);
+    if (!type) return error::unexpected_reply;
+    out.type = *type;
+    out.held = e[1].integer != 0;
+    out.owner = out.held ? e[2].str : std::string();
+    const auto pttl = e[3].integer;
+    // PTTL: -1 means the key exists without a TTL, -2 that it is gone.
+    out.ttl = std::chrono::milliseconds(!out.held || pttl == -2 ? 0 : pttl);
+    out.levels = out.held ? e[4].integer : 0;
+    out.last_token = count_of(e[5]);
+    const auto now_us = e[7].integer;
+    // A field of another shape (written by hand) leaves the holder absent.
+    if (out.held) out.holder = parse_holder_record(e[6].str, now_us);
+    out.queued = count_of(e[8]);
+    out.capacity = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(count_of(e[9]), std::numeric_limits<std::uint32_t>::max()));
+    out.permits_in_use = count_of(e[10]);
+    out.holder_count = count_of(e[11]);
+    out.holders.resize(std::min(e[12].elements.size(), max_listed_lock_owners));
+    for (std::size_t i = 0; i < out.holders.size(); ++i)
+        if (!parse_owner(e[12].elements[i], now_us, out.holders[i])) return error::unexpected_reply;
+    return {};
 }
 
 void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,
                      lock_status_handler handler) {
-    auto keys = keys_for(name);
-    reply_parser<lock_status> parse = [](const reply& r, lock_status& out) -> error_code {
-        // {owner or '', pttl, levels, last token, holder or '', server time in µs}
-        if (r.type != resp3_type::array || r.elements.size() != 6 || !is_text(r.elements[0]) ||
-            !is_integer(r.elements[1]) || !is_integer(r.elements[2]) ||
-            !is_integer(r.elements[3]) || !is_text(r.elements[4]) || !is_integer(r.elements[5]))
-            return error::unexpected_reply;
-        out.owner = r.elements[0].str;
-        out.held = !out.owner.empty();
-        const auto pttl = r.elements[1].integer;
-        // PTTL: -1 means the key exists without a TTL, -2 that it is gone.
-        if (!out.held || pttl == -2)
-            out.ttl = std::chrono::milliseconds(0);
-        else
-            out.ttl = std::chrono::milliseconds(pttl);
-        out.levels = out.held ? r.elements[2].integer : 0;
-        out.last_token = r.elements[3].integer > 0
-                             ? static_cast<std::uint64_t>(r.elements[3].integer)
-                             : 0;
-        parse_holder_into(r.elements[4], r.elements[5].integer, out);
-        return {};
-    };
-    run_admin_script<lock_status>(impl, std::move(name), status_script(),
-                                  {std::string(keys.lock()), std::string(keys.fence())}, {},
-                                  /*idempotent=*/true, std::move(parse), std::move(handler));
+    const lock_keys keys(name, /*queue=*/true);
+    run_admin_script<lock_status>(
+        impl, std::move(name), status_script(),
+        {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries())}, {},
+        /*idempotent=*/true, reply_parser<lock_status>(&parse_description),
+        std::move(handler));
 }
 
 void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
                     lock_status_handler handler) {
-    auto keys = keys_for(name);
-    reply_parser<lock_status> parse = [](const reply& r, lock_status& out) -> error_code {
-        // {owner or '', levels removed}
-        if (r.type != resp3_type::array || r.elements.size() != 2 || !is_text(r.elements[0]) ||
-            !is_integer(r.elements[1]))
-            return error::unexpected_reply;
-        out.owner = r.elements[0].str;
-        out.held = !out.owner.empty();
-        out.levels = out.held ? r.elements[1].integer : 0;
-        return {};
-    };
+    const lock_keys keys(name, /*queue=*/true);
     // Not idempotent: a re-sent break could remove the next holder's lock.
-    run_admin_script<lock_status>(impl, std::move(name), break_script(impl->sharded_pubsub()),
-                                  {std::string(keys.lock()), std::string(keys.channel())}, {},
-                                  /*idempotent=*/false, std::move(parse), std::move(handler));
+    run_admin_script<lock_status>(
+        impl, std::move(name), break_script(impl->sharded_pubsub()),
+        {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries()),
+         std::string(keys.channel())},
+        {}, /*idempotent=*/false, reply_parser<lock_status>(&parse_description),
+        std::move(handler));
 }
 
 // The Redis client behind a backend (its cluster front on a Cluster); null
@@ -230,32 +273,82 @@ void break_lock_impl(const backend& b, std::string name, lock_status_handler han
         refuse(b, std::move(handler));
 }
 
+namespace {
+
+// A release script's {status, receivers} as release_owner's result; `held`:
+// whether the lock was held (by anyone) when its kind was read.
+error_code release_result(const reply& r, bool held) {
+    if (r.type != resp3_type::array || r.elements.size() != 2 || !is_integer(r.elements[0]))
+        return error::unexpected_reply;
+    switch (static_cast<release_status>(r.elements[0].integer)) {
+    case release_status::released:
+    // With every level named at once, 2 and 3 cannot come back; were they
+    // to, the owner's levels are gone or going, which is success.
+    case release_status::level_released:
+    case release_status::already_released: return {};
+    // A semaphore's release cannot tell "nobody" from "not this owner".
+    case release_status::expired: return held ? error::not_owner : error::expired;
+    case release_status::not_owner: return error::not_owner;
+    }
+    return error::unexpected_reply;
+}
+
+// The owner's every level (grant) released by its kind's own release
+// script, as that kind's handles give up a lost lease.
+void release_as(const std::shared_ptr<client_impl>& impl, std::string name, std::string owner,
+                const lock_status& st, asio::any_completion_handler<void(error_code)> handler) {
+    const lock_keys keys(name, /*queue=*/true);
+    const bool shard = impl->sharded_pubsub();
+    std::vector<std::string> key_list{std::string(keys.lock())};
+    std::vector<std::string> args{std::move(owner), std::string(all_levels)};
+    const script* s = &release_script(shard);
+    switch (st.type) {
+    case lock_type::mutex: key_list.emplace_back(keys.channel()); break;
+    case lock_type::fair_mutex:
+        s = &fair_release_script(shard);
+        key_list.insert(key_list.end(), {std::string(keys.fence()), std::string(keys.queue()),
+                                         std::string(keys.entries())});
+        args.emplace_back(keys.channel());
+        break;
+    case lock_type::semaphore:
+        s = &semaphore_release_script(shard);
+        key_list.emplace_back(keys.channel());
+        break;
+    case lock_type::shared_mutex: break;
+    }
+    std::string why = st.type == lock_type::shared_mutex
+                          ? "release_owner does not support a shared_mutex yet"
+                          : "";
+    reply_parser<> parse = [held = st.held](const reply& r) { return release_result(r, held); };
+    run_admin_script<>(impl, std::move(name), *s, std::move(key_list), std::move(args),
+                       /*idempotent=*/true, std::move(parse), std::move(handler), std::move(why));
+}
+
+}  // namespace
+
 void release_owner_impl(client& c, std::string name, std::string owner,
                         asio::any_completion_handler<void(error_code)> handler) {
-    // The script compares owners; an empty one would match nothing, but it
-    // is certainly a caller's mistake.
-    std::string why = owner.empty() ? "owner id is empty" : "";
-    auto keys = keys_for(name);
-    reply_parser<> parse = [](const reply& r) -> error_code {
-        // {status, receivers}; see scripts.cpp.
-        if (r.type != resp3_type::array || r.elements.size() != 2 || !is_integer(r.elements[0]))
-            return error::unexpected_reply;
-        switch (static_cast<release_status>(r.elements[0].integer)) {
-        case release_status::released:
-        // With every level named at once, 2 and 3 cannot come back; were
-        // they to, the owner's levels are gone or going, which is success.
-        case release_status::level_released:
-        case release_status::already_released: return {};
-        case release_status::expired: return error::expired;
-        case release_status::not_owner: return error::not_owner;
-        }
-        return error::unexpected_reply;
-    };
-    run_admin_script<>(c.impl(), std::move(name), release_script(c.impl()->sharded_pubsub()),
-                       {std::string(keys.lock()), std::string(keys.channel())},
-                       {std::move(owner), std::string(all_levels)},
-                       /*idempotent=*/true, std::move(parse), std::move(handler),
-                       std::move(why));
+    auto impl = c.impl();
+    if (owner.empty()) {
+        // The scripts compare owners; an empty one would match nothing, but
+        // it is certainly a caller's mistake.
+        run_admin_script<>(impl, std::move(name), release_script(), {}, {}, true, {},
+                           std::move(handler), "owner id is empty");
+        return;
+    }
+    // The kind first (read-only), then its release. Each kind's scripts
+    // refuse the others' hashes, so a kind changing in between is harmless.
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    lock_status_for(
+        impl, name,
+        asio::bind_cancellation_slot(
+            slot, [impl, name, owner = std::move(owner),
+                   h = std::move(handler)](error_code ec, lock_status st) mutable {
+                if (ec)
+                    detail::complete_now(std::move(h), false, impl->get_executor(), ec);
+                else
+                    release_as(impl, std::move(name), std::move(owner), st, std::move(h));
+            }));
 }
 
 namespace {

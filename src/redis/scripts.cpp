@@ -1,5 +1,6 @@
 #include "redis/scripts.hpp"
 
+#include <corolock/admin.hpp>
 #include <corolock/config.hpp>
 
 #include <openssl/evp.h>
@@ -177,37 +178,114 @@ end
 return 1
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] fence counter
-// Returns {owner or '', pttl, levels, last token, holder or '', server time
-// in µs}; read-only. holder is the acquire script's "<since µs> <pid> <host>
-// <label>".
-constexpr std::string_view status_lua = R"lua(
-local owner = redis.call('HGET', KEYS[1], 'owner') or ''
-local levels = 0
-local holder = ''
-if owner ~= '' then
-  levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
-  -- Another kind's hash (a fair mutex's) has its `kind` field besides.
-  if redis.call('HGET', KEYS[1], 'kind') then levels = levels - 1 end
-  holder = redis.call('HGET', KEYS[1], 'holder') or ''
+// The operator's view of a lock of any kind, shared by status and break.
+// KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] a fair mutex's queue
+// entries (one field per queued owner, as the queue has one member).
+// describe() returns {kind, held (0/1), owner or '', pttl, levels, last
+// token, holder or '', server time in µs, queued, capacity, permits in use,
+// holder count, owners}, read-only. kind: the hash's `kind` field, 'mutex'
+// without one ('fair' when only a fair queue is left). A semaphore reports
+// its live grants only (lease end after the server's time): levels is their
+// number, pttl the longest lease left, and owners lists up to MAX_OWNERS
+// {owner, grants, permits, lease left ms, holder or ''} ordered by owner id.
+// Second value: a WRONGTYPE reply for a kind this version does not know.
+constexpr std::string_view describe_lua = R"lua(
+local MAX_OWNERS = MAX_LISTED_OWNERS
+local function describe_semaphore(r, now_us)
+  local now = math.floor(now_us / 1000)
+  local all = redis.call('HGETALL', KEYS[1])
+  local ends, records, grants, permits, ids = {}, {}, {}, {}, {}
+  for i = 1, #all, 2 do
+    local f, v = all[i], all[i + 1]
+    local p = string.sub(f, 1, 2)
+    if p == 'e:' then
+      ends[string.sub(f, 3)] = tonumber(v)
+    elseif p == 'h:' then
+      records[string.sub(f, 3)] = v
+    elseif p == 'g:' then
+      local o, k = string.match(f, '^g:(.+):%d+$'), string.match(v, '^(%d+) ')
+      if o and k then
+        if not grants[o] then
+          ids[#ids + 1] = o
+          grants[o], permits[o] = 0, 0
+        end
+        grants[o] = grants[o] + 1
+        permits[o] = permits[o] + tonumber(k)
+      end
+    elseif f == 'capacity' then
+      r[10] = tonumber(v) or 0
+    end
+  end
+  table.sort(ids)
+  r[4] = 0
+  for _, o in ipairs(ids) do
+    local e = ends[o]
+    if e and e > now then
+      r[5], r[11], r[12] = r[5] + grants[o], r[11] + permits[o], r[12] + 1
+      if e - now > r[4] then r[4] = e - now end
+      if #r[13] < MAX_OWNERS then
+        r[13][#r[13] + 1] = {o, grants[o], permits[o], e - now, records[o] or ''}
+      end
+    end
+  end
+  if r[12] > 0 then r[2] = 1 end
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-local t = redis.call('TIME')
-return {owner, redis.call('PTTL', KEYS[1]), levels, last, holder,
-        tonumber(t[1]) * 1000000 + tonumber(t[2])}
+local function describe()
+  local t = redis.call('TIME')
+  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local kind = redis.call('HGET', KEYS[1], 'kind')
+  local owner = redis.call('HGET', KEYS[1], 'owner') or ''
+  local queued = redis.call('HLEN', KEYS[3])
+  local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+  local r = {kind or 'mutex', 0, owner, redis.call('PTTL', KEYS[1]), 0, last, '', now_us,
+             queued, 0, 0, 0, {}}
+  if not kind and queued > 0 then r[1] = 'fair' end
+  if kind == 'semaphore' then
+    describe_semaphore(r, now_us)
+  elseif not kind or kind == 'fair' then
+    if owner ~= '' then
+      r[2], r[12] = 1, 1
+      r[5] = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
+      if kind then r[5] = r[5] - 1 end
+      r[7] = redis.call('HGET', KEYS[1], 'holder') or ''
+    end
+  elseif kind == 'shared' then
+    -- Its fields are the shared mutex's to describe; held while the hash lives.
+    if r[4] ~= -2 then r[2] = 1 end
+  else
+    return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a lock of kind ' .. kind ..
+                                  ', which this corolock does not know; the key was left untouched')
+  end
+  return r
+end
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] unlock channel
-// Force-releases whatever holds the lock and wakes waiters.
-// Returns {owner or '', levels removed}.
+// KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] fair queue entries
+// Returns describe()'s array.
+constexpr std::string_view status_lua = R"lua(
+local r, bad = describe()
+return bad or r
+)lua";
+
+// KEYS as status, then KEYS[4] the unlock channel
+// Force-releases whatever holds the lock, of any kind, and wakes waiters.
+// Returns describe()'s array as it was just before. A mutex's message is the
+// owner id (wakes one waiter); the others' start with '*', which wakes every
+// local waiter: a fair mutex's queue stays, so its head (awake now) takes
+// the lock; a semaphore's says all its permits are free.
 constexpr std::string_view break_lua = R"lua(
-local owner = redis.call('HGET', KEYS[1], 'owner')
-if not owner then return {'', 0} end
-local levels = redis.call('HLEN', KEYS[1]) - base_fields(KEYS[1])
-if redis.call('HGET', KEYS[1], 'kind') then levels = levels - 1 end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[2], owner)
-return {owner, levels}
+local r, bad = describe()
+if bad then return bad end
+if r[1] == 'mutex' or r[1] == 'fair' then
+  if r[3] == '' then return r end
+  redis.call('DEL', KEYS[1])
+  local message = r[3]
+  if r[1] == 'fair' then message = '*' end
+  redis.call('PUBLISH', KEYS[4], message)
+elseif redis.call('DEL', KEYS[1]) == 1 then
+  redis.call('PUBLISH', KEYS[4], '*' .. string.format('%.0f', r[10]))
+end
+return r
 )lua";
 
 // KEYS[1] lock hash
@@ -236,8 +314,15 @@ return 1
 std::string checked(std::string_view body) {
     return std::string(foreign_lua).append(base_fields_lua).append(body);
 }
-// The source of a script that counts levels but changes nothing it checks.
-std::string counting(std::string_view body) { return std::string(base_fields_lua).append(body); }
+// The source of a script that describes a lock (status, break): it counts
+// levels but changes nothing it checks.
+std::string describing(std::string_view body) {
+    std::string lib(describe_lua);
+    constexpr std::string_view placeholder = "MAX_LISTED_OWNERS";
+    lib.replace(lib.find(placeholder), placeholder.size(),
+                std::to_string(max_listed_lock_owners));
+    return std::string(base_fields_lua).append(lib).append(body);
+}
 
 // The same source announcing on the lock's shard channel: SPUBLISH reaches
 // the subscribers of the slot's shard only, where PUBLISH on a cluster is
@@ -272,7 +357,7 @@ const script& renew_script() {
     return s;
 }
 const script& status_script() {
-    static const std::string source = counting(status_lua);
+    static const std::string source = describing(status_lua);
     static const script s = make("status", source);
     return s;
 }
@@ -281,7 +366,7 @@ const script& confirm_script() {
     return s;
 }
 const script& break_script(bool shard) {
-    static const std::string source = counting(break_lua);
+    static const std::string source = describing(break_lua);
     static const script s = make("break", source);
     static const std::string shard_source = sharded(source);
     static const script sharded_s = make("break", shard_source);

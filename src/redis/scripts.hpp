@@ -34,6 +34,9 @@ const script& acquire_script();
 // sharded pub/sub, on a cluster) instead of PUBLISH.
 const script& release_script(bool sharded = false);
 const script& renew_script();
+// KEYS lock hash, fence counter, fair queue entries (lock_keys made with
+// `queue`); break also the unlock channel. Both reply with the lock's
+// description (scripts.cpp, describe).
 const script& status_script();
 const script& break_script(bool sharded = false);
 // Re-writes a granted level's TTL, owner-checked: replica acknowledgement.

@@ -533,3 +533,340 @@ TEST_CASE("cli: admin: status, list and break on a backend opened from a config"
         other.stop();
     });
 }
+
+// ---- every kind: the fair mutex and the semaphore ----
+
+namespace {
+
+// Polls `done` every 10 ms for at most 10 s.
+asio::awaitable<void> wait_for_flag(asio::io_context& ioc, const bool& done) {
+    for (int i = 0; i < 1000 && !done; ++i) {
+        asio::steady_timer t(ioc, 10ms);
+        co_await t.async_wait(asio::use_awaitable);
+    }
+}
+
+asio::awaitable<void> settle(asio::io_context& ioc, std::chrono::milliseconds d) {
+    asio::steady_timer t(ioc, d);
+    co_await t.async_wait(asio::use_awaitable);
+}
+
+}  // namespace
+
+TEST_CASE("cli: admin: status of a semaphore: capacity, permits, holders", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::semaphore a(c, "sem", 5);
+        corolock::semaphore b(c, "sem", 5);
+        auto a1 = co_await a.acquire(2, {.lease = 10s});
+        auto a2 = co_await a.acquire(1, {.lease = 10s});
+        auto b1 = co_await b.acquire(1, {.lease = 10s});
+        auto [ec, st] = co_await corolock::async_lock_status(c, "sem", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(st.type == corolock::lock_type::semaphore);
+        CHECK(st.held);
+        CHECK(st.owner.empty());
+        CHECK(st.capacity == 5);
+        CHECK(st.permits_in_use == 4);
+        CHECK(st.holder_count == 2);
+        CHECK(st.levels == 3);
+        CHECK(st.ttl > 0ms);
+        CHECK(st.ttl <= 10s);
+        CHECK(st.last_token == b1.token());
+        REQUIRE(st.holders.size() == 2);
+        CHECK(st.holders[0].owner < st.holders[1].owner);  // ordered by id
+        const auto& ha = st.holders[0].owner == a.owner_id() ? st.holders[0] : st.holders[1];
+        const auto& hb = st.holders[0].owner == a.owner_id() ? st.holders[1] : st.holders[0];
+        CHECK(ha.owner == a.owner_id());
+        CHECK(ha.permits == 3);
+        CHECK(ha.levels == 2);
+        CHECK(hb.owner == b.owner_id());
+        CHECK(hb.permits == 1);
+        CHECK(hb.ttl > 0ms);
+        REQUIRE(hb.holder);
+        CHECK(hb.holder->pid == ::getpid());
+
+        co_await a1.release();
+        co_await a2.release();
+        co_await b1.release();
+        auto [ec2, free] = co_await corolock::async_lock_status(c, "sem", use_nothrow);
+        REQUIRE_FALSE(ec2);
+        CHECK_FALSE(free.held);
+        CHECK(free.permits_in_use == 0);
+        CHECK(free.holder_count == 0);
+        CHECK(free.holders.empty());
+        CHECK(free.last_token == b1.token());
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: a semaphore counts live grants only, and lists 16 owners at most",
+          "[admin]") {
+    redis_server server;
+    const auto now_ms = server_time_us(server) / 1000;
+    // x's lease ended a second ago (no script has pruned it yet); y's is live.
+    server.cmd({"HSET", "corolock:{hand}", "kind", "semaphore", "capacity", "3",
+                "e:x", std::to_string(now_ms - 1000), "g:x:1", "2 5",
+                "e:y", std::to_string(now_ms + 60000), "g:y:1", "1 6"});
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, st] = co_await corolock::async_lock_status(c, "hand", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(st.held);
+        CHECK(st.permits_in_use == 1);
+        CHECK(st.holder_count == 1);
+        REQUIRE(st.holders.size() == 1);
+        CHECK(st.holders[0].owner == "y");
+        CHECK_FALSE(st.holders[0].holder);  // none recorded
+
+        std::vector<corolock::semaphore> handles;
+        std::vector<corolock::guard> guards;
+        for (int i = 0; i < 20; ++i) handles.emplace_back(c, "many", 20);
+        for (auto& h : handles) guards.push_back(co_await h.acquire(1, {.lease = 10s}));
+        auto [ec2, many] = co_await corolock::async_lock_status(c, "many", use_nothrow);
+        REQUIRE_FALSE(ec2);
+        CHECK(many.holder_count == 20);
+        CHECK(many.permits_in_use == 20);
+        CHECK(many.holders.size() == corolock::max_listed_lock_owners);
+        for (auto& g : guards) co_await g.release();
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: status of a fair mutex counts its queue", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::fair_mutex holder(c, "fq");
+        corolock::fair_mutex waiter(c, "fq");
+        auto g = co_await holder.acquire({.lease = 30s});
+        bool got = false;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto w = co_await waiter.acquire({.lease = 30s, .wait = 20s});
+            got = true;
+            co_await w.release();
+        }, asio::detached);
+        co_await settle(ioc, 300ms);
+        auto [ec, st] = co_await corolock::async_lock_status(c, "fq", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(st.type == corolock::lock_type::fair_mutex);
+        CHECK(st.held);
+        CHECK(st.owner == holder.owner_id());
+        CHECK(st.levels == 1);
+        CHECK(st.queued == 1);
+        CHECK(st.holder_count == 1);
+        CHECK(st.holders.empty());
+        REQUIRE(st.holder);
+        co_await g.release();
+        co_await wait_for_flag(ioc, got);
+        CHECK(got);
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: break of a semaphore frees every permit and wakes a waiter at once",
+          "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::semaphore holder(c, "sbrk", 2);
+        corolock::semaphore waiter(c, "sbrk", 2);
+        auto g = co_await holder.acquire(2, {.lease = 30s});
+        bool woke = false;
+        std::chrono::steady_clock::time_point woke_at;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto w = co_await waiter.acquire(1, {.lease = 30s, .wait = 20s});
+            woke_at = std::chrono::steady_clock::now();
+            woke = true;
+            co_await w.release();
+        }, asio::detached);
+        co_await settle(ioc, 200ms);  // the waiter's cap is the holder's lease, 30 s
+        REQUIRE_FALSE(woke);
+
+        const auto broke_at = std::chrono::steady_clock::now();
+        auto [ec, removed] = co_await corolock::async_break_lock(c, "sbrk", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(removed.type == corolock::lock_type::semaphore);
+        CHECK(removed.held);
+        CHECK(removed.permits_in_use == 2);
+        CHECK(removed.holder_count == 1);
+        co_await wait_for_flag(ioc, woke);
+        REQUIRE(woke);
+        CHECK(woke_at - broke_at < 1s);
+        auto [rec] = co_await g.async_release(use_nothrow);
+        CHECK(rec == error::expired);
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: break of a fair mutex keeps the queue and wakes its head at once",
+          "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::fair_mutex holder(c, "fbrk");
+        corolock::fair_mutex first(c, "fbrk");
+        corolock::fair_mutex second(c, "fbrk");
+        auto g = co_await holder.acquire({.lease = 30s});
+        std::vector<int> order;
+        bool first_in = false;
+        std::chrono::steady_clock::time_point first_at;
+        auto wait_in = [&](corolock::fair_mutex& m, int id) -> asio::awaitable<void> {
+            auto w = co_await m.acquire({.lease = 30s, .wait = 20s});
+            order.push_back(id);
+            if (id == 1) {
+                first_at = std::chrono::steady_clock::now();
+                first_in = true;
+                co_await settle(ioc, 100ms);  // the second must not get in meanwhile
+            }
+            co_await w.release();
+        };
+        asio::co_spawn(ioc, wait_in(first, 1), asio::detached);
+        co_await settle(ioc, 100ms);
+        asio::co_spawn(ioc, wait_in(second, 2), asio::detached);
+        co_await settle(ioc, 200ms);
+
+        const auto broke_at = std::chrono::steady_clock::now();
+        auto [ec, removed] = co_await corolock::async_break_lock(c, "fbrk", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(removed.type == corolock::lock_type::fair_mutex);
+        CHECK(removed.held);
+        CHECK(removed.owner == holder.owner_id());
+        CHECK(removed.queued == 2);
+        co_await wait_for_flag(ioc, first_in);
+        REQUIRE(first_in);
+        // A waiter's own retry comes within a third of its entry lease
+        // (667 ms); the break's message wakes it well before.
+        CHECK(first_at - broke_at < 200ms);
+        for (int i = 0; i < 500 && order.size() < 2; ++i) co_await settle(ioc, 10ms);
+        CHECK(order == std::vector<int>{1, 2});
+        auto [rec] = co_await g.async_release(use_nothrow);
+        CHECK(rec == error::expired);
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: release_owner of a semaphore or fair mutex, per kind", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::semaphore a(c, "sown", 3);
+        corolock::semaphore b(c, "sown", 3);
+        auto a1 = co_await a.acquire(1, {.lease = 10s});
+        auto a2 = co_await a.acquire(1, {.lease = 10s});
+        auto b1 = co_await b.acquire(1, {.lease = 10s});
+        auto [mine] = co_await corolock::async_release_owner(c, "sown", a.owner_id(), use_nothrow);
+        CHECK_FALSE(mine);
+        auto [ec, st] = co_await corolock::async_lock_status(c, "sown", use_nothrow);
+        CHECK(st.permits_in_use == 1);
+        REQUIRE(st.holders.size() == 1);
+        CHECK(st.holders[0].owner == b.owner_id());
+        auto [again] = co_await corolock::async_release_owner(c, "sown", a.owner_id(), use_nothrow);
+        CHECK(again == error::not_owner);  // b still holds permits
+        co_await b1.release();
+        auto [none] = co_await corolock::async_release_owner(c, "sown", a.owner_id(), use_nothrow);
+        CHECK(none == error::expired);
+
+        // A fair mutex's owner released: the lock passes to its queue's head.
+        corolock::fair_mutex holder(c, "fown");
+        corolock::fair_mutex waiter(c, "fown");
+        auto g = co_await holder.acquire({.lease = 30s});
+        bool got = false;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto w = co_await waiter.acquire({.lease = 30s, .wait = 20s});
+            got = true;
+            co_await w.release();
+        }, asio::detached);
+        co_await settle(ioc, 200ms);
+        auto [other] = co_await corolock::async_release_owner(c, "fown", "somebody", use_nothrow);
+        CHECK(other == error::not_owner);
+        auto [fair] = co_await corolock::async_release_owner(c, "fown", holder.owner_id(), use_nothrow);
+        CHECK_FALSE(fair);
+        co_await wait_for_flag(ioc, got);
+        CHECK(got);
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: list shows every kind once, with its kind", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "k-mutex");
+        corolock::fair_mutex f(c, "k-fair");
+        corolock::fair_mutex fw(c, "k-fair");
+        corolock::semaphore s(c, "k-sem", 4);
+        auto gm = co_await m.acquire({.lease = 10s});
+        auto gf = co_await f.acquire({.lease = 10s});
+        auto gs = co_await s.acquire(3, {.lease = 10s});
+        bool got = false;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto w = co_await fw.acquire({.lease = 10s, .wait = 20s});
+            got = true;
+            co_await w.release();
+        }, asio::detached);
+        co_await settle(ioc, 200ms);
+        REQUIRE(server.cmd({"EXISTS", "corolock:{k-fair}:queue"}).at(0) == "1");
+
+        corolock::lock_list_options all;
+        auto [ec, list] = co_await corolock::async_list_locks(c, all, use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(names_of(list) == std::set<std::string>{"k-mutex", "k-fair", "k-sem"});
+        CHECK(list.locks.size() == 3);
+        for (const auto& l : list.locks) {
+            if (l.name == "k-mutex") CHECK(l.status.type == corolock::lock_type::mutex);
+            if (l.name == "k-fair") {
+                CHECK(l.status.type == corolock::lock_type::fair_mutex);
+                CHECK(l.status.queued == 1);
+            }
+            if (l.name == "k-sem") {
+                CHECK(l.status.type == corolock::lock_type::semaphore);
+                CHECK(l.status.permits_in_use == 3);
+                CHECK(l.status.capacity == 4);
+            }
+        }
+        co_await gm.release();
+        co_await gs.release();
+        co_await gf.release();
+        co_await wait_for_flag(ioc, got);
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: lock_type names, and a kind this version does not know", "[admin]") {
+    CHECK(corolock::lock_type_name(corolock::lock_type::mutex) == "mutex");
+    CHECK(corolock::lock_type_name(corolock::lock_type::fair_mutex) == "fair");
+    CHECK(corolock::lock_type_name(corolock::lock_type::shared_mutex) == "shared");
+    CHECK(corolock::lock_type_name(corolock::lock_type::semaphore) == "semaphore");
+    redis_server server;
+    server.cmd({"HSET", "corolock:{sh}", "kind", "shared", "w", "x"});
+    server.cmd({"HSET", "corolock:{odd}", "kind", "latch", "n", "3"});
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, st] = co_await corolock::async_lock_status(c, "sh", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(st.type == corolock::lock_type::shared_mutex);
+        CHECK(st.held);
+        auto [rel] = co_await corolock::async_release_owner(c, "sh", "x", use_nothrow);
+        CHECK(rel == error::invalid_argument);
+        auto [e2, odd] = co_await corolock::async_lock_status(c, "odd", use_nothrow);
+        CHECK(e2 == error::wrong_type);
+        auto [e3, br] = co_await corolock::async_break_lock(c, "odd", use_nothrow);
+        CHECK(e3 == error::wrong_type);
+        CHECK(server.cmd({"EXISTS", "corolock:{odd}"}).at(0) == "1");  // untouched
+        auto [e4, gone] = co_await corolock::async_break_lock(c, "sh", use_nothrow);
+        CHECK_FALSE(e4);
+        CHECK(gone.type == corolock::lock_type::shared_mutex);
+        CHECK(server.cmd({"EXISTS", "corolock:{sh}"}).at(0) == "0");
+        c.stop();
+    });
+}

@@ -50,6 +50,8 @@ lock_absent() { [ "$(rcli EXISTS "corolock:{$1}")" = "0" ]; }
 # At least one process waits on the lock's unlock channel.
 has_waiter() { local n; n=$(rcli PUBSUB NUMSUB "corolock:{$1}:unlock" | tail -n 1); [ "${n:-0}" -ge 1 ]; }
 no_waiter() { ! has_waiter "$1"; }
+# A fair mutex has N entries in its queue.
+fair_queued() { [ "$(rcli ZCARD "corolock:{$1}:queue")" = "$2" ]; }
 
 start_server() {
   throwaway_redis_start "$tmp_dir" || return 1
@@ -256,7 +258,7 @@ group_inspect() {
   cl 20 status --url "$url" --json never-used
   expect_status "status --json of an unknown lock" 0 "$last_status"
   expect_true "status --json: one exact object when not held" \
-    grep -qx '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null}' "$tmp_dir/out"
+    grep -qxF '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null,"kind":"mutex","queued":0,"capacity":0,"permits_in_use":0,"holder_count":0,"holders":[]}' "$tmp_dir/out"
 
   # The holder keeps the lock until the test says go (bounded to 55 s),
   # however slowly the checks in between run (a loaded machine, ASan).
@@ -314,7 +316,7 @@ group_inspect() {
   cl 20 list --url "$url"
   expect_status "list (text)" 0 "$last_status"
   expect_true "list (text): a header and one lock" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
-  expect_match "list (text): the header" $'^NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL$' "$tmp_dir/out"
+  expect_match "list (text): the header" $'^NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\tWAITERS\tKIND\tPERMITS$' "$tmp_dir/out"
   expect_match "list (text): the lock and its holder" \
     $'^held1\t'"$(hostname):$run_pid"$'\t[0-9TZ:.-]+\t[0-9.]+s\t[0-9]+ ms\tsh -c echo ' "$tmp_dir/out"
   cl 20 list --url "$url" --json
@@ -373,6 +375,91 @@ print(doc["truncated"], ",".join(l["name"] + "@" + str(l["pid"]) for l in doc["l
   signal_corolock TERM "$holder"
   reap "$holder"
   expect_status "break: the broken holder reports the loss" 70 "$last_status"
+
+  inspect_kinds
+}
+
+# status, list and break of a semaphore and of a fair mutex with a waiter.
+inspect_kinds() {
+  spawn 90 "$bin" run --url "$url" --capacity 3 --permits 2 --lease 60s ksem -- \
+    sh -c "touch '$tmp_dir/ksem-in'; $(long_child 40)"
+  local ksem=$last_pid
+  expect_true "kinds: the semaphore's holder acquired" wait_until 10 test -e "$tmp_dir/ksem-in"
+  cl 20 status --url "$url" ksem
+  expect_status "kinds: status of a semaphore" 0 "$last_status"
+  expect_match "kinds: semaphore: kind" '^kind: +semaphore$' "$tmp_dir/out"
+  expect_match "kinds: semaphore: held" '^held: +yes$' "$tmp_dir/out"
+  expect_match "kinds: semaphore: capacity" '^capacity: +3$' "$tmp_dir/out"
+  expect_match "kinds: semaphore: permits" '^permits: +2 in use$' "$tmp_dir/out"
+  expect_match "kinds: semaphore: holders" '^holders: +1$' "$tmp_dir/out"
+  expect_match "kinds: semaphore: the holder's line" \
+    "^  [0-9a-f]{32}: 2 permits, 1 level, ttl [0-9]+ ms; $(hostname):$(corolock_pid "$ksem") since " "$tmp_dir/out"
+  cl 20 status --url "$url" --json ksem
+  local fields
+  fields=$("$python" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["kind"], d["held"], d["capacity"], d["permits_in_use"], d["holder_count"],
+      len(d["holders"]), d["holders"][0]["permits"], d["holders"][0]["pid"])
+' "$tmp_dir/out" 2>&1)
+  expect_true "kinds: semaphore: status --json ($fields)" \
+    [ "$fields" = "semaphore True 3 2 1 1 2 $(corolock_pid "$ksem")" ]
+
+  spawn 90 "$bin" run --url "$url" --fair --lease 60s kfair -- sh -c "$(long_child 40)"
+  local kfair=$last_pid
+  expect_true "kinds: the fair mutex's holder acquired" wait_until 10 lock_exists kfair
+  spawn 60 "$bin" run --url "$url" --fair --wait 20s kfair -- sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/kfair-waiter'"
+  local fwaiter=$last_pid
+  expect_true "kinds: the fair waiter is queued" \
+    wait_until 10 fair_queued kfair 1
+  cl 20 status --url "$url" kfair
+  expect_status "kinds: status of a fair mutex" 0 "$last_status"
+  expect_match "kinds: fair: kind" '^kind: +fair$' "$tmp_dir/out"
+  expect_match "kinds: fair: owner" '^owner: +[0-9a-f]{32}$' "$tmp_dir/out"
+  expect_match "kinds: fair: queued" '^queued: +1$' "$tmp_dir/out"
+  cl 20 status --url "$url" --json kfair
+  fields=$("$python" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(d["kind"], d["held"], d["levels"], d["queued"], d["holder_count"])
+' "$tmp_dir/out" 2>&1)
+  expect_true "kinds: fair: status --json ($fields)" [ "$fields" = "fair True 1 1 1" ]
+
+  cl 20 list --url "$url" 'k*'
+  expect_status "kinds: list" 0 "$last_status"
+  expect_true "kinds: list: a header and two locks, no queue keys" [ "$(wc -l <"$tmp_dir/out")" -eq 3 ]
+  expect_match "kinds: list: the fair mutex, 1 waiting" $'^kfair\t.*\t1\tfair\t-$' "$tmp_dir/out"
+  expect_match "kinds: list: the semaphore, 2 of 3 permits" $'^ksem\t.*\t-\tsemaphore\t2/3$' "$tmp_dir/out"
+
+  local start elapsed
+  start=$(now_ms)
+  cl 20 break --url "$url" kfair
+  expect_status "kinds: break a fair mutex" 0 "$last_status"
+  expect_match "kinds: break fair: what it removed" '^removed lock kfair held by [0-9a-f]{32} \(1 level\)$' "$tmp_dir/out"
+  expect_match "kinds: break fair: the queue stays" '^1 queued waiters keep their places' "$tmp_dir/out"
+  reap "$fwaiter"
+  elapsed=$(($(now_ms) - start))
+  expect_status "kinds: break fair: the waiter ran" 0 "$last_status"
+  expect_true "kinds: break fair: the waiter got the lock quickly (${elapsed} ms < 3000)" [ "$elapsed" -lt 3000 ]
+  expect_true "kinds: break fair: the waiter's command ran" test -s "$tmp_dir/kfair-waiter"
+
+  spawn 60 "$bin" run --url "$url" --capacity 3 --permits 2 --wait 20s ksem -- touch "$tmp_dir/ksem-waiter"
+  local swaiter=$last_pid
+  expect_true "kinds: the semaphore's waiter is waiting" wait_until 10 has_waiter ksem
+  start=$(now_ms)
+  cl 20 break --url "$url" ksem
+  expect_status "kinds: break a semaphore" 0 "$last_status"
+  expect_match "kinds: break semaphore: what it removed" \
+    '^removed semaphore ksem: 2 permits held by 1 owner \(1 level\)$' "$tmp_dir/out"
+  reap "$swaiter"
+  elapsed=$(($(now_ms) - start))
+  expect_status "kinds: break semaphore: the waiter ran" 0 "$last_status"
+  expect_true "kinds: break semaphore: the waiter got its permits quickly (${elapsed} ms < 3000)" [ "$elapsed" -lt 3000 ]
+  for p in "$kfair" "$ksem"; do
+    signal_corolock TERM "$p"
+    reap "$p"
+    expect_status "kinds: a broken holder reports the loss" 70 "$last_status"
+  done
 }
 
 # ---- lease loss ----

@@ -184,6 +184,7 @@ group_inspect() {
   expect_status "status --json of a held lock" 0 "$last_status"
   expect_true "status --json: held is true" [ "$(json_field "$tmp_dir/out" held)" = "true" ]
   expect_true "status --json: owner" [ "$(json_field "$tmp_dir/out" owner)" = "\"$owner\"" ]
+  expect_true "status --json: kind is mutex" [ "$(json_field "$tmp_dir/out" kind)" = "\"mutex\"" ]
   expect_true "status --json: last_token" [ "$(json_field "$tmp_dir/out" last_token)" = "$token" ]
   expect_true "status --json: host" [ "$(json_field "$tmp_dir/out" host)" = "\"$host\"" ]
   expect_true "status --json: pid" [ "$(json_field "$tmp_dir/out" pid)" = "$holder_pid" ]
@@ -227,7 +228,7 @@ group_inspect() {
 group_list() {
   cl 10 list --url "$url"
   expect_status "list over etcd: nothing held" 0 "$last_status" "$(cat "$tmp_dir/err")"
-  expect_true "list: only the header" [ "$(cat "$tmp_dir/out")" = "NAME${tab}HOLDER${tab}SINCE${tab}HELD FOR${tab}TTL${tab}LABEL${tab}WAITERS" ]
+  expect_true "list: only the header" [ "$(cat "$tmp_dir/out")" = "NAME${tab}HOLDER${tab}SINCE${tab}HELD FOR${tab}TTL${tab}LABEL${tab}WAITERS${tab}KIND${tab}PERMITS" ]
   cl 10 list --url "$url" --json
   expect_status "list --json over etcd: nothing held" 0 "$last_status"
   expect_true "list --json: no locks" [ "$(json_field "$tmp_dir/out" locks)" = "[]" ]
@@ -252,8 +253,8 @@ group_list() {
   cl 10 list --url "$url"
   expect_status "list over etcd" 0 "$last_status" "$(cat "$tmp_dir/err")"
   expect_match "list: ls-a with its holder, ttl, label and one waiter" \
-    "^ls-a${tab}$host:$pid_a${tab}$since_re${tab}[0-9][0-9dhms. ]*${tab}([1-9]|1[0-9]|20) s${tab}sh -c touch .*ls-a-held.*${tab}1\$" "$tmp_dir/out"
-  expect_match "list: ls-b with no waiter" "^ls-b${tab}$host:[0-9]+${tab}.*${tab}0\$" "$tmp_dir/out"
+    "^ls-a${tab}$host:$pid_a${tab}$since_re${tab}[0-9][0-9dhms. ]*${tab}([1-9]|1[0-9]|20) s${tab}sh -c touch .*ls-a-held.*${tab}1${tab}mutex${tab}-\$" "$tmp_dir/out"
+  expect_match "list: ls-b with no waiter" "^ls-b${tab}$host:[0-9]+${tab}.*${tab}0${tab}mutex${tab}-\$" "$tmp_dir/out"
   expect_true "list: a header and two locks" [ "$(wc -l <"$tmp_dir/out")" = 3 ]
   cl 10 list --url "$url" 'ls-[b-z]*'
   expect_status "list over etcd with a PATTERN" 0 "$last_status"
