@@ -800,7 +800,7 @@ group_escape() {
   local forged=$'x\ncorolock: released lock cleanly'
   cl 20 status --url "$url" "$forged"
   expect_status "escape: status of a name with a newline" 0 "$last_status"
-  expect_true "escape: status prints six lines" [ "$(wc -l <"$tmp_dir/out")" -eq 6 ]
+  expect_true "escape: status prints seven lines" [ "$(wc -l <"$tmp_dir/out")" -eq 7 ]
   expect_true "escape: the newline is shown as \\n" grep -qxF 'lock:       x\ncorolock: released lock cleanly' "$tmp_dir/out"
   cl 20 break --url "$url" "$forged"
   expect_true "escape: break prints one line" [ "$(wc -l <"$tmp_dir/out")" -eq 1 ]
@@ -834,7 +834,7 @@ group_escape() {
   expect_true "escape: list prints a header and one line" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
   expect_match "escape: list shows the name escaped" '^nl\\nname'$'\t' "$tmp_dir/out"
   expect_no_match "escape: list prints no raw escape" $'\e' "$tmp_dir/out"
-  expect_match "escape: list shows the label escaped" '\\x1b\[31mred\\nline$' "$tmp_dir/out"
+  expect_match "escape: list shows the label escaped" '\\x1b\[31mred\\nline'$'\t' "$tmp_dir/out"
   cl 20 status --url "$url" "$nl_name"
   expect_true "escape: status shows the label escaped" grep -qF 'label:      sh -c ' "$tmp_dir/out"
   expect_no_match "escape: status prints no raw escape" $'\e' "$tmp_dir/out"
