@@ -254,6 +254,17 @@ group_run() {
 
 # ---- status and break ----
 
+# A waiter started before a break at START (ms): it must exit 0 within 3 s
+# of the break, having run its command (FILE is not empty).
+expect_waiter_after_break() {
+  local label=$1 pid=$2 start=$3 file=$4 elapsed
+  reap "$pid"
+  elapsed=$(($(now_ms) - start))
+  expect_status "$label: the waiter ran" 0 "$last_status"
+  expect_true "$label: the waiter got in quickly (${elapsed} ms < 3000)" [ "$elapsed" -lt 3000 ]
+  expect_true "$label: the waiter's command ran" test -s "$file"
+}
+
 group_inspect() {
   cl 20 status --url "$url" --json never-used
   expect_status "status --json of an unknown lock" 0 "$last_status"
@@ -361,11 +372,7 @@ print(doc["truncated"], ",".join(l["name"] + "@" + str(l["pid"]) for l in doc["l
   cl 20 break --url "$url" brk
   expect_status "break a held lock" 0 "$last_status"
   expect_match "break: says what it removed" '^removed lock brk held by [0-9a-f]{32} \(1 level\)$' "$tmp_dir/out"
-  reap "$waiter"
-  elapsed=$(($(now_ms) - start))
-  expect_status "break: the waiter ran" 0 "$last_status"
-  expect_true "break: the waiter got the lock quickly (${elapsed} ms < 3000)" [ "$elapsed" -lt 3000 ]
-  expect_true "break: the waiter's command ran" test -s "$tmp_dir/brk-waiter"
+  expect_waiter_after_break "break" "$waiter" "$start" "$tmp_dir/brk-waiter"
   cl 20 break --url "$url" brk
   expect_status "break a free lock" 0 "$last_status"
   expect_match "break: not held" '^lock brk was not held$' "$tmp_dir/out"
@@ -437,13 +444,9 @@ print(d["kind"], d["held"], d["levels"], d["queued"], d["holder_count"])
   expect_status "kinds: break a fair mutex" 0 "$last_status"
   expect_match "kinds: break fair: what it removed" '^removed lock kfair held by [0-9a-f]{32} \(1 level\)$' "$tmp_dir/out"
   expect_match "kinds: break fair: the queue stays" '^1 queued waiters keep their places' "$tmp_dir/out"
-  reap "$fwaiter"
-  elapsed=$(($(now_ms) - start))
-  expect_status "kinds: break fair: the waiter ran" 0 "$last_status"
-  expect_true "kinds: break fair: the waiter got the lock quickly (${elapsed} ms < 3000)" [ "$elapsed" -lt 3000 ]
-  expect_true "kinds: break fair: the waiter's command ran" test -s "$tmp_dir/kfair-waiter"
+  expect_waiter_after_break "kinds: break fair" "$fwaiter" "$start" "$tmp_dir/kfair-waiter"
 
-  spawn 60 "$bin" run --url "$url" --capacity 3 --permits 2 --wait 20s ksem -- touch "$tmp_dir/ksem-waiter"
+  spawn 60 "$bin" run --url "$url" --capacity 3 --permits 2 --wait 20s ksem -- sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/ksem-waiter'"
   local swaiter=$last_pid
   expect_true "kinds: the semaphore's waiter is waiting" wait_until 10 has_waiter ksem
   start=$(now_ms)
@@ -451,10 +454,7 @@ print(d["kind"], d["held"], d["levels"], d["queued"], d["holder_count"])
   expect_status "kinds: break a semaphore" 0 "$last_status"
   expect_match "kinds: break semaphore: what it removed" \
     '^removed semaphore ksem: 2 permits held by 1 owner \(1 level\)$' "$tmp_dir/out"
-  reap "$swaiter"
-  elapsed=$(($(now_ms) - start))
-  expect_status "kinds: break semaphore: the waiter ran" 0 "$last_status"
-  expect_true "kinds: break semaphore: the waiter got its permits quickly (${elapsed} ms < 3000)" [ "$elapsed" -lt 3000 ]
+  expect_waiter_after_break "kinds: break semaphore" "$swaiter" "$start" "$tmp_dir/ksem-waiter"
   for p in "$kfair" "$ksem"; do
     signal_corolock TERM "$p"
     reap "$p"
