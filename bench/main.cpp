@@ -439,6 +439,7 @@ int orchestrate(const cli& c) {
         {"S5", "leases lost while held", metric("s5", "lost"), "==", 0, ""},
         {"S6", "heap allocations per cycle (fresh name)", metric("s6", "allocations_per_cycle_fresh_name"), "<=", 10, ""},
         {"SEM", "semaphore / mutex cycles/s, 64 coroutines", metric("sem", "ratio_fresh_median"), ">=", 0.8, "x"},
+        {"RW", "2 x read-heavy shared cycles/s / EVALSHA 50-client ops/s", 2 * metric("rw", "cycles_per_s") / base("evalsha_c50").ops_per_s, ">=", 2.0, "x"},
     };
     const double wall = std::chrono::duration<double>(clock::now() - t_start).count();
 

@@ -147,6 +147,24 @@ struct cycle_kind {
     bool one_name = false;
 };
 
+// The second half of a cycle begun at t0: the acquire's outcome, then the
+// release, counted into `out`. False on an error (the first one is kept).
+asio::awaitable<bool> end_cycle(corolock::error_code ec, corolock::guard& g,
+                                clock::time_point t0, cycle_result& out) {
+    if (ec) {
+        if (out.errors++ == 0) out.first_error = "acquire: " + ec.message();
+        co_return false;
+    }
+    auto [rec] = co_await g.async_release(use_nothrow);
+    if (rec) {
+        if (out.errors++ == 0) out.first_error = "release: " + rec.message();
+        co_return false;
+    }
+    out.cycle_us.push_back(to_us(clock::now() - t0));
+    ++out.cycles;
+    co_return true;
+}
+
 // acquire + release on a fresh name each cycle; the handle is made inside
 // the cycle because a fresh name needs a fresh handle.
 asio::awaitable<void> cycle_loop(corolock::client& c, std::string prefix, clock::time_point end,
@@ -170,17 +188,8 @@ asio::awaitable<void> cycle_loop(corolock::client& c, std::string prefix, clock:
             corolock::mutex m{c, prefix + std::to_string(i)};
             std::tie(ec, g) = co_await m.async_acquire(opts, use_nothrow);
         }
-        if (ec) {
-            if (out.errors++ == 0) out.first_error = "acquire: " + ec.message();
-            co_return;
-        }
-        auto [rec] = co_await g.async_release(use_nothrow);
-        if (rec) {
-            if (out.errors++ == 0) out.first_error = "release: " + rec.message();
-            co_return;
-        }
-        out.cycle_us.push_back(to_us(clock::now() - t0));
-        ++out.cycles;
+        const bool ok = co_await end_cycle(ec, g, t0, out);
+        if (!ok) co_return;
     }
 }
 
@@ -193,6 +202,18 @@ struct concurrent_result {
     corolock::client_stats before, after;
     double cpu_s = 0;
 };
+
+// The coroutines' cycles, errors and cycle times, summed into `out`.
+void add_results(concurrent_result& out, std::vector<cycle_result>& results) {
+    std::vector<double> all_us;
+    for (auto& r : results) {
+        out.cycles += r.cycles;
+        out.errors += r.errors;
+        if (out.first_error.empty()) out.first_error = r.first_error;
+        all_us.insert(all_us.end(), r.cycle_us.begin(), r.cycle_us.end());
+    }
+    out.cycle = summarize(std::move(all_us));
+}
 
 // n coroutines on one client, each cycling on its own fresh names for `run`.
 asio::awaitable<concurrent_result> run_concurrent(corolock::client& c, std::size_t n,
@@ -215,18 +236,10 @@ asio::awaitable<concurrent_result> run_concurrent(corolock::client& c, std::size
     // Each coroutine finishes the cycle it is in after `end`; allow for a
     // command timeout on top before giving up on them.
     if (!co_await done.wait(end + 15s)) co_await bail_out(c, done, "cycling coroutines");
-    const auto finish = clock::now();
-    out.seconds = to_s(finish - start);
+    out.seconds = to_s(clock::now() - start);
     out.cpu_s = cpu_seconds() - cpu0;
     out.after = c.stats();
-    std::vector<double> all_us;
-    for (auto& r : results) {
-        out.cycles += r.cycles;
-        out.errors += r.errors;
-        if (out.first_error.empty()) out.first_error = r.first_error;
-        all_us.insert(all_us.end(), r.cycle_us.begin(), r.cycle_us.end());
-    }
-    out.cycle = summarize(std::move(all_us));
+    add_results(out, results);
     co_return out;
 }
 
@@ -359,6 +372,65 @@ asio::awaitable<void> scenario_sem(const options& o, metrics& m) {
     m.count("rounds", static_cast<std::uint64_t>(rounds));
     m.count("errors", errors);
     if (!first_error.empty()) m.text("first_error", first_error);
+}
+
+// RW: a read-heavy shared mutex: 64 coroutines on one client, each with its
+// own handle on one name, cycle acquire + release; one cycle in
+// `write_every` is a writer's (0: readers only). The target compares the
+// scripts' rate (2 per cycle) with the server's EVALSHA rate, as S2 does.
+asio::awaitable<concurrent_result> run_rw(corolock::client& c, std::string name,
+                                          clock::duration run, int write_every) {
+    auto ex = co_await asio::this_coro::executor;
+    constexpr std::size_t n = 64;
+    std::vector<cycle_result> results(n);
+    latch done(ex, n);
+    concurrent_result out;
+    out.before = c.stats();
+    const double cpu0 = cpu_seconds();
+    const auto start = clock::now();
+    const auto end = start + run;
+    auto loop = [&](std::size_t k, cycle_result& r) -> asio::awaitable<void> {
+        corolock::shared_mutex m{c, name};
+        const corolock::lock_options opts{.lease = 30s, .wait = 10s};
+        for (std::uint64_t i = 0; i < 10'000'000 && clock::now() < end; ++i) {
+            const auto t0 = clock::now();
+            corolock::error_code ec;
+            corolock::guard g;
+            if (write_every > 0 && (i + k) % static_cast<std::uint64_t>(write_every) == 0)
+                std::tie(ec, g) = co_await m.async_acquire(opts, use_nothrow);
+            else
+                std::tie(ec, g) = co_await m.async_acquire_shared(opts, use_nothrow);
+            const bool ok = co_await end_cycle(ec, g, t0, r);
+            if (!ok) co_return;
+        }
+    };
+    for (std::size_t i = 0; i < n; ++i)
+        asio::co_spawn(ex, loop(i, results[i]), [&done](std::exception_ptr) { done.count_down(); });
+    if (!co_await done.wait(end + 15s)) co_await bail_out(c, done, "shared mutex coroutines");
+    out.seconds = to_s(clock::now() - start);
+    out.cpu_s = cpu_seconds() - cpu0;
+    out.after = c.stats();
+    add_results(out, results);
+    co_return out;
+}
+
+asio::awaitable<void> scenario_rw(const options& o, metrics& m) {
+    corolock::client c{co_await asio::this_coro::executor, make_config(o)};
+    co_await warm_up(c, 200);
+    const auto run = o.seconds > 0 ? std::chrono::duration_cast<clock::duration>(
+                                         std::chrono::duration<double>(o.seconds))
+                                   : pick<clock::duration>(o, 3s, 1s, 200ms);
+    const auto id = run_id();
+    auto readers = co_await run_rw(c, "bench:rw:" + id + ":read", run, 0);
+    auto mixed = co_await run_rw(c, "bench:rw:" + id + ":mixed", run, 32);
+    c.stop();
+    m.count("coroutines", 64);
+    m.number("read_only_cycles_per_s", static_cast<double>(readers.cycles) / readers.seconds);
+    add_summary(m, "read_only_cycle", readers.cycle);
+    m.number("write_every", 32);
+    report_concurrent(m, mixed);  // cycles_per_s: the read-heavy mix
+    m.count("read_only_errors", readers.errors);
+    if (!readers.first_error.empty()) m.text("read_only_first_error", readers.first_error);
 }
 
 // ---------------------------------------------------------------------------
@@ -1138,6 +1210,7 @@ const std::vector<scenario_info>& scenarios() {
         {"s6", &scenario_s6, 60},
         {"sem", &scenario_sem, 60},
         {"fair_handoff", &scenario_fair_handoff, 40},
+        {"rw", &scenario_rw, 40},
     };
     return list;
 }

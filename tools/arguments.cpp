@@ -84,10 +84,11 @@ std::optional<duration> parse_seconds(std::string_view text) {
     return duration(ms);
 }
 
-// flock(1)-style short options for run: "-nq" is "-n -q", "-w5" is "-w 5",
+// flock(1)-style short options for run: "-nq" is "-n -q", "-sn" is "-s -n", "-w5" is "-w 5",
 // "-E0" is "-E 0". Only before the first "--".
 std::vector<std::string_view> expand_short_options(const std::vector<std::string_view>& args) {
-    static constexpr std::string_view flags[] = {"-n", "-q", "-v"};
+    static constexpr std::string_view letters = "nqvsx";
+    static constexpr std::string_view flags[] = {"-n", "-q", "-v", "-s", "-x"};
     std::vector<std::string_view> out;
     bool done = false;
     for (auto tok : args) {
@@ -101,9 +102,8 @@ std::vector<std::string_view> expand_short_options(const std::vector<std::string
             out.push_back(tok.substr(2));
             continue;
         }
-        if (tok.find_first_not_of("nqv", 1) == std::string_view::npos) {
-            for (char c : tok.substr(1))
-                out.push_back(c == 'n' ? flags[0] : c == 'q' ? flags[1] : flags[2]);
+        if (tok.find_first_not_of(letters, 1) == std::string_view::npos) {
+            for (char c : tok.substr(1)) out.push_back(flags[letters.find(c)]);
             continue;
         }
         out.push_back(tok);
@@ -465,6 +465,15 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
             o.fair = true;
             return r.no_value();
         }
+        if (opt.name == "-s" || opt.name == "--shared" || opt.name == "-x" ||
+            opt.name == "--exclusive") {
+            const auto level = opt.name == "-s" || opt.name == "--shared" ? lock_level::shared
+                                                                          : lock_level::exclusive;
+            if (o.level != lock_level::mutex && o.level != level)
+                return r.error("-s (--shared) and -x (--exclusive) cannot be used together");
+            o.level = level;
+            return r.no_value();
+        }
         if (opt.name == "--no-process-group") {
             o.own_process_group = false;
             return r.no_value();
@@ -567,6 +576,18 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     if (o.fair && o.capacity > 0)
         return r.error("--fair and --capacity cannot be used together (the semaphore has no "
                        "queue)");
+    if (o.level != lock_level::mutex) {
+        const std::string flag = o.level == lock_level::shared ? "-s (--shared)" : "-x (--exclusive)";
+        if (o.fair)
+            return r.error(flag + " and --fair cannot be used together (the shared mutex has "
+                                  "no queue)");
+        if (o.capacity > 0)
+            return r.error(flag + " and --capacity cannot be used together (a semaphore has no "
+                                  "shared level)");
+        if (o.replicas > 0)
+            return r.error("--replicas is not offered with " + flag +
+                           " (replica acknowledgement is the plain mutex's)");
+    }
     if (o.fair && o.replicas > 0)
         return r.error("--replicas is not offered with --fair (replica acknowledgement is the "
                        "plain mutex's)");

@@ -101,6 +101,10 @@ struct common_options {
 
 enum class on_lost_action { kill, ignore };
 
+// What `run` takes: a plain lock (a mutex, fair mutex or semaphore by the
+// other options), or a shared mutex's shared (-s) or exclusive (-x) level.
+enum class lock_level { mutex, shared, exclusive };
+
 struct run_options {
     common_options common;
     std::string name;
@@ -113,6 +117,7 @@ struct run_options {
     std::uint32_t capacity = 0;    // --capacity: a semaphore of N permits (0: a mutex)
     std::uint32_t permits = 1;     // --permits: how many of them
     bool fair = false;             // --fair: a corolock::fair_mutex (Redis only)
+    lock_level level = lock_level::mutex;  // -s / -x: a corolock::shared_mutex (Redis only)
     bool quiet = false;            // -q: no message when the lock is not acquired
     on_lost_action on_lost = on_lost_action::kill;
     duration grace = defaults::grace;

@@ -120,6 +120,12 @@ Options:
   --fair              Redis: take a fair mutex: waiters get the lock in the
                       order they asked for it, across processes and hosts
                       (every corolock run on NAME must use --fair).
+  -s, --shared        Redis: NAME is a shared (readers-writer) mutex; take a
+                      shared level, as flock -s: any number of -s runs hold
+                      it together, while no -x run does.
+  -x, --exclusive     Redis: take the shared mutex's exclusive level, as
+                      flock -x: alone, and ahead of -s runs that arrive
+                      while it waits. Every user of NAME must give -s or -x.
   --replicas N        Redis: start COMMAND only once N replicas acknowledged
                       the lock (WAIT, up to 1 s or a quarter of the lease);
                       otherwise give it back and exit 76. Ignored by etcd;

@@ -43,6 +43,7 @@
 #include <corolock/metrics.hpp>
 #include <corolock/mutex.hpp>
 #include <corolock/semaphore.hpp>
+#include <corolock/shared_mutex.hpp>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -564,14 +565,16 @@ asio::awaitable<void> drain_abandoned(run_state& s) {
                        " frees lock '" + s.name() + "' within " + s.o.lease_text);
 }
 
-// The lock `run` takes: a mutex, or with --fair a fair mutex.
-// The lock `run` takes: a mutex, a fair_mutex (--fair) or a semaphore
-// (--capacity), one of them made from the options.
+// The lock `run` takes: a mutex, a fair_mutex (--fair), a semaphore
+// (--capacity) or a shared mutex's level (-s, -x), one of them made from
+// the options.
 class run_lock {
 public:
-    run_lock(const backend& b, const run_options& o) : permits_(o.permits) {
+    run_lock(const backend& b, const run_options& o) : permits_(o.permits), level_(o.level) {
         if (o.capacity > 0)
             semaphore_.emplace(b, o.name, o.capacity);
+        else if (o.level != lock_level::mutex)
+            shared_.emplace(b, o.name);
         else if (o.fair)
             fair_.emplace(b, o.name);
         else
@@ -579,20 +582,27 @@ public:
     }
     const std::string& owner_id() const noexcept {
         if (semaphore_) return semaphore_->owner_id();
+        if (shared_) return shared_->owner_id();
         return fair_ ? fair_->owner_id() : plain_->owner_id();
     }
-    // A semaphore's holders are many: there is no one holder to look up.
-    bool is_semaphore() const noexcept { return semaphore_.has_value(); }
+    // A semaphore's or shared mutex's holders are many: there is no one
+    // holder to look up.
+    bool has_many_holders() const noexcept { return semaphore_ || shared_; }
     template <class Token>
     auto async_acquire(lock_options opts, Token&& token) {
         if (semaphore_)
             return semaphore_->async_acquire(permits_, opts, std::forward<Token>(token));
+        if (shared_ && level_ == lock_level::shared)
+            return shared_->async_acquire_shared(opts, std::forward<Token>(token));
+        if (shared_) return shared_->async_acquire(opts, std::forward<Token>(token));
         if (fair_) return fair_->async_acquire(opts, std::forward<Token>(token));
         return plain_->async_acquire(opts, std::forward<Token>(token));
     }
 
 private:
     std::uint32_t permits_;
+    lock_level level_;
+    std::optional<shared_mutex> shared_;
     std::optional<mutex> plain_;
     std::optional<fair_mutex> fair_;
     std::optional<semaphore> semaphore_;
@@ -657,8 +667,8 @@ asio::awaitable<int> run_flow(run_state& s) {
     // -v: who holds the lock, if anyone, before waiting for it: the holder
     // the lock records (host, pid, since when, its label or command), or its
     // owner id when it records none (a lock written by an older corolock).
-    // (A semaphore's holders are many; its status is not looked up.)
-    if (s.log && s.etcd == nullptr && !lock.is_semaphore()) {
+    // (A semaphore's or shared mutex's holders are many; no status lookup.)
+    if (s.log && s.etcd == nullptr && !lock.has_many_holders()) {
         auto [sec, st] = co_await async_lock_status(s.locks, o.name, use_nothrow);
         if (!sec && st.held && st.owner != owner) {
             const std::string who =
@@ -826,6 +836,14 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
                 std::string why = "--capacity is not supported on etcd (";
                 why += service_at(o.common);
                 why += "): semaphores need Redis";
+                report_error(why);
+                return exit_status::usage;
+            }
+            if (o.level != lock_level::mutex) {
+                std::string why = o.level == lock_level::shared ? "-s (--shared)" : "-x (--exclusive)";
+                why += " is not supported on etcd (";
+                why += service_at(o.common);
+                why += "): shared mutexes need Redis";
                 report_error(why);
                 return exit_status::usage;
             }

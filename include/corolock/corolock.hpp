@@ -16,3 +16,4 @@
 #include <corolock/printable.hpp>
 #include <corolock/reply.hpp>
 #include <corolock/semaphore.hpp>
+#include <corolock/shared_mutex.hpp>

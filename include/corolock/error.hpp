@@ -63,6 +63,9 @@ enum class error {
                             // (CLUSTERDOWN, TRYAGAIN, redirections) within the deadline
     replicas_missing,       // acquire: fewer replicas than lock_options asked for
                             // acknowledged the grant in time; the lock was given back
+    upgrade_refused,        // shared_mutex: an exclusive acquire by a handle holding only
+                            // shared levels; refused, since two upgraders would each wait
+                            // for the other's share forever
 };
 
 const boost::system::error_category& error_category() noexcept;

@@ -56,6 +56,9 @@ struct lock_spec {
 struct acquire_request {
     std::uint32_t permits = 1;  // semaphore: permits to take
     bool shared = false;        // shared_mutex: a reader's level
+    // shared_mutex: a refused writer marks itself waiting (not a try). Set
+    // by the backend from its try_once.
+    bool waits = true;
 };
 
 // Checks and completes options for an acquire of any kind: the defaults

@@ -48,6 +48,9 @@ public:
         case error::cluster_down: return "no primary of the cluster served the lock's slot in time";
         case error::replicas_missing:
             return "too few replicas acknowledged the acquire in time; the lock was given back";
+        case error::upgrade_refused:
+            return "an exclusive acquire while holding only shared levels (an upgrade) is "
+                   "refused: two upgraders would deadlock";
         }
         return "unknown corolock error " + std::to_string(ev);
     }

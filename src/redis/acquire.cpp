@@ -8,6 +8,7 @@
 #include "redis/fair_scripts.hpp"
 #include "redis/lock_service.hpp"
 #include "redis/replica_acks.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -45,12 +46,17 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     acquire_op(std::shared_ptr<redis_lock_state> s, lock_options o, const acquire_request& r,
                bool once, handler_type h)
         : st(std::move(s)),
-          req(r),
+          req(with_waits(r, !once)),
           renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
           replica(o.replicas > 0 ? std::make_unique<replica_wait>(o.replicas_timeout, o.replicas)
                                  : nullptr),
           handler(std::move(h)),
           machine(settings_for(st->client(), o, once)) {}
+
+    static acquire_request with_waits(acquire_request r, bool waits) noexcept {
+        r.waits = waits;
+        return r;
+    }
 
     static fsm::settings settings_for(const detail::client_impl& c, const lock_options& o,
                                       bool once) {
@@ -205,6 +211,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     bool fair() const noexcept { return st->spec.kind == detail::lock_spec::kind_t::fair_mutex; }
+    // A wait that leaves something on the server to take back when it ends
+    // without the lock: a fair mutex's queue entry, a writer's waiting marker.
+    bool leaves_queue() const noexcept {
+        return fair() || detail::writer_marks(st->spec, req);
+    }
 
     // The terms this acquire asks for, to begin or join a tenure with.
     detail::lease_terms asked() const noexcept { return {machine.lease(), renew_every}; }
@@ -432,7 +443,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         std::shared_ptr<detail::tenure> t;
         if (a.granted) t = svc->on_acquired(st, level, sent, granted, asked());
         if (a.leave_queue) svc->remove_waiter(waiter, a.granted);
-        if (fair()) leave_fair_queue(a);
+        if (leaves_queue()) leave_server_queue(a);
         if (a.granted && replica) {
             confirm(std::move(t));
             return;
@@ -448,11 +459,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         }
     }
 
-    // A fair mutex's operation that ends without the lock gives up its place
-    // on the server at once (the release script removes the entry, and hands
-    // the lock on if the entry was granted meanwhile): cancelled, timed out,
-    // or a try that the script queued.
-    void leave_fair_queue(const fsm::action& a) {
+    // A fair mutex's operation, or a shared mutex's marked writer, that ends
+    // without the lock gives up its place on the server at once (the release
+    // script removes the entry or marker, and hands the lock on if the entry
+    // was granted meanwhile): cancelled, timed out, or a try that queued.
+    void leave_server_queue(const fsm::action& a) {
         svc->remove_fair_waiter(st->owner, waiter);
         if (!a.granted && !a.give_back && attempted && !svc->stopped())
             svc->release_in_background(st, level, /*give_back=*/true, cleanup);

@@ -25,6 +25,12 @@ namespace corolock::detail {
 namespace asio = boost::asio;
 
 namespace {
+extra_keys extra_keys_of(lock_spec::kind_t kind) noexcept {
+    if (kind == lock_spec::kind_t::fair_mutex) return extra_keys::queue;
+    if (kind == lock_spec::kind_t::shared_mutex) return extra_keys::readers;
+    return extra_keys::none;
+}
+
 void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code ec) {
     c.metrics().add(c.metrics().renewals_failed);
     notify(c.event_observer(), c.log(), "on_renewal_failed",
@@ -35,7 +41,7 @@ void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code 
 redis_lock_state::redis_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
                                    const lock_spec& s)
     : lock_state(std::move(b), std::move(lock_name), random_owner_id()),
-      keys(name, /*queue=*/s.kind == lock_spec::kind_t::fair_mutex),
+      keys(name, extra_keys_of(s.kind)),
       spec(s) {
     lock_kind::for_spec(s);  // throws for a kind Redis does not offer
 }

@@ -4,6 +4,7 @@
 
 #include "redis/fair_scripts.hpp"
 #include "redis/lock_service.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include <boost/system/system_error.hpp>
 
@@ -78,7 +79,7 @@ const lock_kind* find_kind(const lock_spec& spec) noexcept {
     case lock_spec::kind_t::mutex: return &the_mutex;
     case lock_spec::kind_t::semaphore: return &semaphore_kind();
     case lock_spec::kind_t::fair_mutex: return &fair_lock_kind();
-    case lock_spec::kind_t::shared_mutex: break;
+    case lock_spec::kind_t::shared_mutex: return &shared_lock_kind();
     }
     return nullptr;
 }

@@ -379,20 +379,25 @@ constexpr std::string_view fence_suffix = "}:fence";
 constexpr std::string_view channel_suffix = "}:unlock";
 constexpr std::string_view queue_suffix = "}:queue";
 constexpr std::string_view entries_suffix = "}:entries";
+constexpr std::string_view readers_suffix = "}:readers";
 }  // namespace
 
-lock_keys::lock_keys(std::string_view name, bool queue) {
+lock_keys::lock_keys(std::string_view name, extra_keys extra) {
     const std::size_t base = key_prefix.size() + name.size() + 1;  // "corolock:{name}"
-    buffer_.reserve(2 * (key_prefix.size() + name.size()) + fence_suffix.size() +
-                    channel_suffix.size() +
-                    (queue ? 2 * (key_prefix.size() + name.size()) + queue_suffix.size() +
-                                 entries_suffix.size()
-                           : 0));
+    const std::size_t key = key_prefix.size() + name.size();
+    std::size_t extra_size = 0;
+    if (extra == extra_keys::queue)
+        extra_size = 2 * key + queue_suffix.size() + entries_suffix.size();
+    else if (extra == extra_keys::readers)
+        extra_size = key + readers_suffix.size();
+    buffer_.reserve(2 * key + fence_suffix.size() + channel_suffix.size() + extra_size);
     buffer_.append(key_prefix).append(name).append(fence_suffix);
     buffer_.append(key_prefix).append(name).append(channel_suffix);
-    if (queue) {
+    if (extra == extra_keys::queue) {
         buffer_.append(key_prefix).append(name).append(queue_suffix);
         buffer_.append(key_prefix).append(name).append(entries_suffix);
+    } else if (extra == extra_keys::readers) {
+        buffer_.append(key_prefix).append(name).append(readers_suffix);
     }
     // A handle's name is at most max_lock_name_length bytes; an admin call
     // builds keys before it validates the name, and never uses them if bad.

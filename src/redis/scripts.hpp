@@ -42,32 +42,43 @@ const script& break_script(bool sharded = false);
 // Re-writes a granted level's TTL, owner-checked: replica acknowledgement.
 const script& confirm_script();
 
+// The keys a kind has beside the hash, fence counter and channel: a fair
+// mutex's queue and entries (fair_scripts.hpp), a shared mutex's readers
+// (shared_scripts.hpp).
+enum class extra_keys : std::uint8_t { none, queue, readers };
+
 // A lock's keys, in one buffer: "corolock:{name}:fence" then
-// "corolock:{name}:unlock", and for a fair mutex (`queue`) then
-// "corolock:{name}:queue" and "corolock:{name}:entries" (fair_scripts.hpp).
-// The lock key is the first one's prefix, and every length follows from its
-// length: two offsets instead of five views, since every handle holds one.
+// "corolock:{name}:unlock", then the extra keys: "corolock:{name}:queue" and
+// "corolock:{name}:entries", or "corolock:{name}:readers". The lock key is
+// the first one's prefix, and every length follows from its length and the
+// buffer's: two offsets instead of five views, since every handle holds one.
 class lock_keys {
 public:
-    explicit lock_keys(std::string_view name, bool queue = false);
+    explicit lock_keys(std::string_view name, extra_keys extra = extra_keys::none);
 
     std::string_view lock() const noexcept { return {buffer_.data(), lock_size_}; }   // the hash
     std::string_view fence() const noexcept { return {buffer_.data(), fence_size_}; } // the token counter
     std::string_view channel() const noexcept {  // the unlock channel
         return std::string_view(buffer_).substr(fence_size_, lock_size_ + 7);
     }
-    // A fair mutex's queue keys; empty unless made with `queue`.
+    // A fair mutex's queue keys; empty unless made with extra_keys::queue.
     std::string_view queue() const noexcept {
-        if (!has_queue()) return {};
-        return {buffer_.data() + fence_size_ + lock_size_ + 7, lock_size_ + 6};
+        if (extra_size() != 2 * lock_size_ + 14) return {};
+        return {buffer_.data() + base_size(), lock_size_ + 6};
     }
     std::string_view entries() const noexcept {
-        if (!has_queue()) return {};
-        return {buffer_.data() + fence_size_ + 2 * lock_size_ + 13, lock_size_ + 8};
+        if (extra_size() != 2 * lock_size_ + 14) return {};
+        return {buffer_.data() + base_size() + lock_size_ + 6, lock_size_ + 8};
+    }
+    // A shared mutex's readers; empty unless made with extra_keys::readers.
+    std::string_view readers() const noexcept {
+        if (extra_size() != lock_size_ + 8) return {};
+        return {buffer_.data() + base_size(), lock_size_ + 8};
     }
 
 private:
-    bool has_queue() const noexcept { return buffer_.size() > fence_size_ + lock_size_ + 7; }
+    std::size_t base_size() const noexcept { return fence_size_ + lock_size_ + 7; }
+    std::size_t extra_size() const noexcept { return buffer_.size() - base_size(); }
 
     std::string buffer_;
     std::uint32_t lock_size_ = 0;

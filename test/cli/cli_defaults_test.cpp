@@ -167,3 +167,37 @@ TEST_CASE("cli: run --capacity N --permits K takes K permits of a semaphore", "[
         CHECK(contains(err->message, says));
     }
 }
+
+TEST_CASE("cli: run -s and -x take a shared mutex's levels, as flock -s and -x",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "job", "--", "true"}, cmd).has_value());
+    CHECK(cmd.run.level == cli::lock_level::mutex);
+    for (const auto& [flag, level] :
+         {std::pair{std::string_view("-s"), cli::lock_level::shared},
+          std::pair{std::string_view("--shared"), cli::lock_level::shared},
+          std::pair{std::string_view("-x"), cli::lock_level::exclusive},
+          std::pair{std::string_view("--exclusive"), cli::lock_level::exclusive}}) {
+        cli::parsed_command c;
+        REQUIRE_FALSE(parse({"run", flag, "job", "--", "true"}, c).has_value());
+        CHECK(c.run.level == level);
+    }
+    cli::parsed_command combined;  // "-sn" is "-s -n"
+    REQUIRE_FALSE(parse({"run", "-sn", "job", "--", "true"}, combined).has_value());
+    CHECK(combined.run.level == cli::lock_level::shared);
+    REQUIRE(combined.run.wait);
+    CHECK(combined.run.wait->count() == 0);
+    const std::vector<std::pair<std::vector<std::string_view>, std::string>> bad = {
+        {{"run", "-s", "-x", "job", "--", "true"}, "cannot be used together"},
+        {{"run", "-x", "--fair", "job", "--", "true"}, "-x (--exclusive) and --fair"},
+        {{"run", "-s", "--capacity", "2", "job", "--", "true"}, "-s (--shared) and --capacity"},
+        {{"run", "-s", "--replicas", "1", "job", "--", "true"}, "--replicas is not offered with -s"},
+    };
+    for (const auto& [args, says] : bad) {
+        cli::parsed_command c;
+        const auto err = parse(args, c);
+        REQUIRE(err);
+        INFO(err->message);
+        CHECK(contains(err->message, says));
+    }
+}

@@ -73,7 +73,7 @@ group_usage() {
   local opt
   for opt in '-n, --no-wait' '-w, --wait SECONDS' '-E, --conflict-exit-code N' '-q, --quiet' \
     '--no-process-group' '--pass-credentials' '--password-file FILE' 'COROLOCK_PASSWORD' \
-    '--metrics-file FILE' '--replicas N' '--fair'; do
+    '--metrics-file FILE' '--replicas N' '--fair' '-s, --shared' '-x, --exclusive'; do
     expect_true "help run documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
   done
   cl 5 --help
@@ -104,6 +104,11 @@ group_usage() {
     "bad --on-lost|run: bad --on-lost value 'maybe': expected kill or ignore|run --on-lost maybe x -- true"
     "--wait with --no-wait|run: --wait and --no-wait cannot be used together|run --wait 1s --no-wait x -- true"
     "--fair with --replicas|run: --replicas is not offered with --fair|run --fair --replicas 1 x -- true"
+    "-s with -x|run: -s \\(--shared\\) and -x \\(--exclusive\\) cannot be used together|run -s -x x -- true"
+    "-s with --fair|run: -s \\(--shared\\) and --fair cannot be used together|run -s --fair x -- true"
+    "-x with --capacity|run: -x \\(--exclusive\\) and --capacity cannot be used together|run --exclusive --capacity 2 x -- true"
+    "-s with --replicas|run: --replicas is not offered with -s \\(--shared\\)|run -sn --replicas 1 x -- true"
+    "-s over etcd|-s \\(--shared\\) is not supported on etcd|run --url etcd://127.0.0.1:1 -s x -- true"
     "option without its value|run: option --lease needs a value|run x --lease"
     "malformed URL|run: malformed Redis URL in --url|run --url http://example x -- true"
     "name with a brace|status: bad lock NAME 'a\\{b'|status a{b"
@@ -557,6 +562,27 @@ echo \$COROLOCK_TOKEN >>'$tmp_dir/tokens'"
   expect_status "semaphore: a third run gets in once a holder ends" 0 "$last_status"
   signal_corolock TERM "$sem_b"
   reap "$sem_b"
+
+  # A shared mutex (-s, -x): two readers hold at once, a writer with -n is
+  # refused while they do, a plain lock on the name is refused by the
+  # server, and the writer gets in once the readers end.
+  spawn 60 "$bin" run --url "$url" -s rw1 -- sh -c "touch '$tmp_dir/rw-a'; $(long_child 30)"
+  local rw_a=$last_pid
+  spawn 60 "$bin" run --url "$url" --shared rw1 -- sh -c "touch '$tmp_dir/rw-b'; $(long_child 30)"
+  local rw_b=$last_pid
+  expect_true "shared: two -s runs hold at once" \
+    wait_until 10 test -e "$tmp_dir/rw-a" -a -e "$tmp_dir/rw-b"
+  cl 10 run --url "$url" -xn rw1 -- true
+  expect_status "shared: -x with -n is refused while readers hold" 75 "$last_status"
+  cl 10 run --url "$url" -n rw1 -- true
+  expect_status "shared: a lock on the shared mutex's name is refused" 76 "$last_status"
+  signal_corolock TERM "$rw_a"
+  reap "$rw_a"
+  signal_corolock TERM "$rw_b"
+  reap "$rw_b"
+  cl 20 run --url "$url" --exclusive -w 10 rw1 -- sh -c 'echo "token=$COROLOCK_TOKEN"'
+  expect_status "shared: -x gets in once the readers end" 0 "$last_status"
+  expect_match "shared: the writer gets a token" '^token=[0-9]+$' "$tmp_dir/out"
 }
 
 # ---- signals ----

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -101,6 +102,7 @@ struct fleet_options {
     // (lock_worker's --semaphore=K/N); empty: a mutex.
     std::string semaphore = {};
     bool fair = false;  // the workers take a corolock::fair_mutex (lock_worker fair-cycle)
+    bool rw = false;    // the workers read and write a corolock::shared_mutex (rw-cycle)
 };
 
 class fleet {
@@ -127,7 +129,7 @@ public:
     std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
         const std::size_t i = workers_.size();
         std::vector<std::string> argv{
-            COROLOCK_TEST_WORKER, opts_.fair ? "fair-cycle" : "cycle", opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
+            COROLOCK_TEST_WORKER, mode(), opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
             std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
             std::to_string(seed_ + i)};
@@ -151,16 +153,19 @@ public:
     // test still checks afterwards, from the history, that it held the lock.
     std::optional<std::size_t> worker_in_section(std::chrono::milliseconds limit,
                                                  const std::vector<std::size_t>& skip = {}) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        while (std::chrono::steady_clock::now() < deadline) {
-            for (std::size_t i = 0; i < workers_.size(); ++i) {
-                if (std::find(skip.begin(), skip.end(), i) != skip.end()) continue;
-                if (!workers_[i] || !workers_[i]->running()) continue;
-                if (last_event(i) == "increment_ok") return i;
-            }
-            std::this_thread::sleep_for(2ms);
-        }
-        return std::nullopt;
+        return worker_whose_last_line(limit, skip, [](const std::string& line) {
+            return line.find("\"ev\":\"increment_ok\"") != std::string::npos;
+        });
+    }
+
+    // A shared mutex's reader now inside its section (its log's last event
+    // is a reader's acquire_ok), waiting up to limit for one.
+    std::optional<std::size_t> reader_in_section(std::chrono::milliseconds limit,
+                                                 const std::vector<std::size_t>& skip = {}) {
+        return worker_whose_last_line(limit, skip, [](const std::string& line) {
+            return line.find("\"ev\":\"acquire_ok\"") != std::string::npos &&
+                   line.find("\"shared\":1") != std::string::npos;
+        });
     }
 
     // Stops (SIGSTOP) a worker inside the pause of its critical section,
@@ -249,15 +254,31 @@ public:
     }
 
 private:
-    std::string last_event(std::size_t i) const {
+    template <class Pred>
+    std::optional<std::size_t> worker_whose_last_line(std::chrono::milliseconds limit,
+                                                      const std::vector<std::size_t>& skip,
+                                                      Pred pred) {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < deadline) {
+            for (std::size_t i = 0; i < workers_.size(); ++i) {
+                if (std::find(skip.begin(), skip.end(), i) != skip.end()) continue;
+                if (!workers_[i] || !workers_[i]->running()) continue;
+                if (pred(last_line(i))) return i;
+            }
+            std::this_thread::sleep_for(2ms);
+        }
+        return std::nullopt;
+    }
+    const char* mode() const {
+        if (opts_.rw) return "rw-cycle";
+        return opts_.fair ? "fair-cycle" : "cycle";
+    }
+    std::string last_line(std::size_t i) const {
         std::ifstream in(dir_.file("worker-" + std::to_string(i) + ".jsonl"));
         std::string line, last;
         while (std::getline(in, line))
             if (!line.empty()) last = line;
-        const auto p = last.find("\"ev\":\"");
-        if (p == std::string::npos) return {};
-        const auto q = last.find('"', p + 6);
-        return last.substr(p + 6, q - p - 6);
+        return last;
     }
 
     redis_server& server_;
@@ -279,6 +300,25 @@ inline std::chrono::milliseconds draw(std::mt19937_64& rng, std::chrono::millise
 
 // The holder of the lock at time t according to the checker (acquired
 // before t, window or hold not yet given up before t), for pid.
+// The most holders whose safe windows were open at one moment, of those
+// `counted` accepts.
+template <class Pred>
+int most_at_once(const history::check_result& r, Pred counted) {
+    std::vector<std::pair<long long, int>> steps;
+    for (const auto& h : r.holder_list) {
+        if (h.window_end <= h.acquire_ok || !counted(h)) continue;
+        steps.emplace_back(h.acquire_ok, 1);
+        steps.emplace_back(h.window_end, -1);
+    }
+    std::sort(steps.begin(), steps.end());
+    int now = 0, most = 0;
+    for (const auto& [t, d] : steps) most = std::max(most, now += d);
+    return most;
+}
+inline int most_at_once(const history::check_result& r) {
+    return most_at_once(r, [](const history::holder_info&) { return true; });
+}
+
 inline const history::holder_info* holder_at(const history::check_result& r, long long pid, long long t) {
     for (const auto& h : r.holder_list) {
         if (h.pid != pid || h.acquire_ok > t) continue;

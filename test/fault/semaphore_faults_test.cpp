@@ -16,22 +16,6 @@ using namespace corolock::test::fault;
 using corolock::test::mono_ns;
 using corolock::test::redis_server;
 
-namespace {
-// The most holders whose safe windows were open at one moment.
-int most_at_once(const corolock::test::history::check_result& r) {
-    std::vector<std::pair<long long, int>> steps;
-    for (const auto& h : r.holder_list) {
-        if (h.window_end <= h.acquire_ok) continue;
-        steps.emplace_back(h.acquire_ok, 1);
-        steps.emplace_back(h.window_end, -1);
-    }
-    std::sort(steps.begin(), steps.end());
-    int now = 0, most = 0;
-    for (const auto& [t, d] : steps) most = std::max(most, now += d);
-    return most;
-}
-}  // namespace
-
 TEST_CASE("semaphore: a paused and a killed holder, never more than N permits in windows",
           "[fault][process][semaphore]") {
     const auto seed = fault_seed("semaphore faults");

@@ -126,7 +126,7 @@ private:
 // One fair lock's keys and raw script runs.
 struct fair_lock {
     fair_lock(corolock::client& c, const std::string& name)
-        : client(c), keys(name, /*queue=*/true) {}
+        : client(c), keys(name, corolock::detail::extra_keys::queue) {}
 
     corolock::client& client;
     detail::lock_keys keys;

@@ -198,6 +198,8 @@ event parse_line(std::string_view line) {
             e.permits = to_integer(v, key);
         } else if (key == "capacity") {
             e.capacity = to_integer(v, key);
+        } else if (key == "shared") {
+            e.shared = to_integer(v, key) != 0;
         }
     }
     if (!have_ev || !have_t || !have_pid) throw std::runtime_error("needs \"ev\", \"t\" and \"pid\"");
@@ -245,6 +247,7 @@ struct holder {
     long long lease_ns = 0;
     long long permits = 1;
     long long capacity = 0;  // 0: a lock
+    bool shared = false;     // a shared mutex's reader
     std::vector<std::pair<long long, long long>> deadlines;  // (logged at, deadline)
     long long release_invoked = -1;
     long long release_done = -1;
@@ -337,6 +340,45 @@ void check_permits(const std::string& lock, const std::vector<holder*>& hs, long
     }
 }
 
+// The readers rule of a shared mutex: no writer's non-empty window
+// overlaps another actor's (windows are half-open). A sweep in start order
+// keeps the windows still open.
+template <class Violation>
+void check_readers(const std::string& lock, const std::vector<holder*>& hs,
+                   Violation&& violation) {
+    std::vector<const holder*> open;  // hs is sorted by acquire_ok
+    for (const holder* h : hs) {
+        if (h->window_end <= h->ok) continue;
+        std::erase_if(open, [&](const holder* o) { return o->window_end <= h->ok; });
+        for (const holder* o : open) {
+            if (o->shared && h->shared) continue;
+            if (o->pid == h->pid && o->task == h->task) continue;  // a downgrade
+            violation("readers", "lock \"" + lock + "\": window of " +
+                                     std::string(h->shared ? "reader " : "writer ") + h->who() +
+                                     " starts " + ms(o->window_end - h->ok) +
+                                     " before the window of " +
+                                     std::string(o->shared ? "reader " : "writer ") + o->who() +
+                                     " ends");
+        }
+        open.push_back(h);
+    }
+}
+
+// Tokens rise in window order over the pairs that must not overlap.
+template <class Pair, class Violation>
+void check_window_tokens(const std::string& lock, const std::vector<holder*>& hs,
+                         const Pair& exclusive_pair, Violation&& violation) {
+    for (const holder* a : hs) {
+        if (a->window_end <= a->ok) continue;
+        for (const holder* b : hs) {
+            if (b->window_end <= b->ok || a->window_end > b->ok || !exclusive_pair(a, b)) continue;
+            if (b->token <= a->token)
+                violation("I2", "lock \"" + lock + "\": safe window of " + b->who() +
+                                    " follows that of " + a->who() + " with a smaller token");
+        }
+    }
+}
+
 }  // namespace
 
 // ---- Public pieces ---------------------------------------------------------
@@ -355,6 +397,7 @@ std::string to_json(const event& e) {
     if (e.prev >= 0) out += ",\"prev\":" + std::to_string(e.prev);
     if (e.permits != 0) out += ",\"permits\":" + std::to_string(e.permits);
     if (e.capacity != 0) out += ",\"capacity\":" + std::to_string(e.capacity);
+    if (e.shared) out += ",\"shared\":1";
     if (!e.error.empty()) {
         out += ",\"error\":";
         append_escaped(out, e.error);
@@ -521,6 +564,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
                 h.source = e.source;
                 h.permits = e.permits == 0 ? 1 : e.permits;
                 h.capacity = e.capacity;
+                h.shared = e.shared;
                 if (h.permits < 1 || h.capacity < 0 || (h.capacity > 0 && h.permits > h.capacity))
                     violation("format", "acquire_ok with " + std::to_string(h.permits) +
                                             " permits of a capacity of " +
@@ -661,9 +705,20 @@ check_result check_history(const std::vector<event>& input, const check_options&
         long long capacity = 0;
         for (const holder* h : hs) capacity = std::max(capacity, h->capacity);
         const bool counting = capacity > 0;
+        // A shared mutex: readers overlap each other, never a writer.
+        const bool readers_lock =
+            std::any_of(hs.begin(), hs.end(), [](const holder* h) { return h->shared; });
+        // Two holders whose windows must not overlap, and whose tokens rise
+        // in window order: on a lock, any two; on a shared mutex, two of
+        // different actors of which one writes; on a semaphore, none.
+        const auto exclusive_pair = [&](const holder* a, const holder* b) {
+            if (counting) return false;
+            if (!readers_lock) return true;
+            return (!a->shared || !b->shared) && (a->pid != b->pid || a->task != b->task);
+        };
 
         // ---- I1: safe windows do not overlap.
-        if (options.check_i1 && !counting) {
+        if (options.check_i1 && !counting && !readers_lock) {
             const holder* widest = nullptr;  // the window reaching furthest so far
             for (const holder* h : hs) {    // sorted by acquire_ok
                 if (h->window_end <= h->ok) continue;  // empty window
@@ -678,6 +733,9 @@ check_result check_history(const std::vector<event>& input, const check_options&
 
         // ---- permits: at no moment more than the capacity inside windows.
         if (options.check_permits && counting) check_permits(lock, hs, capacity, violation);
+
+        // ---- readers: a writer's window overlaps no other window.
+        if (options.check_readers && readers_lock) check_readers(lock, hs, violation);
 
         // ---- I2: tokens. The oracle's figures are counted even when the
         // rule is off (a test of an honest limit still reports them).
@@ -711,10 +769,12 @@ check_result check_history(const std::vector<event>& input, const check_options&
                                         max_done->who() + " completed, yet its token is not larger");
                 }
             }
-            // Holders with non-empty windows, in window order.
+            // Holders with non-empty windows, in window order (on a shared
+            // mutex, each pair of which one writes).
+            if (readers_lock) check_window_tokens(lock, hs, exclusive_pair, violation);
             const holder* last = nullptr;
             for (const holder* h : hs) {
-                if (counting) break;  // overlapping windows have no order
+                if (counting || readers_lock) break;  // overlapping windows have no order
                 if (h->window_end <= h->ok) continue;
                 if (last && h->token <= last->token) {
                     violation("I2", "lock \"" + lock + "\": safe window of " + h->who() +
@@ -804,7 +864,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
         if (options.check_i3 && !counting) {
             for (const holder* h : hs) {
                 for (const holder* k : hs) {
-                    if (k == h || k->ok <= h->ok) continue;
+                    if (k == h || k->ok <= h->ok || !exclusive_pair(h, k)) continue;
                     if (h->release_outcome == "ok" && h->release_invoked >= 0 &&
                         k->ok < h->release_invoked) {
                         violation("I3", "lock \"" + lock + "\": release of " + h->who() +

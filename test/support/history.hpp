@@ -27,6 +27,7 @@
 //   error     an error's text (acquire_failed, release_failed, write_failed)
 //   permits   a semaphore grant's permits (acquire_ok; default 1)
 //   capacity  the semaphore's capacity N (acquire_ok; absent or 0: a lock)
+//   shared    1: a shared mutex's reader (acquire_ok; absent or 0: exclusive)
 //
 // Kinds written by a lock client (per actor, in this order per cycle):
 //   acquire_invoked            before acquire() is called
@@ -80,6 +81,7 @@ struct event {
     std::string error;
     long long permits = 0;   // 0: absent (one)
     long long capacity = 0;  // 0: absent (a lock, not a semaphore)
+    bool shared = false;     // a shared mutex's reader
     std::string source;   // "file:line", for messages (not serialized)
 };
 
@@ -158,6 +160,7 @@ struct check_options {
     bool check_i3 = true;
     bool check_i5 = true;
     bool check_permits = true;
+    bool check_readers = true;
 };
 
 // One holder as the checker rebuilt it (for tests that look closer).
@@ -184,7 +187,7 @@ struct holder_info {
 
 struct check_result {
     // Human-readable violations, keyed "format", "I1", "I2", "I3", "I5",
-    // "permits", "counter". Empty vectors are not stored.
+    // "permits", "readers", "counter". Empty vectors are not stored.
     std::map<std::string, std::vector<std::string>> violations;
     // Things the checker could not decide (e.g. a counter check skipped
     // because an increment ran outside its safe window).
@@ -231,6 +234,11 @@ struct check_result {
 //    assume one holder at a time: I2's window order and "a write inside its
 //    window is accepted", and I3 (tokens stay unique and rise in real-time
 //    order; the oracle's register rules still hold).
+//  readers: on a shared mutex (a lock with a reader's acquire_ok), no
+//    writer's safe window overlaps another actor's window (reader or
+//    writer); readers overlap freely. It replaces I1 there; I2's window
+//    order and I3 then apply to the pairs of which one writes (of different
+//    actors: an actor's own share taken while it writes is a downgrade).
 //  I2: per lock, tokens are unique; a holder whose acquire_ok came before
 //    another's acquire_invoked has the smaller token; holders with non-empty
 //    windows have tokens rising in window order. Oracle: every reply obeys

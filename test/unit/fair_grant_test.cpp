@@ -24,7 +24,7 @@ TEST_CASE("fair grant: the handoff message is parsed, anything else is refused",
 
 TEST_CASE("fair grant: a fair lock's keys share the hash tag, a mutex's have no queue",
           "[fair][unit]") {
-    const lock_keys fair("jobs", /*queue=*/true);
+    const lock_keys fair("jobs", extra_keys::queue);
     CHECK(fair.lock() == "corolock:{jobs}");
     CHECK(fair.fence() == "corolock:{jobs}:fence");
     CHECK(fair.channel() == "corolock:{jobs}:unlock");

@@ -54,6 +54,11 @@ struct builder {
         evs.back().permits = permits;
         evs.back().capacity = capacity;
     }
+    // A shared mutex's reader: acquire() marked shared.
+    void read(long long pid, std::uint64_t token, double inv, double ok) {
+        acquire(pid, token, inv, ok);
+        evs.back().shared = true;
+    }
     void lease(long long pid, std::uint64_t token, double t, double deadline_ms) {
         add("lease", pid, token, t).deadline = at(deadline_ms);
     }
@@ -578,4 +583,68 @@ TEST_CASE("history: the fenced register accepts only tokens above the highest", 
     CHECK(d.accepted);
     CHECK(d.prev == 3);
     CHECK(reg.highest() == 9);
+}
+
+TEST_CASE("history: a shared mutex's readers may overlap, a writer waits for them all",
+          "[history][shared]") {
+    builder b;
+    b.read(100, 1, 0, 1);
+    b.read(200, 2, 0, 2);
+    b.release(100, 1, 30, 31);
+    b.read(300, 3, 5, 20);            // overlaps both readers
+    b.release(200, 2, 40, 41);
+    b.release(300, 3, 50, 51);
+    b.acquire(400, 4, 10, 52);        // after the last reader's window
+    b.write(400, 4, 53, 54, true, 0);
+    b.release(400, 4, 60, 61);
+    b.read(100, 5, 55, 62);           // after the writer's
+    b.release(100, 5, 70, 71);
+    // The writer's own share, taken while it writes: a downgrade.
+    b.acquire(500, 6, 72, 73);
+    b.read(500, 7, 74, 75);
+    b.release(500, 6, 76, 77);
+    b.release(500, 7, 80, 81);
+    const auto r = h::check_history(b.evs);
+    INFO(r.report());
+    CHECK(r.ok());
+    CHECK(r.holders == 7);
+}
+
+TEST_CASE("history: a writer overlapping a reader or a writer is caught", "[history][shared]") {
+    SECTION("a writer in while a reader holds") {
+        builder b;
+        b.read(100, 1, 0, 1);
+        b.read(200, 2, 0, 2);
+        b.acquire(300, 3, 3, 40);      // reader 200 releases only at 50
+        b.release(100, 1, 30, 31);
+        b.release(200, 2, 50, 51);
+        b.release(300, 3, 60, 61);
+        // The reader's release after the writer's acquire breaks I3 too.
+        const auto r = h::check_history(b.evs);
+        require_message(r, "readers", "window of writer pid 300");
+    }
+    SECTION("a reader in while a writer holds") {
+        builder b;
+        b.acquire(100, 1, 0, 1);
+        b.read(200, 2, 3, 20);
+        b.release(100, 1, 30, 31);
+        b.release(200, 2, 40, 41);
+        require_message(h::check_history(b.evs), "readers", "window of reader pid 200");
+    }
+    SECTION("a crashed reader's share counts until its deadline") {
+        builder b;
+        b.read(100, 1, 0, 1);          // deadline 988, then killed
+        b.fault("killed", 100, 10);
+        b.acquire(200, 2, 5, 900);
+        b.release(200, 2, 950, 951);
+        require_only(h::check_history(b.evs), "readers");
+    }
+    SECTION("a later writer with a smaller token") {
+        builder b;
+        b.read(100, 5, 0, 1);
+        b.release(100, 5, 10, 11);
+        b.acquire(200, 4, 12, 20);
+        b.release(200, 4, 30, 31);
+        require_message(h::check_history(b.evs), "I2", "with a smaller token");
+    }
 }

@@ -32,6 +32,9 @@
 //       With the option --semaphore=K/N (anywhere on the command line) the
 //       lock is a corolock::semaphore of N permits, of which each cycle
 //       takes K; acquire_ok then carries "permits" and "capacity".
+//       rw-cycle: the same with a corolock::shared_mutex, two cycles in three
+//       (drawn from SEED) readers: a reader's section is only the pause (no
+//       increment, no oracle write), and its acquire_ok carries "shared":1.
 //
 // Events go as JSON lines to LOG when given: the history checker's input,
 // in the format documented in test/support/history.hpp. Times are
@@ -120,6 +123,7 @@ struct extra {
     std::string error;
     std::uint32_t permits = 0;   // a semaphore grant's, with its capacity
     std::uint32_t capacity = 0;
+    bool shared = false;         // a shared mutex's reader
 };
 extra with_deadline(long long deadline, long long lease_ns = 0) {
     extra x;
@@ -156,16 +160,18 @@ struct event_log {
             line += ",\"permits\":" + std::to_string(x.permits);
             line += ",\"capacity\":" + std::to_string(x.capacity);
         }
+        if (x.shared) line += ",\"shared\":1";
         line += "}\n";
         out << line << std::flush;
     }
     void acquired(int task, const std::string& lock, const corolock::guard& g,
                   std::chrono::steady_clock::duration lease, std::uint32_t permits = 0,
-                  std::uint32_t capacity = 0) {
+                  std::uint32_t capacity = 0, bool shared = false) {
         auto x = with_deadline(to_mono_ns(g.lease_deadline()),
                                std::chrono::duration_cast<std::chrono::nanoseconds>(lease).count());
         x.permits = permits;
         x.capacity = capacity;
+        x.shared = shared;
         write("acquire_ok", task, lock, g.token(), x);
     }
 };
@@ -202,6 +208,7 @@ struct cycle_worker {
     std::uint32_t permits = 0;   // --semaphore=K/N: K of N permits; 0: a mutex
     std::uint32_t capacity = 0;
     bool fair = false;  // mode fair-cycle: a corolock::fair_mutex
+    bool rw = false;    // mode rw-cycle: a corolock::shared_mutex
 
     template <class Duration>
     static asio::awaitable<void> pause_for(Duration d) {
@@ -231,6 +238,18 @@ struct cycle_worker {
         // The lost wait ends the watch; so does the end of the section, which
         // cancels the wait (a released guard's wait never completes by itself).
         co_await (lost() || deadlines());
+    }
+
+    // A reader's section: the pause only.
+    asio::awaitable<void> read_section(corolock::guard& g, bool& holding) {
+        const auto token = g.token();
+        std::uniform_int_distribution<long> spread(hold.count() / 2, hold.count());
+        co_await pause_for(std::chrono::milliseconds(spread(rng)));
+        log.write("release_invoked", 0, name, token);
+        const auto ec = co_await g.release();
+        if (ec) log.write("release_failed", 0, name, token, with_error(error_name(ec)));
+        else log.write("release_ok", 0, name, token);
+        holding = false;
     }
 
     asio::awaitable<void> section(corolock::guard& g, bool& holding) {
@@ -273,10 +292,23 @@ struct cycle_worker {
     }
 
     asio::awaitable<void> run() {
-        if (fair)
+        if (rw)
+            co_await run_with<corolock::shared_mutex>();
+        else if (fair)
             co_await run_with<corolock::fair_mutex>();
         else
             co_await run_with<corolock::mutex>();
+    }
+
+    static asio::awaitable<std::tuple<corolock::error_code, corolock::guard>> acquire_shared(
+        corolock::shared_mutex& m, const corolock::lock_options& opts) {
+        co_return co_await m.async_acquire_shared(opts, asio::as_tuple(asio::use_awaitable));
+    }
+    template <class Lock>
+    static asio::awaitable<std::tuple<corolock::error_code, corolock::guard>> acquire_shared(
+        Lock&, const corolock::lock_options&) {
+        co_return std::tuple<corolock::error_code, corolock::guard>{
+            corolock::error::invalid_argument, corolock::guard{}};
     }
 
     template <class Lock>
@@ -288,6 +320,7 @@ struct cycle_worker {
         else m.emplace(locks, name);
         std::uniform_int_distribution<int> backoff(10, 50);
         while (std::chrono::steady_clock::now() < until) {
+            const bool reading = rw && std::uniform_int_distribution<int>(0, 2)(rng) != 0;
             log.write("acquire_invoked", 0, name, 0);
             const corolock::lock_options opts{.lease = lease, .wait = 5s};
             corolock::error_code ec;
@@ -295,6 +328,8 @@ struct cycle_worker {
             if (sem) {
                 std::tie(ec, g) = co_await sem->async_acquire(permits, opts,
                                                               asio::as_tuple(asio::use_awaitable));
+            } else if (reading) {
+                std::tie(ec, g) = co_await acquire_shared(*m, opts);
             } else {
                 std::tie(ec, g) = co_await m->async_acquire(opts, asio::as_tuple(asio::use_awaitable));
             }
@@ -303,9 +338,12 @@ struct cycle_worker {
                 co_await pause_for(std::chrono::milliseconds(backoff(rng)));
                 continue;
             }
-            log.acquired(0, name, g, lease, permits, capacity);
+            log.acquired(0, name, g, lease, permits, capacity, reading);
             bool holding = true;
-            co_await (section(g, holding) && watch(g, holding));
+            if (reading)
+                co_await (read_section(g, holding) && watch(g, holding));
+            else
+                co_await (section(g, holding) && watch(g, holding));
             ++cycles;
         }
     }
@@ -481,7 +519,7 @@ int main(int argc, char** argv_in) {
         ioc.run_for(std::chrono::minutes(2));
         return exit_code;
     }
-    if ((mode == "cycle" || mode == "fair-cycle") && argc >= 10) {
+    if ((mode == "cycle" || mode == "fair-cycle" || mode == "rw-cycle") && argc >= 10) {
         if (!steady_clock_is_monotonic()) {
             std::cerr << "steady_clock is not CLOCK_MONOTONIC here: deadlines cannot be logged\n";
             return 70;
@@ -522,6 +560,7 @@ int main(int argc, char** argv_in) {
         w.permits = sem_permits;
         w.capacity = sem_capacity;
         w.fair = mode == "fair-cycle";
+        w.rw = mode == "rw-cycle";
         bool finished = false;
         std::cout << "running " << ::getpid() << std::endl;
         asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {

@@ -1,0 +1,139 @@
+// corolock::shared_mutex: a readers-writer lease lock on one Redis name.
+//
+// A handle is one owner, as with mutex. Through it, acquire() takes the
+// exclusive level (a writer) and acquire_shared() a shared one (a reader);
+// each returns a guard of its own (release, lost signal, fencing token). The
+// levels of one handle share its lease and watchdog, like a mutex's
+// re-entries; each reader owner's lease is its own, so a crashed reader's
+// share ends at its lease end without cutting the other readers short.
+//
+// Policy (shared_mutex_options::writer_preference, on by default): a writer
+// that waits holds back new readers, so a stream of readers cannot starve
+// it; readers already in finish. A waiting writer that dies stops holding
+// readers back within min(lease, 2 s). With the option off, readers get in
+// whenever no writer holds, and writers may starve. Every handle of one
+// name should use the same policy (each acquire applies its own handle's).
+//
+// A handle holding the exclusive level may take shared levels (re-entry)
+// and then release the exclusive one: a downgrade without a gap, which
+// downgrade() does in one call. The reverse, an exclusive acquire by a
+// handle that holds only shared levels, fails with error::upgrade_refused:
+// two readers upgrading at once would each wait for the other's share
+// forever. Release the shared level and acquire the exclusive one instead.
+//
+// A writer's release wakes every waiting reader at once; the last reader's
+// release wakes the waiting writers. docs/safety.md ("The shared mutex")
+// states the guarantees; docs/protocol.md the keys and scripts. Redis only:
+// other backends refuse it with error::invalid_argument. A shared mutex
+// and any other kind on the same name refuse each other (error::wrong_type).
+// lock_options::replicas is the mutex's only.
+#pragma once
+
+#include <corolock/backend.hpp>
+#include <corolock/client.hpp>
+#include <corolock/detail/completion.hpp>
+#include <corolock/guard.hpp>
+#include <corolock/lock_options.hpp>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace corolock {
+
+struct shared_mutex_options {
+    // A waiting writer holds back new readers (see above).
+    bool writer_preference = true;
+};
+
+class shared_mutex {
+public:
+    using acquire_signature = void(error_code, guard);
+
+    // As mutex's constructors; also throws system_error(invalid_argument)
+    // for a backend that has no shared mutex.
+    shared_mutex(const backend& b, std::string name, shared_mutex_options o = {});
+    shared_mutex(client& c, std::string name, shared_mutex_options o = {});
+
+    shared_mutex(shared_mutex&&) noexcept = default;
+    shared_mutex& operator=(shared_mutex&&) noexcept = default;
+    shared_mutex(const shared_mutex&) = delete;
+    shared_mutex& operator=(const shared_mutex&) = delete;
+    ~shared_mutex();
+
+    const std::string& name() const noexcept;
+    const std::string& owner_id() const noexcept;
+    // Levels (shared and exclusive) this handle holds now (locally known).
+    std::size_t held_levels() const noexcept;
+
+    // The exclusive level, as mutex::async_acquire (options, cancellation,
+    // associated executor), and error::upgrade_refused when this handle
+    // holds only shared levels. A writer that is still waiting when it is
+    // cancelled or times out takes its marker back at once.
+    template <class CompletionToken>
+    auto async_acquire(lock_options opts, CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
+            initiate_acquire{this, false, false}, token, opts);
+    }
+    // A shared level, likewise.
+    template <class CompletionToken>
+    auto async_acquire_shared(lock_options opts, CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
+            initiate_acquire{this, false, true}, token, opts);
+    }
+    // Try once: error::lock_held when another owner writes or readers hold
+    // (exclusive), or when another owner writes or (with writer preference)
+    // a writer waits (shared). A try never marks itself waiting.
+    template <class CompletionToken>
+    auto async_try_acquire(lock_options opts, CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
+            initiate_acquire{this, true, false}, token, opts);
+    }
+    template <class CompletionToken>
+    auto async_try_acquire_shared(lock_options opts, CompletionToken&& token) {
+        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
+            initiate_acquire{this, true, true}, token, opts);
+    }
+
+    // Coroutine conveniences: acquire throws boost::system::system_error on
+    // failure; try_acquire returns an empty optional on lock_held.
+    boost::asio::awaitable<guard> acquire(lock_options opts = {});
+    boost::asio::awaitable<guard> acquire_shared(lock_options opts = {});
+    boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {});
+    boost::asio::awaitable<std::optional<guard>> try_acquire_shared(lock_options opts = {});
+
+    // Downgrade: takes a shared level while `exclusive` (this handle's
+    // exclusive guard) holds, then releases `exclusive`, so that no other
+    // writer gets in between. Returns the shared guard. Throws
+    // system_error: lock_lost when `exclusive` is lost already, else the
+    // shared acquire's or the release's error (the shared level is then
+    // dropped too: it belonged to the same, lost, tenure).
+    boost::asio::awaitable<guard> downgrade(guard& exclusive, lock_options opts = {});
+
+private:
+    struct initiate_acquire {
+        using executor_type = boost::asio::any_io_executor;
+        shared_mutex* self;
+        bool try_once;
+        bool shared;
+        executor_type get_executor() const noexcept { return self->executor(); }
+        template <class Handler>
+        void operator()(Handler&& handler, lock_options opts) const {
+            auto h = detail::erase_handler<acquire_signature>(std::forward<Handler>(handler),
+                                                              get_executor());
+            self->acquire_impl(opts, try_once, shared, std::move(h.handler), h.direct);
+        }
+    };
+
+    void acquire_impl(lock_options opts, bool try_once, bool shared,
+                      boost::asio::any_completion_handler<acquire_signature> handler, bool direct);
+    boost::asio::any_io_executor executor() const noexcept;
+
+    std::shared_ptr<detail::lock_state> state_;
+};
+
+}  // namespace corolock

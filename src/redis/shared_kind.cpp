@@ -1,0 +1,70 @@
+// The shared mutex's protocol (docs/protocol.md, "The shared mutex"): the
+// scripts of shared_scripts.cpp with their keys, arguments and replies.
+#include "redis/fair_scripts.hpp"  // fair_entry_lease: the marker's lease
+#include "redis/lock_kind.hpp"
+#include "redis/lock_service.hpp"
+#include "redis/shared_scripts.hpp"
+
+namespace corolock::detail {
+
+namespace {
+
+class shared_kind final : public lock_kind {
+public:
+    const script& acquire_script() const noexcept override { return shared_acquire_script(); }
+    void acquire_arguments(const redis_lock_state& st, const acquire_request& req,
+                           std::uint64_t level, clock::duration lease,
+                           script_args& out) const noexcept override {
+        out.key(st.keys.lock());
+        out.key(st.keys.readers());
+        out.key(st.keys.fence());
+        out.arg(std::string_view(st.owner));
+        out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
+        out.arg(static_cast<std::int64_t>(level));
+        out.arg(std::string_view(st.client().holder()));
+        if (!req.shared)
+            out.arg(std::string_view("x"));
+        else
+            out.arg(std::string_view(st.spec.writer_preference ? "s" : "r"));
+        out.arg(writer_marks(st.spec, req) ? fair_entry_lease(lease).count() : std::int64_t{0});
+    }
+    // The mutex's shape; {-1, ...} is a refused upgrade.
+    error_code parse_acquire_reply(const reply& r, acquire_reply& out) const noexcept override {
+        if (r.type == resp3_type::array && !r.elements.empty() &&
+            r.elements[0].type == resp3_type::integer && r.elements[0].integer == -1)
+            return error::upgrade_refused;
+        return parse_lock_acquire_reply(r, out);
+    }
+
+    const script& release_script(bool sharded) const noexcept override {
+        return shared_release_script(sharded);
+    }
+    void release_arguments(const redis_lock_state& st, std::optional<std::uint64_t> level,
+                           script_args& out) const noexcept override {
+        out.key(st.keys.lock());
+        out.key(st.keys.readers());
+        out.key(st.keys.channel());
+        out.arg(std::string_view(st.owner));
+        if (level)
+            out.arg(static_cast<std::int64_t>(*level));
+        else
+            out.arg(all_levels);
+    }
+
+    const script& renew_script() const noexcept override { return shared_renew_script(); }
+    void renew_arguments(const redis_lock_state& st, std::int64_t lease_ms,
+                         script_args& out) const noexcept override {
+        out.key(st.keys.lock());
+        out.key(st.keys.readers());
+        out.arg(std::string_view(st.owner));
+        out.arg(lease_ms);
+    }
+};
+
+const shared_kind the_shared_mutex;
+
+}  // namespace
+
+const lock_kind& shared_lock_kind() noexcept { return the_shared_mutex; }
+
+}  // namespace corolock::detail
