@@ -190,7 +190,8 @@ public:
             if (!i) break;
             const long long at = mono_ns();
             pause(*i);
-            if (last_event(*i) == "increment_ok") return paused_worker{*i, at};
+            if (last_line(*i).find("\"ev\":\"increment_ok\"") != std::string::npos)
+                return paused_worker{*i, at};
             resume(*i);
             std::this_thread::sleep_for(10ms);
         }

@@ -62,15 +62,14 @@ TEST_CASE("shared: a reader and a writer paused past their lease are lost in tim
     const long long reader_pid = f.worker(*reader).pid();
     const long long reader_paused_at = mono_ns();
     f.pause(*reader);
-    const auto writer = f.worker_in_section(8s, {*reader});
+    const auto writer = f.pause_in_section(8s, {*reader});
     REQUIRE(writer);
-    const long long writer_pid = f.worker(*writer).pid();
-    const long long writer_paused_at = mono_ns();
-    f.pause(*writer);
+    const long long writer_pid = f.worker(writer->index).pid();
+    const long long writer_paused_at = writer->at;
     std::this_thread::sleep_for(f.options().lease + draw(f.rng(), 800ms, 1200ms));
     const long long resumed_at = mono_ns();
     f.resume(*reader);
-    f.resume(*writer);
+    f.resume(writer->index);
     f.finish();
 
     check_fleet(f, f.counted(), "shared paused");
