@@ -286,20 +286,24 @@ std::string status_json(std::string_view name, const lock_status& st) {
     return line + "]}";
 }
 
-// A semaphore's holders, one line each, for status.
-void print_holders(const lock_status& st) {
+// A semaphore's holders or a shared mutex's readers (`others` of them in
+// all), one line each, for status.
+void print_holders(const lock_status& st, std::uint64_t others) {
+    const bool permits = st.type == lock_type::semaphore;
     for (const auto& h : st.holders) {
         std::string who = "holder unknown (not recorded)";
         if (h.holder)
             who = holder_text(*h.holder) + " since " + format_time(h.holder->since) + ", label " +
                   printable(h.holder->label);
-        std::printf("  %s: %llu permits, %s, ttl %lld ms; %s\n", printable(h.owner).c_str(),
-                    static_cast<unsigned long long>(h.permits), plural_levels(h.levels).c_str(),
-                    static_cast<long long>(h.ttl.count()), who.c_str());
+        const std::string count =
+            permits ? std::to_string(h.permits) + " permits, " : std::string();
+        std::printf("  %s: %s%s, ttl %lld ms%s%s\n", printable(h.owner).c_str(), count.c_str(),
+                    plural_levels(h.levels).c_str(), static_cast<long long>(h.ttl.count()),
+                    permits ? "; " : "", permits ? who.c_str() : "");
     }
-    if (st.holder_count > st.holders.size())
+    if (others > st.holders.size())
         std::printf("  ... and %llu more\n",
-                    static_cast<unsigned long long>(st.holder_count - st.holders.size()));
+                    static_cast<unsigned long long>(others - st.holders.size()));
 }
 
 std::string ttl_text(const lock_status& st) {
@@ -434,15 +438,19 @@ int status_command(const status_options& o) {
             std::printf("permits:    %llu in use\n",
                         static_cast<unsigned long long>(st.permits_in_use));
             std::printf("holders:    %llu\n", static_cast<unsigned long long>(st.holder_count));
-            print_holders(st);
+            print_holders(st, st.holder_count);
         } else {
-            std::printf("owner:      %s\n", st.held ? printable(st.owner).c_str() : "-");
+            // A shared mutex's owner is its writer, when one holds it.
+            const bool shared = st.type == lock_type::shared_mutex;
+            const bool owned = st.held && !st.owner.empty();
+            std::printf("%s%s\n", shared ? "writer:     " : "owner:      ",
+                        owned ? printable(st.owner).c_str() : "-");
             if (st.holder) {
                 std::printf("holder:     %s\n", holder_text(*st.holder).c_str());
                 std::printf("label:      %s\n", printable(st.holder->label).c_str());
                 std::printf("since:      %s (held for %s)\n", format_time(st.holder->since).c_str(),
                             format_held_for(st.holder->held_for).c_str());
-            } else if (st.held) {
+            } else if (owned) {
                 std::printf("holder:     unknown (not recorded)\n");
             }
         }
@@ -450,6 +458,13 @@ int status_command(const status_options& o) {
         std::printf("levels:     %lld\n", static_cast<long long>(st.levels));
         if (st.type == lock_type::fair_mutex)
             std::printf("queued:     %llu\n", static_cast<unsigned long long>(st.queued));
+        if (st.type == lock_type::shared_mutex) {
+            // The owner above is the writer; the other holders are readers.
+            const std::uint64_t readers = st.holder_count - (st.owner.empty() ? 0 : 1);
+            std::printf("writer waiting: %s\n", st.queued > 0 ? "yes" : "no");
+            std::printf("readers:    %llu\n", static_cast<unsigned long long>(readers));
+            print_holders(st, readers);
+        }
         std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
         co_return exit_status::ok;
     });
@@ -480,6 +495,15 @@ int break_command(const break_options& o) {
                         static_cast<unsigned long long>(removed.holder_count),
                         removed.holder_count == 1 ? "owner" : "owners",
                         plural_levels(removed.levels).c_str());
+        else if (removed.type == lock_type::shared_mutex)
+            std::printf("removed shared mutex %s: %s, %llu readers\n", printable(o.name).c_str(),
+                        removed.owner.empty()
+                            ? "no writer"
+                            : ("writer " + printable(removed.owner) + " (" +
+                               plural_levels(removed.levels) + ")")
+                                  .c_str(),
+                        static_cast<unsigned long long>(removed.holder_count -
+                                                        (removed.owner.empty() ? 0 : 1)));
         else
             std::printf("removed lock %s held by %s (%s)\n", printable(o.name).c_str(),
                         printable(removed.owner).c_str(), plural_levels(removed.levels).c_str());

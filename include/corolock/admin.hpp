@@ -49,11 +49,12 @@ enum class lock_type : std::uint8_t { mutex, fair_mutex, shared_mutex, semaphore
 // "shared", "semaphore".
 std::string_view lock_type_name(lock_type t) noexcept;
 
-// One owner among several holding a lock at once (a semaphore's holders).
+// One owner among several holding a lock at once (a semaphore's holders,
+// a shared mutex's readers).
 struct lock_owner_status {
     std::string owner;                 // the handle's owner_id()
     std::int64_t levels = 0;           // its grants not released
-    std::uint64_t permits = 0;         // the permits they hold together
+    std::uint64_t permits = 0;         // the permits they hold together (0: a reader)
     std::chrono::milliseconds ttl{0};  // its lease left, by the server's clock
     std::optional<lock_holder> holder; // absent when none is recorded
 };
@@ -66,8 +67,8 @@ struct lock_status {
     // are held under a live lease).
     bool held = false;
     lock_type type = lock_type::mutex;
-    // The holder's owner id (a mutex handle's owner_id()); empty when not
-    // held, and for a semaphore (see holders).
+    // The holder's owner id (a mutex handle's owner_id(); a shared mutex's
+    // writer); empty when not held, and for a semaphore (see holders).
     std::string owner;
     // Remaining lease as the server sees it. Zero when not held; -1 ms when
     // the key exists without a TTL (never the case for corolock's own locks).
@@ -86,17 +87,20 @@ struct lock_status {
 
     // A fair mutex: the entries in its waiting queue, including those of
     // dead waiters not pruned yet (a script prunes them when they reach the
-    // head). 0 for the other kinds.
+    // head). A shared mutex: 1 while a waiting writer's marker holds new
+    // readers back. 0 for the other kinds.
     std::uint64_t queued = 0;
     // A semaphore: its capacity (the latest acquirer's), the permits held
     // under a live lease, and (below) the owners holding them. 0 otherwise.
     std::uint32_t capacity = 0;
     std::uint64_t permits_in_use = 0;
-    // How many owners hold the lock: 1 for a held mutex or fair mutex.
+    // How many owners hold the lock: 1 for a held mutex or fair mutex; a
+    // shared mutex's live readers, plus 1 for its writer.
     std::uint64_t holder_count = 0;
-    // A semaphore's owners with live grants, ordered by owner id, at most
-    // max_listed_lock_owners of holder_count. Empty for the exclusive kinds
-    // (their one holder is owner/holder above).
+    // A semaphore's owners with live grants, ordered by owner id, or a
+    // shared mutex's live readers, soonest lease end first (their holder
+    // records are not kept); at most max_listed_lock_owners. Empty for the
+    // exclusive kinds (their one holder is owner/holder above).
     std::vector<lock_owner_status> holders;
 };
 
@@ -228,11 +232,11 @@ auto async_break_lock(const backend& b, std::string_view name, CompletionToken&&
 // lock, and nothing else: the owner-checked form of async_break_lock ("break
 // it only if it is still held by X"). It reads the lock's kind first, then
 // runs that kind's own release, so a fair mutex passes to its queue's head
-// and a semaphore's other holders keep their permits. Completes with
+// and a semaphore's other holders keep their permits (a shared mutex's
+// other readers their shares). Completes with
 // success when the owner's hold was released (waiters are woken),
 // error::expired when nobody holds it, error::not_owner when others hold it
-// but not `owner` (untouched), error::invalid_argument for a shared_mutex
-// (not supported yet), or the errors of async_lock_status.
+// but not `owner` (untouched), or the errors of async_lock_status.
 //
 // Idempotent, so it is retried once after a connection loss. Because it is
 // queued behind every command the client has already queued, it also undoes

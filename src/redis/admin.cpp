@@ -9,6 +9,7 @@
 #include "redis/scripts.hpp"
 #include "redis/fair_scripts.hpp"
 #include "redis/semaphore_scripts.hpp"
+#include "redis/shared_scripts.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include <corolock/mutex.hpp>
@@ -213,22 +214,26 @@ error_code parse_description(const reply& r, lock_status& out) {
 
 void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,
                      lock_status_handler handler) {
-    const lock_keys keys(name, /*queue=*/true);
+    const lock_keys keys(name, extra_keys::queue);
+    const lock_keys shared_keys(name, extra_keys::readers);
     run_admin_script<lock_status>(
         impl, std::move(name), status_script(),
-        {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries())}, {},
+        {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries()),
+         std::string(shared_keys.readers())},
+        {},
         /*idempotent=*/true, reply_parser<lock_status>(&parse_description),
         std::move(handler));
 }
 
 void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
                     lock_status_handler handler) {
-    const lock_keys keys(name, /*queue=*/true);
+    const lock_keys keys(name, extra_keys::queue);
+    const lock_keys shared_keys(name, extra_keys::readers);
     // Not idempotent: a re-sent break could remove the next holder's lock.
     run_admin_script<lock_status>(
         impl, std::move(name), break_script(impl->sharded_pubsub()),
         {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries()),
-         std::string(keys.channel())},
+         std::string(shared_keys.readers()), std::string(keys.channel())},
         {}, /*idempotent=*/false, reply_parser<lock_status>(&parse_description),
         std::move(handler));
 }
@@ -297,7 +302,7 @@ error_code release_result(const reply& r, bool held) {
 // script, as that kind's handles give up a lost lease.
 void release_as(const std::shared_ptr<client_impl>& impl, std::string name, std::string owner,
                 const lock_status& st, asio::any_completion_handler<void(error_code)> handler) {
-    const lock_keys keys(name, /*queue=*/true);
+    const lock_keys keys(name, extra_keys::queue);
     const bool shard = impl->sharded_pubsub();
     std::vector<std::string> key_list{std::string(keys.lock())};
     std::vector<std::string> args{std::move(owner), std::string(all_levels)};
@@ -314,14 +319,17 @@ void release_as(const std::shared_ptr<client_impl>& impl, std::string name, std:
         s = &semaphore_release_script(shard);
         key_list.emplace_back(keys.channel());
         break;
-    case lock_type::shared_mutex: break;
+    case lock_type::shared_mutex: {
+        s = &shared_release_script(shard);
+        const lock_keys shared_keys(name, extra_keys::readers);
+        key_list.insert(key_list.end(),
+                        {std::string(shared_keys.readers()), std::string(keys.channel())});
+        break;
     }
-    std::string why = st.type == lock_type::shared_mutex
-                          ? "release_owner does not support a shared_mutex yet"
-                          : "";
+    }
     reply_parser<> parse = [held = st.held](const reply& r) { return release_result(r, held); };
     run_admin_script<>(impl, std::move(name), *s, std::move(key_list), std::move(args),
-                       /*idempotent=*/true, std::move(parse), std::move(handler), std::move(why));
+                       /*idempotent=*/true, std::move(parse), std::move(handler));
 }
 
 }  // namespace

@@ -180,7 +180,8 @@ return 1
 
 // The operator's view of a lock of any kind, shared by status and break.
 // KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] a fair mutex's queue
-// entries (one field per queued owner, as the queue has one member).
+// entries (one field per queued owner, as the queue has one member),
+// KEYS[4] a shared mutex's readers.
 // describe() returns {kind, held (0/1), owner or '', pttl, levels, last
 // token, holder or '', server time in µs, queued, capacity, permits in use,
 // holder count, owners}, read-only. kind: the hash's `kind` field, 'mutex'
@@ -188,6 +189,10 @@ return 1
 // its live grants only (lease end after the server's time): levels is their
 // number, pttl the longest lease left, and owners lists up to MAX_OWNERS
 // {owner, grants, permits, lease left ms, holder or ''} ordered by owner id.
+// A shared mutex reports its live writer as a mutex's owner (its levels,
+// holder), its live readers in the holder count and up to MAX_OWNERS of
+// them in owners {owner, levels, 0, lease left ms, ''}, soonest lease end
+// first, and a live waiting writer's marker as 1 queued.
 // Second value: a WRONGTYPE reply for a kind this version does not know.
 constexpr std::string_view describe_lua = R"lua(
 local MAX_OWNERS = MAX_LISTED_OWNERS
@@ -230,6 +235,29 @@ local function describe_semaphore(r, now_us)
   end
   if r[12] > 0 then r[2] = 1 end
 end
+local function count_words(s)
+  local n = 0
+  for _ in string.gmatch(s or '', '%S+') do n = n + 1 end
+  return n
+end
+local function describe_shared(r, now_us)
+  local now = math.floor(now_us / 1000)
+  local f = redis.call('HMGET', KEYS[1], 'writer', 'we', 'x', 'holder', 'ww')
+  r[9] = 0
+  if f[1] and (tonumber(f[2]) or 0) > now then
+    r[2], r[3], r[5], r[7], r[12] = 1, f[1], count_words(f[3]), f[4] or '', 1
+  end
+  local readers = redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
+  if readers > 0 then r[2], r[12] = 1, r[12] + readers end
+  local live = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES',
+                          'LIMIT', 0, MAX_OWNERS)
+  for i = 1, #live, 2 do
+    local levels = count_words(redis.call('HGET', KEYS[1], 'r:' .. live[i]))
+    r[13][#r[13] + 1] = {live[i], levels, 0, tonumber(live[i + 1]) - now, ''}
+  end
+  local marker_end = tonumber(string.match(f[5] or '', ' (%d+)$') or '0')
+  if marker_end > now then r[9] = 1 end
+end
 local function describe()
   local t = redis.call('TIME')
   local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -250,8 +278,7 @@ local function describe()
       r[7] = redis.call('HGET', KEYS[1], 'holder') or ''
     end
   elseif kind == 'shared' then
-    -- Its fields are the shared mutex's to describe; held while the hash lives.
-    if r[4] ~= -2 then r[2] = 1 end
+    describe_shared(r, now_us)
   else
     return nil, redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' holds a lock of kind ' .. kind ..
                                   ', which this corolock does not know; the key was left untouched')
@@ -267,12 +294,13 @@ local r, bad = describe()
 return bad or r
 )lua";
 
-// KEYS as status, then KEYS[4] the unlock channel
+// KEYS as status, then KEYS[5] the unlock channel
 // Force-releases whatever holds the lock, of any kind, and wakes waiters.
 // Returns describe()'s array as it was just before. A mutex's message is the
 // owner id (wakes one waiter); the others' start with '*', which wakes every
 // local waiter: a fair mutex's queue stays, so its head (awake now) takes
-// the lock; a semaphore's says all its permits are free.
+// the lock; a semaphore's says all its permits are free; a shared mutex's
+// readers go with its hash, and every waiter tries.
 constexpr std::string_view break_lua = R"lua(
 local r, bad = describe()
 if bad then return bad end
@@ -281,9 +309,11 @@ if r[1] == 'mutex' or r[1] == 'fair' then
   redis.call('DEL', KEYS[1])
   local message = r[3]
   if r[1] == 'fair' then message = '*' end
-  redis.call('PUBLISH', KEYS[4], message)
+  redis.call('PUBLISH', KEYS[5], message)
+elseif r[1] == 'shared' then
+  if redis.call('DEL', KEYS[1], KEYS[4]) > 0 then redis.call('PUBLISH', KEYS[5], '*') end
 elseif redis.call('DEL', KEYS[1]) == 1 then
-  redis.call('PUBLISH', KEYS[4], '*' .. string.format('%.0f', r[10]))
+  redis.call('PUBLISH', KEYS[5], '*' .. string.format('%.0f', r[10]))
 end
 return r
 )lua";

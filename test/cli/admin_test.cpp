@@ -847,7 +847,9 @@ TEST_CASE("cli: admin: lock_type names, and a kind this version does not know", 
     CHECK(corolock::lock_type_name(corolock::lock_type::shared_mutex) == "shared");
     CHECK(corolock::lock_type_name(corolock::lock_type::semaphore) == "semaphore");
     redis_server server;
-    server.cmd({"HSET", "corolock:{sh}", "kind", "shared", "w", "x"});
+    // A shared mutex nobody holds, with a waiting writer's marker that ends
+    // far in the future (server ms).
+    server.cmd({"HSET", "corolock:{sh}", "kind", "shared", "ww", "x 99999999999999"});
     server.cmd({"HSET", "corolock:{odd}", "kind", "latch", "n", "3"});
     asio::io_context ioc;
     corolock::client c(ioc.get_executor(), config_for(server));
@@ -855,9 +857,13 @@ TEST_CASE("cli: admin: lock_type names, and a kind this version does not know", 
         auto [ec, st] = co_await corolock::async_lock_status(c, "sh", use_nothrow);
         REQUIRE_FALSE(ec);
         CHECK(st.type == corolock::lock_type::shared_mutex);
-        CHECK(st.held);
-        auto [rel] = co_await corolock::async_release_owner(c, "sh", "x", use_nothrow);
-        CHECK(rel == error::invalid_argument);
+        CHECK_FALSE(st.held);
+        CHECK(st.queued == 1);
+        CHECK(st.holder_count == 0);
+        // Another owner's release touches nothing (the marker's owner's
+        // would take its marker back, as a wait given up does).
+        auto [rel] = co_await corolock::async_release_owner(c, "sh", "y", use_nothrow);
+        CHECK(rel == error::expired);
         auto [e2, odd] = co_await corolock::async_lock_status(c, "odd", use_nothrow);
         CHECK(e2 == error::wrong_type);
         auto [e3, br] = co_await corolock::async_break_lock(c, "odd", use_nothrow);
@@ -867,6 +873,71 @@ TEST_CASE("cli: admin: lock_type names, and a kind this version does not know", 
         CHECK_FALSE(e4);
         CHECK(gone.type == corolock::lock_type::shared_mutex);
         CHECK(server.cmd({"EXISTS", "corolock:{sh}"}).at(0) == "0");
+        c.stop();
+    });
+}
+
+TEST_CASE("cli: admin: status, release_owner and break of a shared mutex", "[admin]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::shared_mutex r1(c, "rw"), r2(c, "rw");
+        // Without writer preference the writer's wait is capped by the
+        // readers' leases (30 s), so only a wake-up lets it in sooner.
+        corolock::shared_mutex w(c, "rw", {.writer_preference = false});
+        auto a1 = co_await r1.acquire_shared({.lease = 30s});
+        auto a2 = co_await r1.acquire_shared({.lease = 30s});
+        auto b = co_await r2.acquire_shared({.lease = 20s});
+        auto [ec, st] = co_await corolock::async_lock_status(c, "rw", use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(st.type == corolock::lock_type::shared_mutex);
+        CHECK(st.held);
+        CHECK(st.owner.empty());  // no writer
+        CHECK(st.holder_count == 2);
+        CHECK(st.queued == 0);
+        REQUIRE(st.holders.size() == 2);
+        // Soonest lease end first: r2's 20 s, then r1's two shares.
+        CHECK(st.holders[0].owner == r2.owner_id());
+        CHECK(st.holders[1].owner == r1.owner_id());
+        CHECK(st.holders[1].levels == 2);
+        CHECK(st.holders[1].permits == 0);
+        CHECK(st.holders[1].ttl > 25s);
+
+        bool wrote = false;
+        std::chrono::steady_clock::time_point wrote_at;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto g = co_await w.acquire({.lease = 30s, .wait = 20s});
+            wrote_at = std::chrono::steady_clock::now();
+            wrote = true;
+            co_await g.release();
+        }, asio::detached);
+        co_await settle(ioc, 200ms);
+        REQUIRE_FALSE(wrote);
+
+        // One reader's shares go; the other's stay, and the writer waits on.
+        auto [rel] = co_await corolock::async_release_owner(c, "rw", r2.owner_id(), use_nothrow);
+        CHECK_FALSE(rel);
+        auto [e2, st2] = co_await corolock::async_lock_status(c, "rw", use_nothrow);
+        CHECK(st2.holder_count == 1);
+        REQUIRE(st2.holders.size() == 1);
+        CHECK(st2.holders[0].owner == r1.owner_id());
+        co_await settle(ioc, 100ms);
+        CHECK_FALSE(wrote);
+
+        // The break removes the readers with the hash and wakes the writer.
+        const auto broke_at = std::chrono::steady_clock::now();
+        auto [e3, removed] = co_await corolock::async_break_lock(c, "rw", use_nothrow);
+        REQUIRE_FALSE(e3);
+        CHECK(removed.type == corolock::lock_type::shared_mutex);
+        CHECK(removed.held);
+        CHECK(removed.holder_count == 1);
+        co_await wait_for_flag(ioc, wrote);
+        REQUIRE(wrote);
+        CHECK(wrote_at - broke_at < 1s);
+        CHECK(server.cmd({"EXISTS", "corolock:{rw}:readers"}).at(0) == "0");
+        auto [rec] = co_await a1.async_release(use_nothrow);
+        CHECK(rec == error::expired);
         c.stop();
     });
 }
