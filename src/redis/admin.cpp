@@ -233,9 +233,9 @@ void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
     run_admin_script<lock_status>(
         impl, std::move(name), break_script(impl->sharded_pubsub()),
         {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries()),
-         std::string(shared_keys.readers()), std::string(keys.channel())},
-        {}, /*idempotent=*/false, reply_parser<lock_status>(&parse_description),
-        std::move(handler));
+         std::string(shared_keys.readers())},
+        {std::string(keys.channel())}, /*idempotent=*/false,
+        reply_parser<lock_status>(&parse_description), std::move(handler));
 }
 
 // The Redis client behind a backend (its cluster front on a Cluster); null

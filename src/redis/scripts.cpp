@@ -294,7 +294,8 @@ local r, bad = describe()
 return bad or r
 )lua";
 
-// KEYS as status, then KEYS[5] the unlock channel
+// KEYS as status; ARGV[1] the unlock channel (a channel is no key, and a
+// script has at most four: script_args::max_keys)
 // Force-releases whatever holds the lock, of any kind, and wakes waiters.
 // Returns describe()'s array as it was just before. A mutex's message is the
 // owner id (wakes one waiter); the others' start with '*', which wakes every
@@ -309,11 +310,11 @@ if r[1] == 'mutex' or r[1] == 'fair' then
   redis.call('DEL', KEYS[1])
   local message = r[3]
   if r[1] == 'fair' then message = '*' end
-  redis.call('PUBLISH', KEYS[5], message)
+  redis.call('PUBLISH', ARGV[1], message)
 elseif r[1] == 'shared' then
-  if redis.call('DEL', KEYS[1], KEYS[4]) > 0 then redis.call('PUBLISH', KEYS[5], '*') end
+  if redis.call('DEL', KEYS[1], KEYS[4]) > 0 then redis.call('PUBLISH', ARGV[1], '*') end
 elseif redis.call('DEL', KEYS[1]) == 1 then
-  redis.call('PUBLISH', KEYS[5], '*' .. string.format('%.0f', r[10]))
+  redis.call('PUBLISH', ARGV[1], '*' .. string.format('%.0f', r[10]))
 end
 return r
 )lua";
