@@ -1,17 +1,19 @@
 // The fair mutex under the process-level faults (test/fault/fault_fleet.hpp):
 // lock_worker processes in fair-cycle mode, their histories checked for
-// overlap, fencing and timely lost signals, with a holder paused or killed
-// and a waiter killed while queued.
+// overlap, fencing and timely lost signals, with a holder paused or killed,
+// a waiter killed while queued, and the redis-server restarted.
 #include "fault/fault_fleet.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <iostream>
+#include <set>
 #include <thread>
 
 using namespace corolock::test::fault;
 using corolock::test::mono_ns;
 using corolock::test::redis_server;
+using corolock::test::redis_server_options;
 
 namespace {
 fleet_options fair_fleet(const char* name) {
@@ -86,4 +88,34 @@ TEST_CASE("fair: a holder or a queued waiter killed with kill -9 does not stop t
     const double after_ms = ms_of(next - killed_at);
     std::cout << "fair kill -9: next holder " << after_ms << " ms after the kills" << std::endl;
     CHECK(after_ms <= static_cast<double>(3 * f.options().lease.count() + 300));
+}
+
+TEST_CASE("fair: a redis-server restart while held and queued for hangs nobody",
+          "[fault][process][fair]") {
+    const auto seed = fault_seed("fair restart");
+    // With its append-only file the restarted server has the lock, the
+    // queue and its entries back (and the fence counter: tokens still rise).
+    redis_server_options so;
+    so.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+    redis_server server(so);
+    fleet f(server, fair_fleet("fair-restart"), seed);
+    f.start();
+    std::this_thread::sleep_for(draw(f.rng(), 500ms, 1000ms));
+    const auto held = f.worker_in_section(5s);  // one holds, the others queue
+    REQUIRE(held);
+    f.harness().fault("server_restarted", server.pid());
+    server.restart();
+    const long long up_at = mono_ns();
+    f.finish();
+
+    const auto r = f.check(f.counted());
+    INFO(r.report());
+    CHECK(r.ok());
+    // The queue went on after the restart: several workers held again.
+    std::set<long long> after;
+    for (const auto& x : r.holder_list)
+        if (x.acquire_ok > up_at) after.insert(x.pid);
+    std::cout << "fair restart: " << r.holders << " holders, " << after.size()
+              << " workers held after the restart" << std::endl;
+    CHECK(after.size() >= 2);
 }

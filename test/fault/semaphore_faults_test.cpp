@@ -1,7 +1,7 @@
 // corolock::semaphore under process faults: lock_worker processes cycling
 // on one semaphore (--semaphore=K/N) while the test pauses one holder past
-// its lease and kills another, under a seeded schedule (COROLOCK_FAULT_SEED
-// replays one). The history checker's permits rule: at no moment more than
+// its lease and kills another, or restarts the redis-server, under a seeded
+// schedule (COROLOCK_FAULT_SEED replays one). The history checker's permits rule: at no moment more than
 // N permits inside safe windows.
 #include "fault/fault_fleet.hpp"
 
@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <iostream>
+#include <set>
 #include <utility>
 #include <vector>
 
 using namespace corolock::test::fault;
 using corolock::test::mono_ns;
 using corolock::test::redis_server;
+using corolock::test::redis_server_options;
 
 TEST_CASE("semaphore: a paused and a killed holder, never more than N permits in windows",
           "[fault][process][semaphore]") {
@@ -57,4 +59,40 @@ TEST_CASE("semaphore: a paused and a killed holder, never more than N permits in
     CHECK(held->window_end < resumed_at);
     CHECK(held->lost >= resumed_at);
     REQUIRE(holder_at(r, killed_pid, killed_at));
+}
+
+TEST_CASE("semaphore: a redis-server restart while permits are held and waited for",
+          "[fault][process][semaphore]") {
+    const auto seed = fault_seed("semaphore restart");
+    // With its append-only file the restarted server has the grants back
+    // (and the fence counter): no more than N permits at once, before and
+    // after, and nobody hangs.
+    redis_server_options so;
+    so.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+    redis_server server(so);
+    fleet f(server,
+            {.workers = 5, .lease = 1000ms, .hold = 300ms, .duration = 6000ms,
+             .name = "semrestart", .semaphore = "1/3"},
+            seed);
+    f.start();
+    std::this_thread::sleep_for(draw(f.rng(), 1000ms, 2000ms));
+    const auto held = f.worker_in_section(5s);
+    REQUIRE(held);
+    f.harness().fault("server_restarted", server.pid());
+    server.restart();
+    const long long up_at = mono_ns();
+    f.finish();
+
+    // No counter, as above: the holders overlap.
+    const auto r = f.check({});
+    INFO(r.report());
+    CHECK(r.ok());
+    CHECK(r.count("permits") == 0);
+    CHECK(most_at_once(r) <= 3);
+    std::set<long long> after;
+    for (const auto& x : r.holder_list)
+        if (x.acquire_ok > up_at) after.insert(x.pid);
+    std::cout << "semaphore restart: " << r.holders << " holders, " << after.size()
+              << " workers held after the restart" << std::endl;
+    CHECK(after.size() >= 3);
 }
