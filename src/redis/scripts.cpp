@@ -348,11 +348,14 @@ std::string checked(std::string_view body) {
 // The source of a script that describes a lock (status, break): it counts
 // levels but changes nothing it checks.
 std::string describing(std::string_view body) {
-    std::string lib(describe_lua);
     constexpr std::string_view placeholder = "MAX_LISTED_OWNERS";
-    lib.replace(lib.find(placeholder), placeholder.size(),
-                std::to_string(max_listed_lock_owners));
-    return std::string(base_fields_lua).append(lib).append(body);
+    constexpr auto at = describe_lua.find(placeholder);
+    static_assert(at != std::string_view::npos);
+    return std::string(base_fields_lua)
+        .append(describe_lua.substr(0, at))
+        .append(std::to_string(max_listed_lock_owners))
+        .append(describe_lua.substr(at + placeholder.size()))
+        .append(body);
 }
 
 // The same source announcing on the lock's shard channel: SPUBLISH reaches
