@@ -13,7 +13,6 @@
 using namespace corolock::test::fault;
 using corolock::test::mono_ns;
 using corolock::test::redis_server;
-using corolock::test::redis_server_options;
 
 namespace {
 fleet_options fair_fleet(const char* name) {
@@ -48,10 +47,7 @@ TEST_CASE("fair: a holder paused past its lease is lost in time and fenced off",
     INFO("the late write: " << held->write_outcome << " " << held->write_error);
     CHECK(held->write_outcome == "rejected");
     // The queue went on without it: the next waiter took the expired lock.
-    int during = 0;
-    for (const auto& x : r.holder_list)
-        during += (x.pid != pid && x.acquire_ok > paused_at && x.acquire_ok < resumed_at) ? 1 : 0;
-    CHECK(during >= 1);
+    CHECK(acquisitions_by_others(r, pid, paused_at, resumed_at) >= 1);
 }
 
 TEST_CASE("fair: a holder or a queued waiter killed with kill -9 does not stop the queue",
@@ -75,13 +71,7 @@ TEST_CASE("fair: a holder or a queued waiter killed with kill -9 does not stop t
     INFO(r.report());
     CHECK(r.ok());
     REQUIRE(holder_at(r, pid, killed_at));
-    long long next = -1;
-    for (const auto& x : r.holder_list) {
-        if (x.pid != pid && x.acquire_ok > killed_at) {
-            next = x.acquire_ok;
-            break;
-        }
-    }
+    const long long next = first_acquire_after(r, killed_at, pid);
     REQUIRE(next > 0);
     // The holder's lease, plus at most the dead waiter's entry lease and
     // its lease if the lock was handed to it before its entry expired.
@@ -95,9 +85,7 @@ TEST_CASE("fair: a redis-server restart while held and queued for hangs nobody",
     const auto seed = fault_seed("fair restart");
     // With its append-only file the restarted server has the lock, the
     // queue and its entries back (and the fence counter: tokens still rise).
-    redis_server_options so;
-    so.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
-    redis_server server(so);
+    redis_server server(durable_server());
     fleet f(server, fair_fleet("fair-restart"), seed);
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 500ms, 1000ms));
@@ -112,9 +100,7 @@ TEST_CASE("fair: a redis-server restart while held and queued for hangs nobody",
     INFO(r.report());
     CHECK(r.ok());
     // The queue went on after the restart: several workers held again.
-    std::set<long long> after;
-    for (const auto& x : r.holder_list)
-        if (x.acquire_ok > up_at) after.insert(x.pid);
+    const auto after = acquired_after(r, up_at);
     std::cout << "fair restart: " << r.holders << " holders, " << after.size()
               << " workers held after the restart" << std::endl;
     CHECK(after.size() >= 2);

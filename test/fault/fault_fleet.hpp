@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -299,8 +300,6 @@ inline std::chrono::milliseconds draw(std::mt19937_64& rng, std::chrono::millise
     return std::chrono::milliseconds(d(rng));
 }
 
-// The holder of the lock at time t according to the checker (acquired
-// before t, window or hold not yet given up before t), for pid.
 // The most holders whose safe windows were open at one moment, of those
 // `counted` accepts.
 template <class Pred>
@@ -320,6 +319,8 @@ inline int most_at_once(const history::check_result& r) {
     return most_at_once(r, [](const history::holder_info&) { return true; });
 }
 
+// The holder of the lock at time t according to the checker (acquired
+// before t, window or hold not yet given up before t), for pid.
 inline const history::holder_info* holder_at(const history::check_result& r, long long pid, long long t) {
     for (const auto& h : r.holder_list) {
         if (h.pid != pid || h.acquire_ok > t) continue;
@@ -327,6 +328,39 @@ inline const history::holder_info* holder_at(const history::check_result& r, lon
         return &h;
     }
     return nullptr;
+}
+
+// The first acquisition after t by a process other than `pid` (mono ns),
+// or -1 when there was none.
+inline long long first_acquire_after(const history::check_result& r, long long t, long long pid) {
+    long long first = -1;
+    for (const auto& h : r.holder_list)
+        if (h.pid != pid && h.acquire_ok > t && (first < 0 || h.acquire_ok < first)) first = h.acquire_ok;
+    return first;
+}
+
+// How many acquisitions processes other than `pid` made in (from, to).
+inline int acquisitions_by_others(const history::check_result& r, long long pid, long long from,
+                                  long long to) {
+    int n = 0;
+    for (const auto& h : r.holder_list) n += (h.pid != pid && h.acquire_ok > from && h.acquire_ok < to);
+    return n;
+}
+
+// The processes that acquired after t: recovery after a fault.
+inline std::set<long long> acquired_after(const history::check_result& r, long long t) {
+    std::set<long long> pids;
+    for (const auto& h : r.holder_list)
+        if (h.acquire_ok > t) pids.insert(h.pid);
+    return pids;
+}
+
+// A redis-server that keeps every write (append-only file, fsync each):
+// a restart brings back the locks, the queues and the fence counters.
+inline redis_server_options durable_server() {
+    redis_server_options so;
+    so.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
+    return so;
 }
 
 }  // namespace corolock::test::fault

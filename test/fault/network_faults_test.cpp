@@ -474,9 +474,7 @@ TEST_CASE("network: connection resets, SCRIPT FLUSH and CLIENT KILL TYPE pubsub 
     else CHECK(noscript == 0);
     if (fault == kill_pubsub) CHECK(killed >= 1);
     // Waiters got through after the last fault: every worker took the lock again.
-    std::set<long long> after;
-    for (const auto& x : r.holder_list)
-        if (x.acquire_ok > last_fault) after.insert(x.pid);
+    const auto after = acquired_after(r, last_fault);
     CHECK(after.size() == f.size());
     std::cout << names[fault] << ": " << injected << " faults (" << mid_command
               << " resets with a command unanswered, " << noscript << " NOSCRIPT, " << killed

@@ -56,9 +56,7 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     CHECK(held->write_outcome == "rejected");
     CHECK(held->write_done > resumed_at);
     // The others went on meanwhile.
-    int during = 0;
-    for (const auto& x : r.holder_list)
-        during += (x.pid != pid && x.acquire_ok > paused_at && x.acquire_ok < resumed_at) ? 1 : 0;
+    const int during = acquisitions_by_others(r, pid, paused_at, resumed_at);
     CHECK(during >= 1);
     std::cout << "paused holder: window ended " << ms_of(held->window_end - paused_at)
               << " ms after SIGSTOP; lost fired " << ms_of(held->lost - resumed_at)
@@ -88,13 +86,7 @@ TEST_CASE("a holder killed with kill -9 frees the lock within its lease plus 200
     CHECK(r.ok());
     REQUIRE(holder_at(r, pid, killed_at));  // it held the lock when it died
     // The next acquisition by anyone else after the kill: the lock was free.
-    long long next = -1;
-    for (const auto& x : r.holder_list) {
-        if (x.pid != pid && x.acquire_ok > killed_at) {
-            next = x.acquire_ok;
-            break;
-        }
-    }
+    const long long next = first_acquire_after(r, killed_at, pid);
     REQUIRE(next > 0);
     const double handoff_ms = ms_of(next - killed_at);
     std::cout << "kill -9: next holder acquired " << handoff_ms << " ms after the kill (lease "
@@ -127,10 +119,7 @@ TEST_CASE("redis-server paused shorter and longer than the lease: no overlap, lo
     INFO(r.report());
     CHECK(r.ok());
     // Recovery: acquisitions after the server came back, by more than one worker.
-    std::set<long long> after;
-    for (const auto& x : r.holder_list)
-        if (x.acquire_ok > resumed_at) after.insert(x.pid);
-    CHECK(after.size() >= 2);
+    CHECK(acquired_after(r, resumed_at).size() >= 2);
     if (longer) {
         // Someone held the lock through the pause: its lease must have been
         // given up (lost) before the server could expire it.
@@ -148,9 +137,7 @@ TEST_CASE("redis-server paused shorter and longer than the lease: no overlap, lo
 TEST_CASE("redis-server restarted: no hang, waiters still get through", "[fault][process]") {
     const bool persistent = GENERATE(false, true);
     const auto seed = fault_seed(persistent ? "server restart (aof)" : "server restart (no persistence)");
-    redis_server_options so;
-    if (persistent) so.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
-    redis_server server(so);
+    redis_server server(persistent ? durable_server() : redis_server_options{});
     fleet f(server, {.workers = 4, .lease = 1000ms, .hold = 200ms, .duration = 7000ms, .name = "restart"},
             seed);
     f.start();
@@ -176,14 +163,8 @@ TEST_CASE("redis-server restarted: no hang, waiters still get through", "[fault]
     const auto r = f.check(o);
     INFO(r.report());
     CHECK(r.ok());
-    std::set<long long> after;
-    long long first_after = -1;
-    for (const auto& x : r.holder_list) {
-        if (x.acquire_ok > up_at) {
-            after.insert(x.pid);
-            if (first_after < 0) first_after = x.acquire_ok;
-        }
-    }
+    const auto after = acquired_after(r, up_at);
+    const long long first_after = first_acquire_after(r, up_at, -1);
     CHECK(after.size() >= 2);
     REQUIRE(first_after > 0);
     std::cout << "restart (" << (persistent ? "aof" : "no persistence") << "): server down for "
@@ -195,9 +176,7 @@ TEST_CASE("redis-server restarted: no hang, waiters still get through", "[fault]
 TEST_CASE("a crash and restart, with or without persistence, reissues no fencing token",
           "[fault][process]") {
     const bool persistent = GENERATE(false, true);
-    redis_server_options so;
-    if (persistent) so.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
-    redis_server server(so);
+    redis_server server(persistent ? durable_server() : redis_server_options{});
     boost::asio::io_context ioc;
     corolock::client c(ioc.get_executor(), corolock::test::config_for(server));
     std::vector<std::uint64_t> before, after;

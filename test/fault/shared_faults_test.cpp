@@ -17,7 +17,6 @@
 using namespace corolock::test::fault;
 using corolock::test::mono_ns;
 using corolock::test::redis_server;
-using corolock::test::redis_server_options;
 
 namespace {
 fleet_options rw_fleet(const char* name) {
@@ -123,9 +122,7 @@ TEST_CASE("shared: a reader and a writer killed with kill -9 free the lock at th
 TEST_CASE("shared: a redis-server restart while held and waited on hangs nobody",
           "[fault][process][shared]") {
     const auto seed = fault_seed("shared restart");
-    redis_server_options so;
-    so.extra_args = {"--appendonly", "yes", "--appendfsync", "always"};
-    redis_server server(so);
+    redis_server server(durable_server());
     fleet f(server, rw_fleet("rw-restart"), seed);
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 1000ms, 2000ms));
@@ -138,8 +135,6 @@ TEST_CASE("shared: a redis-server restart while held and waited on hangs nobody"
 
     check_fleet(f, f.counted(), "shared restart");
     const auto r = f.check(f.counted());
-    std::set<long long> after;
-    for (const auto& x : r.holder_list)
-        if (x.acquire_ok > up_at) after.insert(x.pid);
+    const auto after = acquired_after(r, up_at);
     CHECK(after.size() >= 2);
 }
