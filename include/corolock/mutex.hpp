@@ -12,24 +12,20 @@
 
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
-#include <corolock/detail/completion.hpp>
+#include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
 
-#include <boost/asio/any_completion_handler.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 
-#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace corolock {
 
-class mutex {
+class mutex : public detail::lock_handle {
 public:
-    using acquire_signature = void(error_code, guard);
-
     // A handle on `name` in the backend's lock service (any backend: see
     // backend.hpp), or in a Redis client's. Throws
     // boost::system::system_error(error::invalid_argument) for an empty name,
@@ -37,16 +33,8 @@ public:
     mutex(const backend& b, std::string name);
     mutex(client& c, std::string name);
 
-    mutex(mutex&&) noexcept = default;
-    mutex& operator=(mutex&&) noexcept = default;
-    mutex(const mutex&) = delete;
-    mutex& operator=(const mutex&) = delete;
-    ~mutex();
-
-    const std::string& name() const noexcept;
-    const std::string& owner_id() const noexcept;
     // Levels this handle holds now (locally known).
-    std::size_t held_levels() const noexcept;
+    std::size_t held_levels() const noexcept { return levels(); }
 
     // Acquires, waiting up to options.wait (absent: until cancelled).
     // Completes with a guard, or with error::wait_timeout, invalid_argument,
@@ -56,45 +44,22 @@ public:
     // if the server granted the lock after cancellation, it is released at once.
     template <class CompletionToken>
     auto async_acquire(lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, false}, token, opts);
+        return initiate({}, opts, std::forward<CompletionToken>(token));
     }
 
     // Tries once: completes with error::lock_held when another owner holds it.
     template <class CompletionToken>
     auto async_try_acquire(lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, true}, token, opts);
+        return initiate({.try_once = true}, opts, std::forward<CompletionToken>(token));
     }
 
     // Coroutine conveniences. acquire() throws boost::system::system_error on
     // failure; try_acquire() returns an empty optional when the lock is held
     // and throws for every other failure.
-    boost::asio::awaitable<guard> acquire(lock_options opts = {});
-    boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {});
-
-private:
-    // The initiation of async_acquire and async_try_acquire (see
-    // detail/completion.hpp).
-    struct initiate_acquire {
-        using executor_type = boost::asio::any_io_executor;
-        mutex* self;
-        bool try_once;
-        executor_type get_executor() const noexcept { return self->executor(); }
-        template <class Handler>
-        void operator()(Handler&& handler, lock_options opts) const {
-            auto h = detail::erase_handler<acquire_signature>(std::forward<Handler>(handler),
-                                                              get_executor());
-            self->acquire_impl(opts, try_once, std::move(h.handler), h.direct);
-        }
-    };
-
-    // direct: the handler's executor is the client's (see detail/completion.hpp).
-    void acquire_impl(lock_options opts, bool try_once,
-                      boost::asio::any_completion_handler<acquire_signature> handler, bool direct);
-    boost::asio::any_io_executor executor() const noexcept;
-
-    std::shared_ptr<detail::lock_state> state_;
+    boost::asio::awaitable<guard> acquire(lock_options opts = {}) { return acquire_or_throw({}, opts); }
+    boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {}) {
+        return try_or_throw({.what = "try_acquire"}, opts);
+    }
 };
 
 // Checks a name against the rules above; empty why on success.

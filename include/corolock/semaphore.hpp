@@ -23,16 +23,13 @@
 
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
-#include <corolock/detail/completion.hpp>
+#include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
 
-#include <boost/asio/any_completion_handler.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -41,10 +38,8 @@ namespace corolock {
 // The largest capacity a semaphore may have.
 inline constexpr std::uint32_t max_semaphore_capacity = 1'000'000;
 
-class semaphore {
+class semaphore : public detail::lock_handle {
 public:
-    using acquire_signature = void(error_code, guard);
-
     // A handle on `name` with `capacity` permits. Throws
     // boost::system::system_error(error::invalid_argument) for a bad name
     // (as mutex's), a capacity of 0 or over max_semaphore_capacity, or a
@@ -52,17 +47,9 @@ public:
     semaphore(const backend& b, std::string name, std::uint32_t capacity);
     semaphore(client& c, std::string name, std::uint32_t capacity);
 
-    semaphore(semaphore&&) noexcept = default;
-    semaphore& operator=(semaphore&&) noexcept = default;
-    semaphore(const semaphore&) = delete;
-    semaphore& operator=(const semaphore&) = delete;
-    ~semaphore();
-
-    const std::string& name() const noexcept;
-    const std::string& owner_id() const noexcept;
-    std::uint32_t capacity() const noexcept;
+    std::uint32_t capacity() const noexcept { return permits_in_all(); }
     // Grants this handle holds now (locally known), not permits.
-    std::size_t held_grants() const noexcept;
+    std::size_t held_grants() const noexcept { return levels(); }
 
     // Takes `permits` (1 to capacity()), waiting up to options.wait (absent:
     // until cancelled). Completes with a guard, or with error::wait_timeout,
@@ -73,44 +60,26 @@ public:
     // after it are given back at once.
     template <class CompletionToken>
     auto async_acquire(std::uint32_t permits, lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, false}, token, permits, opts);
+        return initiate({.permits = permits}, opts, std::forward<CompletionToken>(token));
     }
 
     // Tries once: completes with error::lock_held when the permits do not fit.
     template <class CompletionToken>
     auto async_try_acquire(std::uint32_t permits, lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, true}, token, permits, opts);
+        return initiate({.try_once = true, .permits = permits}, opts,
+                        std::forward<CompletionToken>(token));
     }
 
     // Coroutine conveniences. acquire() throws boost::system::system_error
     // on failure; try_acquire() returns an empty optional when the permits
     // do not fit and throws for every other failure.
-    boost::asio::awaitable<guard> acquire(std::uint32_t permits = 1, lock_options opts = {});
+    boost::asio::awaitable<guard> acquire(std::uint32_t permits = 1, lock_options opts = {}) {
+        return acquire_or_throw({.permits = permits}, opts);
+    }
     boost::asio::awaitable<std::optional<guard>> try_acquire(std::uint32_t permits = 1,
-                                                             lock_options opts = {});
-
-private:
-    struct initiate_acquire {
-        using executor_type = boost::asio::any_io_executor;
-        semaphore* self;
-        bool try_once;
-        executor_type get_executor() const noexcept { return self->executor(); }
-        template <class Handler>
-        void operator()(Handler&& handler, std::uint32_t permits, lock_options opts) const {
-            auto h = detail::erase_handler<acquire_signature>(std::forward<Handler>(handler),
-                                                              get_executor());
-            self->acquire_impl(permits, opts, try_once, std::move(h.handler), h.direct);
-        }
-    };
-
-    void acquire_impl(std::uint32_t permits, lock_options opts, bool try_once,
-                      boost::asio::any_completion_handler<acquire_signature> handler, bool direct);
-    boost::asio::any_io_executor executor() const noexcept;
-
-    std::shared_ptr<detail::lock_state> state_;
-    std::uint32_t capacity_ = 0;
+                                                             lock_options opts = {}) {
+        return try_or_throw({.permits = permits, .what = "try_acquire"}, opts);
+    }
 };
 
 }  // namespace corolock

@@ -31,15 +31,12 @@
 
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
-#include <corolock/detail/completion.hpp>
+#include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
 
-#include <boost/asio/any_completion_handler.hpp>
-#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
 
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -50,25 +47,15 @@ struct shared_mutex_options {
     bool writer_preference = true;
 };
 
-class shared_mutex {
+class shared_mutex : public detail::lock_handle {
 public:
-    using acquire_signature = void(error_code, guard);
-
     // As mutex's constructors; also throws system_error(invalid_argument)
     // for a backend that has no shared mutex.
     shared_mutex(const backend& b, std::string name, shared_mutex_options o = {});
     shared_mutex(client& c, std::string name, shared_mutex_options o = {});
 
-    shared_mutex(shared_mutex&&) noexcept = default;
-    shared_mutex& operator=(shared_mutex&&) noexcept = default;
-    shared_mutex(const shared_mutex&) = delete;
-    shared_mutex& operator=(const shared_mutex&) = delete;
-    ~shared_mutex();
-
-    const std::string& name() const noexcept;
-    const std::string& owner_id() const noexcept;
     // Levels (shared and exclusive) this handle holds now (locally known).
-    std::size_t held_levels() const noexcept;
+    std::size_t held_levels() const noexcept { return levels(); }
 
     // The exclusive level, as mutex::async_acquire (options, cancellation,
     // associated executor), and error::upgrade_refused when this handle
@@ -76,35 +63,38 @@ public:
     // cancelled or times out takes its marker back at once.
     template <class CompletionToken>
     auto async_acquire(lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, false, false}, token, opts);
+        return initiate({}, opts, std::forward<CompletionToken>(token));
     }
     // A shared level, likewise.
     template <class CompletionToken>
     auto async_acquire_shared(lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, false, true}, token, opts);
+        return initiate({.shared = true}, opts, std::forward<CompletionToken>(token));
     }
     // Try once: error::lock_held when another owner writes or readers hold
     // (exclusive), or when another owner writes or (with writer preference)
     // a writer waits (shared). A try never marks itself waiting.
     template <class CompletionToken>
     auto async_try_acquire(lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, true, false}, token, opts);
+        return initiate({.try_once = true}, opts, std::forward<CompletionToken>(token));
     }
     template <class CompletionToken>
     auto async_try_acquire_shared(lock_options opts, CompletionToken&& token) {
-        return boost::asio::async_initiate<CompletionToken, acquire_signature>(
-            initiate_acquire{this, true, true}, token, opts);
+        return initiate({.try_once = true, .shared = true}, opts,
+                        std::forward<CompletionToken>(token));
     }
 
     // Coroutine conveniences: acquire throws boost::system::system_error on
     // failure; try_acquire returns an empty optional on lock_held.
-    boost::asio::awaitable<guard> acquire(lock_options opts = {});
-    boost::asio::awaitable<guard> acquire_shared(lock_options opts = {});
-    boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {});
-    boost::asio::awaitable<std::optional<guard>> try_acquire_shared(lock_options opts = {});
+    boost::asio::awaitable<guard> acquire(lock_options opts = {}) { return acquire_or_throw({}, opts); }
+    boost::asio::awaitable<guard> acquire_shared(lock_options opts = {}) {
+        return acquire_or_throw({.shared = true, .what = "acquire_shared"}, opts);
+    }
+    boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {}) {
+        return try_or_throw({.what = "try_acquire"}, opts);
+    }
+    boost::asio::awaitable<std::optional<guard>> try_acquire_shared(lock_options opts = {}) {
+        return try_or_throw({.shared = true, .what = "try_acquire_shared"}, opts);
+    }
 
     // Downgrade: takes a shared level while `exclusive` (this handle's
     // exclusive guard) holds, then releases `exclusive`, so that no other
@@ -113,27 +103,6 @@ public:
     // shared acquire's or the release's error (the shared level is then
     // dropped too: it belonged to the same, lost, tenure).
     boost::asio::awaitable<guard> downgrade(guard& exclusive, lock_options opts = {});
-
-private:
-    struct initiate_acquire {
-        using executor_type = boost::asio::any_io_executor;
-        shared_mutex* self;
-        bool try_once;
-        bool shared;
-        executor_type get_executor() const noexcept { return self->executor(); }
-        template <class Handler>
-        void operator()(Handler&& handler, lock_options opts) const {
-            auto h = detail::erase_handler<acquire_signature>(std::forward<Handler>(handler),
-                                                              get_executor());
-            self->acquire_impl(opts, try_once, shared, std::move(h.handler), h.direct);
-        }
-    };
-
-    void acquire_impl(lock_options opts, bool try_once, bool shared,
-                      boost::asio::any_completion_handler<acquire_signature> handler, bool direct);
-    boost::asio::any_io_executor executor() const noexcept;
-
-    std::shared_ptr<detail::lock_state> state_;
 };
 
 }  // namespace corolock

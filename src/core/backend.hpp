@@ -67,14 +67,6 @@ struct acquire_request {
 error_code normalize_options(lock_options& o, std::string& why);
 
 struct lock_state;
-// The initiation every public lock type shares: normalises the options (a
-// bad one completes the handler with invalid_argument, posted, and is
-// logged at debug) and starts the acquire on the state's backend.
-void start_acquire(const std::shared_ptr<lock_state>& st, lock_options opts,
-                   const acquire_request& req, bool try_once,
-                   boost::asio::any_completion_handler<void(error_code, guard)> handler,
-                   bool direct);
-
 // The state of one mutex handle (one owner), shared by the handle and its
 // guards. A backend derives from it to add what its protocol needs (keys,
 // a lease id, ...), and makes it in lock_backend::make_state().

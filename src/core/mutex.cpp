@@ -1,33 +1,11 @@
 #include <corolock/mutex.hpp>
 
 #include "core/backend.hpp"
-#include "core/logging.hpp"
 #include "core/watchdog_schedule.hpp"
 
-#include <boost/asio/append.hpp>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/bind_executor.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
-#include <cassert>
 
 namespace corolock {
-
-namespace asio = boost::asio;
-using detail::escaped;
-using detail::lock_state;
-using clock = std::chrono::steady_clock;
-
-namespace {
-
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-}  // namespace
 
 error_code validate_lock_name(std::string_view name, std::string& why) {
     if (name.empty()) {
@@ -87,54 +65,9 @@ error_code normalize_options(lock_options& o, std::string& why) {
 }
 }  // namespace detail
 
-mutex::mutex(const backend& b, std::string name) {
-    std::string why;
-    if (auto ec = validate_lock_name(name, why); ec) throw boost::system::system_error(ec, why);
-    state_ = b.impl()->make_state(std::move(name));
-}
+mutex::mutex(const backend& b, std::string name)
+    : lock_handle(b, std::move(name), detail::lock_spec{}) {}
 
 mutex::mutex(client& c, std::string name) : mutex(c.lock_backend(), std::move(name)) {}
-
-mutex::~mutex() = default;
-
-const std::string& mutex::name() const noexcept { return state_->name; }
-const std::string& mutex::owner_id() const noexcept { return state_->owner; }
-std::size_t mutex::held_levels() const noexcept {
-    return state_->held.load(std::memory_order_acquire);
-}
-
-asio::any_io_executor mutex::executor() const noexcept { return state_->backend->get_executor(); }
-
-namespace detail {
-void start_acquire(const std::shared_ptr<lock_state>& st, lock_options opts,
-                   const acquire_request& req, bool try_once,
-                   asio::any_completion_handler<void(error_code, guard)> handler, bool direct) {
-    std::string why;
-    if (auto ec = normalize_options(opts, why); ec) {
-        st->backend->log().debug("acquire {}: {}", escaped{st->name}, escaped{why});
-        complete_posted(std::move(handler), st->backend->get_executor(), ec, guard{});
-        return;
-    }
-    st->backend->acquire(st, opts, req, try_once, std::move(handler), direct);
-}
-}  // namespace detail
-
-void mutex::acquire_impl(lock_options opts, bool try_once,
-                         asio::any_completion_handler<acquire_signature> handler, bool direct) {
-    detail::start_acquire(state_, opts, {}, try_once, std::move(handler), direct);
-}
-
-asio::awaitable<guard> mutex::acquire(lock_options opts) {
-    auto [ec, g] = co_await async_acquire(opts, use_nothrow);
-    if (ec) throw boost::system::system_error(ec, "corolock: acquire '" + state_->name + "'");
-    co_return std::move(g);
-}
-
-asio::awaitable<std::optional<guard>> mutex::try_acquire(lock_options opts) {
-    auto [ec, g] = co_await async_try_acquire(opts, use_nothrow);
-    if (ec == error::lock_held) co_return std::nullopt;
-    if (ec) throw boost::system::system_error(ec, "corolock: try_acquire '" + state_->name + "'");
-    co_return std::optional<guard>(std::move(g));
-}
 
 }  // namespace corolock

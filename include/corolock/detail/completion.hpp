@@ -1,6 +1,6 @@
 // How every public operation of corolock starts and ends.
 //
-// Starting: each operation is a named initiation type (mutex's
+// Starting: each operation is a named initiation type (lock_handle's, for
 // initiate_acquire, guard's initiate_release and initiate_until_lost,
 // client's initiate_exec, backend's and client's initiate_drain, admin.hpp's
 // initiate_admin) with get_executor(), so that Asio's async_result machinery
