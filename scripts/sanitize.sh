@@ -10,6 +10,10 @@
 #   scripts/sanitize.sh            # both
 #   scripts/sanitize.sh asan       # only ASan + UBSan
 #   scripts/sanitize.sh tsan       # only TSan
+#   scripts/sanitize.sh asan-build # one half of a run: build only, or run
+#   scripts/sanitize.sh asan-test  # an existing build's tests only (the same
+#                                  # for tsan-build, tsan-test); .ci/run
+#                                  # builds beside scripts/test.sh's tests
 #   JOBS=4 scripts/sanitize.sh     # build and ctest parallelism
 #   LINKER=bfd scripts/sanitize.sh # another linker (-fuse-ld=; default lld)
 set -euo pipefail
@@ -34,9 +38,12 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:detect
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
-run_asan() {
-  local dir=${ASAN_BUILD_DIR:-build-asan}
-  echo "sanitize: ASan + UBSan, every tier but fault, acl and the cli scripts, in $dir"
+asan_dir=${ASAN_BUILD_DIR:-build-asan}
+tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
+
+asan_build() {
+  local dir=$asan_dir
+  echo "sanitize: building for ASan + UBSan in $dir"
   # Without the benchmarks (their smoke test runs in test.sh's build, and
   # the library paths they drive run in the tiers below) and without the
   # fault tier's executables, which this run leaves out (see below).
@@ -50,6 +57,11 @@ run_asan() {
   local target=corolock_test_programs
   [ "${ASAN_ALL:-0}" = 1 ] && target=all
   cmake --build "$dir" -j "$jobs" --target "$target"
+}
+
+asan_test() {
+  local dir=$asan_dir
+  echo "sanitize: ASan + UBSan, every tier but fault, acl and the cli scripts, in $dir"
   # The fault tier (the longest under ASan), the acl entry (the
   # integration tier again, as a restricted user) and the cli scripts
   # (cli_shell: the tool end to end, about 150 s under ASan; the library
@@ -65,21 +77,30 @@ run_asan() {
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "${exclude[@]}")
 }
 
-run_tsan() {
-  local dir=${TSAN_BUILD_DIR:-build-tsan}
-  echo "sanitize: TSan, unit and threads tiers, in $dir"
+tsan_build() {
+  local dir=$tsan_dir
+  echo "sanitize: building for TSan in $dir"
   # Only what the two tiers need: the examples, tools and benchmarks are
   # single-threaded programs ASan already covers.
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON \
     -DCOROLOCK_LINKER="$linker" -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF -DCOROLOCK_BUILD_BENCH=OFF
   cmake --build "$dir" -j "$jobs" --target corolock_unit_tests corolock_threads_tests
+}
+
+tsan_test() {
+  local dir=$tsan_dir
+  echo "sanitize: TSan, unit and threads tiers, in $dir"
   (cd "$dir" && ctest --output-on-failure -j "$jobs" -L '^(unit|threads)$')
 }
 
 case "$which" in
-  all) run_asan; run_tsan ;;
-  asan) run_asan ;;
-  tsan) run_tsan ;;
-  *) echo "usage: $0 [all|asan|tsan]" >&2; exit 2 ;;
+  all) asan_build; asan_test; tsan_build; tsan_test ;;
+  asan) asan_build; asan_test ;;
+  tsan) tsan_build; tsan_test ;;
+  asan-build) asan_build ;;
+  asan-test) asan_test ;;
+  tsan-build) tsan_build ;;
+  tsan-test) tsan_test ;;
+  *) echo "usage: $0 [all|asan|tsan|asan-build|asan-test|tsan-build|tsan-test]" >&2; exit 2 ;;
 esac
 echo "sanitize: $which passed"
