@@ -330,12 +330,18 @@ inline const history::holder_info* holder_at(const history::check_result& r, lon
     return nullptr;
 }
 
-// The first acquisition after t by a process other than `pid` (mono ns),
-// or -1 when there was none.
-inline long long first_acquire_after(const history::check_result& r, long long t, long long pid) {
-    long long first = -1;
-    for (const auto& h : r.holder_list)
-        if (h.pid != pid && h.acquire_ok > t && (first < 0 || h.acquire_ok < first)) first = h.acquire_ok;
+// The first acquisition after t (mono ns) by anyone but `not_pid`, or by
+// `only_pid` alone, when given; nullptr when there was none.
+inline const history::holder_info* first_acquire_after(const history::check_result& r, long long t,
+                                                      long long not_pid = -1,
+                                                      long long only_pid = -1) {
+    const history::holder_info* first = nullptr;
+    for (const auto& h : r.holder_list) {
+        if (h.acquire_ok <= t || (not_pid >= 0 && h.pid == not_pid) ||
+            (only_pid >= 0 && h.pid != only_pid))
+            continue;
+        if (!first || h.acquire_ok < first->acquire_ok) first = &h;
+    }
     return first;
 }
 

@@ -80,18 +80,6 @@ private:
     std::vector<std::unique_ptr<fault_proxy>> proxies_;
 };
 
-// The first acquisition after t (by anyone but `not_pid` when given).
-const h::holder_info* first_acquire_after(const h::check_result& r, long long t, long long not_pid = -1,
-                                          long long only_pid = -1) {
-    for (const auto& x : r.holder_list) {
-        if (x.acquire_ok <= t) continue;
-        if (not_pid >= 0 && x.pid == not_pid) continue;
-        if (only_pid >= 0 && x.pid != only_pid) continue;
-        return &x;
-    }
-    return nullptr;
-}
-
 // Puts the lock scripts in the server's cache, as their first use would.
 void load_lock_scripts(const redis_server& server) {
     for (const auto* s : {&corolock::detail::acquire_script(), &corolock::detail::renew_script(),
