@@ -631,14 +631,17 @@ TEST_CASE("cli: admin: a semaphore counts live grants only, and lists 16 owners 
         std::vector<corolock::semaphore> handles;
         std::vector<corolock::guard> guards;
         for (int i = 0; i < 20; ++i) handles.emplace_back(c, "many", 20);
-        for (auto& h : handles) guards.push_back(co_await h.acquire(1, {.lease = 10s}));
+        // Lease ends in the reverse of the handles' order (and of nothing
+        // in their owner ids): the listing follows the lease ends.
+        for (std::size_t i = 0; i < handles.size(); ++i)
+            guards.push_back(co_await handles[i].acquire(1, {.lease = 20s - i * 200ms}));
         auto [ec2, many] = co_await corolock::async_lock_status(c, "many", use_nothrow);
         REQUIRE_FALSE(ec2);
         CHECK(many.holder_count == 20);
         CHECK(many.permits_in_use == 20);
         CHECK(many.holders.size() == corolock::max_listed_lock_owners);
-        for (std::size_t i = 1; i < many.holders.size(); ++i)
-            CHECK(many.holders[i - 1].ttl <= many.holders[i].ttl);  // soonest lease end first
+        for (std::size_t i = 0; i < many.holders.size(); ++i)  // soonest lease end first
+            CHECK(many.holders[i].owner == handles[handles.size() - 1 - i].owner_id());
         for (auto& g : guards) co_await g.release();
         c.stop();
     });
