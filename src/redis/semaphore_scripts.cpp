@@ -154,10 +154,13 @@ local mine = s and s.mine
 local ends = mine and my_end(KEYS[2], owner)
 local token = mint_token(KEYS[3], now_us)
 -- The owner's grants: its permits, then each grant "<level>/<permits>".
-local grants = num(permits_of(mine) + permits) .. (string.match(mine or '', '^%d+(.*)$') or '') ..
-               ' ' .. ARGV[3] .. '/' .. num(permits)
-local levels = 0
-for _ in string.gmatch(grants, '/') do levels = levels + 1 end
+local grant = ' ' .. ARGV[3] .. '/' .. num(permits)
+local grants, levels = num(permits) .. grant, 1
+if mine then
+  local held, rest = string.match(mine, '^(%d+)(.*)$')
+  grants = num((tonumber(held) or 0) + permits) .. (rest or '') .. grant
+  for _ in string.gmatch(rest or '', '/') do levels = levels + 1 end
+end
 local fields = {'kind', 'semaphore', 'capacity', num(capacity), 'used', num(used + permits),
                 'g:' .. owner, grants}
 if not mine then
