@@ -332,7 +332,7 @@ asio::awaitable<void> scenario_sweep(const options& o, metrics& m) {
 // (mutex, semaphore of 64 on fresh names, semaphore of 64 on one name, ...)
 // so that a drift of the machine weighs on every kind alike. The target
 // compares the fresh-name rates (the same pattern as S2); the one-name rate
-// shows the cost of 64 live grants in one hash (every script reads it all).
+// shows what 64 live grants on one name cost (no script reads them all).
 asio::awaitable<void> scenario_sem(const options& o, metrics& m) {
     corolock::client c{co_await asio::this_coro::executor, make_config(o)};
     co_await warm_up(c, 200);

@@ -215,11 +215,11 @@ error_code parse_description(const reply& r, lock_status& out) {
 void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,
                      lock_status_handler handler) {
     const lock_keys keys(name, extra_keys::queue);
-    const lock_keys shared_keys(name, extra_keys::readers);
+    const lock_keys lease_keys(name, extra_keys::leases);
     run_admin_script<lock_status>(
         impl, std::move(name), status_script(),
         {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries()),
-         std::string(shared_keys.readers())},
+         std::string(lease_keys.leases())},
         {},
         /*idempotent=*/true, reply_parser<lock_status>(&parse_description),
         std::move(handler));
@@ -228,12 +228,12 @@ void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,
 void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
                     lock_status_handler handler) {
     const lock_keys keys(name, extra_keys::queue);
-    const lock_keys shared_keys(name, extra_keys::readers);
+    const lock_keys lease_keys(name, extra_keys::leases);
     // Not idempotent: a re-sent break could remove the next holder's lock.
     run_admin_script<lock_status>(
         impl, std::move(name), break_script(impl->sharded_pubsub()),
         {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries()),
-         std::string(shared_keys.readers())},
+         std::string(lease_keys.leases())},
         {std::string(keys.channel())}, /*idempotent=*/false,
         reply_parser<lock_status>(&parse_description), std::move(handler));
 }
@@ -316,14 +316,12 @@ void release_as(const std::shared_ptr<client_impl>& impl, std::string name, std:
         args.emplace_back(keys.channel());
         break;
     case lock_type::semaphore:
-        s = &semaphore_release_script(shard);
-        key_list.emplace_back(keys.channel());
-        break;
     case lock_type::shared_mutex: {
-        s = &shared_release_script(shard);
-        const lock_keys shared_keys(name, extra_keys::readers);
+        s = st.type == lock_type::semaphore ? &semaphore_release_script(shard)
+                                            : &shared_release_script(shard);
+        const lock_keys lease_keys(name, extra_keys::leases);
         key_list.insert(key_list.end(),
-                        {std::string(shared_keys.readers()), std::string(keys.channel())});
+                        {std::string(lease_keys.leases()), std::string(keys.channel())});
         break;
     }
     }

@@ -27,7 +27,8 @@ namespace asio = boost::asio;
 namespace {
 extra_keys extra_keys_of(lock_spec::kind_t kind) noexcept {
     if (kind == lock_spec::kind_t::fair_mutex) return extra_keys::queue;
-    if (kind == lock_spec::kind_t::shared_mutex) return extra_keys::readers;
+    if (kind == lock_spec::kind_t::shared_mutex || kind == lock_spec::kind_t::semaphore)
+        return extra_keys::leases;
     return extra_keys::none;
 }
 

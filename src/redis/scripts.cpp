@@ -63,6 +63,44 @@ local function mint_token(key, now)
 end
 )lua";
 
+// The kinds whose owners' lease ends live in a sorted set beside the hash
+// (score: lease end, server ms). A script drops at most PRUNE_LIMIT ended
+// owners per call, so its work never grows with the number of holders; the
+// set's TTL follows the hash's, and neither is ever shortened.
+constexpr std::string_view lease_set_lib_lua = R"lua(
+local PRUNE_LIMIT = 64
+local function server_now()
+  local t = redis.call('TIME')
+  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return us, math.floor(us / 1000)
+end
+-- A whole number as decimal digits. '%d' (a C long here) rather than
+-- '%.0f': the float conversion of a µs timestamp costs about 1 µs, and a
+-- script formats several.
+local function num(n) return string.format('%d', n) end
+
+local function wrong_type(key, what)
+  return redis.error_reply('WRONGTYPE ' .. key .. ' holds ' .. what ..
+                           '; the key was left untouched')
+end
+
+local function take_ended(leases, now)
+  local dead = redis.call('ZRANGEBYSCORE', leases, '-inf', num(now), 'LIMIT', 0, PRUNE_LIMIT)
+  if #dead > 0 then redis.call('ZREM', leases, unpack(dead)) end
+  return dead
+end
+
+local function extend(lock, leases, ms)
+  local ttl = redis.call('PTTL', lock)
+  if ttl < ms then
+    redis.call('PEXPIRE', lock, ms)
+    ttl = ms
+  end
+  local rttl = redis.call('PTTL', leases)  -- -2: no such key
+  if rttl ~= -2 and rttl < ttl then redis.call('PEXPIRE', leases, ttl) end
+end
+)lua";
+
 // The fields of a held lock that are not levels: owner, fence and, in a hash
 // this version created, holder (older versions and hand-made hashes have no
 // holder). Every script that counts levels from HLEN subtracts this. HGET
@@ -181,14 +219,16 @@ return 1
 // The operator's view of a lock of any kind, shared by status and break.
 // KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] a fair mutex's queue
 // entries (one field per queued owner, as the queue has one member),
-// KEYS[4] a shared mutex's readers.
+// KEYS[4] a shared mutex's or semaphore's lease ends.
 // describe() returns {kind, held (0/1), owner or '', pttl, levels, last
 // token, holder or '', server time in µs, queued, capacity, permits in use,
 // holder count, owners}, read-only. kind: the hash's `kind` field, 'mutex'
 // without one ('fair' when only a fair queue is left). A semaphore reports
-// its live grants only (lease end after the server's time): levels is their
-// number, pttl the longest lease left, and owners lists up to MAX_OWNERS
-// {owner, grants, permits, lease left ms, holder or ''} ordered by owner id.
+// its live owners only (lease end after the server's time): levels is their
+// grants, pttl the longest lease left, and owners lists up to MAX_OWNERS
+// {owner, grants, permits, lease left ms, holder or ''}, soonest lease end
+// first. It reads every live owner's grants (the semaphore's own scripts
+// never do): status is the operator's, not the hot path.
 // A shared mutex reports its live writer as a mutex's owner (its levels,
 // holder), its live readers in the holder count and up to MAX_OWNERS of
 // them in owners {owner, levels, 0, lease left ms, ''}, soonest lease end
@@ -198,38 +238,25 @@ constexpr std::string_view describe_lua = R"lua(
 local MAX_OWNERS = MAX_LISTED_OWNERS
 local function describe_semaphore(r, now_us)
   local now = math.floor(now_us / 1000)
-  local all = redis.call('HGETALL', KEYS[1])
-  local ends, records, grants, permits, ids = {}, {}, {}, {}, {}
-  for i = 1, #all, 2 do
-    local f, v = all[i], all[i + 1]
-    local p = string.sub(f, 1, 2)
-    if p == 'e:' then
-      ends[string.sub(f, 3)] = tonumber(v)
-    elseif p == 'h:' then
-      records[string.sub(f, 3)] = v
-    elseif p == 'g:' then
-      local o, k = string.match(f, '^g:(.+):%d+$'), string.match(v, '^(%d+) ')
-      if o and k then
-        if not grants[o] then
-          ids[#ids + 1] = o
-          grants[o], permits[o] = 0, 0
-        end
-        grants[o] = grants[o] + 1
-        permits[o] = permits[o] + tonumber(k)
-      end
-    elseif f == 'capacity' then
-      r[10] = tonumber(v) or 0
-    end
-  end
-  table.sort(ids)
+  r[10] = tonumber(redis.call('HGET', KEYS[1], 'capacity')) or 0
   r[4] = 0
-  for _, o in ipairs(ids) do
-    local e = ends[o]
-    if e and e > now then
-      r[5], r[11], r[12] = r[5] + grants[o], r[11] + permits[o], r[12] + 1
-      if e - now > r[4] then r[4] = e - now end
-      if #r[13] < MAX_OWNERS then
-        r[13][#r[13] + 1] = {o, grants[o], permits[o], e - now, records[o] or ''}
+  local live = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES')
+  for i = 1, #live, 1000 do
+    local fields = {}
+    for j = i, math.min(i + 999, #live), 2 do
+      fields[#fields + 1] = 'g:' .. live[j]
+      fields[#fields + 1] = 'h:' .. live[j]
+    end
+    local v = redis.call('HMGET', KEYS[1], unpack(fields))
+    for j = 1, #v, 2 do
+      local o, left = live[i + j - 1], tonumber(live[i + j]) - now
+      local permits = tonumber(string.match(v[j] or '', '^(%d+)'))
+      if permits then
+        local grants = 0
+        for _ in string.gmatch(v[j], '/') do grants = grants + 1 end
+        r[5], r[11], r[12] = r[5] + grants, r[11] + permits, r[12] + 1
+        if left > r[4] then r[4] = left end
+        if #r[13] < MAX_OWNERS then r[13][#r[13] + 1] = {o, grants, permits, left, v[j + 1] or ''} end
       end
     end
   end
@@ -287,7 +314,8 @@ local function describe()
 end
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] fair queue entries
+// KEYS[1] lock hash, KEYS[2] fence counter, KEYS[3] fair queue entries,
+// KEYS[4] lease ends
 // Returns describe()'s array.
 constexpr std::string_view status_lua = R"lua(
 local r, bad = describe()
@@ -300,8 +328,8 @@ return bad or r
 // Returns describe()'s array as it was just before. A mutex's message is the
 // owner id (wakes one waiter); the others' start with '*', which wakes every
 // local waiter: a fair mutex's queue stays, so its head (awake now) takes
-// the lock; a semaphore's says all its permits are free; a shared mutex's
-// readers go with its hash, and every waiter tries.
+// the lock; a semaphore's says all its permits are free. A shared mutex's
+// or semaphore's lease ends (KEYS[4]) go with its hash, and every waiter tries.
 constexpr std::string_view break_lua = R"lua(
 local r, bad = describe()
 if bad then return bad end
@@ -311,10 +339,11 @@ if r[1] == 'mutex' or r[1] == 'fair' then
   local message = r[3]
   if r[1] == 'fair' then message = '*' end
   redis.call('PUBLISH', ARGV[1], message)
-elseif r[1] == 'shared' then
-  if redis.call('DEL', KEYS[1], KEYS[4]) > 0 then redis.call('PUBLISH', ARGV[1], '*') end
-elseif redis.call('DEL', KEYS[1]) == 1 then
-  redis.call('PUBLISH', ARGV[1], '*' .. string.format('%.0f', r[10]))
+elseif redis.call('DEL', KEYS[1], KEYS[4]) > 0 then
+  -- A shared mutex or semaphore: the hash and its lease ends.
+  local message = '*'
+  if r[1] == 'semaphore' then message = '*' .. string.format('%.0f', r[10]) end
+  redis.call('PUBLISH', ARGV[1], message)
 end
 return r
 )lua";
@@ -373,6 +402,7 @@ std::string sharded(std::string source) {
 script make_script(std::string_view name, std::string_view source) { return make(name, source); }
 std::string sharded_publish(std::string source) { return sharded(std::move(source)); }
 std::string_view token_minting_lua() noexcept { return mint_token_lua; }
+std::string_view lease_set_lua() noexcept { return lease_set_lib_lua; }
 
 const script& acquire_script() {
     static const std::string source = std::string(mint_token_lua).append(checked(acquire_lua));
@@ -413,7 +443,7 @@ constexpr std::string_view fence_suffix = "}:fence";
 constexpr std::string_view channel_suffix = "}:unlock";
 constexpr std::string_view queue_suffix = "}:queue";
 constexpr std::string_view entries_suffix = "}:entries";
-constexpr std::string_view readers_suffix = "}:readers";
+constexpr std::string_view leases_suffix = "}:leases";
 }  // namespace
 
 lock_keys::lock_keys(std::string_view name, extra_keys extra) {
@@ -422,16 +452,16 @@ lock_keys::lock_keys(std::string_view name, extra_keys extra) {
     std::size_t extra_size = 0;
     if (extra == extra_keys::queue)
         extra_size = 2 * key + queue_suffix.size() + entries_suffix.size();
-    else if (extra == extra_keys::readers)
-        extra_size = key + readers_suffix.size();
+    else if (extra == extra_keys::leases)
+        extra_size = key + leases_suffix.size();
     buffer_.reserve(2 * key + fence_suffix.size() + channel_suffix.size() + extra_size);
     buffer_.append(key_prefix).append(name).append(fence_suffix);
     buffer_.append(key_prefix).append(name).append(channel_suffix);
     if (extra == extra_keys::queue) {
         buffer_.append(key_prefix).append(name).append(queue_suffix);
         buffer_.append(key_prefix).append(name).append(entries_suffix);
-    } else if (extra == extra_keys::readers) {
-        buffer_.append(key_prefix).append(name).append(readers_suffix);
+    } else if (extra == extra_keys::leases) {
+        buffer_.append(key_prefix).append(name).append(leases_suffix);
     }
     // A handle's name is at most max_lock_name_length bytes; an admin call
     // builds keys before it validates the name, and never uses them if bad.

@@ -26,6 +26,12 @@ script make_script(std::string_view name, std::string_view source);
 // The Lua function mint_token(counter key, server time in µs) -> token, the
 // hybrid logical clock of the fence counter, for a kind's script to prepend.
 std::string_view token_minting_lua() noexcept;
+// The Lua helpers of the kinds that keep lease ends in a sorted set (a
+// shared mutex's readers, a semaphore's owners): server_now() -> µs, ms;
+// num(n); wrong_type(key, what); take_ended(set, now) -> up to PRUNE_LIMIT
+// (64) owners whose lease ended, removed from the set; extend(hash, set,
+// ms): both keys live at least ms more, never shortened.
+std::string_view lease_set_lua() noexcept;
 // The same source announcing with SPUBLISH instead of PUBLISH (a cluster).
 std::string sharded_publish(std::string source);
 
@@ -43,13 +49,14 @@ const script& break_script(bool sharded = false);
 const script& confirm_script();
 
 // The keys a kind has beside the hash, fence counter and channel: a fair
-// mutex's queue and entries (fair_scripts.hpp), a shared mutex's readers
-// (shared_scripts.hpp).
-enum class extra_keys : std::uint8_t { none, queue, readers };
+// mutex's queue and entries (fair_scripts.hpp), the sorted set of lease
+// ends of a shared mutex's readers or a semaphore's owners
+// (shared_scripts.hpp, semaphore_scripts.hpp).
+enum class extra_keys : std::uint8_t { none, queue, leases };
 
 // A lock's keys, in one buffer: "corolock:{name}:fence" then
 // "corolock:{name}:unlock", then the extra keys: "corolock:{name}:queue" and
-// "corolock:{name}:entries", or "corolock:{name}:readers". The lock key is
+// "corolock:{name}:entries", or "corolock:{name}:leases". The lock key is
 // the first one's prefix, and every length follows from its length and the
 // buffer's: two offsets instead of five views, since every handle holds one.
 class lock_keys {
@@ -70,10 +77,11 @@ public:
         if (extra_size() != 2 * lock_size_ + 14) return {};
         return {buffer_.data() + base_size() + lock_size_ + 6, lock_size_ + 8};
     }
-    // A shared mutex's readers; empty unless made with extra_keys::readers.
-    std::string_view readers() const noexcept {
-        if (extra_size() != lock_size_ + 8) return {};
-        return {buffer_.data() + base_size(), lock_size_ + 8};
+    // A shared mutex's or semaphore's lease ends; empty unless made with
+    // extra_keys::leases.
+    std::string_view leases() const noexcept {
+        if (extra_size() != lock_size_ + 7) return {};
+        return {buffer_.data() + base_size(), lock_size_ + 7};
     }
 
 private:

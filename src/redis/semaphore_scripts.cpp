@@ -8,19 +8,14 @@ namespace corolock::detail {
 
 namespace {
 
-// Shared by the three scripts: the server time, argument checks, and the
-// semaphore as it stands once the grants whose lease ended are dropped.
-// Redis 7.0 has no per-field TTL, so each owner's lease end is a field
-// (e:<owner>, server time in ms) and every script prunes before it counts.
-// The key's own TTL covers the longest lease and is only ever extended, so
-// the key never vanishes under a live grant.
+// Shared by the three scripts (after lease_set_lua(): the server time, the
+// prune, TTLs): argument checks, and the semaphore as it stands once up to
+// PRUNE_LIMIT owners whose lease ended are dropped. No script reads the
+// whole hash or set: the permits held are the field `used`, an owner's
+// grants its one field g:<owner>, and lease ends the sorted set's scores,
+// so every step is O(log n) in the holders (a refusal's wait cap reads at
+// most as many lease ends as permits it is short of).
 constexpr std::string_view semaphore_lib_lua = R"lua(
-local function server_now()
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return us, math.floor(us / 1000)
-end
-
 -- A whole number in [lo, hi], or nil.
 local function whole(v, lo, hi)
   local n = tonumber(v)
@@ -33,91 +28,93 @@ local function bad_input(what, v)
                            tostring(v) .. '"')
 end
 
-local function hdel_all(key, fields)
-  for i = 1, #fields, 500 do
-    redis.call('HDEL', key, unpack(fields, i, math.min(i + 499, #fields)))
-  end
+-- An owner's field g:<owner>, "<permits> <level>/<permits> ...": the
+-- permits of all its grants first.
+local function permits_of(grants)
+  return tonumber(string.match(grants or '', '^(%d+)')) or 0
 end
 
--- The semaphore in `key` at server time `now` (ms), pruned:
--- {used, capacity, ends = owner -> lease end, levels = owner -> grants,
---  grants = {{owner, field, permits}}}, or nil when nothing is granted
--- (an emptied key is deleted). Second value: an error reply when the key
--- is not a semaphore; nothing is touched then.
-local function load(key, now)
-  local all = redis.call('HGETALL', key)
-  if #all == 0 then return nil end
-  local s = {used = 0, capacity = 0, ends = {}, levels = {}, grants = {}}
-  local kind, has_owner, foreign = nil, false, nil
-  local holders, lessees = {}, {}
-  for i = 1, #all, 2 do
-    local f, v = all[i], all[i + 1]
-    local p = string.sub(f, 1, 2)
-    if p == 'g:' then
-      local owner = string.match(f, '^g:(.+):%d+$')
-      local permits = string.match(v, '^(%d+) %d+$')
-      if owner and permits then
-        s.grants[#s.grants + 1] = {owner, f, tonumber(permits)}
-      else
-        foreign = foreign or f
-      end
-    elseif p == 'e:' then
-      lessees[#lessees + 1] = string.sub(f, 3)
-      s.ends[lessees[#lessees]] = tonumber(v) or 0
-    elseif p == 'h:' then
-      holders[#holders + 1] = string.sub(f, 3)
-    elseif f == 'kind' then
-      kind = v
-    elseif f == 'capacity' then
-      s.capacity = tonumber(v) or 0
-    else
-      if f == 'owner' then has_owner = true end
-      foreign = foreign or f
+-- Drops `owners` (already out of the set) from the hash: their grants and
+-- holder records, and their permits from s.used.
+local function drop_owners(lock, s, owners)
+  local fields = {}
+  for i, o in ipairs(owners) do fields[i] = 'g:' .. o end
+  for _, g in ipairs(redis.call('HMGET', lock, unpack(fields))) do
+    s.used = s.used - permits_of(g)
+  end
+  for _, o in ipairs(owners) do fields[#fields + 1] = 'h:' .. o end
+  redis.call('HDEL', lock, unpack(fields))
+end
+
+-- The semaphore in `lock` at server time `now` (ms), for owner `me`:
+-- {capacity, used, next, mine (my grants field)}, or nil when nothing is
+-- granted (both keys are deleted then). `next` is at most the soonest lease
+-- end: while it is in the future no lease has ended and nothing is read
+-- from the set; else up to PRUNE_LIMIT ended owners are dropped (s.more:
+-- some may remain) and `next` is read again. Second value: a WRONGTYPE
+-- reply when the key is another kind's; nothing is touched then.
+local function load(lock, leases, now, me)
+  local v = redis.call('HMGET', lock, 'kind', 'capacity', 'used', 'next', 'g:' .. me, 'owner')
+  if v[1] ~= 'semaphore' then
+    if v[1] then return nil, wrong_type(lock, 'a corolock ' .. v[1] .. ', not a semaphore') end
+    if v[6] then return nil, wrong_type(lock, 'a corolock mutex, not a semaphore') end
+    if redis.call('HLEN', lock) > 0 then
+      return nil, wrong_type(lock, 'a hash without kind semaphore, which corolock never writes')
     end
-  end
-  if kind ~= 'semaphore' then
-    local what = 'a hash without kind semaphore, which corolock never writes'
-    if kind then what = 'a corolock ' .. kind .. ', not a semaphore'
-    elseif has_owner then what = 'a corolock mutex, not a semaphore' end
-    return nil, redis.error_reply('WRONGTYPE ' .. key .. ' holds ' .. what ..
-                                  '; the key was left untouched')
-  end
-  if foreign then
-    return nil, redis.error_reply('WRONGTYPE ' .. key .. ' holds the field ' .. foreign ..
-                                  ', which a corolock semaphore never writes; ' ..
-                                  'the key was left untouched')
-  end
-  local dead, live = {}, {}
-  for _, g in ipairs(s.grants) do
-    local e = s.ends[g[1]]
-    if e and e > now then
-      live[#live + 1] = g
-      s.used = s.used + g[3]
-      s.levels[g[1]] = (s.levels[g[1]] or 0) + 1
-    else
-      dead[#dead + 1] = g[2]
-    end
-  end
-  s.grants = live
-  if s.used == 0 then
-    redis.call('DEL', key)
     return nil
   end
-  for _, owner in ipairs(lessees) do
-    if not s.levels[owner] then
-      s.ends[owner] = nil
-      dead[#dead + 1] = 'e:' .. owner
-    end
+  local s = {capacity = tonumber(v[2]) or 0, used = tonumber(v[3]) or 0,
+             next = tonumber(v[4]) or 0, mine = v[5]}
+  if s.next > now then return s end
+  local dead = take_ended(leases, now)
+  s.more = #dead == PRUNE_LIMIT
+  if s.mine and not tonumber(redis.call('ZSCORE', leases, me)) then
+    -- Ended (and dropped from the set just now) or never in it.
+    s.mine = nil
+    local listed = false
+    for _, o in ipairs(dead) do listed = listed or o == me end
+    if not listed then dead[#dead + 1] = me end
   end
-  for _, owner in ipairs(holders) do
-    if not s.levels[owner] then dead[#dead + 1] = 'h:' .. owner end
+  if #dead > 0 then drop_owners(lock, s, dead) end
+  if s.used <= 0 then
+    redis.call('DEL', lock, leases)
+    return nil
   end
-  if #dead > 0 then hdel_all(key, dead) end
+  local first = redis.call('ZRANGE', leases, 0, 0, 'WITHSCORES')
+  s.next = tonumber(first[2]) or now
+  redis.call('HSET', lock, 'used', num(s.used), 'next', num(s.next))
   return s
+end
+
+-- My lease end (when load found my grants: I hold a live one).
+local function my_end(leases, me)
+  return tonumber(redis.call('ZSCORE', leases, me))
+end
+
+-- When enough leases end for `need` more permits to be free, in ms from
+-- `now`: the owners by lease end, soonest first, each holding at least one
+-- permit, so at most `need` of them are read. 1 while ended owners remain
+-- to be pruned (s.more: the next call prunes them), -1 if never.
+local function wait_cap(lock, leases, s, now, need)
+  if s.more then return 1 end
+  local freed, from = 0, 0
+  while freed < need do
+    local n = math.min(need - freed, 1000)
+    local r = redis.call('ZRANGE', leases, from, from + n - 1, 'WITHSCORES')
+    if #r == 0 then return -1 end
+    local fields = {}
+    for i = 1, #r, 2 do fields[#fields + 1] = 'g:' .. r[i] end
+    for i, g in ipairs(redis.call('HMGET', lock, unpack(fields))) do
+      freed = freed + permits_of(g)
+      if freed >= need then return math.max(tonumber(r[2 * i]) - now, 1) end
+    end
+    from = from + n
+  end
+  return -1
 end
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] fence counter
+// KEYS[1] lock hash, KEYS[2] leases zset, KEYS[3] fence counter
 // ARGV[1] owner id, ARGV[2] lease (ms), ARGV[3] level id (digits),
 // ARGV[4] permits, ARGV[5] capacity, ARGV[6] "<pid> <host> <label>"
 // Returns {1, token, the owner's grants, ms left of its lease, created}
@@ -142,110 +139,121 @@ if not lease then return bad_input('the lease must be a whole number of ms, at l
 if not string.match(ARGV[3] or '', '^%d+$') then
   return bad_input('the level must be a decimal number', ARGV[3])
 end
-if (ARGV[1] or '') == '' then return bad_input('the owner must not be empty', ARGV[1]) end
+local owner = ARGV[1] or ''
+if owner == '' then return bad_input('the owner must not be empty', ARGV[1]) end
 local now_us, now = server_now()
-local s, bad = load(KEYS[1], now)
+local s, bad = load(KEYS[1], KEYS[2], now, owner)
 if bad then return bad end
 local used = 0
 if s then used = s.used end
 if used + permits > capacity then
-  -- Sort the leases by end; the cap is the end that frees enough permits.
-  local need, freed, order = used + permits - capacity, 0, {}
-  for _, g in ipairs(s.grants) do order[#order + 1] = {s.ends[g[1]], g[3]} end
-  table.sort(order, function(a, b) return a[1] < b[1] end)
-  local cap = -1
-  for _, o in ipairs(order) do
-    freed = freed + o[2]
-    if freed >= need then
-      cap = math.max(o[1] - now, 1)
-      break
-    end
-  end
+  local cap = wait_cap(KEYS[1], KEYS[2], s, now, used + permits - capacity)
   return {0, 0, math.max(capacity - used, 0), cap, 0}
 end
-local owner = ARGV[1]
-local ends = s and s.ends[owner]
-local levels = 1
-if s and s.levels[owner] then levels = s.levels[owner] + 1 end
-local token = mint_token(KEYS[2], now_us)
-local fence = string.format('%.0f', token)
-local fields = {'kind', 'semaphore', 'capacity', string.format('%.0f', capacity),
-                'g:' .. owner .. ':' .. ARGV[3], string.format('%.0f', permits) .. ' ' .. fence}
-local created = 0
-if not ends then
-  created = 1
-  fields[#fields + 1] = 'h:' .. owner
-  fields[#fields + 1] = string.format('%.0f', now_us) .. ' ' .. (ARGV[6] or '')
+local mine = s and s.mine
+local ends = mine and my_end(KEYS[2], owner)
+local token = mint_token(KEYS[3], now_us)
+-- The owner's grants: its permits, then each grant "<level>/<permits>".
+local grant = ' ' .. ARGV[3] .. '/' .. num(permits)
+local grants, levels = num(permits) .. grant, 1
+if mine then
+  local held, rest = string.match(mine, '^(%d+)(.*)$')
+  grants = num((tonumber(held) or 0) + permits) .. (rest or '') .. grant
+  for _ in string.gmatch(rest or '', '/') do levels = levels + 1 end
 end
-if not ends or ends < now + lease then
+local fields = {'kind', 'semaphore', 'capacity', num(capacity), 'used', num(used + permits),
+                'g:' .. owner, grants}
+if not mine then
+  fields[#fields + 1] = 'h:' .. owner
+  fields[#fields + 1] = num(now_us) .. ' ' .. (ARGV[6] or '')
+end
+local moved = not ends or ends < now + lease
+if moved then
   ends = now + lease
-  fields[#fields + 1] = 'e:' .. owner
-  fields[#fields + 1] = string.format('%.0f', ends)
+  if not s or ends < s.next then
+    fields[#fields + 1] = 'next'
+    fields[#fields + 1] = num(ends)
+  end
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-if redis.call('PTTL', KEYS[1]) < lease then redis.call('PEXPIRE', KEYS[1], lease) end
+if moved then redis.call('ZADD', KEYS[2], num(ends), owner) end
+if s then
+  extend(KEYS[1], KEYS[2], ends - now)
+else
+  -- A new hash (a set left of an expired one holds only ended leases).
+  redis.call('PEXPIRE', KEYS[1], lease)
+  redis.call('PEXPIRE', KEYS[2], lease)
+end
+local created = 0
+if not mine then created = 1 end
 return {1, token, levels, ends - now, created}
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] unlock channel
+// KEYS[1] lock hash, KEYS[2] leases zset, KEYS[3] unlock channel
 // ARGV[1] owner id, ARGV[2] level id, or "*" for every grant of the owner
 // Returns {status, receivers}: 1 the owner's last grant released, 2 a grant
 // released and the owner holds others, 3 that grant was gone already (a
 // retry), 0 the owner holds nothing (its lease ended). Statuses 1 and 2
-// publish "*<free permits>" and return its receivers; the others touch nothing.
+// publish "*<free permits>" and return its receivers; the others touch
+// nothing but the prune.
 constexpr std::string_view release_lua = R"lua(
+local owner = ARGV[1] or ''
 local _, now = server_now()
-local s, bad = load(KEYS[1], now)
+local s, bad = load(KEYS[1], KEYS[2], now, owner)
 if bad then return bad end
-local owner = ARGV[1]
-if not s or not s.ends[owner] then return {0, 0} end
-local field = 'g:' .. owner .. ':' .. (ARGV[2] or '')
-local gone, freed = {}, 0
-for _, g in ipairs(s.grants) do
-  if g[1] == owner and (ARGV[2] == '*' or g[2] == field) then
-    gone[#gone + 1] = g[2]
-    freed = freed + g[3]
+if not s or not s.mine then return {0, 0} end
+local all, found, kept, freed = ARGV[2] == '*', false, {}, 0
+for level, p in string.gmatch(s.mine, ' (%d+)/(%d+)') do
+  if all or (not found and level == ARGV[2]) then
+    found = true
+    freed = freed + tonumber(p)
+  else
+    kept[#kept + 1] = level .. '/' .. p
   end
 end
-if #gone == 0 then return {3, 0} end
+if not found then return {3, 0} end
+local used = s.used - freed
 local status = 2
-if #gone == s.levels[owner] then
+if used <= 0 then
   status = 1
-  gone[#gone + 1] = 'e:' .. owner
-  gone[#gone + 1] = 'h:' .. owner
-end
-if freed == s.used then
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
+elseif #kept == 0 then
+  status = 1
+  redis.call('HDEL', KEYS[1], 'g:' .. owner, 'h:' .. owner)
+  redis.call('HSET', KEYS[1], 'used', num(used))
+  redis.call('ZREM', KEYS[2], owner)
 else
-  hdel_all(KEYS[1], gone)
+  redis.call('HSET', KEYS[1], 'used', num(used), 'g:' .. owner,
+             num(permits_of(s.mine) - freed) .. ' ' .. table.concat(kept, ' '))
 end
-local free = math.max(s.capacity - (s.used - freed), 0)
-return {status, redis.call('PUBLISH', KEYS[2], '*' .. string.format('%.0f', free))}
+local free = math.max(s.capacity - used, 0)
+return {status, redis.call('PUBLISH', KEYS[3], '*' .. num(free))}
 )lua";
 
-// KEYS[1] lock hash
+// KEYS[1] lock hash, KEYS[2] leases zset
 // ARGV[1] owner id, ARGV[2] lease (ms), or 0 to only check
 // Returns 1 when the owner holds a grant (its lease end moved to at least
-// now + lease, the key's TTL to at least the lease), 0 when it holds none.
+// now + lease, both keys' TTL to at least the lease), 0 when it holds none.
 constexpr std::string_view renew_lua = R"lua(
 local lease = whole(ARGV[2], 0, 1e13)
 if not lease then return bad_input('the lease must be a whole number of ms', ARGV[2]) end
+local owner = ARGV[1] or ''
 local _, now = server_now()
-local s, bad = load(KEYS[1], now)
+local s, bad = load(KEYS[1], KEYS[2], now, owner)
 if bad then return bad end
-local ends = s and s.ends[ARGV[1]]
-if not ends then return 0 end
+if not s or not s.mine then return 0 end
 if lease > 0 then
-  if ends < now + lease then
-    redis.call('HSET', KEYS[1], 'e:' .. ARGV[1], string.format('%.0f', now + lease))
+  if (my_end(KEYS[2], owner) or 0) < now + lease then
+    redis.call('ZADD', KEYS[2], num(now + lease), owner)
   end
-  if redis.call('PTTL', KEYS[1]) < lease then redis.call('PEXPIRE', KEYS[1], lease) end
+  extend(KEYS[1], KEYS[2], lease)
 end
 return 1
 )lua";
 
 std::string library() {
     std::string lib(token_minting_lua());
+    lib += lease_set_lua();
     lib += "local MAX_CAPACITY = ";
     lib += std::to_string(max_semaphore_capacity);
     lib += '\n';

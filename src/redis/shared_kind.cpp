@@ -16,7 +16,7 @@ public:
                            std::uint64_t level, clock::duration lease,
                            script_args& out) const noexcept override {
         out.key(st.keys.lock());
-        out.key(st.keys.readers());
+        out.key(st.keys.leases());
         out.key(st.keys.fence());
         out.arg(std::string_view(st.owner));
         out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
@@ -42,7 +42,7 @@ public:
     void release_arguments(const redis_lock_state& st, std::optional<std::uint64_t> level,
                            script_args& out) const noexcept override {
         out.key(st.keys.lock());
-        out.key(st.keys.readers());
+        out.key(st.keys.leases());
         out.key(st.keys.channel());
         out.arg(std::string_view(st.owner));
         if (level)
@@ -55,7 +55,7 @@ public:
     void renew_arguments(const redis_lock_state& st, std::int64_t lease_ms,
                          script_args& out) const noexcept override {
         out.key(st.keys.lock());
-        out.key(st.keys.readers());
+        out.key(st.keys.leases());
         out.arg(std::string_view(st.owner));
         out.arg(lease_ms);
     }

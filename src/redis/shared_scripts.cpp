@@ -6,25 +6,14 @@ namespace corolock::detail {
 
 namespace {
 
-// Shared by the three scripts: the server time, level lists, and the lock
-// as it stands once what ended is dropped. Every step is O(log n) in the
-// readers (the prune takes at most 64 ended readers per call).
+// Shared by the three scripts (after lease_set_lua(): the server time, the
+// prune, TTLs): level lists, and the lock as it stands once what ended is
+// dropped. Every step is O(log n) in the readers (the prune takes at most
+// 64 ended readers per call).
 constexpr std::string_view shared_lib_lua = R"lua(
-local function server_now()
-  local t = redis.call('TIME')
-  local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  return us, math.floor(us / 1000)
-end
-local function num(n) return string.format('%.0f', n) end
-
 local function bad_input(what, v)
   return redis.error_reply('ERR corolock shared mutex: ' .. what .. ', got "' ..
                            tostring(v) .. '"')
-end
-
-local function wrong_type(key, what)
-  return redis.error_reply('WRONGTYPE ' .. key .. ' holds ' .. what ..
-                           '; the key was left untouched')
 end
 
 -- A level list without `level` ("*": without any). Second value: whether
@@ -78,12 +67,11 @@ local function load(lock, readers, now, me)
     e = tonumber(e)
     if e and e > now then s.wait_owner, s.wait_end = o, e else redis.call('HDEL', lock, 'ww') end
   end
-  local dead = redis.call('ZRANGEBYSCORE', readers, '-inf', num(now), 'LIMIT', 0, 64)
+  local dead = take_ended(readers, now)
   if #dead > 0 then
     local fields = {}
     for i, o in ipairs(dead) do fields[i] = 'r:' .. o end
     redis.call('HDEL', lock, unpack(fields))
-    redis.call('ZREM', readers, unpack(dead))
   end
   if v[6] then
     local e = tonumber(redis.call('ZSCORE', readers, me))
@@ -102,23 +90,12 @@ local function live_readers(s)
   return s.readers
 end
 
--- Both keys live at least `ms` more; a TTL is never shortened.
-local function extend(lock, readers, ms)
-  local ttl = redis.call('PTTL', lock)
-  if ttl < ms then
-    redis.call('PEXPIRE', lock, ms)
-    ttl = ms
-  end
-  local rttl = redis.call('PTTL', readers)  -- -2: no readers key
-  if rttl ~= -2 and rttl < ttl then redis.call('PEXPIRE', readers, ttl) end
-end
-
 local function is_free(s)
   return not s.writer and not s.wait_owner and live_readers(s) == 0
 end
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] readers zset, KEYS[3] fence counter
+// KEYS[1] lock hash, KEYS[2] leases zset (the readers'), KEYS[3] fence counter
 // ARGV[1] owner id, ARGV[2] lease (ms), ARGV[3] level id (digits),
 // ARGV[4] "<pid> <host> <label>", ARGV[5] the level: "s" shared, held back
 // by a waiting writer's marker (writer preference), "r" shared, not held
@@ -229,7 +206,7 @@ extend(KEYS[1], KEYS[2], ends - now)
 return {1, token, levels, ends - now, created}
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] readers zset, KEYS[3] unlock channel
+// KEYS[1] lock hash, KEYS[2] leases zset (the readers'), KEYS[3] unlock channel
 // ARGV[1] owner id, ARGV[2] level id, or "*" for every level of the owner
 // Returns {status, receivers}: 1 the owner's last level released, 2 a level
 // released and the owner holds others, 3 that level was gone already (a
@@ -283,7 +260,7 @@ if not wake then return {status, 0} end
 return {status, redis.call('PUBLISH', KEYS[3], '*')}
 )lua";
 
-// KEYS[1] lock hash, KEYS[2] readers zset
+// KEYS[1] lock hash, KEYS[2] leases zset (the readers')
 // ARGV[1] owner id, ARGV[2] lease (ms), or 0 to only check
 // Returns 1 when the owner holds a level (its lease end moved to at least
 // now + lease, both keys' TTL to at least the lease), 0 when it holds none.
@@ -307,7 +284,10 @@ return 1
 )lua";
 
 std::string with_library(std::string_view body) {
-    return std::string(token_minting_lua()).append(shared_lib_lua).append(body);
+    return std::string(token_minting_lua())
+        .append(lease_set_lua())
+        .append(shared_lib_lua)
+        .append(body);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 //                            x = its levels ("<level> <level> ..."),
 //                            r:<owner> = a reader's levels,
 //                            ww = "<owner> <end ms>": a waiting writer's marker
-//   corolock:{NAME}:readers  zset: reader owner -> its lease end (server ms)
+//   corolock:{NAME}:leases   zset: reader owner -> its lease end (server ms)
 //   corolock:{NAME}:fence    the fence counter, shared with every kind
 //   corolock:{NAME}:unlock   the channel; a release that may let others in
 //                            publishes "*" (every local waiter wakes)

@@ -576,7 +576,7 @@ TEST_CASE("cli: admin: status of a semaphore: capacity, permits, holders", "[adm
         CHECK(st.ttl <= 10s);
         CHECK(st.last_token == b1.token());
         REQUIRE(st.holders.size() == 2);
-        CHECK(st.holders[0].owner < st.holders[1].owner);  // ordered by id
+        CHECK(st.holders[0].ttl <= st.holders[1].ttl);  // soonest lease end first
         const auto& ha = st.holders[0].owner == a.owner_id() ? st.holders[0] : st.holders[1];
         const auto& hb = st.holders[0].owner == a.owner_id() ? st.holders[1] : st.holders[0];
         CHECK(ha.owner == a.owner_id());
@@ -607,9 +607,10 @@ TEST_CASE("cli: admin: a semaphore counts live grants only, and lists 16 owners 
     redis_server server;
     const auto now_ms = server_time_us(server) / 1000;
     // x's lease ended a second ago (no script has pruned it yet); y's is live.
-    server.cmd({"HSET", "corolock:{hand}", "kind", "semaphore", "capacity", "3",
-                "e:x", std::to_string(now_ms - 1000), "g:x:1", "2 5",
-                "e:y", std::to_string(now_ms + 60000), "g:y:1", "1 6"});
+    server.cmd({"HSET", "corolock:{hand}", "kind", "semaphore", "capacity", "3", "used", "3",
+                "next", std::to_string(now_ms - 1000), "g:x", "2 1/2", "g:y", "1 1/1"});
+    server.cmd({"ZADD", "corolock:{hand}:leases", std::to_string(now_ms - 1000), "x",
+                std::to_string(now_ms + 60000), "y"});
     asio::io_context ioc;
     corolock::client c(ioc.get_executor(), config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -621,16 +622,26 @@ TEST_CASE("cli: admin: a semaphore counts live grants only, and lists 16 owners 
         REQUIRE(st.holders.size() == 1);
         CHECK(st.holders[0].owner == "y");
         CHECK_FALSE(st.holders[0].holder);  // none recorded
+        // Break deletes both keys of the semaphore: its hash and lease ends.
+        auto [ecb, broken] = co_await corolock::async_break_lock(c, "hand", use_nothrow);
+        REQUIRE_FALSE(ecb);
+        CHECK(broken.permits_in_use == 1);
+        CHECK(server.cmd({"EXISTS", "corolock:{hand}", "corolock:{hand}:leases"}).at(0) == "0");
 
         std::vector<corolock::semaphore> handles;
         std::vector<corolock::guard> guards;
         for (int i = 0; i < 20; ++i) handles.emplace_back(c, "many", 20);
-        for (auto& h : handles) guards.push_back(co_await h.acquire(1, {.lease = 10s}));
+        // Lease ends in the reverse of the handles' order (and of nothing
+        // in their owner ids): the listing follows the lease ends.
+        for (std::size_t i = 0; i < handles.size(); ++i)
+            guards.push_back(co_await handles[i].acquire(1, {.lease = 20s - i * 200ms}));
         auto [ec2, many] = co_await corolock::async_lock_status(c, "many", use_nothrow);
         REQUIRE_FALSE(ec2);
         CHECK(many.holder_count == 20);
         CHECK(many.permits_in_use == 20);
         CHECK(many.holders.size() == corolock::max_listed_lock_owners);
+        for (std::size_t i = 0; i < many.holders.size(); ++i)  // soonest lease end first
+            CHECK(many.holders[i].owner == handles[handles.size() - 1 - i].owner_id());
         for (auto& g : guards) co_await g.release();
         c.stop();
     });
@@ -935,7 +946,7 @@ TEST_CASE("cli: admin: status, release_owner and break of a shared mutex", "[adm
         co_await wait_for_flag(ioc, wrote);
         REQUIRE(wrote);
         CHECK(wrote_at - broke_at < 1s);
-        CHECK(server.cmd({"EXISTS", "corolock:{rw}:readers"}).at(0) == "0");
+        CHECK(server.cmd({"EXISTS", "corolock:{rw}:leases"}).at(0) == "0");
         auto [rec] = co_await a1.async_release(use_nothrow);
         CHECK(rec == error::expired);
         c.stop();

@@ -122,7 +122,8 @@ TEST_CASE("semaphore: a crashed holder's permits come back at its lease end",
         // grant, written by the script itself, is never renewed or released.
         const std::string key = lock_key("sem:crash");
         const auto r = server.cmd({"EVAL", std::string(corolock::detail::semaphore_acquire_script().source),
-                                   "2", key, key + ":fence", "dead-owner", "300", "1", "2", "2", "x"});
+                                   "3", key, key + ":leases", key + ":fence", "dead-owner", "300", "1",
+                                   "2", "2", "x"});
         REQUIRE(r.at(0) == "1");
         semaphore s(c, "sem:crash", 2);
         auto busy = co_await s.try_acquire(1);
@@ -131,7 +132,8 @@ TEST_CASE("semaphore: a crashed holder's permits come back at its lease end",
         auto [ec, g] = co_await s.async_acquire(2, {.lease = 5s, .wait = 10s}, use_nothrow);
         REQUIRE_FALSE(ec);
         CHECK(g.token() > std::stoull(r.at(1)));
-        CHECK(server.cmd1({"HEXISTS", key, "e:dead-owner"}) == "0");
+        CHECK(server.cmd1({"HEXISTS", key, "g:dead-owner"}) == "0");
+        CHECK(server.cmd1({"ZSCORE", key + ":leases", "dead-owner"}).empty());
     });
 }
 
@@ -176,7 +178,7 @@ TEST_CASE("semaphore: a cancelled wait leaks no permit", "[semaphore][integratio
         CHECK(g);
         CHECK(waiter.held_grants() == 0);
         CHECK(local_waiters(c) == 0);
-        CHECK(server.cmd1({"HEXISTS", lock_key("sem:cancel"), "e:" + waiter.owner_id()}) == "0");
+        CHECK(server.cmd1({"HEXISTS", lock_key("sem:cancel"), "g:" + waiter.owner_id()}) == "0");
     });
 }
 

@@ -196,7 +196,7 @@ TEST_CASE("shared_mutex: a cancelled writer's wait leaks nothing and holds back 
         CHECK(r2.held_levels() == 0);
         co_await excl.release();
         CHECK(server.cmd1({"EXISTS", lock_key("rw:cancel")}) == "0");
-        CHECK(server.cmd1({"EXISTS", lock_key("rw:cancel") + ":readers"}) == "0");
+        CHECK(server.cmd1({"EXISTS", lock_key("rw:cancel") + ":leases"}) == "0");
     });
 }
 
@@ -240,7 +240,7 @@ TEST_CASE("shared_mutex: the watchdog keeps a reader's share; a deleted key fire
         auto none = co_await w.try_acquire();
         CHECK_FALSE(none);
         CHECK(g.lease_deadline() > std::chrono::steady_clock::now());
-        server.cmd({"DEL", lock_key("rw:renew"), lock_key("rw:renew") + ":readers"});
+        server.cmd({"DEL", lock_key("rw:renew"), lock_key("rw:renew") + ":leases"});
         auto result = co_await (g.until_lost() || sleep_for(5s));
         CHECK(result.index() == 0);
         const auto got6 = co_await g.release();

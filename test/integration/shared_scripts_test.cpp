@@ -38,7 +38,7 @@ enum class level_kind { exclusive, shared };
 struct shared_keys {
     corolock::client& c;
     std::string key = lock_key("rw");
-    std::string readers = key + ":readers";
+    std::string readers = key + ":leases";
     std::string fence = key + ":fence";
     std::string channel = key + ":unlock";
 
