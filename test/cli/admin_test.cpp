@@ -70,12 +70,16 @@ std::set<std::string> names_of(const corolock::lock_list& list) {
     return names;
 }
 
-}  // namespace
-
-TEST_CASE("cli: admin: status of a lock that was never used", "[admin]") {
+// One redis-server per test case, and a client of it.
+struct admin_fixture {
     redis_server server;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c{ioc.get_executor(), config_for(server)};
+};
+
+}  // namespace
+
+TEST_CASE_METHOD(admin_fixture, "cli: admin: status of a lock that was never used", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ec, st] = co_await corolock::async_lock_status(c, "never", use_nothrow);
         CHECK_FALSE(ec);
@@ -88,10 +92,7 @@ TEST_CASE("cli: admin: status of a lock that was never used", "[admin]") {
     });
 }
 
-TEST_CASE("cli: admin: status reports owner, levels, ttl and the last token", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: status reports owner, levels, ttl and the last token", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex m(c, "held");
         auto g1 = co_await m.acquire({.lease = 10s});
@@ -133,10 +134,7 @@ TEST_CASE("cli: admin: a key without expiry reports ttl -1", "[admin]") {
     });
 }
 
-TEST_CASE("cli: admin: break removes the lock and wakes a waiter at once", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: break removes the lock and wakes a waiter at once", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex holder(c, "brk");
         corolock::mutex waiter(c, "brk");
@@ -189,10 +187,7 @@ TEST_CASE("cli: admin: break removes the lock and wakes a waiter at once", "[adm
     });
 }
 
-TEST_CASE("cli: admin: release_owner touches only its owner's lock", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: release_owner touches only its owner's lock", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex m(c, "own");
         auto g1 = co_await m.acquire({.lease = 10s});
@@ -234,10 +229,7 @@ TEST_CASE("cli: admin: bad names, foreign keys, a stopped client", "[admin]") {
     });
 }
 
-TEST_CASE("cli: admin: cancellation right after initiation completes at once", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: cancellation right after initiation completes at once", "[admin]") {
     // The server is paused, so only cancellation can complete the operation
     // before the command timeout.
     run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -264,10 +256,7 @@ TEST_CASE("cli: admin: cancellation right after initiation completes at once", "
     });
 }
 
-TEST_CASE("cli: admin: works with a plain callback", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: works with a plain callback", "[admin]") {
     bool called = false;
     corolock::async_lock_status(c, "cb", [&](error_code ec, lock_status st) {
         CHECK_FALSE(ec);
@@ -413,10 +402,7 @@ TEST_CASE("cli: admin: list finds held locks only, by pattern, and skips other k
     });
 }
 
-TEST_CASE("cli: admin: list pages through SCAN and stops at its bounds", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: list pages through SCAN and stops at its bounds", "[admin]") {
     // Many more keys than one SCAN step looks at: locks among other keys.
     constexpr int locks = 120, others = 300;
     for (int i = 0; i < others; ++i) server.cmd({"SET", "other:" + std::to_string(i), "v"});
@@ -467,10 +453,7 @@ TEST_CASE("cli: admin: list pages through SCAN and stops at its bounds", "[admin
     });
 }
 
-TEST_CASE("cli: admin: list cancelled while the server is paused completes at once", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: list cancelled while the server is paused completes at once", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ping_ec, pong] = co_await c.async_exec(corolock::command{"PING"}, use_nothrow);
         REQUIRE_FALSE(ping_ec);
@@ -546,17 +529,9 @@ asio::awaitable<void> wait_for_flag(asio::io_context& ioc, const bool& done) {
     }
 }
 
-asio::awaitable<void> settle(asio::io_context& ioc, std::chrono::milliseconds d) {
-    asio::steady_timer t(ioc, d);
-    co_await t.async_wait(asio::use_awaitable);
-}
-
 }  // namespace
 
-TEST_CASE("cli: admin: status of a semaphore: capacity, permits, holders", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: status of a semaphore: capacity, permits, holders", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::semaphore a(c, "sem", 5);
         corolock::semaphore b(c, "sem", 5);
@@ -647,10 +622,7 @@ TEST_CASE("cli: admin: a semaphore counts live grants only, and lists 16 owners 
     });
 }
 
-TEST_CASE("cli: admin: status of a fair mutex counts its queue", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: status of a fair mutex counts its queue", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::fair_mutex holder(c, "fq");
         corolock::fair_mutex waiter(c, "fq");
@@ -661,7 +633,7 @@ TEST_CASE("cli: admin: status of a fair mutex counts its queue", "[admin]") {
             got = true;
             co_await w.release();
         }, asio::detached);
-        co_await settle(ioc, 300ms);
+        co_await corolock::test::sleep_for(300ms);
         auto [ec, st] = co_await corolock::async_lock_status(c, "fq", use_nothrow);
         REQUIRE_FALSE(ec);
         CHECK(st.type == corolock::lock_type::fair_mutex);
@@ -679,11 +651,8 @@ TEST_CASE("cli: admin: status of a fair mutex counts its queue", "[admin]") {
     });
 }
 
-TEST_CASE("cli: admin: break of a semaphore frees every permit and wakes a waiter at once",
+TEST_CASE_METHOD(admin_fixture, "cli: admin: break of a semaphore frees every permit and wakes a waiter at once",
           "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::semaphore holder(c, "sbrk", 2);
         corolock::semaphore waiter(c, "sbrk", 2);
@@ -696,7 +665,7 @@ TEST_CASE("cli: admin: break of a semaphore frees every permit and wakes a waite
             woke = true;
             co_await w.release();
         }, asio::detached);
-        co_await settle(ioc, 200ms);  // the waiter's cap is the holder's lease, 30 s
+        co_await corolock::test::sleep_for(200ms);  // the waiter's cap is the holder's lease, 30 s
         REQUIRE_FALSE(woke);
 
         const auto broke_at = std::chrono::steady_clock::now();
@@ -715,11 +684,8 @@ TEST_CASE("cli: admin: break of a semaphore frees every permit and wakes a waite
     });
 }
 
-TEST_CASE("cli: admin: break of a fair mutex keeps the queue and wakes its head at once",
+TEST_CASE_METHOD(admin_fixture, "cli: admin: break of a fair mutex keeps the queue and wakes its head at once",
           "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::fair_mutex holder(c, "fbrk");
         corolock::fair_mutex first(c, "fbrk");
@@ -734,14 +700,14 @@ TEST_CASE("cli: admin: break of a fair mutex keeps the queue and wakes its head 
             if (id == 1) {
                 first_at = std::chrono::steady_clock::now();
                 first_in = true;
-                co_await settle(ioc, 100ms);  // the second must not get in meanwhile
+                co_await corolock::test::sleep_for(100ms);  // the second must not get in meanwhile
             }
             co_await w.release();
         };
         asio::co_spawn(ioc, wait_in(first, 1), asio::detached);
-        co_await settle(ioc, 100ms);
+        co_await corolock::test::sleep_for(100ms);
         asio::co_spawn(ioc, wait_in(second, 2), asio::detached);
-        co_await settle(ioc, 200ms);
+        co_await corolock::test::sleep_for(200ms);
 
         const auto broke_at = std::chrono::steady_clock::now();
         auto [ec, removed] = co_await corolock::async_break_lock(c, "fbrk", use_nothrow);
@@ -755,7 +721,7 @@ TEST_CASE("cli: admin: break of a fair mutex keeps the queue and wakes its head 
         // A waiter's own retry comes within a third of its entry lease
         // (667 ms); the break's message wakes it well before.
         CHECK(first_at - broke_at < 200ms);
-        for (int i = 0; i < 500 && order.size() < 2; ++i) co_await settle(ioc, 10ms);
+        for (int i = 0; i < 500 && order.size() < 2; ++i) co_await corolock::test::sleep_for(10ms);
         CHECK(order == std::vector<int>{1, 2});
         auto [rec] = co_await g.async_release(use_nothrow);
         CHECK(rec == error::expired);
@@ -763,10 +729,7 @@ TEST_CASE("cli: admin: break of a fair mutex keeps the queue and wakes its head 
     });
 }
 
-TEST_CASE("cli: admin: release_owner of a semaphore or fair mutex, per kind", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: release_owner of a semaphore or fair mutex, per kind", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::semaphore a(c, "sown", 3);
         corolock::semaphore b(c, "sown", 3);
@@ -795,7 +758,7 @@ TEST_CASE("cli: admin: release_owner of a semaphore or fair mutex, per kind", "[
             got = true;
             co_await w.release();
         }, asio::detached);
-        co_await settle(ioc, 200ms);
+        co_await corolock::test::sleep_for(200ms);
         auto [other] = co_await corolock::async_release_owner(c, "fown", "somebody", use_nothrow);
         CHECK(other == error::not_owner);
         auto [fair] = co_await corolock::async_release_owner(c, "fown", holder.owner_id(), use_nothrow);
@@ -806,10 +769,7 @@ TEST_CASE("cli: admin: release_owner of a semaphore or fair mutex, per kind", "[
     });
 }
 
-TEST_CASE("cli: admin: list shows every kind once, with its kind", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: list shows every kind once, with its kind", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex m(c, "k-mutex");
         corolock::fair_mutex f(c, "k-fair");
@@ -824,7 +784,7 @@ TEST_CASE("cli: admin: list shows every kind once, with its kind", "[admin]") {
             got = true;
             co_await w.release();
         }, asio::detached);
-        co_await settle(ioc, 200ms);
+        co_await corolock::test::sleep_for(200ms);
         REQUIRE(server.cmd({"EXISTS", "corolock:{k-fair}:queue"}).at(0) == "1");
 
         corolock::lock_list_options all;
@@ -888,10 +848,7 @@ TEST_CASE("cli: admin: lock_type names, and a kind this version does not know", 
     });
 }
 
-TEST_CASE("cli: admin: status, release_owner and break of a shared mutex", "[admin]") {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
+TEST_CASE_METHOD(admin_fixture, "cli: admin: status, release_owner and break of a shared mutex", "[admin]") {
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::shared_mutex r1(c, "rw"), r2(c, "rw");
         // Without writer preference the writer's wait is capped by the
@@ -923,7 +880,7 @@ TEST_CASE("cli: admin: status, release_owner and break of a shared mutex", "[adm
             wrote = true;
             co_await g.release();
         }, asio::detached);
-        co_await settle(ioc, 200ms);
+        co_await corolock::test::sleep_for(200ms);
         REQUIRE_FALSE(wrote);
 
         // One reader's shares go; the other's stay, and the writer waits on.
@@ -933,7 +890,7 @@ TEST_CASE("cli: admin: status, release_owner and break of a shared mutex", "[adm
         CHECK(st2.holder_count == 1);
         REQUIRE(st2.holders.size() == 1);
         CHECK(st2.holders[0].owner == r1.owner_id());
-        co_await settle(ioc, 100ms);
+        co_await corolock::test::sleep_for(100ms);
         CHECK_FALSE(wrote);
 
         // The break removes the readers with the hash and wakes the writer.
