@@ -137,6 +137,11 @@ public:
     // or a name the mutex refuses (validate_lock_name).
     multi_lock(const backend& b, std::vector<std::string> names);
     multi_lock(client& c, std::vector<std::string> names);
+    // Move-only, as a mutex: a copy would be the same owners.
+    multi_lock(multi_lock&&) noexcept = default;
+    multi_lock& operator=(multi_lock&&) noexcept = default;
+    multi_lock(const multi_lock&) = delete;
+    multi_lock& operator=(const multi_lock&) = delete;
 
     // The distinct names, in canonical (bytewise) order: the acquire order.
     std::vector<std::string> names() const;
