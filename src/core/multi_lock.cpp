@@ -52,6 +52,15 @@ asio::awaitable<void> give_back(std::vector<guard> held) {
         [&held](auto handler) { release_all(held, completion(std::move(handler))); }, use_nothrow);
 }
 
+// The caller's cancellation, passed on to the acquire's coroutine only once
+// its body runs: Asio 1.81's co_spawn frame, cancelled before the body
+// started, throws operation_aborted out of io_context::run() instead.
+struct acquire_cancellation {
+    asio::cancellation_signal signal;  // the coroutine's
+    bool started = false;
+    bool early = false;  // emitted before the body started
+};
+
 struct acquire_outcome {
     error_code ec;
     std::vector<guard> held;
@@ -61,16 +70,18 @@ struct acquire_outcome {
 // overall wait. Cancellation (any kind the caller emits) reaches the member
 // acquire in flight; between members it is checked before the next starts.
 asio::awaitable<acquire_outcome> acquire_in_order(std::shared_ptr<std::vector<mutex>> members,
-                                                  bool try_once, lock_options opts) {
+                                                  bool try_once, lock_options opts,
+                                                  std::shared_ptr<acquire_cancellation> cancel) {
     co_await asio::this_coro::throw_if_cancelled(false);
     co_await asio::this_coro::reset_cancellation_state(asio::enable_total_cancellation());
+    cancel->started = true;
     std::optional<std::chrono::steady_clock::time_point> deadline;
     if (!try_once && opts.wait) deadline = std::chrono::steady_clock::now() + *opts.wait;
     acquire_outcome out;
     out.held.reserve(members->size());
     for (auto& m : *members) {
         const auto cs = co_await asio::this_coro::cancellation_state;
-        if (cs.cancelled() != asio::cancellation_type::none) {
+        if (cancel->early || cs.cancelled() != asio::cancellation_type::none) {
             out.ec = asio::error::operation_aborted;
             break;
         }
@@ -245,12 +256,22 @@ void multi_lock::start(bool try_once, lock_options opts,
         detail::complete_posted(std::move(handler), executor_, ec, multi_guard{});
         return;
     }
+    auto cancel = std::make_shared<acquire_cancellation>();
     auto slot = asio::get_associated_cancellation_slot(handler);
+    if (slot.is_connected()) {
+        slot.assign([cancel](asio::cancellation_type type) {
+            if (cancel->started)
+                cancel->signal.emit(type);
+            else
+                cancel->early = true;
+        });
+    }
     asio::co_spawn(
-        executor_, acquire_in_order(members_, try_once, opts),
+        executor_, acquire_in_order(members_, try_once, opts, cancel),
         asio::bind_cancellation_slot(
-            slot, [handler = std::move(handler), direct, ex = executor_](
-                      std::exception_ptr e, acquire_outcome out) mutable {
+            cancel->signal.slot(), [handler = std::move(handler), direct, ex = executor_, slot](
+                                       std::exception_ptr e, acquire_outcome out) mutable {
+                if (slot.is_connected()) slot.clear();
                 if (e) std::rethrow_exception(e);  // out of run(), as from any handler
                 multi_guard g;
                 if (!out.ec) g = multi_guard(std::move(out.held), ex);

@@ -169,8 +169,44 @@ TEST_CASE("multi_lock: cancelled while waiting for a later member, it leaves not
         CHECK(guard_empty);
         // Given back before the answer.
         CHECK(server.cmd1({"EXISTS", lock_key("cx:1")}) == "0");
+
+        // Cancelled before it even started: the cancellation is not lost.
+        asio::cancellation_signal early_signal;
+        std::optional<error_code> early;
+        ml.async_acquire({.lease = 10s},
+                         asio::bind_cancellation_slot(early_signal.slot(),
+                                                      [&](error_code ec, multi_guard) { early = ec; }));
+        early_signal.emit(asio::cancellation_type::terminal);
+        const bool early_answered = co_await eventually([&] { return early.has_value(); }, 2000ms);
+        REQUIRE(early_answered);
+        CHECK(*early == asio::error::operation_aborted);
+        const bool none_left = co_await eventually(
+            [&] { return server.cmd1({"EXISTS", lock_key("cx:1")}) == "0"; }, 2000ms);
+        CHECK(none_left);
         co_await blocker.release();
     }, 20s);
+    c.stop();
+}
+
+TEST_CASE("multi_lock: a cancellation emitted before the acquire first ran is kept",
+          "[multi][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    multi_lock ml(c, {"ex:1", "ex:2"});
+    asio::cancellation_signal signal;
+    std::optional<error_code> result;
+    // Initiated outside the io_context, the acquire's body is queued to run
+    // on it; the cancellation, queued first, is emitted before that.
+    asio::post(ioc, [&] { signal.emit(asio::cancellation_type::terminal); });
+    ml.async_acquire({.lease = 10s}, asio::bind_cancellation_slot(
+                                         signal.slot(), [&](error_code ec, multi_guard) { result = ec; }));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const bool answered = co_await eventually([&] { return result.has_value(); }, 2000ms);
+        REQUIRE(answered);
+        CHECK(*result == asio::error::operation_aborted);
+        CHECK(held_on_server(server, ml.names()) == 0);
+    }, 10s);
     c.stop();
 }
 
