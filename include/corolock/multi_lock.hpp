@@ -150,7 +150,8 @@ public:
     // bounds the whole acquire (each member waits for what is left of it).
     // Completes with the multi_guard, or with the first member's error
     // (error::wait_timeout, a connection error, ...), or operation_aborted
-    // when cancelled (terminal cancellation, while waiting or in flight), or
+    // when cancelled (any cancellation type: before a member's acquire,
+    // while it waits or while its command is in flight), or
     // error::lock_lost when a member taken earlier was lost before the last
     // was granted; in every failure, the members already taken are released
     // before it completes.
