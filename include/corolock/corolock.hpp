@@ -12,6 +12,7 @@
 #include <corolock/lock_holder.hpp>
 #include <corolock/lock_options.hpp>
 #include <corolock/metrics.hpp>
+#include <corolock/multi_lock.hpp>
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
 #include <corolock/reply.hpp>

@@ -104,6 +104,9 @@ struct fleet_options {
     std::string semaphore = {};
     bool fair = false;  // the workers take a corolock::fair_mutex (lock_worker fair-cycle)
     bool rw = false;    // the workers read and write a corolock::shared_mutex (rw-cycle)
+    // The workers take a corolock::multi_lock on the comma-separated names
+    // in `name` (multi-cycle), the odd-numbered workers in reverse order.
+    bool multi = false;
 };
 
 class fleet {
@@ -130,7 +133,7 @@ public:
     std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
         const std::size_t i = workers_.size();
         std::vector<std::string> argv{
-            COROLOCK_TEST_WORKER, mode(), opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], opts_.name, counter_key(), oracle_key(),
+            COROLOCK_TEST_WORKER, mode(), opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], names_for(i), counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
             std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
             std::to_string(seed_ + i)};
@@ -239,9 +242,27 @@ public:
         return cycles;
     }
 
+    // A multi-lock fleet's names, as given in options().name.
+    std::vector<std::string> member_names() const {
+        std::vector<std::string> out;
+        std::string rest = opts_.name + ",";
+        for (auto comma = rest.find(','); comma != std::string::npos; comma = rest.find(',')) {
+            out.push_back(rest.substr(0, comma));
+            rest.erase(0, comma + 1);
+        }
+        return out;
+    }
+
     // The final counter value, as options for the checker.
     history::check_options counted() const {
         history::check_options o;
+        if (opts_.multi) {  // a counter per member name
+            for (const auto& member : member_names()) {
+                const auto v = server_.cmd1({"GET", counter_key() + ":" + member});
+                o.counters[member] = v.empty() ? 0 : std::stoll(v);
+            }
+            return o;
+        }
         const auto v = server_.cmd1({"GET", counter_key()});
         o.counters[opts_.name] = v.empty() ? 0 : std::stoll(v);
         return o;
@@ -271,7 +292,16 @@ private:
         }
         return std::nullopt;
     }
+    // The NAME argument of worker i: a multi-lock's list reversed for odd i.
+    std::string names_for(std::size_t i) const {
+        if (!opts_.multi || i % 2 == 0) return opts_.name;
+        auto parts = member_names();
+        std::string out;
+        for (auto p = parts.rbegin(); p != parts.rend(); ++p) out += (out.empty() ? "" : ",") + *p;
+        return out;
+    }
     const char* mode() const {
+        if (opts_.multi) return "multi-cycle";
         if (opts_.rw) return "rw-cycle";
         return opts_.fair ? "fair-cycle" : "cycle";
     }

@@ -35,6 +35,13 @@
 //       rw-cycle: the same with a corolock::shared_mutex, two cycles in three
 //       (drawn from SEED) readers: a reader's section is only the pause (no
 //       increment, no oracle write), and its acquire_ok carries "shared":1.
+//       multi-cycle: the same with a corolock::multi_lock on the
+//       comma-separated NAME list, given to multi_lock in that order (the
+//       test gives workers opposite orders), waiting at most 3 s. Each member
+//       is logged as its own actor (task = its index in canonical order,
+//       lock = its name), with its own counter COUNTER_KEY:<name> and oracle
+//       ORACLE_KEY:<name>; one lost signal of the set is logged for every
+//       member.
 //
 // Events go as JSON lines to LOG when given: the history checker's input,
 // in the format documented in test/support/history.hpp. Times are
@@ -209,6 +216,7 @@ struct cycle_worker {
     std::uint32_t capacity = 0;
     bool fair = false;  // mode fair-cycle: a corolock::fair_mutex
     bool rw = false;    // mode rw-cycle: a corolock::shared_mutex
+    bool multi = false; // mode multi-cycle: a corolock::multi_lock on the names in `name`
 
     template <class Duration>
     static asio::awaitable<void> pause_for(Duration d) {
@@ -291,8 +299,117 @@ struct cycle_worker {
         holding = false;
     }
 
+    // multi-cycle: the GET/SET increment of one member's counter.
+    asio::awaitable<void> increment(int task, const std::string& member, std::uint64_t token) {
+        const auto key = counter_key + ":" + member;
+        log.write("increment_invoked", task, member, token);
+        auto [ec1, v] = co_await c.async_exec(corolock::command{"GET", key},
+                                              asio::as_tuple(asio::use_awaitable));
+        if (ec1) {
+            log.write("increment_failed", task, member, token, with_error(error_name(ec1)));
+            co_return;
+        }
+        const long n = v.is_null() ? 0 : std::stol(v.str);
+        auto [ec2, ok] = co_await c.async_exec(corolock::command{"SET", key, std::to_string(n + 1)},
+                                               asio::as_tuple(asio::use_awaitable));
+        if (ec2) log.write("increment_failed", task, member, token, with_error(error_name(ec2)));
+        else log.write("increment_ok", task, member, token);
+    }
+
+    // multi-cycle: the fenced write of one member's token to its oracle.
+    asio::awaitable<void> fenced_write(int task, const std::string& member, std::uint64_t token) {
+        log.write("write_invoked", task, member, token);
+        auto [ec, w] = co_await c.async_exec(
+            corolock::command{"EVAL", std::string(corolock::test::history::oracle_lua), "1",
+                              oracle_key + ":" + member, std::to_string(token)},
+            asio::as_tuple(asio::use_awaitable));
+        if (ec || w.elements.size() != 2) {
+            log.write("write_failed", task, member, token,
+                      with_error(ec ? error_name(ec) : "bad reply " + corolock::to_string(w)));
+        } else {
+            log.write(w.elements[0].integer == 1 ? "write_accepted" : "write_rejected", task, member,
+                      token, with_prev(w.elements[1].integer));
+        }
+    }
+
+    // multi-cycle: one member's lease moves, polled every 5 ms while held.
+    asio::awaitable<void> watch_multi(const corolock::multi_guard& g, const bool& holding) {
+        using namespace asio::experimental::awaitable_operators;
+        auto lost = [&]() -> asio::awaitable<void> {
+            auto [ec] = co_await g.async_until_lost(asio::as_tuple(asio::use_awaitable));
+            if (ec != corolock::error::lock_lost) co_return;
+            int i = 0;
+            for (const auto& m : g.members()) log.write("lost", i++, m.name(), m.token());
+        };
+        auto deadlines = [&]() -> asio::awaitable<void> {
+            std::vector<long long> last;
+            for (const auto& m : g.members()) last.push_back(to_mono_ns(m.lease_deadline()));
+            while (holding) {
+                co_await pause_for(5ms);
+                for (std::size_t i = 0; i < last.size() && holding; ++i) {
+                    const auto& m = g.members()[i];
+                    const long long now = to_mono_ns(m.lease_deadline());
+                    if (now == last[i]) continue;
+                    log.write("lease", static_cast<int>(i), m.name(), m.token(), with_deadline(now));
+                    last[i] = now;
+                }
+            }
+        };
+        co_await (lost() || deadlines());
+    }
+
+    asio::awaitable<void> multi_section(corolock::multi_guard& g, bool& holding) {
+        const auto& members = g.members();
+        for (std::size_t i = 0; i < members.size(); ++i)
+            co_await increment(static_cast<int>(i), members[i].name(), members[i].token());
+        std::uniform_int_distribution<long> spread(hold.count() / 2, hold.count());
+        co_await pause_for(std::chrono::milliseconds(spread(rng)));
+        for (std::size_t i = 0; i < members.size(); ++i)
+            co_await fenced_write(static_cast<int>(i), members[i].name(), members[i].token());
+        for (std::size_t i = 0; i < members.size(); ++i)
+            log.write("release_invoked", static_cast<int>(i), members[i].name(), members[i].token());
+        const auto ec = co_await g.release();
+        // The set's release answers with its first failure: a failure is
+        // logged for every member (the checker only holds release_ok to account).
+        for (std::size_t i = 0; i < members.size(); ++i) {
+            if (ec)
+                log.write("release_failed", static_cast<int>(i), members[i].name(),
+                          members[i].token(), with_error(error_name(ec)));
+            else
+                log.write("release_ok", static_cast<int>(i), members[i].name(), members[i].token());
+        }
+        holding = false;
+    }
+
+    asio::awaitable<void> run_multi() {
+        using namespace asio::experimental::awaitable_operators;
+        corolock::multi_lock ml(locks, split(name, ','));
+        const auto members = ml.names();
+        std::uniform_int_distribution<int> backoff(10, 50);
+        while (std::chrono::steady_clock::now() < until) {
+            for (std::size_t i = 0; i < members.size(); ++i)
+                log.write("acquire_invoked", static_cast<int>(i), members[i], 0);
+            const corolock::lock_options opts{.lease = lease, .wait = 3s};
+            auto [ec, g] = co_await ml.async_acquire(opts, asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                for (std::size_t i = 0; i < members.size(); ++i)
+                    log.write("acquire_failed", static_cast<int>(i), members[i], 0,
+                              with_error(error_name(ec)));
+                co_await pause_for(std::chrono::milliseconds(backoff(rng)));
+                continue;
+            }
+            for (std::size_t i = 0; i < members.size(); ++i)
+                log.acquired(static_cast<int>(i), members[i], g.members()[i], lease);
+            bool holding = true;
+            co_await (multi_section(g, holding) && watch_multi(g, holding));
+            ++cycles;
+        }
+    }
+
     asio::awaitable<void> run() {
-        if (rw)
+        if (multi)
+            co_await run_multi();
+        else if (rw)
             co_await run_with<corolock::shared_mutex>();
         else if (fair)
             co_await run_with<corolock::fair_mutex>();
@@ -519,7 +636,8 @@ int main(int argc, char** argv_in) {
         ioc.run_for(std::chrono::minutes(2));
         return exit_code;
     }
-    if ((mode == "cycle" || mode == "fair-cycle" || mode == "rw-cycle") && argc >= 10) {
+    if ((mode == "cycle" || mode == "fair-cycle" || mode == "rw-cycle" ||
+         mode == "multi-cycle") && argc >= 10) {
         if (!steady_clock_is_monotonic()) {
             std::cerr << "steady_clock is not CLOCK_MONOTONIC here: deadlines cannot be logged\n";
             return 70;
@@ -561,6 +679,7 @@ int main(int argc, char** argv_in) {
         w.capacity = sem_capacity;
         w.fair = mode == "fair-cycle";
         w.rw = mode == "rw-cycle";
+        w.multi = mode == "multi-cycle";
         bool finished = false;
         std::cout << "running " << ::getpid() << std::endl;
         asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {
