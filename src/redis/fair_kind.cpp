@@ -39,11 +39,7 @@ public:
     void release_arguments(const redis_lock_state& st, std::optional<std::uint64_t> level,
                            script_args& out) const noexcept override {
         keys(st, out);
-        out.arg(std::string_view(st.owner));
-        if (level)
-            out.arg(static_cast<std::int64_t>(*level));
-        else
-            out.arg(all_levels);
+        owner_and_level(st, level, out);
         out.arg(st.keys.channel());
     }
 

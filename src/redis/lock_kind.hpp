@@ -74,6 +74,31 @@ protected:
     ~lock_kind() = default;
 };
 
+// The kinds that keep their owners' lease ends as scores in a sorted set
+// beside the hash (the shared mutex and the semaphore; docs/protocol.md):
+// the same keys, and the same release and renewal arguments.
+class lease_set_kind : public lock_kind {
+public:
+    // KEYS lock, leases, channel; ARGV owner, level or all_levels.
+    void release_arguments(const redis_lock_state& st, std::optional<std::uint64_t> level,
+                           script_args& out) const noexcept final;
+    // KEYS lock, leases; ARGV owner, lease (ms).
+    void renew_arguments(const redis_lock_state& st, std::int64_t lease_ms,
+                         script_args& out) const noexcept final;
+
+protected:
+    ~lease_set_kind() = default;
+    // What each acquire of these kinds starts with: KEYS lock, leases, fence;
+    // ARGV owner, lease (ms), level.
+    static void acquire_head(const redis_lock_state& st, std::uint64_t level, clock::duration lease,
+                             script_args& out) noexcept;
+};
+
+// ARGV owner, then the level or all_levels ("*"): how every kind's release
+// names what it gives back.
+void owner_and_level(const redis_lock_state& st, std::optional<std::uint64_t> level,
+                     script_args& out) noexcept;
+
 // The kinds beside the mutex, one file each (redis/<kind>_kind.cpp).
 const lock_kind& semaphore_kind() noexcept;
 

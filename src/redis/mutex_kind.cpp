@@ -40,11 +40,7 @@ public:
                            script_args& out) const noexcept override {
         out.key(st.keys.lock());
         out.key(st.keys.channel());
-        out.arg(std::string_view(st.owner));
-        if (level)
-            out.arg(static_cast<std::int64_t>(*level));
-        else
-            out.arg(all_levels);
+        owner_and_level(st, level, out);
     }
 
     const script& renew_script() const noexcept override { return detail::renew_script(); }
@@ -61,6 +57,42 @@ public:
 const mutex_kind the_mutex;
 
 }  // namespace
+
+void owner_and_level(const redis_lock_state& st, std::optional<std::uint64_t> level,
+                     script_args& out) noexcept {
+    out.arg(std::string_view(st.owner));
+    if (level)
+        out.arg(static_cast<std::int64_t>(*level));
+    else
+        out.arg(all_levels);
+}
+
+void lease_set_kind::release_arguments(const redis_lock_state& st,
+                                       std::optional<std::uint64_t> level,
+                                       script_args& out) const noexcept {
+    out.key(st.keys.lock());
+    out.key(st.keys.leases());
+    out.key(st.keys.channel());
+    owner_and_level(st, level, out);
+}
+
+void lease_set_kind::renew_arguments(const redis_lock_state& st, std::int64_t lease_ms,
+                                     script_args& out) const noexcept {
+    out.key(st.keys.lock());
+    out.key(st.keys.leases());
+    out.arg(std::string_view(st.owner));
+    out.arg(lease_ms);
+}
+
+void lease_set_kind::acquire_head(const redis_lock_state& st, std::uint64_t level,
+                                  clock::duration lease, script_args& out) noexcept {
+    out.key(st.keys.lock());
+    out.key(st.keys.leases());
+    out.key(st.keys.fence());
+    out.arg(std::string_view(st.owner));
+    out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
+    out.arg(static_cast<std::int64_t>(level));
+}
 
 error_code parse_lock_acquire_reply(const reply& r, acquire_reply& out) noexcept {
     if (r.type != resp3_type::array || r.elements.size() != 5) return error::unexpected_reply;

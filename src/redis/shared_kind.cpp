@@ -9,18 +9,13 @@ namespace corolock::detail {
 
 namespace {
 
-class shared_kind final : public lock_kind {
+class shared_kind final : public lease_set_kind {
 public:
     const script& acquire_script() const noexcept override { return shared_acquire_script(); }
     void acquire_arguments(const redis_lock_state& st, const acquire_request& req,
                            std::uint64_t level, clock::duration lease,
                            script_args& out) const noexcept override {
-        out.key(st.keys.lock());
-        out.key(st.keys.leases());
-        out.key(st.keys.fence());
-        out.arg(std::string_view(st.owner));
-        out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
-        out.arg(static_cast<std::int64_t>(level));
+        acquire_head(st, level, lease, out);
         out.arg(std::string_view(st.client().holder()));
         if (!req.shared)
             out.arg(std::string_view("x"));
@@ -39,26 +34,7 @@ public:
     const script& release_script(bool sharded) const noexcept override {
         return shared_release_script(sharded);
     }
-    void release_arguments(const redis_lock_state& st, std::optional<std::uint64_t> level,
-                           script_args& out) const noexcept override {
-        out.key(st.keys.lock());
-        out.key(st.keys.leases());
-        out.key(st.keys.channel());
-        out.arg(std::string_view(st.owner));
-        if (level)
-            out.arg(static_cast<std::int64_t>(*level));
-        else
-            out.arg(all_levels);
-    }
-
     const script& renew_script() const noexcept override { return shared_renew_script(); }
-    void renew_arguments(const redis_lock_state& st, std::int64_t lease_ms,
-                         script_args& out) const noexcept override {
-        out.key(st.keys.lock());
-        out.key(st.keys.leases());
-        out.arg(std::string_view(st.owner));
-        out.arg(lease_ms);
-    }
 };
 
 const shared_kind the_shared_mutex;
