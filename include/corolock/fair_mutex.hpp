@@ -53,7 +53,7 @@ public:
 
     boost::asio::awaitable<guard> acquire(lock_options opts = {}) { return acquire_or_throw({}, opts); }
     boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {}) {
-        return try_or_throw({.what = "try_acquire"}, opts);
+        return try_or_throw({}, opts);
     }
 };
 

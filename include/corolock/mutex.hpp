@@ -58,7 +58,7 @@ public:
     // and throws for every other failure.
     boost::asio::awaitable<guard> acquire(lock_options opts = {}) { return acquire_or_throw({}, opts); }
     boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {}) {
-        return try_or_throw({.what = "try_acquire"}, opts);
+        return try_or_throw({}, opts);
     }
 };
 

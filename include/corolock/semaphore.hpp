@@ -78,7 +78,7 @@ public:
     }
     boost::asio::awaitable<std::optional<guard>> try_acquire(std::uint32_t permits = 1,
                                                              lock_options opts = {}) {
-        return try_or_throw({.permits = permits, .what = "try_acquire"}, opts);
+        return try_or_throw({.permits = permits}, opts);
     }
 };
 

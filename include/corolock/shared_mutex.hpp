@@ -87,13 +87,13 @@ public:
     // failure; try_acquire returns an empty optional on lock_held.
     boost::asio::awaitable<guard> acquire(lock_options opts = {}) { return acquire_or_throw({}, opts); }
     boost::asio::awaitable<guard> acquire_shared(lock_options opts = {}) {
-        return acquire_or_throw({.shared = true, .what = "acquire_shared"}, opts);
+        return acquire_or_throw({.shared = true}, opts, "acquire_shared");
     }
     boost::asio::awaitable<std::optional<guard>> try_acquire(lock_options opts = {}) {
-        return try_or_throw({.what = "try_acquire"}, opts);
+        return try_or_throw({}, opts);
     }
     boost::asio::awaitable<std::optional<guard>> try_acquire_shared(lock_options opts = {}) {
-        return try_or_throw({.shared = true, .what = "try_acquire_shared"}, opts);
+        return try_or_throw({.shared = true}, opts, "try_acquire_shared");
     }
 
     // Downgrade: takes a shared level while `exclusive` (this handle's

@@ -53,17 +53,19 @@ void lock_handle::fail(error_code ec, const char* what) const {
     throw boost::system::system_error(ec, std::string("corolock: ") + what + " '" + state_->name + "'");
 }
 
-asio::awaitable<guard> lock_handle::acquire_or_throw(acquire_mode m, lock_options opts) {
+asio::awaitable<guard> lock_handle::acquire_or_throw(acquire_mode m, lock_options opts,
+                                                     const char* what) {
     auto [ec, g] = co_await initiate(m, opts, asio::as_tuple(asio::use_awaitable));
-    if (ec) fail(ec, m.what);
+    if (ec) fail(ec, what);
     co_return std::move(g);
 }
 
-asio::awaitable<std::optional<guard>> lock_handle::try_or_throw(acquire_mode m, lock_options opts) {
+asio::awaitable<std::optional<guard>> lock_handle::try_or_throw(acquire_mode m, lock_options opts,
+                                                               const char* what) {
     m.try_once = true;
     auto [ec, g] = co_await initiate(m, opts, asio::as_tuple(asio::use_awaitable));
     if (ec == error::lock_held) co_return std::nullopt;
-    if (ec) fail(ec, m.what);
+    if (ec) fail(ec, what);
     co_return std::optional<guard>(std::move(g));
 }
 

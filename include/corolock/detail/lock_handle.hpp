@@ -34,7 +34,6 @@ struct acquire_mode {
     bool try_once = false;      // one attempt: error::lock_held instead of waiting
     bool shared = false;        // shared_mutex: a reader's level
     std::uint32_t permits = 1;  // semaphore: permits to take (1 to the capacity)
-    const char* what = "acquire";  // the operation, for the conveniences' exceptions
 };
 
 class lock_handle {
@@ -67,10 +66,12 @@ protected:
     }
 
     // The coroutine conveniences: the guard, or boost::system::system_error
-    // naming m.what and the lock; the try form returns an empty optional on
-    // error::lock_held instead.
-    boost::asio::awaitable<guard> acquire_or_throw(acquire_mode m, lock_options opts);
-    boost::asio::awaitable<std::optional<guard>> try_or_throw(acquire_mode m, lock_options opts);
+    // naming `what` (the operation) and the lock; the try form returns an
+    // empty optional on error::lock_held instead.
+    boost::asio::awaitable<guard> acquire_or_throw(acquire_mode m, lock_options opts,
+                                                   const char* what = "acquire");
+    boost::asio::awaitable<std::optional<guard>> try_or_throw(acquire_mode m, lock_options opts,
+                                                              const char* what = "try_acquire");
 
     // Throws as acquire_or_throw does.
     [[noreturn]] void fail(error_code ec, const char* what) const;
