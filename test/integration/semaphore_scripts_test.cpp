@@ -311,15 +311,20 @@ TEST_CASE("semaphore scripts: more than 64 ended owners are pruned over several 
           "[semaphore][integration]") {
     with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
         // 150 owners of one permit each whose leases end soon, and one that
-        // stays: the semaphore is full.
+        // stays: the semaphore is full. The 150 grants must all be made
+        // before the first lease ends (else a later grant prunes it): a
+        // second is ample, also under ASan on a busy machine, where 100 ms
+        // was not.
         const auto keep = co_await s.acquire("keep", 30'000, 1, 1, 151);
         REQUIRE(granted(keep));
+        const auto first_end = std::chrono::steady_clock::now() + 1000ms;
         for (int i = 0; i < 150; ++i) {
-            const auto r = co_await s.acquire("dead" + std::to_string(i), 100, 1, 1, 151);
+            const auto r = co_await s.acquire("dead" + std::to_string(i), 1000, 1, 1, 151);
             REQUIRE(granted(r));
         }
+        REQUIRE(std::chrono::steady_clock::now() < first_end);
         CHECK(server.cmd1({"HGET", s.key, "used"}) == "151");
-        co_await sleep_for(250ms);
+        co_await sleep_for(1100ms);
         // Each script drops at most 64 ended owners; while some may remain
         // a refusal asks to retry at once (wait cap 1 ms), though the ended
         // owners left (86) do not free all 151 permits asked for: "keep"
