@@ -92,9 +92,7 @@ TEST_CASE("fair: a redis-server restart while held and queued for hangs nobody",
     std::this_thread::sleep_for(draw(f.rng(), 500ms, 1000ms));
     const auto held = f.worker_in_section(5s);  // one holds, the others queue
     REQUIRE(held);
-    f.harness().fault("server_restarted", server.pid());
-    server.restart();
-    const long long up_at = mono_ns();
+    const long long up_at = restart_server(f, server);
     f.finish();
 
     const auto r = f.check(f.counted());

@@ -391,6 +391,14 @@ inline std::set<long long> acquired_after(const history::check_result& r, long l
     return pids;
 }
 
+// Restarts `server` under a running fleet, logged as the harness's
+// server_restarted fault; returns when it answers again (mono ns).
+inline long long restart_server(fleet& f, redis_server& server) {
+    f.harness().fault("server_restarted", server.pid());
+    server.restart();
+    return mono_ns();
+}
+
 // A redis-server that keeps every write (append-only file, fsync each):
 // a restart brings back the locks, the queues and the fence counters.
 inline redis_server_options durable_server() {

@@ -78,9 +78,7 @@ TEST_CASE("semaphore: a redis-server restart while permits are held and waited f
     std::this_thread::sleep_for(draw(f.rng(), 1000ms, 2000ms));
     const auto held = f.worker_in_section(5s);
     REQUIRE(held);
-    f.harness().fault("server_restarted", server.pid());
-    server.restart();
-    const long long up_at = mono_ns();
+    const long long up_at = restart_server(f, server);
     f.finish();
 
     // No counter, as above: the holders overlap.

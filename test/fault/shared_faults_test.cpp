@@ -128,9 +128,7 @@ TEST_CASE("shared: a redis-server restart while held and waited on hangs nobody"
     std::this_thread::sleep_for(draw(f.rng(), 1000ms, 2000ms));
     const auto held = f.worker_in_section(5s);  // a writer holds, others wait
     REQUIRE(held);
-    f.harness().fault("server_restarted", server.pid());
-    server.restart();
-    const long long up_at = mono_ns();
+    const long long up_at = restart_server(f, server);
     f.finish();
 
     check_fleet(f, f.counted(), "shared restart");
