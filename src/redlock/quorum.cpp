@@ -76,10 +76,14 @@ redlock_quorum::clock::time_point redlock_quorum::deadline() const {
 }
 
 void redlock_quorum::on_renewed(std::size_t i, clock::time_point sent, clock::duration lease) {
+    on_confirmed_until(i, watchdog_schedule::deadline_for(sent, lease));
+}
+
+void redlock_quorum::on_confirmed_until(std::size_t i, clock::time_point deadline) {
     node& n = nodes_.at(i);
     if (n.state == node_state::refused) return;  // the key is someone else's or gone
     n.state = node_state::held;
-    n.deadline = std::max(n.deadline, watchdog_schedule::deadline_for(sent, lease));
+    n.deadline = std::max(n.deadline, deadline);
 }
 
 void redlock_quorum::on_renew_refused(std::size_t i) {

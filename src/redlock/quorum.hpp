@@ -69,6 +69,9 @@ public:
     // already. A node that had failed (a timeout whose grant arrived late)
     // is held again: the renewal script checked the owner.
     void on_renewed(std::size_t node, clock::time_point sent, clock::duration lease);
+    // The same with the node's own deadline (a node guard's lease_deadline(),
+    // which its watchdog computed as sent + lease - drift).
+    void on_confirmed_until(std::size_t node, clock::time_point deadline);
     // The renewal found another owner or no key (a restart without
     // persistence, an expiry): the node no longer counts.
     void on_renew_refused(std::size_t node);
