@@ -7,6 +7,7 @@
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
+#include "support/redlock_fleet.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
@@ -26,31 +27,12 @@ using namespace corolock::test;
 
 namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-struct fleet {
-    explicit fleet(std::size_t n) {
-        for (std::size_t i = 0; i < n; ++i) servers.push_back(std::make_unique<redis_server>());
-    }
-    std::vector<std::string> urls() const {
-        std::vector<std::string> out;
-        for (const auto& s : servers) out.push_back(client_url(*s));
-        return out;
-    }
-    // How many running servers have the lock's key.
-    int holding(const std::string& name) const {
-        int n = 0;
-        for (const auto& s : servers)
-            if (s->running()) n += s->cmd1({"EXISTS", lock_key(name)}) == "1";
-        return n;
-    }
-    std::vector<std::unique_ptr<redis_server>> servers;
-};
 }  // namespace
 
 TEST_CASE("redlock: a majority grants, a second owner is refused, release frees all",
           "[redlock][integration]") {
     const std::size_t n = GENERATE(3, 5);
-    fleet f(n);
+    redlock_fleet f(n);
     asio::io_context ioc;
     auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
     CHECK(locks.scheme() == "redlock");
@@ -80,7 +62,7 @@ TEST_CASE("redlock: a majority grants, a second owner is refused, release frees 
 }
 
 TEST_CASE("redlock: a waiter gets the lock when the holder releases", "[redlock][integration]") {
-    fleet f(3);
+    redlock_fleet f(3);
     asio::io_context ioc;
     auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
     corolock::mutex a(locks, "rl:wait"), b(locks, "rl:wait");
@@ -100,7 +82,7 @@ TEST_CASE("redlock: a waiter gets the lock when the holder releases", "[redlock]
 
 TEST_CASE("redlock: three of five nodes down, the acquire fails and leaves nothing",
           "[redlock][integration]") {
-    fleet f(5);
+    redlock_fleet f(5);
     for (std::size_t i = 0; i < 3; ++i) f.servers[i]->kill9();
     asio::io_context ioc;
     auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
@@ -116,7 +98,7 @@ TEST_CASE("redlock: three of five nodes down, the acquire fails and leaves nothi
 }
 
 TEST_CASE("redlock: only the mutex kind", "[redlock][integration]") {
-    fleet f(3);
+    redlock_fleet f(3);
     asio::io_context ioc;
     auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
     CHECK_THROWS_AS(corolock::shared_mutex(locks, "rl:kind"), boost::system::system_error);

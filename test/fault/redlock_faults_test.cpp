@@ -1,0 +1,127 @@
+// RedLock (docs/redlock.md) under node faults, five redis-servers: two nodes
+// killed while held (kept, a second owner refused), a third killed (lost
+// before a majority could expire), a paused node slower than the per-node
+// timeout (granted without it), and a node restarted without persistence
+// while a bare majority is held: the documented failure mode, asserted.
+#include <corolock/corolock.hpp>
+
+#include "support/async_test.hpp"
+#include "support/lock_testing.hpp"
+#include "support/redlock_fleet.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace asio::experimental::awaitable_operators;
+using corolock::error;
+using clock_type = std::chrono::steady_clock;
+using namespace corolock::test;
+
+namespace {
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+}  // namespace
+
+TEST_CASE("redlock faults: two of five nodes die while held, the lock stays; a third loses it",
+          "[redlock][fault]") {
+    redlock_fleet f(5);
+    asio::io_context ioc;
+    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
+    corolock::mutex a(locks, "rl:kill"), b(locks, "rl:kill");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const corolock::lock_options o{.lease = 2s, .renew_interval = 500ms};
+        auto [ec, g] = co_await a.async_acquire(o, use_nothrow);
+        REQUIRE_FALSE(ec);
+        f.servers[0]->kill9();
+        f.servers[1]->kill9();
+        // Longer than the lease: only renewals on the three live nodes keep it.
+        auto r = co_await (g.until_lost() || sleep_for(3s));
+        CHECK(r.index() == 1);
+        CHECK_FALSE(g.lost());
+        auto [ec2, g2] = co_await b.async_try_acquire(o, use_nothrow);
+        CHECK(ec2 == error::lock_held);
+
+        // A third node down: a majority can no longer be confirmed. The lost
+        // signal fires no later than the deadline published before the kill.
+        const auto bound = g.lease_deadline();
+        f.servers[2]->kill9();
+        auto r2 = co_await (g.until_lost() || sleep_for(4s));
+        const auto at = clock_type::now();
+        CHECK(r2.index() == 0);
+        CHECK(g.lost());
+        CHECK(at <= bound + 50ms);  // the timer's own lateness, not the lock's
+    }, 30s);
+}
+
+TEST_CASE("redlock faults: a paused node slower than the per-node timeout is left out",
+          "[redlock][fault]") {
+    redlock_fleet f(5);
+    asio::io_context ioc;
+    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
+    corolock::mutex a(locks, "rl:pause");
+    // Connect every node before the pause.
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, g] = co_await a.async_acquire({.lease = 5s}, use_nothrow);
+        REQUIRE_FALSE(ec);
+        co_await g.release();
+    }, 30s);
+    f.servers[4]->pause();
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const auto t0 = clock_type::now();
+        auto [ec, g] = co_await a.async_acquire({.lease = 5s}, use_nothrow);
+        const auto now = clock_type::now();
+        const auto took = now - t0;
+        REQUIRE_FALSE(ec);
+        // The round waited for the paused node up to the per-node timeout
+        // (200 ms), no longer (not the command timeout).
+        CHECK(took >= 200ms);
+        CHECK(took < 1s);
+        int held = 0;
+        for (std::size_t i = 0; i < 4; ++i)
+            held += f.servers[i]->cmd1({"EXISTS", lock_key("rl:pause")}) == "1";
+        CHECK(held == 4);
+        // The validity is counted from before the round: what is left paid
+        // for the wait (lease - drift - elapsed).
+        CHECK(g.lease_deadline() - now < 5s - 52ms - 150ms);
+        co_await g.release();
+    }, 30s);
+    f.servers[4]->resume();
+}
+
+TEST_CASE("redlock faults: a node restarted without persistence lets a second holder in",
+          "[redlock][fault]") {
+    // The documented failure mode (docs/redlock.md, "Restarts"): A holds a
+    // bare majority (nodes 0-2; 3 and 4 were down when it acquired), with no
+    // watchdog so that nothing tells it. Node 2 restarts empty, 3 and 4 come
+    // back: B takes 2, 3 and 4 while A is still inside its safe window. Two
+    // holders at once, as documented: only fencing by the resource (which
+    // RedLock cannot give) or persistence with fsync plus a delayed restart
+    // prevents it.
+    redlock_fleet f(5);
+    f.servers[3]->kill9();
+    f.servers[4]->kill9();
+    asio::io_context ioc;
+    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
+    corolock::mutex a(locks, "rl:restart"), b(locks, "rl:restart");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const corolock::lock_options o{.lease = 10s, .wait = 8s, .watchdog = false};
+        auto [ec, g] = co_await a.async_acquire(o, use_nothrow);
+        REQUIRE_FALSE(ec);
+        CHECK(f.holding("rl:restart") == 3);
+        f.servers[2]->restart();
+        f.servers[3]->restart();
+        f.servers[4]->restart();
+        auto [ec2, g2] = co_await b.async_acquire(o, use_nothrow);
+        const auto b_at = clock_type::now();
+        REQUIRE_FALSE(ec2);
+        CHECK(b_at < g.lease_deadline());
+        CHECK_FALSE(g.lost());  // A still believes it holds: the overlap
+        CHECK(f.holding("rl:restart") == 5);  // A's keys on 0, 1; B's on 2, 3, 4
+        co_await g2.release();
+    }, 40s);
+}
