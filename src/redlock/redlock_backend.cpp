@@ -291,6 +291,15 @@ guard redlock_backend::on_granted(const std::shared_ptr<redlock_lock_state>& st,
     st->levels.push_back(level);
     st->held.fetch_add(1, std::memory_order_acq_rel);
     holding_[st->watch_id] = st;
+    // A node's own lost signal (its renewal refused, its deadline passed)
+    // checks the quorum at once, not at the next periodic check. A release
+    // ends these waits (with `released`), and check() ignores an old epoch.
+    for (const guard& g : st->node_guards) {
+        if (!g.owns_lock()) continue;
+        g.async_until_lost([self = shared_from_this(), st, epoch = t->epoch](error_code) {
+            asio::post(self->strand_, [self, st, epoch] { self->check(st, epoch); });
+        });
+    }
     check(st, t->epoch);  // publishes the deadline and arms the checks
     return make_guard(st, level, st->quorum.max_token(), t);
 }

@@ -93,15 +93,18 @@ TEST_CASE("redlock faults: a paused node slower than the per-node timeout is lef
     f.servers[4]->resume();
 }
 
-TEST_CASE("redlock faults: a node restarted without persistence lets a second holder in",
+TEST_CASE("redlock faults: a node restarted without persistence under a bare majority",
           "[redlock][fault]") {
-    // The documented failure mode (docs/redlock.md, "Restarts"): A holds a
-    // bare majority (nodes 0-2; 3 and 4 were down when it acquired), with no
-    // watchdog so that nothing tells it. Node 2 restarts empty, 3 and 4 come
-    // back: B takes 2, 3 and 4 while A is still inside its safe window. Two
-    // holders at once, as documented: only fencing by the resource (which
-    // RedLock cannot give) or persistence with fsync plus a delayed restart
-    // prevents it.
+    // docs/redlock.md, "Restarts": A holds a bare majority (nodes 0-2; 3 and
+    // 4 were down when it acquired), with no watchdog. Node 2 restarts empty
+    // and 3 and 4 come back, so B can take 2, 3 and 4. What stops two
+    // holders here is only that A's client for node 2 checks its held locks
+    // on reconnect, ahead of other traffic on that connection (B's try, in
+    // this process): A's node 2 is lost, a majority can no longer be
+    // confirmed, and A's lost signal has fired when B is granted. A holder
+    // in another process has no such order: there B can be granted before
+    // A's client reconnects (the window the docs state; a test of it through
+    // the fault proxy is still to be written).
     redlock_fleet f(5);
     f.servers[3]->kill9();
     f.servers[4]->kill9();
@@ -113,15 +116,14 @@ TEST_CASE("redlock faults: a node restarted without persistence lets a second ho
         auto [ec, g] = co_await a.async_acquire(o, use_nothrow);
         REQUIRE_FALSE(ec);
         CHECK(f.holding("rl:restart") == 3);
+        const auto a_deadline = g.lease_deadline();
         f.servers[2]->restart();
         f.servers[3]->restart();
         f.servers[4]->restart();
         auto [ec2, g2] = co_await b.async_acquire(o, use_nothrow);
-        const auto b_at = clock_type::now();
         REQUIRE_FALSE(ec2);
-        CHECK(b_at < g.lease_deadline());
-        CHECK_FALSE(g.lost());  // A still believes it holds: the overlap
-        CHECK(f.holding("rl:restart") == 5);  // A's keys on 0, 1; B's on 2, 3, 4
+        CHECK(g.lost());  // told before B's grant...
+        CHECK(clock_type::now() < a_deadline);  // ...by the check, not the expiry
         co_await g2.release();
     }, 40s);
 }
