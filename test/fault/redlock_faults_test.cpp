@@ -27,7 +27,7 @@ namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 }  // namespace
 
-TEST_CASE("redlock faults: two of five nodes die while held, the lock stays; a third loses it",
+TEST_CASE("redlock faults: two of five nodes die while held and the lock stays - a third loses it",
           "[redlock][fault]") {
     redlock_fleet f(5);
     asio::io_context ioc;

@@ -29,7 +29,7 @@ namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 }  // namespace
 
-TEST_CASE("redlock: a majority grants, a second owner is refused, release frees all",
+TEST_CASE("redlock: a majority grants - a second owner is refused - release frees all",
           "[redlock][integration]") {
     const std::size_t n = GENERATE(3, 5);
     redlock_fleet f(n);
