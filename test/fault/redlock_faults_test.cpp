@@ -10,11 +10,15 @@
 #include "support/redlock_fleet.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <catch2/catch.hpp>
+
+#include <optional>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -56,6 +60,42 @@ TEST_CASE("redlock faults: two of five nodes die while held and the lock stays -
         CHECK(g.lost());
         CHECK(at <= bound + 50ms);  // the timer's own lateness, not the lock's
     }, 30s);
+}
+
+TEST_CASE("redlock faults: a waiter gets the lock only after the release while nodes die",
+          "[redlock][fault]") {
+    redlock_fleet f(5);
+    asio::io_context ioc;
+    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
+    corolock::mutex a(locks, "rl:waited"), b(locks, "rl:waited");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const corolock::lock_options o{.lease = 2s, .wait = 15s, .renew_interval = 500ms};
+        auto [ec, g] = co_await a.async_acquire(o, use_nothrow);
+        REQUIRE_FALSE(ec);
+        std::optional<clock_type::time_point> b_at;
+        corolock::guard gb;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto [ec2, g2] = co_await b.async_acquire(o, use_nothrow);
+            CHECK_FALSE(ec2);
+            b_at = clock_type::now();
+            gb = std::move(g2);
+        }, asio::detached);
+        co_await sleep_for(300ms);
+        f.servers[0]->kill9();
+        co_await sleep_for(1s);
+        f.servers[1]->kill9();
+        co_await sleep_for(2500ms);  // past the first lease: renewals keep A's
+        CHECK_FALSE(b_at);
+        CHECK_FALSE(g.lost());
+        const auto released = clock_type::now();
+        auto rel = co_await g.release();
+        CHECK_FALSE(rel);
+        for (int i = 0; i < 200 && !b_at; ++i) co_await sleep_for(10ms);
+        REQUIRE(b_at);
+        CHECK(*b_at >= released);
+        CHECK(f.holding("rl:waited") == 3);
+        co_await gb.release();
+    }, 40s);
 }
 
 TEST_CASE("redlock faults: a paused node slower than the per-node timeout is left out",
