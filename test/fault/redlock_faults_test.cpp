@@ -33,10 +33,8 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 TEST_CASE("redlock faults: two of five nodes die while held and the lock stays - a third loses it",
           "[redlock][fault]") {
-    redlock_fleet f(5);
-    asio::io_context ioc;
-    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
-    corolock::mutex a(locks, "rl:kill"), b(locks, "rl:kill");
+    redlock_case c(5, "rl:kill");
+    auto& [f, ioc, locks, a, b] = c;
     run_async(ioc, [&]() -> asio::awaitable<void> {
         const corolock::lock_options o{.lease = 2s, .renew_interval = 500ms};
         auto [ec, g] = co_await a.async_acquire(o, use_nothrow);
@@ -64,10 +62,8 @@ TEST_CASE("redlock faults: two of five nodes die while held and the lock stays -
 
 TEST_CASE("redlock faults: a waiter gets the lock only after the release while nodes die",
           "[redlock][fault]") {
-    redlock_fleet f(5);
-    asio::io_context ioc;
-    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
-    corolock::mutex a(locks, "rl:waited"), b(locks, "rl:waited");
+    redlock_case c(5, "rl:waited");
+    auto& [f, ioc, locks, a, b] = c;
     run_async(ioc, [&]() -> asio::awaitable<void> {
         const corolock::lock_options o{.lease = 2s, .wait = 15s, .renew_interval = 500ms};
         auto [ec, g] = co_await a.async_acquire(o, use_nothrow);
@@ -100,10 +96,8 @@ TEST_CASE("redlock faults: a waiter gets the lock only after the release while n
 
 TEST_CASE("redlock faults: a paused node slower than the per-node timeout is left out",
           "[redlock][fault]") {
-    redlock_fleet f(5);
-    asio::io_context ioc;
-    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
-    corolock::mutex a(locks, "rl:pause");
+    redlock_case c(5, "rl:pause");
+    auto& [f, ioc, locks, a, b] = c;
     // Connect every node before the pause.
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ec, g] = co_await a.async_acquire({.lease = 5s}, use_nothrow);
@@ -145,12 +139,10 @@ TEST_CASE("redlock faults: a node restarted without persistence under a bare maj
     // in another process has no such order: there B can be granted before
     // A's client reconnects (the window the docs state; a test of it through
     // the fault proxy is still to be written).
-    redlock_fleet f(5);
-    f.servers[3]->kill9();
-    f.servers[4]->kill9();
-    asio::io_context ioc;
-    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
-    corolock::mutex a(locks, "rl:restart"), b(locks, "rl:restart");
+    redlock_case c(5, "rl:restart");
+    auto& [f, ioc, locks, a, b] = c;
+    c.f.servers[3]->kill9();
+    c.f.servers[4]->kill9();
     run_async(ioc, [&]() -> asio::awaitable<void> {
         const corolock::lock_options o{.lease = 10s, .wait = 8s, .watchdog = false};
         auto [ec, g] = co_await a.async_acquire(o, use_nothrow);

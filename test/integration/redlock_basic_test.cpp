@@ -62,10 +62,8 @@ TEST_CASE("redlock: a majority grants - a second owner is refused - release free
 }
 
 TEST_CASE("redlock: a waiter gets the lock when the holder releases", "[redlock][integration]") {
-    redlock_fleet f(3);
-    asio::io_context ioc;
-    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
-    corolock::mutex a(locks, "rl:wait"), b(locks, "rl:wait");
+    redlock_case c(3, "rl:wait");
+    auto& [f, ioc, locks, a, b] = c;
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ec, g] = co_await a.async_acquire({.lease = 5s}, use_nothrow);
         REQUIRE_FALSE(ec);

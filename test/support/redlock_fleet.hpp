@@ -5,6 +5,11 @@
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
+#include <corolock/backend.hpp>
+#include <corolock/mutex.hpp>
+
+#include <boost/asio/io_context.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +33,20 @@ struct redlock_fleet {
         return n;
     }
     std::vector<std::unique_ptr<redis_server>> servers;
+};
+
+// A fleet, a RedLock backend over it, and two handles (two owners) of one
+// lock name: the setting of most RedLock cases.
+struct redlock_case {
+    redlock_case(std::size_t nodes, const std::string& name)
+        : f(nodes),
+          locks(corolock::backend::redlock(ioc.get_executor(), f.urls())),
+          a(locks, name),
+          b(locks, name) {}
+    redlock_fleet f;
+    boost::asio::io_context ioc;
+    corolock::backend locks;
+    corolock::mutex a, b;
 };
 
 }  // namespace corolock::test
