@@ -5,6 +5,7 @@
 #include "core/backend.hpp"
 #include "etcd/etcd_backend.hpp"
 #include "redis/redis_backend.hpp"
+#include "redlock/redlock_backend.hpp"
 
 #include <boost/system/system_error.hpp>
 
@@ -61,6 +62,11 @@ backend::backend(executor_type ex, std::string_view url, const backend_config& c
 
 backend::backend(executor_type ex, const config& cfg)
     : impl_(detail::connect_redis(std::move(ex), cfg)), owning_(true) {}
+
+backend backend::redlock(executor_type ex, const std::vector<std::string>& urls,
+                         const backend_config& cfg) {
+    return backend(detail::connect_redlock(std::move(ex), urls, cfg.holder_label), true);
+}
 
 backend::backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept
     : impl_(std::move(impl)), owning_(owning) {}

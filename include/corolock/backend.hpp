@@ -42,6 +42,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace corolock {
 
@@ -96,6 +97,14 @@ public:
     // when cfg.validate() fails.
     backend(executor_type ex, const config& cfg);
 
+    // RedLock (docs/redlock.md): one lock held on a majority of independent
+    // Redis nodes, each any Redis URL above (3 or 5 of them). The mutex kind
+    // only: the other kinds throw error::invalid_argument when made. Throws
+    // as the URL constructor does for a bad URL, error::invalid_argument for
+    // an empty list.
+    static backend redlock(executor_type ex, const std::vector<std::string>& urls,
+                           const backend_config& cfg = {});
+
     // A handle on a backend owned elsewhere (see client::lock_backend()):
     // destroying it does not stop the backend. For corolock's own layers.
     backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept;
@@ -109,7 +118,8 @@ public:
 
     executor_type get_executor() const noexcept;
     // The URL scheme that names this kind of backend: "redis", "rediss",
-    // "redis+sentinel", "redis+cluster" (or "rediss+..."), "etcd", "etcds".
+    // "redis+sentinel", "redis+cluster" (or "rediss+..."), "etcd", "etcds",
+    // "redlock".
     std::string_view scheme() const noexcept;
     // The lock layer's metrics (see metrics.hpp). Any thread.
     metrics_snapshot metrics() const noexcept;

@@ -1,0 +1,117 @@
+// The RedLock backend: one lock name held on a majority of N independent
+// Redis nodes (docs/redlock.md), behind the core's seam, so that
+// corolock::mutex, its guard, lost signal and cancellation work unchanged.
+//
+// Composition: each node is a Redis backend of its own (any URL corolock
+// accepts), and a RedLock handle holds one corolock::mutex per node. A round
+// tries the mutex on every node at once (its acquire script, its owner
+// check), each bounded by the per-node timeout (a cancelled try gives a late
+// grant back, as every corolock acquire does). redlock_quorum decides; a
+// failed round releases everywhere at once and retries after a random delay.
+// While held, every node's own watchdog renews its key; this backend reads
+// the node guards' deadlines and lost flags at each check and publishes the
+// quorum's deadline (the earliest moment a majority could expire the key) as
+// the RedLock tenure's.
+//
+// First slice: the mutex kind only; retries poll (no pub/sub wake-up yet);
+// a re-entry joins the live tenure without a round.
+#pragma once
+
+#include "core/backend.hpp"
+#include "redlock/quorum.hpp"
+
+#include <corolock/backend.hpp>
+#include <corolock/guard.hpp>
+#include <corolock/mutex.hpp>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace corolock::detail {
+
+struct redlock_options {
+    using duration = std::chrono::steady_clock::duration;
+    // A node that has not answered a round's try within this is counted
+    // failed (its late grant is given back).
+    duration node_timeout = std::chrono::milliseconds(200);
+    // A failed round waits a random delay in [retry_min, retry_max].
+    duration retry_min = std::chrono::milliseconds(50);
+    duration retry_max = std::chrono::milliseconds(250);
+};
+
+struct redlock_lock_state final : lock_state {
+    redlock_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
+                       const std::vector<corolock::backend>& nodes);
+
+    std::vector<mutex> members;  // one per node, in the nodes' order
+    // --- strand only: the live tenure's ---
+    std::vector<guard> node_guards;  // per node; empty where not held
+    redlock_quorum quorum;
+    std::unique_ptr<boost::asio::steady_timer> check_timer;
+};
+
+class redlock_backend final : public lock_backend,
+                              public std::enable_shared_from_this<redlock_backend> {
+public:
+    // `nodes`: 1 or more independent Redis backends (3 or 5 for RedLock).
+    redlock_backend(boost::asio::any_io_executor ex, std::vector<backend> nodes,
+                    redlock_options opts);
+
+    boost::asio::any_io_executor get_executor() const noexcept override { return executor_; }
+    const strand_type& strand() const noexcept override { return strand_; }
+    bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
+    spdlog::logger& log() const noexcept override { return nodes_.front().impl()->log(); }
+    void stop() noexcept override;
+    std::string_view scheme() const noexcept override { return "redlock"; }
+    metrics_snapshot metrics() const noexcept override { return {}; }
+
+    using lock_backend::make_state;
+    std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
+    void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
+                 const acquire_request& req, bool try_once, acquire_handler handler,
+                 bool direct) override;
+    void release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                 std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
+    void release_in_background(const std::shared_ptr<lock_state>& st,
+                               std::uint64_t level) override;
+    void drain(clock::duration bound, release_handler handler, bool direct) override;
+
+    const redlock_options& options() const noexcept { return opts_; }
+    std::size_t size() const noexcept { return nodes_.size(); }
+
+private:
+    class round_op;
+    friend class round_op;
+    // A round was granted: begin the tenure (or join a re-entry to it).
+    guard on_granted(const std::shared_ptr<redlock_lock_state>& st, const lease_terms& terms,
+                     std::vector<guard> node_guards);
+    // Re-reads the node guards into the quorum, publishes its deadline, and
+    // loses the tenure when a majority can no longer be confirmed.
+    void check(const std::shared_ptr<redlock_lock_state>& st, std::uint64_t epoch);
+    void lose_tenure(const std::shared_ptr<redlock_lock_state>& st, const char* why);
+    // Ends the tenure locally and releases every node's guard at once;
+    // `done` (may be empty) hears success, or lock_lost for a lost tenure.
+    void end_tenure(const std::shared_ptr<redlock_lock_state>& st, release_handler done,
+                    bool direct);
+
+    boost::asio::any_io_executor executor_;
+    strand_type strand_;
+    std::vector<backend> nodes_;
+    redlock_options opts_;
+    std::atomic<bool> stopped_{false};
+    std::map<std::uint64_t, std::weak_ptr<redlock_lock_state>> holding_;  // strand only
+};
+
+// A RedLock backend over `urls` (each a Redis URL, any topology), opened
+// with holder_label. Throws system_error(invalid_argument) for fewer than
+// one URL, or what a node's URL throws.
+std::shared_ptr<lock_backend> connect_redlock(boost::asio::any_io_executor ex,
+                                              const std::vector<std::string>& urls,
+                                              std::string_view holder_label,
+                                              redlock_options opts = {});
+
+}  // namespace corolock::detail
