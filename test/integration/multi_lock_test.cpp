@@ -188,6 +188,44 @@ TEST_CASE("multi_lock: cancelled while waiting for a later member, it leaves not
     c.stop();
 }
 
+TEST_CASE("multi_lock: a member lost while a later one is awaited fails the set, none held",
+          "[multi][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex other(c, "ll:2");
+        auto blocker = co_await other.acquire({.lease = 10s});
+        multi_lock ml(c, {"ll:2", "ll:1"});
+        std::optional<error_code> result;
+        bool guard_empty = false;
+        int held_at_answer = -1;
+        ml.async_acquire({.lease = 1s, .wait = 8s}, [&](error_code ec, multi_guard g) {
+            result = ec;
+            guard_empty = !g.owns_lock();
+            held_at_answer = held_on_server(server, {"ll:1", "ll:2"});
+        });
+        // ll:1 is taken, ll:2 waited on; then ll:1's key is deleted behind
+        // the acquire, and its renewal finds it gone within the lease.
+        const bool first_taken = co_await eventually(
+            [&] { return server.cmd1({"EXISTS", lock_key("ll:1")}) == "1"; }, 2000ms);
+        REQUIRE(first_taken);
+        CHECK(server.cmd1({"DEL", lock_key("ll:1")}) == "1");
+        co_await sleep_for(1500ms);
+        CHECK_FALSE(result.has_value());
+
+        // ll:2 is granted next, but the set was never whole: lock_lost, and
+        // ll:2 is given back before the answer.
+        co_await blocker.release();
+        const bool answered = co_await eventually([&] { return result.has_value(); }, 3000ms);
+        REQUIRE(answered);
+        CHECK(*result == error::lock_lost);
+        CHECK(guard_empty);
+        CHECK(held_at_answer == 0);
+    }, 20s);
+    c.stop();
+}
+
 TEST_CASE("multi_lock: a cancellation emitted before the acquire first ran is kept",
           "[multi][integration]") {
     redis_server server;
