@@ -66,6 +66,9 @@ corolock::config make_config(const options& o) {
     corolock::config c;
     c.host = "127.0.0.1";  // benchmarks only ever talk to a local throwaway server
     c.port = o.port;
+    // Generous: under heaptrack the first connect takes longer than the
+    // default second.
+    c.connect_timeout = std::chrono::seconds(20);
     return c;
 }
 
