@@ -693,6 +693,8 @@ asio::awaitable<void> scenario_s3(const options& o, metrics& m) {
 // ---------------------------------------------------------------------------
 // S4: ten thousand waiters on one name.
 
+// Each command's calls under its name, and the server's time in it (µs,
+// inner commands of a script included) under "<name>:usec".
 std::map<std::string, std::uint64_t> parse_commandstats(const std::string& text) {
     // Lines look like "cmdstat_evalsha:calls=12,usec=34,...".
     std::map<std::string, std::uint64_t> calls;
@@ -702,7 +704,10 @@ std::map<std::string, std::uint64_t> parse_commandstats(const std::string& text)
         const auto colon = line.find(':');
         const auto at = line.find("calls=");
         if (colon == std::string::npos || at == std::string::npos) continue;
-        calls[line.substr(8, colon - 8)] = std::stoull(line.substr(at + 6));
+        const auto name = line.substr(8, colon - 8);
+        calls[name] = std::stoull(line.substr(at + 6));
+        const auto usec = line.find("usec=");
+        if (usec != std::string::npos) calls[name + ":usec"] = std::stoull(line.substr(usec + 5));
     }
     return calls;
 }
@@ -738,7 +743,8 @@ std::uint64_t script_delta(const std::map<std::string, std::uint64_t>& a,
                            const std::map<std::string, std::uint64_t>& b) {
     std::uint64_t n = 0;
     for (const auto& [cmd, calls] : b) {
-        if (cmd == "info" || std::find(top_level.begin(), top_level.end(), cmd) != top_level.end())
+        if (cmd == "info" || cmd.find(':') != std::string::npos ||
+            std::find(top_level.begin(), top_level.end(), cmd) != top_level.end())
             continue;
         n += delta(a, b, cmd);
     }
@@ -1191,11 +1197,26 @@ asio::awaitable<void> scenario_fair_handoff(const options& o, metrics& m) {
         c.stop();
     }
     const auto ping = summarize(std::move(ping_us));
+    // The server's share of a handoff: the time it spent in scripts (the
+    // holder's release, the waiter's queue entry and its renewals, and for
+    // the mutex the waiter's re-acquire), per handoff.
+    corolock::client probe{ex, make_config(o)};
+    const auto stats_0 = co_await commandstats(probe);
     const auto fair = measure_handoff<corolock::fair_mutex>(o, "bench:f1:fair:" + id, run, error);
+    const auto stats_1 = co_await commandstats(probe);
     const auto plain = measure_handoff<corolock::mutex>(o, "bench:f1:mutex:" + id, run, error);
+    const auto stats_2 = co_await commandstats(probe);
+    probe.stop();
+    auto per_handoff = [](std::uint64_t v, const summary& s) {
+        return s.n > 0 ? static_cast<double>(v) / static_cast<double>(s.n) : 0.0;
+    };
     add_summary(m, "ping", ping);
     add_summary(m, "fair_handoff", fair);
     add_summary(m, "mutex_handoff", plain);
+    m.number("fair_scripts_per_handoff", per_handoff(delta(stats_0, stats_1, "evalsha"), fair));
+    m.number("fair_script_us_per_handoff", per_handoff(delta(stats_0, stats_1, "evalsha:usec"), fair));
+    m.number("mutex_scripts_per_handoff", per_handoff(delta(stats_1, stats_2, "evalsha"), plain));
+    m.number("mutex_script_us_per_handoff", per_handoff(delta(stats_1, stats_2, "evalsha:usec"), plain));
     m.number("fair_over_ping_p50", ping.p50 > 0 ? fair.p50 / ping.p50 : 0);
     m.number("mutex_over_ping_p50", ping.p50 > 0 ? plain.p50 / ping.p50 : 0);
     if (!error.empty()) m.text("errors", error);
