@@ -12,15 +12,19 @@ namespace {
 // "<expiry ms> <seq> <lease ms> <level> <holder>"). A fair hash has four
 // fields that are not levels: owner, fence, kind, holder.
 constexpr std::string_view prelude_lua = R"lua(
-local function num(n) return string.format('%.0f', n) end
+local function num(n) return string.format('%d', n) end
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
+-- The lock's owner and kind, in one read.
+local function owner_and_kind()
+  local v = redis.call('HMGET', KEYS[1], 'owner', 'kind')
+  return v[1], v[2]
+end
 -- WRONGTYPE unless the lock key is free or a fair mutex's hash.
-local function not_fair(owner)
+local function not_fair(owner, kind)
   if owner then
-    local kind = redis.call('HGET', KEYS[1], 'kind')
     if kind == 'fair' then return nil end
     return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is held as a ' .. (kind or 'mutex') ..
                              ', not a fair mutex; the key was left untouched')
@@ -31,22 +35,17 @@ local function not_fair(owner)
   end
   return nil
 end
--- The fencing token, as the mutex mints it: max(last + 1, server time in µs).
-local function mint(now)
-  local token = redis.call('INCR', KEYS[2])
-  if now > token then
-    token = now
-    redis.call('SET', KEYS[2], num(token))
-  end
-  return token
-end
--- Gives the free lock to `who` for `lease` ms: a new tenure.
+-- Gives the lock to `who` for `lease` ms: a new tenure. The hash holds no
+-- level (it is new, or the releaser's only level is gone), so the five
+-- fields written are all it has. Returns the token and its digits.
 local function grant(who, level, lease, holder, now)
-  local token = mint(now)
-  redis.call('HSET', KEYS[1], 'owner', who, 'fence', num(token), 'l:' .. level, num(token),
-             'kind', 'fair', 'holder', num(now) .. ' ' .. holder)
+  local token, text = mint_token(KEYS[2], now)
+  local since = text
+  if token ~= now then since = num(now) end
+  redis.call('HSET', KEYS[1], 'owner', who, 'fence', text, 'l:' .. level, text,
+             'kind', 'fair', 'holder', since .. ' ' .. holder)
   redis.call('PEXPIRE', KEYS[1], lease)
-  return token
+  return token, text
 end
 local function leave(who)
   redis.call('ZREM', KEYS[3], who)
@@ -90,15 +89,15 @@ constexpr std::string_view acquire_lua = R"lua(
 if not string.match(ARGV[6], '^%-?%d+$') then
   return redis.error_reply('ERR the seq argument must be an integer')
 end
-local owner = redis.call('HGET', KEYS[1], 'owner')
-local bad = not_fair(owner)
+local owner, kind = owner_and_kind()
+local bad = not_fair(owner, kind)
 if bad then return bad end
 local now = now_us()
 local lease = tonumber(ARGV[2])
 if owner == ARGV[1] then
   -- Re-entry; also a handoff whose message this attempt overtook.
-  local token = mint(now)
-  redis.call('HSET', KEYS[1], 'fence', num(token), 'l:' .. ARGV[3], num(token))
+  local token, text = mint_token(KEYS[2], now)
+  redis.call('HSET', KEYS[1], 'fence', text, 'l:' .. ARGV[3], text)
   local pttl = redis.call('PTTL', KEYS[1])
   if pttl < lease then
     redis.call('PEXPIRE', KEYS[1], lease)
@@ -110,7 +109,8 @@ local now_ms = math.floor(now / 1000)
 local first = head(now_ms)
 if not owner and (not first or first == ARGV[1]) then
   if first then leave(first) end
-  return {1, grant(ARGV[1], ARGV[3], lease, ARGV[4] or '', now), 1, lease, 1}
+  local token = grant(ARGV[1], ARGV[3], lease, ARGV[4] or '', now)
+  return {1, token, 1, lease, 1}
 end
 local entry_lease = tonumber(ARGV[5])
 local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
@@ -143,31 +143,43 @@ return {0, 0, levels, cap, 0}
 // counts that message. With nobody queued, a full release publishes the
 // owner id, as the mutex's does.
 constexpr std::string_view release_lua = R"lua(
-local owner = redis.call('HGET', KEYS[1], 'owner')
-local bad = not_fair(owner)
+local owner, kind = owner_and_kind()
+local bad = not_fair(owner, kind)
 if bad then return bad end
 local status = 0
+-- Whether the hash still holds the releaser's fields, which a grant in
+-- this script would overwrite all of (its only level was removed), or
+-- other levels too, which must go first.
+local stale = false
 if owner == ARGV[1] then
   if ARGV[2] ~= '*' then
     if redis.call('HDEL', KEYS[1], 'l:' .. ARGV[2]) == 0 then return {3, 0} end
     if redis.call('HLEN', KEYS[1]) > 4 then return {2, 0} end
+  else
+    stale = true
   end
-  redis.call('DEL', KEYS[1])
   status = 1
 elseif owner then
   status = -1
 end
-leave(ARGV[1])
+-- The caller's queue entry, if it has one (a cancelled wait). An entry's
+-- two halves are written and removed together; a queue member without its
+-- entry is pruned by head().
+if redis.call('HDEL', KEYS[4], ARGV[1]) == 1 then redis.call('ZREM', KEYS[3], ARGV[1]) end
 if status == -1 then return {-1, 0} end
 local now = now_us()
 local who, seq, lease, level, holder = head(math.floor(now / 1000))
 if not who then
-  if status == 1 then return {1, redis.call('PUBLISH', ARGV[3], ARGV[1])} end
+  if status == 1 then
+    redis.call('DEL', KEYS[1])
+    return {1, redis.call('PUBLISH', ARGV[3], ARGV[1])}
+  end
   return {0, 0}
 end
+if stale then redis.call('DEL', KEYS[1]) end
 leave(who)
-local token = grant(who, level, tonumber(lease), holder, now)
-return {status, redis.call('PUBLISH', ARGV[3], '>' .. who .. ' ' .. level .. ' ' .. num(token) ..
+local _, text = grant(who, level, tonumber(lease), holder, now)
+return {status, redis.call('PUBLISH', ARGV[3], '>' .. who .. ' ' .. level .. ' ' .. text ..
                                                 ' ' .. seq)}
 )lua";
 
@@ -177,16 +189,21 @@ bool parse_number(std::string_view text, T& out) noexcept {
     return ec == std::errc() && end == text.data() + text.size() && !text.empty();
 }
 
+// The token minting of every kind, then the fair scripts' own prelude.
+std::string with_prelude(std::string_view body) {
+    return std::string(token_minting_lua()).append(prelude_lua).append(body);
+}
+
 }  // namespace
 
 const script& fair_acquire_script() {
-    static const std::string source = std::string(prelude_lua).append(acquire_lua);
+    static const std::string source = with_prelude(acquire_lua);
     static const script s = make_script("fair_acquire", source);
     return s;
 }
 
 const script& fair_release_script(bool shard) {
-    static const std::string source = std::string(prelude_lua).append(release_lua);
+    static const std::string source = with_prelude(release_lua);
     static const script s = make_script("fair_release", source);
     static const std::string shard_source = sharded_publish(source);
     static const script sharded_s = make_script("fair_release", shard_source);

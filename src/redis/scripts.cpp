@@ -51,15 +51,20 @@ end
 
 // The next fencing token of counter `key` at server time `now` (µs), a
 // hybrid logical clock: max(last + 1, now), stored back when the clock
-// is ahead. Every script that grants anything mints its token here.
+// is ahead. Every script that grants anything mints its token here. Also
+// returns the token as decimal digits, formatted once: '%d' (a C long on
+// the 64-bit servers Redis runs on) rather than '%.0f', whose float
+// conversion costs about twice as much.
 constexpr std::string_view mint_token_lua = R"lua(
 local function mint_token(key, now)
   local token = redis.call('INCR', key)
   if now > token then
     token = now
-    redis.call('SET', key, string.format('%.0f', token))
+    local text = string.format('%d', token)
+    redis.call('SET', key, text)
+    return token, text
   end
-  return token
+  return token, string.format('%d', token)
 end
 )lua";
 
@@ -155,14 +160,13 @@ if fields > 0 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local token = mint_token(KEYS[2], now)
-local fence = string.format('%.0f', token)
+local token, fence = mint_token(KEYS[2], now)
 local lease = tonumber(ARGV[2])
 if fields == 0 then
   -- A new tenure: the key did not exist, so it has no TTL yet. The token
   -- is usually the time itself, already formatted.
   local since = fence
-  if token ~= now then since = string.format('%.0f', now) end
+  if token ~= now then since = string.format('%d', now) end
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'l:' .. ARGV[3], fence,
              'holder', since .. ' ' .. (ARGV[4] or ''))
   redis.call('PEXPIRE', KEYS[1], lease)
