@@ -31,12 +31,13 @@ std::shared_ptr<spdlog::logger> make_logger(int verbosity) {
     return logger;
 }
 
-config tool_config(const common_options& o) {
-    config cfg = o.cfg;
+config tool_config(const common_options& o) { return tool_config(o.cfg, o.verbosity); }
+
+config tool_config(config cfg, int verbosity) {
     // Short bounds: see defaults::command_timeout.
     if (cfg.connect_timeout.count() == 0) cfg.connect_timeout = defaults::connect_timeout;
     if (cfg.command_timeout.count() == 0) cfg.command_timeout = defaults::command_timeout;
-    cfg.logger = make_logger(o.verbosity);
+    cfg.logger = make_logger(verbosity);
     if (cfg.client_name.empty()) cfg.client_name = "corolock-cli";
     return cfg;
 }
@@ -90,6 +91,14 @@ std::string describe_server(const config& cfg) {
 std::string_view service_name(const common_options& o) { return o.etcd ? "etcd" : "Redis"; }
 
 std::string service_at(const common_options& o) {
+    if (o.redlock()) {
+        std::string out = "RedLock on Redis at ";
+        for (std::size_t i = 0; i < o.nodes.size(); ++i) {
+            if (i > 0) out += ", ";
+            out += describe_server(o.nodes[i]);
+        }
+        return out;
+    }
     return std::string(service_name(o)) + " at " +
            (o.etcd ? o.etcd_endpoints : describe_server(o.cfg));
 }
