@@ -80,6 +80,10 @@ std::string url();
 std::optional<duration> parse_duration(std::string_view text, std::string& why);
 std::string format_duration(duration d);
 
+// "host:port" for messages (arguments.cpp) (never the password); for a Sentinel URL its
+// service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
+std::string describe_server(const config& cfg);
+
 // A usage error: what was wrong, in words a user can act on.
 struct usage_error {
     std::string command;  // "run", "status", ... or empty for the top level
@@ -200,9 +204,6 @@ duration request_timeout(const common_options& o);
 std::unique_ptr<detail::etcd::admin> make_etcd_admin(boost::asio::any_io_executor ex,
                                                      const common_options& o);
 
-// "host:port" for messages (never the password); for a Sentinel URL its
-// service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
-std::string describe_server(const config& cfg);
 // "Redis" or "etcd": the service the URL names, for messages.
 std::string_view service_name(const common_options& o);
 // "Redis at host:port" or "etcd at host:port[,...]", for messages.

@@ -201,3 +201,54 @@ TEST_CASE("cli: run -s and -x take a shared mutex's levels, as flock -s and -x",
         CHECK(contains(err->message, says));
     }
 }
+
+TEST_CASE("cli: run with several NAMEs takes them in canonical order, duplicates merged",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "b", "a", "c", "a", "--", "true"}, cmd).has_value());
+    CHECK(cmd.run.names == std::vector<std::string>{"a", "b", "c"});
+    CHECK(cmd.run.several());
+    CHECK(cmd.run.name == "a,b,c");
+    cli::parsed_command one;
+    REQUIRE_FALSE(parse({"run", "job", "job", "--", "true"}, one).has_value());
+    CHECK_FALSE(one.run.several());
+    CHECK(one.run.name == "job");
+}
+
+TEST_CASE("cli: several --url make a RedLock of an odd number of distinct servers",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "--url", "redis://h1:1", "--url", "redis://h2:2", "--url",
+                         "redis://h3:3", "job", "--", "true"},
+                        cmd)
+                      .has_value());
+    REQUIRE(cmd.run.common.redlock());
+    REQUIRE(cmd.run.common.nodes.size() == 3);
+    CHECK(cmd.run.common.nodes[2].host == "h3");
+    CHECK(cmd.run.common.nodes[2].port == 3);
+    cli::parsed_command single;
+    REQUIRE_FALSE(parse({"run", "--url", "redis://h1:1", "job", "--", "true"}, single).has_value());
+    CHECK_FALSE(single.run.common.redlock());
+    const std::vector<std::pair<std::vector<std::string_view>, std::string>> bad = {
+        {{"run", "--url", "redis://h1", "--url", "redis://h2", "x", "--", "true"},
+         "RedLock needs at least 3 --url"},
+        {{"run", "--url", "redis://h1", "--url", "redis://h2", "--url", "redis://h3", "--url",
+          "redis://h4", "x", "--", "true"},
+         "odd number of --url"},
+        {{"run", "--url", "redis://h1:1", "--url", "redis://h2", "--url", "redis://h1:1", "x",
+          "--", "true"},
+         "--url #3 names h1:1 again"},
+        {{"run", "--url", "redis://h1", "--url", "redis+cluster://h2:7000", "--url", "redis://h3",
+          "x", "--", "true"},
+         "--url #2 is a Redis Cluster"},
+        {{"status", "--url", "redis://h1", "--url", "redis://h2", "--url", "redis://h3", "x"},
+         "status reads one server"},
+    };
+    for (const auto& [args, says] : bad) {
+        cli::parsed_command c;
+        const auto err = parse(args, c);
+        REQUIRE(err);
+        INFO(err->message);
+        CHECK(contains(err->message, says));
+    }
+}
