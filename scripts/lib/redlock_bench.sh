@@ -2,7 +2,8 @@
 # "RedLock"), run by run_redlock against five throwaway redis-servers (the
 # 3-node RedLock uses the first three). Reads bench.sh's mode, build_dir,
 # run_dir, plots, update_docs, bench (corolock_bench, for the acquire
-# script's SCRIPT LOAD) and bench_topology (corolock_bench_topology).
+# script's SCRIPT LOAD) and bench_topology (corolock_bench_topology); uses
+# topology_value and topology_median of topology_bench.sh, sourced before.
 #
 #  R1 uncontended cycles: one coroutine, acquire -> release on fresh names,
 #     on a RedLock of 3 and of 5 nodes and on the single-node mutex of the
@@ -25,10 +26,6 @@ redlock_nodes_stop() {
   for pid in "${REDLOCK_PIDS[@]}"; do stop_pid "$pid"; done
   REDLOCK_PIDS=()
 }
-
-# "key<TAB>value" file, key -> value (empty when absent).
-redlock_value() { awk -F'\t' -v k="$2" '$1 == k { print $2 }' "$1"; }
-redlock_median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
 redlock_flush() {
   local p
@@ -76,8 +73,8 @@ run_redlock() {
         >"$dir/evalsha_c1.n$n.$round.csv" || echo "bench: R1 round $round: redis-benchmark failed" >&2
       ((round % 2 == 1)) && r1_round
       local rl one ev
-      rl=$(redlock_value "$dir/r1.n$n.$round.tsv" redlock_cycles_per_s)
-      one=$(redlock_value "$dir/r1.n$n.$round.tsv" single_cycles_per_s)
+      rl=$(topology_value "$dir/r1.n$n.$round.tsv" redlock_cycles_per_s)
+      one=$(topology_value "$dir/r1.n$n.$round.tsv" single_cycles_per_s)
       ev=$(awk -F'","' 'NR == 2 { print $2 }' "$dir/evalsha_c1.n$n.$round.csv")
       r1_rl+=("$rl")
       r1_single+=("$one")
@@ -86,11 +83,11 @@ run_redlock() {
       [[ -n $rl && -n $ev ]] && over_eval+=("$(awk -v a="$rl" -v b="$ev" 'BEGIN { print 2 * a / b }')")
     done
     local m_single m_eval m_rl m_one m_ev
-    m_single=$(printf '%s\n' "${over_single[@]}" | redlock_median)
-    m_eval=$(printf '%s\n' "${over_eval[@]}" | redlock_median)
-    m_rl=$(printf '%s\n' "${r1_rl[@]}" | redlock_median)
-    m_one=$(printf '%s\n' "${r1_single[@]}" | redlock_median)
-    m_ev=$(printf '%s\n' "${r1_eval[@]}" | redlock_median)
+    m_single=$(printf '%s\n' "${over_single[@]}" | topology_median)
+    m_eval=$(printf '%s\n' "${over_eval[@]}" | topology_median)
+    m_rl=$(printf '%s\n' "${r1_rl[@]}" | topology_median)
+    m_one=$(printf '%s\n' "${r1_single[@]}" | topology_median)
+    m_ev=$(printf '%s\n' "${r1_eval[@]}" | topology_median)
     echo "bench:   R1 rounds (RedLock cycles/s, single-node cycles/s, EVALSHA/s): $(paste -d, <(printf '%s\n' "${r1_rl[@]}") <(printf '%s\n' "${r1_single[@]}") <(printf '%s\n' "${r1_eval[@]}") | paste -sd' ')"
     echo "bench:   R1 RedLock/single = ${m_single:-n/a}, 2 x RedLock cycles/s / EVALSHA/s = ${m_eval:-n/a} (medians of ${#over_single[@]} rounds)"
 
@@ -105,8 +102,8 @@ run_redlock() {
     ping_us=$(awk -F'","' 'NR == 2 { print $5 * 1000 }' "$dir/ping_c1.n$n.csv")
     local k
     for k in redlock_ single_; do
-      echo "bench:   R2 ${k%_}: $(redlock_value "$dir/r2.n$n.tsv" "${k}handoffs") handoffs, p50 $(redlock_value "$dir/r2.n$n.tsv" "${k}handoff_p50_us") us," \
-        "p90 $(redlock_value "$dir/r2.n$n.tsv" "${k}handoff_p90_us") us, p99 $(redlock_value "$dir/r2.n$n.tsv" "${k}handoff_p99_us") us" \
+      echo "bench:   R2 ${k%_}: $(topology_value "$dir/r2.n$n.tsv" "${k}handoffs") handoffs, p50 $(topology_value "$dir/r2.n$n.tsv" "${k}handoff_p50_us") us," \
+        "p90 $(topology_value "$dir/r2.n$n.tsv" "${k}handoff_p90_us") us, p99 $(topology_value "$dir/r2.n$n.tsv" "${k}handoff_p99_us") us" \
         "(PING p50 ${ping_us:-n/a} us)"
     done
     local r2

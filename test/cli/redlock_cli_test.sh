@@ -18,28 +18,18 @@ python=${COROLOCK_PYTHON:-python3}
 
 tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-redlock-cli-test.XXXXXX")
 
-# The shared harness (assertions, spawn/reap, free_port, cl, ...) and the
-# throwaway server helper: throwaway_redis_start, stop_pid.
+# The shared harness (assertions, spawn/reap, free_port, start_nodes, rcli,
+# cl, ...).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-node_pids=()
-node_ports=()
-
 cleanup() {
-  local pid
   stop_started
-  for pid in "${node_pids[@]}"; do stop_pid "$pid"; done
+  stop_nodes
   rm -rf "$tmp_dir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-rcli() {  # PORT ARGS...
-  local p=$1
-  shift
-  timeout 5 "$redis_cli" -h 127.0.0.1 -p "$p" "$@"
-}
 
 # How many of the three nodes hold NAME's key.
 holders() {  # NAME
@@ -51,12 +41,7 @@ holders() {  # NAME
 }
 held_on() { [ "$(holders "$1")" = "$2" ]; }  # NAME COUNT
 
-for i in 1 2 3; do
-  mkdir -p "$tmp_dir/node$i"
-  throwaway_redis_start "$tmp_dir/node$i" || exit 1
-  node_pids+=("$REDIS_PID")
-  node_ports+=("$REDIS_PORT")
-done
+start_nodes 3 || exit 1
 u1="redis://127.0.0.1:${node_ports[0]}"
 u2="redis://127.0.0.1:${node_ports[1]}"
 u3="redis://127.0.0.1:${node_ports[2]}"
