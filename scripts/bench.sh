@@ -4,14 +4,15 @@
 # ratios. Benchmarks are not tests: nothing here fails on a slow figure.
 #
 #   scripts/bench.sh                 # full run (about 140 seconds after the build,
-#                                    # and about 100 more for the topology scenarios)
+#                                    # about 100 more for the topology scenarios
+#                                    # and 65 more for RedLock's)
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
 #   COROLOCK_BENCH_S1_CPUS=shared scripts/bench.sh   # S1's CPU placement (below)
 #   scripts/bench.sh --topology      # only the Redis Cluster and Sentinel
 #                                    # scenarios C1, C2, T1 (about 100 s)
-#                                    # and RedLock's R1, R2 (about 60 s)
+#                                    # and RedLock's R1, R2 (about 65 s)
 #   scripts/bench.sh --redlock       # only the RedLock scenarios R1, R2
 #   scripts/bench.sh --no-topology   # everything but C1, C2, T1, R1, R2
 #   COROLOCK_BENCH_CLUSTER_REPLICAS=1 scripts/bench.sh --topology

@@ -124,6 +124,7 @@ set title "R2: lock handoff to a waiter on another client: RedLock and one serve
 set xlabel "handoff: release called -> waiter's acquire returns (microseconds, log scale)"
 set ylabel "fraction of handoffs"
 set logscale x
+set xrange [10:*]
 set yrange [0:1.02]
 set arrow from $redlock_ping_us, graph 0 to $redlock_ping_us, graph 1 nohead lc rgb "#999999" dt 2
 set label "PING p50" at $redlock_ping_us, graph 0.95 offset 0.5,0 tc rgb "#666666"
