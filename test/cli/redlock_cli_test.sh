@@ -14,7 +14,6 @@ set -u
 
 bin=${1:?usage: redlock_cli_test.sh COROLOCK_BIN}
 redis_cli=${COROLOCK_REDIS_CLI:-redis-cli}
-python=${COROLOCK_PYTHON:-python3}
 
 tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-redlock-cli-test.XXXXXX")
 
