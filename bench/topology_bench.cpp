@@ -25,6 +25,22 @@
 //   corolock_bench_topology --cluster URL --worker --lock NAME --tasks N
 //                           --task-base B --start-ns S --end-ns E
 //       Internal: one C2 contender process.
+//   corolock_bench_topology --redlock URL,URL,URL[,...] --cycles --seconds S [--redlock-first 1]
+//       R1: one coroutine cycling acquire -> release on fresh names, S
+//       seconds on the single-node mutex of the first URL's server and S
+//       seconds on a RedLock over all of them (backend::redlock), in one
+//       process, one after the other (the single node first unless
+//       --redlock-first 1). Prints both cycles_per_s and their ratio;
+//       scripts/bench.sh pairs each round with a 1-client redis-benchmark
+//       sample of the acquire script on the first server.
+//   corolock_bench_topology --redlock URLS --handoff --seconds S [--data FILE]
+//       R2: handoff from one client to a waiter on another: two backends
+//       in one process take turns on one lock; each starts its acquire
+//       while the other holds (10 ms), so every release has one waiter. A
+//       handoff is the release call -> the waiter's acquire returning. S
+//       seconds on a RedLock over URLS, then S/4 on the single-node mutex of
+//       the first server. Prints percentiles of both. FILE: the RedLock
+//       handoffs' CDF, for the plot (FILE.single: the single node's).
 //
 // Output: "key<TAB>value" lines on stdout. Everything talks to 127.0.0.1.
 #include "process.hpp"
@@ -297,6 +313,173 @@ void cluster_handoff(const std::string& self, const std::string& url, const std:
 }
 
 // ---------------------------------------------------------------------------
+// R1, R2: RedLock over independent servers, beside the single-node mutex.
+
+std::vector<std::string> split_urls(const std::string& list) {
+    std::vector<std::string> out;
+    std::istringstream in(list);
+    for (std::string u; std::getline(in, u, ',');)
+        if (!u.empty()) out.push_back(u);
+    return out;
+}
+
+struct cycle_figures {
+    double cycles_per_s = NAN, cpu_us_per_cycle = NAN;
+};
+
+asio::awaitable<cycle_figures> timed_cycles(corolock::backend& b, std::string prefix, double seconds) {
+    const auto t0 = now_ns();
+    const double cpu0 = cpu_seconds();
+    const auto cycles =
+        co_await cycle_for(b, 1, std::move(prefix), t0 + static_cast<std::int64_t>(seconds * 1e9));
+    const double s = static_cast<double>(now_ns() - t0) / 1e9;
+    const double cpu = cpu_seconds() - cpu0;
+    co_return cycle_figures{static_cast<double>(cycles) / s,
+                            cycles ? cpu * 1e6 / static_cast<double>(cycles) : NAN};
+}
+
+asio::awaitable<void> redlock_cycles(std::vector<std::string> urls, double seconds,
+                                     bool redlock_first) {
+    auto ex = co_await asio::this_coro::executor;
+    corolock::backend single(ex, urls.front());
+    auto quorum = corolock::backend::redlock(ex, urls);
+    const auto id = run_id();
+    // Warm-up: every connection up, the scripts loaded on every node.
+    co_await cycle_for(single, 1, "bench:r1:warm:" + id + ":s:", now_ns() + 200'000'000);
+    co_await cycle_for(quorum, 1, "bench:r1:warm:" + id + ":r:", now_ns() + 300'000'000);
+    cycle_figures one, many;
+    if (redlock_first) {
+        many = co_await timed_cycles(quorum, "bench:r1:" + id + ":r:", seconds);
+        one = co_await timed_cycles(single, "bench:r1:" + id + ":s:", seconds);
+    } else {
+        one = co_await timed_cycles(single, "bench:r1:" + id + ":s:", seconds);
+        many = co_await timed_cycles(quorum, "bench:r1:" + id + ":r:", seconds);
+    }
+    quorum.stop();
+    single.stop();
+    put("nodes", static_cast<double>(urls.size()));
+    put("single_cycles_per_s", one.cycles_per_s);
+    put("redlock_cycles_per_s", many.cycles_per_s);
+    put("redlock_over_single", many.cycles_per_s / one.cycles_per_s);
+    put("single_client_cpu_us_per_cycle", one.cpu_us_per_cycle);
+    put("redlock_client_cpu_us_per_cycle", many.cpu_us_per_cycle);
+}
+
+// Two owners on two backends taking turns on one lock (R2).
+struct turns {
+    std::int64_t end_ns = 0;
+    int holder = -1;                     // the side holding, -1 for none
+    bool waiting[2] = {false, false};    // the side's acquire is under way
+    std::int64_t released_ns = 0;        // the last release call
+    int done = 0;                        // sides finished
+    std::vector<double> handoffs_us;
+    std::string error;
+};
+
+asio::awaitable<void> turn_side(corolock::backend& b, std::string name, int me,
+                                std::shared_ptr<turns> st) {
+    corolock::mutex m{b, name};
+    const int other = 1 - me;
+    const corolock::lock_options opts{.lease = 10s, .wait = 5s};
+    for (int i = 0; i < 1'000'000 && st->error.empty(); ++i) {
+        // Start waiting only while the other holds (side 0 starts alone),
+        // so that the release below always has a waiter.
+        for (int j = 0; j < 10'000 && !(st->holder == other || (i == 0 && me == 0)) &&
+                        st->done == 0 && st->error.empty();
+             ++j)
+            co_await sleep_for(1ms);
+        if (st->done != 0 || !st->error.empty()) break;
+        st->waiting[me] = true;
+        auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
+        const auto granted = now_ns();
+        st->waiting[me] = false;
+        if (ec) {
+            st->error = "acquire: " + ec.message();
+            break;
+        }
+        if (st->released_ns != 0) st->handoffs_us.push_back(static_cast<double>(granted - st->released_ns) / 1e3);
+        st->holder = me;
+        co_await sleep_for(10ms);
+        // The other's acquire is on its way (it saw us hold within 1 ms).
+        for (int j = 0; j < 1000 && !st->waiting[other] && now_ns() < st->end_ns && st->done == 0; ++j)
+            co_await sleep_for(1ms);
+        const bool last = now_ns() >= st->end_ns || st->done != 0;
+        st->holder = -1;
+        st->released_ns = last ? 0 : now_ns();
+        auto [rec] = co_await g.async_release(use_nothrow);
+        if (rec) {
+            st->error = "release: " + rec.message();
+            break;
+        }
+        if (last) break;
+    }
+    ++st->done;
+}
+
+// Runs the two sides for `seconds`; the handoffs in microseconds, or throws.
+asio::awaitable<std::vector<double>> taking_turns(corolock::backend& a, corolock::backend& b,
+                                                  std::string name, double seconds) {
+    auto ex = co_await asio::this_coro::executor;
+    auto st = std::make_shared<turns>();
+    st->end_ns = now_ns() + static_cast<std::int64_t>(seconds * 1e9);
+    asio::co_spawn(ex, turn_side(a, name, 0, st), asio::detached);
+    asio::co_spawn(ex, turn_side(b, name, 1, st), asio::detached);
+    for (int i = 0; i < 4000 && st->done < 2; ++i) co_await sleep_for(10ms);
+    if (!st->error.empty()) throw std::runtime_error(st->error);
+    if (st->done < 2) throw std::runtime_error("the two sides did not finish");
+    co_return st->handoffs_us;
+}
+
+void put_percentiles(const std::string& prefix, const std::vector<double>& v) {
+    put(prefix + "handoffs", static_cast<double>(v.size()));
+    put(prefix + "handoff_p50_us", percentile(v, 0.5));
+    put(prefix + "handoff_p90_us", percentile(v, 0.9));
+    put(prefix + "handoff_p99_us", percentile(v, 0.99));
+    put(prefix + "handoff_max_us", v.empty() ? NAN : *std::max_element(v.begin(), v.end()));
+}
+
+void write_cdf(const std::string& file, std::vector<double> v, const std::string& what) {
+    if (file.empty() || v.empty()) return;
+    std::sort(v.begin(), v.end());
+    std::ofstream out(file);
+    out << "# handoff_us cumulative_fraction (" << what << ")\n";
+    for (std::size_t i = 0; i < v.size(); ++i)
+        out << v[i] << ' ' << static_cast<double>(i + 1) / static_cast<double>(v.size()) << '\n';
+}
+
+asio::awaitable<void> redlock_handoff(std::vector<std::string> urls, double seconds,
+                                      std::string data_file) {
+    auto ex = co_await asio::this_coro::executor;
+    const auto id = run_id();
+    std::vector<double> quorum_us, single_us;
+    {
+        auto a = corolock::backend::redlock(ex, urls);
+        auto b = corolock::backend::redlock(ex, urls);
+        co_await cycle_for(a, 1, "bench:r2:warm:" + id + ":a:", now_ns() + 200'000'000);
+        co_await cycle_for(b, 1, "bench:r2:warm:" + id + ":b:", now_ns() + 200'000'000);
+        quorum_us = co_await taking_turns(a, b, "bench:r2:" + id, seconds);
+        a.stop();
+        b.stop();
+    }
+    {
+        corolock::backend a(ex, urls.front());
+        corolock::backend b(ex, urls.front());
+        co_await cycle_for(a, 1, "bench:r2:warm:" + id + ":sa:", now_ns() + 100'000'000);
+        co_await cycle_for(b, 1, "bench:r2:warm:" + id + ":sb:", now_ns() + 100'000'000);
+        single_us = co_await taking_turns(a, b, "bench:r2:single:" + id, seconds / 4);
+        a.stop();
+        b.stop();
+    }
+    put("nodes", static_cast<double>(urls.size()));
+    put_percentiles("redlock_", quorum_us);
+    put_percentiles("single_", single_us);
+    const std::string n = std::to_string(urls.size());
+    write_cdf(data_file, quorum_us, "R2: RedLock on " + n + " nodes, two clients taking turns");
+    if (!data_file.empty())
+        write_cdf(data_file + ".single", single_us, "R2: the single-node mutex, two clients taking turns");
+}
+
+// ---------------------------------------------------------------------------
 // T1: Sentinel failover.
 
 // Keys of a lock, as docs/protocol.md lays them out.
@@ -454,12 +637,31 @@ int main(int argc, char** argv) {
             sentinel_failover(static_cast<int>(std::clamp(num("reps", 5), 1.0, 20.0)));
             return 0;
         }
-        const std::string url = opt["cluster"];
-        if (url.rfind("redis+cluster://", 0) != 0) throw std::invalid_argument("--cluster redis+cluster://...");
         const double seconds = std::clamp(num("seconds", 2), 0.1, 30.0);
         asio::io_context ioc;
         std::exception_ptr error;
         const auto done = [&](std::exception_ptr e) { error = e; };
+        if (opt.count("redlock")) {
+            const auto urls = split_urls(opt["redlock"]);
+            if (urls.size() < 2) throw std::invalid_argument("--redlock URL,URL,URL[,...]");
+            // Stopped at the end: a RedLock backend that took locks leaves
+            // the io_context with work after stop() (not yet explained).
+            const auto finish = [&](std::exception_ptr e) {
+                error = e;
+                ioc.stop();
+            };
+            if (has("cycles"))
+                asio::co_spawn(ioc, redlock_cycles(urls, seconds, num("redlock-first", 0) != 0), finish);
+            else if (has("handoff"))
+                asio::co_spawn(ioc, redlock_handoff(urls, seconds, opt["data"]), finish);
+            else
+                throw std::invalid_argument("--redlock with --cycles or --handoff");
+            ioc.run_for(std::chrono::seconds(static_cast<int>(seconds) * 2 + 60));
+            if (error) std::rethrow_exception(error);
+            return 0;
+        }
+        const std::string url = opt["cluster"];
+        if (url.rfind("redis+cluster://", 0) != 0) throw std::invalid_argument("--cluster redis+cluster://...");
         if (has("cycles")) {
             asio::co_spawn(ioc, cluster_cycles(url, seconds, static_cast<std::size_t>(num("coroutines", 64))),
                            done);

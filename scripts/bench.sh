@@ -4,14 +4,17 @@
 # ratios. Benchmarks are not tests: nothing here fails on a slow figure.
 #
 #   scripts/bench.sh                 # full run (about 140 seconds after the build,
-#                                    # and about 100 more for the topology scenarios)
+#                                    # about 100 more for the topology scenarios
+#                                    # and 65 more for RedLock's)
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
 #   COROLOCK_BENCH_S1_CPUS=shared scripts/bench.sh   # S1's CPU placement (below)
 #   scripts/bench.sh --topology      # only the Redis Cluster and Sentinel
 #                                    # scenarios C1, C2, T1 (about 100 s)
-#   scripts/bench.sh --no-topology   # everything but them
+#                                    # and RedLock's R1, R2 (about 65 s)
+#   scripts/bench.sh --redlock       # only the RedLock scenarios R1, R2
+#   scripts/bench.sh --no-topology   # everything but C1, C2, T1, R1, R2
 #   COROLOCK_BENCH_CLUSTER_REPLICAS=1 scripts/bench.sh --topology
 #                                    # a replica per cluster primary (default 0)
 #
@@ -19,13 +22,15 @@
 # BUILD_DIR/bench-run/ (raw redis-benchmark output, plot data, the Markdown
 # table) and BUILD_DIR/bench-run/plots/*.png, and prints a short table. The
 # topology scenarios (after the rest, or alone with --topology) write
-# BUILD_DIR/bench-topology-results.json and BUILD_DIR/bench-run/topology/.
+# BUILD_DIR/bench-topology-results.json and BUILD_DIR/bench-run/topology/,
+# the RedLock ones BUILD_DIR/bench-redlock-results.json and
+# BUILD_DIR/bench-run/redlock/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=full
 update_docs=0
-topology=1  # 0: skip the topology scenarios; 2: run only them
+topology=1  # 0: skip the topology scenarios; 2: run only them; 3: only RedLock's
 for arg in "$@"; do
   case $arg in
     --quick) mode=quick ;;
@@ -33,7 +38,8 @@ for arg in "$@"; do
     --update-docs) update_docs=1 ;;
     --topology) topology=2 ;;
     --no-topology) topology=0 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--update-docs] [--topology | --no-topology]" >&2; exit 64 ;;
+    --redlock) topology=3 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--update-docs] [--topology | --redlock | --no-topology]" >&2; exit 64 ;;
   esac
 done
 
@@ -76,9 +82,12 @@ source scripts/lib/throwaway_redis.sh
 trap throwaway_redis_stop EXIT
 # shellcheck source=lib/topology_bench.sh
 source scripts/lib/topology_bench.sh
-if ((topology == 2)); then
+# shellcheck source=lib/redlock_bench.sh
+source scripts/lib/redlock_bench.sh
+if ((topology >= 2)); then
   status=0
-  run_topology || status=$?
+  if ((topology == 2)); then run_topology || status=$?; fi
+  run_redlock || status=$?
   echo "bench: build $((built - started)) s, run $((SECONDS - built)) s"
   exit "$status"
 fi
@@ -312,6 +321,7 @@ fi
 
 if ((topology)); then
   run_topology || status=1
+  run_redlock || status=1
 fi
 
 echo "bench: results in $results"

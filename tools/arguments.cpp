@@ -5,12 +5,14 @@
 
 #include "etcd/etcd_backend.hpp"
 
+#include <corolock/multi_lock.hpp>
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
 #include <corolock/semaphore.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -231,10 +233,11 @@ private:
     option_token current_;
 };
 
-// -v, -vv, --verbose, --url: shared by every command. Returns true when the
+// -v, -vv, --verbose, --url (each one given: several make a RedLock for
+// run), the credential options: shared by every command. Returns true when the
 // option was one of these (err set on a bad value).
 bool common_option(option_reader& r, const option_token& opt, common_options& o,
-                   std::optional<usage_error>& err, std::optional<std::string_view>& url,
+                   std::optional<usage_error>& err, std::vector<std::string_view>& urls,
                    credential_options& cred) {
     auto string_value = [&](std::optional<std::string>& out) {
         std::string_view v;
@@ -266,7 +269,7 @@ bool common_option(option_reader& r, const option_token& opt, common_options& o,
     if (opt.name == "--url") {
         std::string_view v;
         err = r.value(v);
-        if (!err) url = v;
+        if (!err) urls.push_back(v);
         return true;
     }
     return false;
@@ -398,11 +401,18 @@ std::optional<usage_error> resolve_etcd_url(const std::string& command, common_o
     return std::nullopt;
 }
 
+std::optional<usage_error> resolve_redlock(const std::string& command,
+                                           const std::vector<std::string_view>& urls,
+                                           common_options& o, const credential_options& cred);
+
 // Resolves --url / $REDIS_URL / the default and parses it, then applies the
-// password and TLS options.
+// password and TLS options. Several --url: RedLock's nodes (run only).
 std::optional<usage_error> resolve_url(const std::string& command,
-                                       std::optional<std::string_view> from_option,
+                                       const std::vector<std::string_view>& urls,
                                        common_options& o, const credential_options& cred) {
+    if (urls.size() > 1) return resolve_redlock(command, urls, o, cred);
+    const std::optional<std::string_view> from_option =
+        urls.empty() ? std::nullopt : std::optional<std::string_view>(urls.front());
     if (from_option) {
         o.url = std::string(*from_option);
         o.url_from = "--url";
@@ -429,6 +439,55 @@ std::optional<usage_error> resolve_url(const std::string& command,
     return apply_credentials(command, cred, o);
 }
 
+// Several --url: the independent Redis servers of a RedLock (run only).
+// An odd number of at least 3, each a single server or a Sentinel set, no
+// server twice (two URLs for one server would let it count twice towards
+// the majority).
+std::optional<usage_error> resolve_redlock(const std::string& command,
+                                           const std::vector<std::string_view>& urls,
+                                           common_options& o, const credential_options& cred) {
+    const std::string count = std::to_string(urls.size());
+    if (command != "run")
+        return usage_error{command, command + " reads one server: give one --url (got " + count +
+                                        "; a RedLock lock is a lock of its own on each node, "
+                                        "ask each in turn)"};
+    if (urls.size() == 2)
+        return usage_error{command, "RedLock needs at least 3 --url (independent Redis servers) "
+                                    "and got 2: a majority of 2 is both, so losing either one "
+                                    "stops every run"};
+    if (urls.size() % 2 == 0)
+        return usage_error{command, "RedLock takes an odd number of --url (3, 5, ...) and got " +
+                                        count + ": a majority of " + count + " survives no more "
+                                        "lost nodes than one node fewer"};
+    std::vector<std::string> seen;
+    for (std::size_t i = 0; i < urls.size(); ++i) {
+        const std::string from = "--url #" + std::to_string(i + 1);
+        if (is_etcd_url(urls[i]))
+            return usage_error{command, "RedLock's nodes are Redis servers, but " + from +
+                                            " is an etcd URL (an etcd cluster is one --url)"};
+        common_options node;
+        if (auto e = resolve_url(command, {urls[i]}, node, cred); e) {
+            // The single-URL message names "--url"; say which one.
+            const auto at = e->message.find("--url");
+            if (at != std::string::npos) e->message.replace(at, 5, from);
+            return e;
+        }
+        if (node.cfg.mode == topology::cluster)
+            return usage_error{command, from + " is a Redis Cluster, which cannot be a RedLock "
+                                               "node: give the independent servers themselves"};
+        std::string where = describe_server(node.cfg);
+        if (std::find(seen.begin(), seen.end(), where) != seen.end())
+            return usage_error{command, from + " names " + where + " again: RedLock's nodes "
+                                               "must be different servers"};
+        seen.push_back(std::move(where));
+        o.nodes.push_back(std::move(node.cfg));
+    }
+    o.url = std::string(urls.front());
+    o.url_from = "--url";
+    o.cfg = o.nodes.front();
+    return std::nullopt;
+}
+
 std::optional<usage_error> check_name(const std::string& command, std::string_view name) {
     std::string why;
     if (validate_lock_name(name, why))
@@ -448,7 +507,7 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
     const std::string cmd = "run";
     const auto expanded = expand_short_options(args);
     option_reader r(cmd, expanded, /*run_style=*/true);
-    std::optional<std::string_view> url;
+    std::vector<std::string_view> url;
     credential_options cred;
     bool no_wait = false;
     bool wait_given = false;
@@ -601,19 +660,49 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
 
     if (r.positionals.empty())
         return r.error(r.saw_separator ? "missing NAME before '--'" : "missing NAME");
-    if (r.positionals.size() > 1) {
-        return r.error(r.saw_separator
-                           ? "unexpected argument " + quoted(r.positionals[1]) +
-                                 " (only one NAME goes before '--')"
-                           : "unexpected argument " + quoted(r.positionals[1]) +
-                                 " after NAME: put '--' before COMMAND");
-    }
+    if (r.positionals.size() > 1 && !r.saw_separator)
+        return r.error("unexpected argument " + quoted(r.positionals[1]) +
+                       " after NAME: put '--' before COMMAND");
     if (!r.saw_separator) return r.error("missing '--' and COMMAND after NAME");
     if (r.rest.empty()) return r.error("missing COMMAND after '--'");
-    o.name = std::string(r.positionals[0]);
-    if (auto e = check_name(cmd, o.name); e) return e;
+    for (auto name : r.positionals)
+        if (auto e = check_name(cmd, name); e) return e;
+    o.names = detail::canonical_names({r.positionals.begin(), r.positionals.end()});
+    if (o.names.size() > max_run_names)
+        return r.error("too many NAMEs: " + std::to_string(o.names.size()) + " (at most " +
+                       std::to_string(max_run_names) + ")");
+    if (o.names.size() > 1) {
+        // A multi_lock is one plain mutex per name.
+        const char* kind = o.fair                           ? "--fair"
+                           : o.capacity > 0                 ? "--capacity"
+                           : o.level == lock_level::shared  ? "-s (--shared)"
+                           : o.level == lock_level::exclusive ? "-x (--exclusive)"
+                                                            : nullptr;
+        if (kind != nullptr)
+            return r.error(std::string("several NAMEs take a plain lock each (all or none); "
+                                       "not with ") +
+                           kind);
+    }
+    o.name = o.names.front();
+    for (std::size_t i = 1; i < o.names.size(); ++i) o.name += "," + o.names[i];
     o.command.assign(r.rest.begin(), r.rest.end());
-    return resolve_url(cmd, url, o.common, cred);
+    if (auto e = resolve_url(cmd, url, o.common, cred); e) return e;
+    if (o.common.redlock()) {
+        // RedLock (src/redlock) offers the plain mutex only, and each node
+        // is a primary of its own: nothing to acknowledge.
+        const char* refused = o.fair                      ? "--fair"
+                              : o.capacity > 0            ? "--capacity"
+                              : o.level != lock_level::mutex
+                                  ? (o.level == lock_level::shared ? "-s (--shared)"
+                                                                   : "-x (--exclusive)")
+                              : o.replicas > 0            ? "--replicas"
+                                                          : nullptr;
+        if (refused != nullptr)
+            return r.error(std::string(refused) +
+                           " is not offered with several --url (RedLock takes a plain lock on "
+                           "independent servers)");
+    }
+    return std::nullopt;
 }
 
 // Reads the options of a command that takes the common ones plus those
@@ -621,7 +710,7 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
 // e); the positionals stay in r.
 template <class Common, class Extra>
 std::optional<usage_error> read_options(option_reader& r, Common& common,
-                                        std::optional<std::string_view>& url,
+                                        std::vector<std::string_view>& url,
                                         credential_options& cred, Extra&& extra) {
     return r.read([&](const option_token& opt) -> std::optional<usage_error> {
         std::optional<usage_error> e;
@@ -637,7 +726,7 @@ std::optional<usage_error> parse_name_command(const std::string& cmd,
                                               const std::vector<std::string_view>& args,
                                               Options& o, Extra&& extra) {
     option_reader r(cmd, args, /*run_style=*/false);
-    std::optional<std::string_view> url;
+    std::vector<std::string_view> url;
     credential_options cred;
     if (auto err = read_options(r, o.common, url, cred, extra); err) return err;
     if (r.positionals.empty()) return r.error("missing NAME");
@@ -653,7 +742,7 @@ std::optional<usage_error> parse_name_command(const std::string& cmd,
 std::optional<usage_error> parse_list(const std::vector<std::string_view>& args, list_options& o) {
     const std::string cmd = "list";
     option_reader r(cmd, args, /*run_style=*/false);
-    std::optional<std::string_view> url;
+    std::vector<std::string_view> url;
     credential_options cred;
     auto err = read_options(r, o.common, url, cred,
                             [&](option_reader& rr, const option_token& opt,
@@ -754,6 +843,41 @@ std::string url_without_credentials(std::string_view url) {
     std::string out(url.substr(0, start));
     out.append(at == std::string_view::npos ? authority : authority.substr(at + 1));
     out.append(rest);
+    return out;
+}
+
+std::string describe_server(const config& cfg) {
+    // Appended piece by piece: g++ 12 at -O3 reports a false -Wrestrict for
+    // chains of string + string (GCC bug 105329).
+    auto put = [](std::string& out, const std::string& h, std::uint16_t port) {
+        const bool v6 = h.find(':') != std::string::npos;
+        if (v6) out += '[';
+        out += h;
+        if (v6) out += ']';
+        out += ':';
+        out += std::to_string(port);
+    };
+    std::string out;
+    if (cfg.mode == topology::sentinel) {
+        out += "the primary of ";
+        out += cfg.service_name;
+        out += " (Sentinel ";
+        for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
+            if (i > 0) out += ',';
+            put(out, cfg.nodes[i].host, cfg.nodes[i].port);
+        }
+        out += ')';
+        return out;
+    }
+    if (cfg.mode == topology::cluster) {
+        out += "cluster seeds ";
+        for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
+            if (i > 0) out += ',';
+            put(out, cfg.nodes[i].host, cfg.nodes[i].port);
+        }
+        return out;
+    }
+    put(out, cfg.host, cfg.port);
     return out;
 }
 

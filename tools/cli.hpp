@@ -80,6 +80,10 @@ std::string url();
 std::optional<duration> parse_duration(std::string_view text, std::string& why);
 std::string format_duration(duration d);
 
+// "host:port" for messages (arguments.cpp) (never the password); for a Sentinel URL its
+// service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
+std::string describe_server(const config& cfg);
+
 // A usage error: what was wrong, in words a user can act on.
 struct usage_error {
     std::string command;  // "run", "status", ... or empty for the top level
@@ -97,6 +101,10 @@ struct common_options {
     // cfg is unused then). etcd_endpoints: "host:port[,...]" for messages.
     bool etcd = false;
     std::string etcd_endpoints;
+    // Several --url (run only): the RedLock's nodes, each parsed as cfg is,
+    // in the order given; cfg is the first. Empty otherwise.
+    std::vector<config> nodes;
+    bool redlock() const noexcept { return !nodes.empty(); }
 };
 
 enum class on_lost_action { kill, ignore };
@@ -105,9 +113,15 @@ enum class on_lost_action { kill, ignore };
 // other options), or a shared mutex's shared (-s) or exclusive (-x) level.
 enum class lock_level { mutex, shared, exclusive };
 
+// run takes at most this many NAMEs (a multi_lock), a bound far above any
+// sane use that keeps a typo from taking a thousand locks.
+inline constexpr std::size_t max_run_names = 64;
+
 struct run_options {
     common_options common;
-    std::string name;
+    std::vector<std::string> names;  // distinct, in canonical (bytewise) order: the acquire order
+    std::string name;                // for messages and metrics: the names joined by ','
+    bool several() const noexcept { return names.size() > 1; }
     duration lease = defaults::lease;
     std::string lease_text = format_duration(defaults::lease);
     std::optional<duration> wait;  // absent: wait until signalled
@@ -178,6 +192,8 @@ std::shared_ptr<spdlog::logger> make_logger(int verbosity);
 // The client configuration the tool uses: the parsed URL plus timeouts short
 // enough that an unreachable server is reported within a few seconds.
 config tool_config(const common_options& o);
+// The same for one server's config (a RedLock node's).
+config tool_config(config cfg, int verbosity);
 
 // How long one request may take: the Redis command timeout tool_config
 // sets, or the etcd request timeout.
@@ -188,9 +204,6 @@ duration request_timeout(const common_options& o);
 std::unique_ptr<detail::etcd::admin> make_etcd_admin(boost::asio::any_io_executor ex,
                                                      const common_options& o);
 
-// "host:port" for messages (never the password); for a Sentinel URL its
-// service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
-std::string describe_server(const config& cfg);
 // "Redis" or "etcd": the service the URL names, for messages.
 std::string_view service_name(const common_options& o);
 // "Redis at host:port" or "etcd at host:port[,...]", for messages.

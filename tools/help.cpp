@@ -13,7 +13,7 @@ namespace {
 constexpr std::string_view overview = R"(corolock - a distributed lock on Redis, from the shell
 
 Usage:
-  corolock run [OPTIONS] NAME -- COMMAND [ARGS...]
+  corolock run [OPTIONS] NAME [NAME...] -- COMMAND [ARGS...]
   corolock status [OPTIONS] [--json] NAME
   corolock list [OPTIONS] [--json] [PATTERN]
   corolock break [OPTIONS] NAME
@@ -88,7 +88,7 @@ Examples:
 Run 'corolock help COMMAND' for a command's options and more examples.
 )";
 
-constexpr std::string_view run_help = R"(Usage: corolock run [OPTIONS] NAME -- COMMAND [ARGS...]
+constexpr std::string_view run_help = R"(Usage: corolock run [OPTIONS] NAME [NAME...] -- COMMAND [ARGS...]
 
 Acquires the lock NAME (waiting for it if another holder has it), runs
 COMMAND with the lock held, renews the lease in the background while COMMAND
@@ -99,9 +99,19 @@ COMMAND is looked up on PATH. It sees two more environment variables:
                   resource you protect and have it reject smaller ones.
   COROLOCK_NAME   the lock name.
 
+Several NAMEs: COMMAND runs once it holds every one of them (taken in
+bytewise order, all or none: a plain lock each, no --fair, --capacity, -s or
+-x). COMMAND then gets COROLOCK_LOCKS (their number), and COROLOCK_NAME_1,
+COROLOCK_TOKEN_1, COROLOCK_NAME_2, ... in that order, in place of
+COROLOCK_NAME and COROLOCK_TOKEN.
+
 Options:
   --url URL           Redis to use (default: $REDIS_URL, else
                       @URL@), or etcd://host:port[,...].
+                      Given 3, 5 or more times (an odd number): RedLock, the
+                      lock held on a majority of these independent Redis
+                      servers (plain lock only; no fencing token:
+                      COROLOCK_TOKEN is not set).
   --lease DURATION    How long Redis keeps the lock if this process stops
                       renewing it (crash, network partition). Renewed every
                       third of it while COMMAND runs. At least @MIN_LEASE@.
@@ -180,7 +190,9 @@ Environment:
   REDIS_URL       The default for --url. COMMAND gets it without user and
                   password.
   COROLOCK_PASSWORD  The password (see --password-file); not passed on.
-  COROLOCK_TOKEN, COROLOCK_NAME  Set for COMMAND (replacing inherited values).
+  COROLOCK_TOKEN, COROLOCK_NAME  Set for COMMAND (replacing inherited values);
+                  several NAMEs: COROLOCK_LOCKS, COROLOCK_NAME_<i>,
+                  COROLOCK_TOKEN_<i>.
 
 Exit statuses:
   COMMAND's own  when COMMAND exits (killed by signal N: 128+N)

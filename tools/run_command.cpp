@@ -34,6 +34,7 @@
 #include "cli.hpp"
 
 #include "etcd/etcd_admin.hpp"
+#include "redlock/redlock_backend.hpp"
 
 #include <corolock/admin.hpp>
 #include <corolock/backend.hpp>
@@ -41,6 +42,7 @@
 #include <corolock/fair_mutex.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/metrics.hpp>
+#include <corolock/multi_lock.hpp>
 #include <corolock/mutex.hpp>
 #include <corolock/semaphore.hpp>
 #include <corolock/shared_mutex.hpp>
@@ -344,21 +346,44 @@ private:
     int terminal_fd_ = -1;
 };
 
-// COMMAND's environment: ours, with COROLOCK_TOKEN and COROLOCK_NAME set,
-// and (unless --pass-credentials) no password: COROLOCK_PASSWORD removed and
-// REDIS_URL without its user name and password.
-std::vector<std::string> child_environment(const run_options& o, std::uint64_t token) {
-    const std::vector<std::pair<std::string, std::string>> set{
-        {"COROLOCK_TOKEN", std::to_string(token)}, {"COROLOCK_NAME", o.name}};
+// COMMAND's environment: ours, with what run holds (one NAME:
+// COROLOCK_NAME and COROLOCK_TOKEN; several: COROLOCK_LOCKS and
+// COROLOCK_NAME_<i>, COROLOCK_TOKEN_<i> in canonical order; no token under
+// RedLock, whose token is no fencing token), every inherited variable of
+// those families removed, and (unless --pass-credentials) no password:
+// COROLOCK_PASSWORD removed and REDIS_URL without its user name and password.
+std::vector<std::string> child_environment(
+    const run_options& o, const std::vector<std::pair<std::string, std::uint64_t>>& tokens) {
+    const bool fencing = !o.common.redlock();
+    std::vector<std::pair<std::string, std::string>> set;
+    if (!o.several()) {
+        set.emplace_back("COROLOCK_NAME", tokens.front().first);
+        if (fencing) set.emplace_back("COROLOCK_TOKEN", std::to_string(tokens.front().second));
+    } else {
+        set.emplace_back("COROLOCK_LOCKS", std::to_string(tokens.size()));
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            const auto index = std::to_string(i + 1);
+            set.emplace_back("COROLOCK_NAME_" + index, tokens[i].first);
+            if (fencing)
+                set.emplace_back("COROLOCK_TOKEN_" + index, std::to_string(tokens[i].second));
+        }
+    }
     auto has_key = [](std::string_view entry, std::string_view key) {
         return entry.size() > key.size() && entry.substr(0, key.size()) == key &&
                entry[key.size()] == '=';
     };
+    // COROLOCK_NAME_7, COROLOCK_TOKEN_12: a numbered variable of a family.
+    auto numbered = [](std::string_view entry, std::string_view family) {
+        if (entry.substr(0, family.size()) != family) return false;
+        const auto key = entry.substr(family.size(), entry.find('=') - family.size());
+        return !key.empty() && key.find_first_not_of("0123456789") == std::string_view::npos;
+    };
     std::vector<std::string> env;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
         const std::string_view entry(*e);
-        if (std::any_of(set.begin(), set.end(),
-                        [&](const auto& kv) { return has_key(entry, kv.first); }))
+        if (has_key(entry, "COROLOCK_NAME") || has_key(entry, "COROLOCK_TOKEN") ||
+            has_key(entry, "COROLOCK_LOCKS") || numbered(entry, "COROLOCK_NAME_") ||
+            numbered(entry, "COROLOCK_TOKEN_"))
             continue;
         if (!o.pass_credentials) {
             if (has_key(entry, "COROLOCK_PASSWORD")) continue;
@@ -387,6 +412,50 @@ std::string signal_name(int signo) {
 
 // ---- the run ----
 
+// What run holds: one NAME's guard, or the multi_guard of several NAMEs
+// (the same calls on either).
+class held_lock {
+public:
+    held_lock() = default;
+    explicit held_lock(guard g) noexcept : one_(std::move(g)) {}
+    explicit held_lock(multi_guard g) noexcept : many_(std::move(g)), several_(true) {}
+
+    explicit operator bool() const noexcept {
+        return several_ ? many_.owns_lock() : one_.owns_lock();
+    }
+    guard::clock::time_point lease_deadline() const noexcept {
+        return several_ ? many_.lease_deadline() : one_.lease_deadline();
+    }
+    // Each name with its token, in canonical order.
+    std::vector<std::pair<std::string, std::uint64_t>> tokens(const run_options& o) const {
+        if (several_) return many_.tokens();
+        return {{o.names.front(), one_.token()}};
+    }
+    // The tokens for -v: "42", or "a=42, b=7".
+    std::string tokens_text() const {
+        if (!several_) return std::to_string(one_.token());
+        std::string out;
+        for (const auto& [name, token] : many_.tokens())
+            out += (out.empty() ? "" : ", ") + printable(name) + "=" + std::to_string(token);
+        return out;
+    }
+    template <class Token>
+    auto async_until_lost(Token&& token) const {
+        if (several_) return many_.async_until_lost(std::forward<Token>(token));
+        return one_.async_until_lost(std::forward<Token>(token));
+    }
+    template <class Token>
+    auto async_release(Token&& token) {
+        if (several_) return many_.async_release(std::forward<Token>(token));
+        return one_.async_release(std::forward<Token>(token));
+    }
+
+private:
+    guard one_;
+    multi_guard many_;
+    bool several_ = false;
+};
+
 enum class phase { starting, running, finishing };
 
 // The release after a lost lease: Redis is often unreachable then (that is
@@ -402,6 +471,7 @@ struct run_state {
 
     const run_options& o;
     client* redis;               // a Redis URL: the client behind `locks`
+    std::vector<client>* nodes = nullptr;  // several --url: RedLock's, one per node
     detail::etcd::admin* etcd;   // an etcd URL: for the first look at the lock
     const backend& locks;        // the lock's backend, either way
     asio::signal_set& forwarded;
@@ -414,7 +484,7 @@ struct run_state {
     child_process child;
     spawn_options spawn;
     bool lost = false;
-    const guard* held = nullptr;            // while running: for -vv's renewal notes
+    const held_lock* held = nullptr;        // while running: for -vv's renewal notes
     const std::set<int>* inherited_fds = nullptr;
 
     template <class... Args>
@@ -425,8 +495,13 @@ struct run_state {
     void detail(spdlog::format_string_t<Args...> fmt, Args&&... args) {
         if (log) log->debug(fmt, std::forward<Args>(args)...);
     }
-    // The lock name, printable, for messages.
-    std::string name() const { return printable(o.name); }
+    // "lock 'NAME'" or "locks 'A', 'B'", printable, for messages.
+    std::string name() const {
+        std::string out = o.several() ? "locks " : "lock ";
+        for (std::size_t i = 0; i < o.names.size(); ++i)
+            out += (i > 0 ? ", '" : "'") + printable(o.names[i]) + "'";
+        return out;
+    }
     // "pid 123" or "process group 123".
     std::string target() const {
         return (child.own_group() ? "process group " : "pid ") + std::to_string(child.pid());
@@ -480,7 +555,7 @@ asio::awaitable<int> wait_for_child(run_state& s) {
 // left to do, and its pending wait dies with the event loop. (Cancelling it
 // instead would race: a cancellation emitted before the wait's cancellation
 // handler is installed is silently lost, which left the run hanging.)
-asio::awaitable<void> handle_loss(run_state& s, const guard& g) {
+asio::awaitable<void> handle_loss(run_state& s, const held_lock& g) {
     auto [ec] = co_await g.async_until_lost(use_nothrow);
     if (ec != error::lock_lost) co_return;  // released, or the client stopped: nothing to watch
     if (s.current != phase::running) {
@@ -489,12 +564,12 @@ asio::awaitable<void> handle_loss(run_state& s, const guard& g) {
     }
     s.lost = true;
     if (s.o.on_lost == on_lost_action::ignore) {
-        report_warning("lost the lease on lock '" + s.name() + "' while " + s.target() +
+        report_warning("lost the lease on " + s.name() + " while " + s.target() +
                        " runs; the command is no longer protected (--on-lost ignore: letting "
                        "it run)");
         co_return;
     }
-    report_warning("lost the lease on lock '" + s.name() + "'; sending SIGTERM to " + s.target());
+    report_warning("lost the lease on " + s.name() + "; sending SIGTERM to " + s.target());
     s.child.signal(SIGTERM);
     asio::steady_timer grace(co_await asio::this_coro::executor, s.o.grace);
     co_await grace.async_wait(use_nothrow);
@@ -518,7 +593,7 @@ asio::awaitable<void> note_renewals(run_state& s) {
         const auto deadline = s.held->lease_deadline();
         if (deadline > last) {
             last = deadline;
-            s.detail("renewed the lease on lock '{}'; valid for {} ms from now", s.name(),
+            s.detail("renewed the lease on {}; valid for {} ms from now", s.name(),
                      std::chrono::duration_cast<std::chrono::milliseconds>(
                          deadline - guard::clock::now())
                          .count());
@@ -528,7 +603,7 @@ asio::awaitable<void> note_renewals(run_state& s) {
 
 // Gives a level back, bounded by the client's command timeout. Returns the
 // release's result.
-asio::awaitable<error_code> release(guard& g) {
+asio::awaitable<error_code> release(held_lock& g) {
     auto [ec] = co_await g.async_release(use_nothrow);
     co_return ec;
 }
@@ -536,7 +611,7 @@ asio::awaitable<error_code> release(guard& g) {
 // A release given at most `bound`: returns its result, or
 // operation_aborted when it had not finished by then (it may still finish
 // while corolock exits; the lease's end frees the lock otherwise).
-asio::awaitable<error_code> bounded_release(guard& g, duration bound) {
+asio::awaitable<error_code> bounded_release(held_lock& g, duration bound) {
     struct race {
         explicit race(asio::any_io_executor ex) : timer(std::move(ex)) {}
         asio::steady_timer timer;
@@ -562,25 +637,89 @@ asio::awaitable<void> drain_abandoned(run_state& s) {
     if (ec)
         report_warning("could not confirm that the abandoned acquire left nothing behind (" +
                        ec.message() + "); if it did, " + std::string(service_name(s.o.common)) +
-                       " frees lock '" + s.name() + "' within " + s.o.lease_text);
+                       " frees " + s.name() + " within " + s.o.lease_text);
+}
+
+// RedLock: one PING to every node at once. Returns ok as soon as a majority
+// answered (the others are left to answer in the background, -v notes it),
+// or, once a majority is out of reach, reports the unreachable nodes and
+// returns the exit status. A signal (cancel_start) ends it early.
+asio::awaitable<int> check_majority_reachable(run_state& s) {
+    struct tally {
+        explicit tally(asio::any_io_executor ex, std::size_t n)
+            : wake(std::move(ex), asio::steady_timer::time_point::max()), cancels(n) {}
+        asio::steady_timer wake;  // a condition variable: cancelled at each answer
+        std::size_t answered = 0;
+        std::vector<std::string> failures;  // "host:port (why)"
+        error_code first_error;
+        std::vector<asio::cancellation_signal> cancels;
+    };
+    auto& nodes = *s.nodes;
+    const std::size_t n = nodes.size();
+    const std::size_t majority = n / 2 + 1;
+    const auto ex = co_await asio::this_coro::executor;
+    auto t = std::make_shared<tally>(ex, n);
+    for (std::size_t i = 0; i < n; ++i) {
+        asio::co_spawn(
+            ex,
+            [&s, t, i, c = &nodes[i]]() -> asio::awaitable<void> {
+                const error_code ec = co_await check_reachable(*c, t->cancels[i].slot());
+                const std::string where = describe_server(s.o.common.nodes[i]);
+                if (ec) {
+                    const std::string why =
+                        c->last_error().message.empty() ? ec.message() : c->last_error().message;
+                    if (!t->first_error) t->first_error = ec;
+                    t->failures.push_back(where + " (" + why + ")");
+                    s.note("RedLock node {} did not answer: {}", where, printable(why));
+                } else {
+                    ++t->answered;
+                    s.detail("RedLock node {} answered", where);
+                }
+                t->wake.cancel();
+            },
+            asio::detached);
+    }
+    while (t->answered < majority && t->failures.size() <= n - majority) {
+        co_await t->wake.async_wait(
+            asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+        s.cancel_start.slot().clear();
+        if (s.pending_signal != 0) {
+            for (auto& c : t->cancels) c.emit(asio::cancellation_type::terminal);
+            co_return exit_status::ok;  // the caller sees the signal
+        }
+        t->wake.expires_at(asio::steady_timer::time_point::max());
+    }
+    if (t->answered >= majority) co_return exit_status::ok;
+    std::string list;
+    for (const auto& f : t->failures) list += (list.empty() ? "" : ", ") + f;
+    report_error("run: cannot reach a majority of the " + std::to_string(n) +
+                 " RedLock nodes (" + std::to_string(majority) + " needed, " +
+                 std::to_string(n - t->failures.size()) + " left): " + list);
+    const int status = exit_status_for(t->first_error);
+    co_return status == exit_status::ok ? exit_status::unavailable : status;
 }
 
 // The lock `run` takes: a mutex, a fair_mutex (--fair), a semaphore
-// (--capacity) or a shared mutex's level (-s, -x), one of them made from
-// the options.
+// (--capacity), a shared mutex's level (-s, -x) or, for several NAMEs, a
+// multi_lock; one of them made from the options.
 class run_lock {
 public:
     run_lock(const backend& b, const run_options& o) : permits_(o.permits), level_(o.level) {
-        if (o.capacity > 0)
-            semaphore_.emplace(b, o.name, o.capacity);
+        if (o.several())
+            multi_.emplace(b, o.names);
+        else if (o.capacity > 0)
+            semaphore_.emplace(b, o.names.front(), o.capacity);
         else if (o.level != lock_level::mutex)
-            shared_.emplace(b, o.name);
+            shared_.emplace(b, o.names.front());
         else if (o.fair)
-            fair_.emplace(b, o.name);
+            fair_.emplace(b, o.names.front());
         else
-            plain_.emplace(b, o.name);
+            plain_.emplace(b, o.names.front());
     }
+    // The owner id of the one lock; empty for several NAMEs (one per name).
     const std::string& owner_id() const noexcept {
+        static const std::string none;
+        if (multi_) return none;
         if (semaphore_) return semaphore_->owner_id();
         if (shared_) return shared_->owner_id();
         return fair_ ? fair_->owner_id() : plain_->owner_id();
@@ -598,6 +737,17 @@ public:
         if (fair_) return fair_->async_acquire(opts, std::forward<Token>(token));
         return plain_->async_acquire(opts, std::forward<Token>(token));
     }
+    // Acquires, cancelled through `slot`.
+    asio::awaitable<std::tuple<error_code, held_lock>> acquire(lock_options opts,
+                                                               asio::cancellation_slot slot) {
+        if (multi_) {
+            auto [ec, g] = co_await multi_->async_acquire(
+                opts, asio::bind_cancellation_slot(slot, use_nothrow));
+            co_return std::tuple<error_code, held_lock>{ec, held_lock(std::move(g))};
+        }
+        auto [ec, g] = co_await async_acquire(opts, asio::bind_cancellation_slot(slot, use_nothrow));
+        co_return std::tuple<error_code, held_lock>{ec, held_lock(std::move(g))};
+    }
 
 private:
     std::uint32_t permits_;
@@ -606,6 +756,7 @@ private:
     std::optional<mutex> plain_;
     std::optional<fair_mutex> fair_;
     std::optional<semaphore> semaphore_;
+    std::optional<multi_lock> multi_;
 };
 
 asio::awaitable<int> run_flow(run_state& s) {
@@ -625,11 +776,13 @@ asio::awaitable<int> run_flow(run_state& s) {
         // One range of the lock's keys: the reachability check and -v's
         // look at the holder at once. Bounded by the request timeout; a
         // signal meanwhile is acted on when it ends.
-        auto [reach, st] = co_await s.etcd->status(o.name);
+        auto [reach, st] = co_await s.etcd->status(o.names.front());
         if (s.pending_signal != 0) co_return interrupted("connecting to etcd");
         if (reach)
             co_return report_redis_failure(o.common, "run", reach, s.etcd->last_error().message);
-        if (st.held && st.holder.owner != owner) {
+        if (o.several()) {
+            // Several NAMEs: the range was the reachability check only.
+        } else if (st.held && st.holder.owner != owner) {
             const auto& h = st.holder.holder;
             std::string who = "owner " + printable(st.holder.owner);
             if (h)
@@ -637,15 +790,19 @@ asio::awaitable<int> run_flow(run_state& s) {
                       (h->label.empty() ? std::string("no label")
                                         : "label '" + printable(h->label) + "'") +
                       ")";
-            s.note("lock '{}' is held by {} (lease ends in {} s unless renewed, {} waiting); "
+            s.note("{} is held by {} (lease ends in {} s unless renewed, {} waiting); "
                    "waiting {}",
                    s.name(), who, st.ttl.count(), st.waiters.size(),
                    o.wait ? (o.wait->count() == 0 ? std::string("not at all (--no-wait)")
                                                   : "up to " + o.wait_text)
                           : std::string("until it is free"));
         } else if (!st.held) {
-            s.note("lock '{}' is free (store revision {})", s.name(), st.revision);
+            s.note("{} is free (store revision {})", s.name(), st.revision);
         }
+    } else if (s.nodes != nullptr) {
+        const int status = co_await check_majority_reachable(s);
+        if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
+        if (status != exit_status::ok) co_return status;
     } else if (s.redis != nullptr) {
         const error_code reach = co_await check_reachable(*s.redis, s.cancel_start.slot());
         s.cancel_start.slot().clear();
@@ -658,7 +815,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         // waits for the slot map). A NOPERM there reads as rejected
         // credentials, as no PING told the two apart.
         auto [reach, st] = co_await async_lock_status(
-            s.locks, o.name, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+            s.locks, o.names.front(),
+            asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
         s.cancel_start.slot().clear();
         if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
         if (reach) co_return report_redis_failure(o.common, "run", reach, {});
@@ -667,9 +825,11 @@ asio::awaitable<int> run_flow(run_state& s) {
     // -v: who holds the lock, if anyone, before waiting for it: the holder
     // the lock records (host, pid, since when, its label or command), or its
     // owner id when it records none (a lock written by an older corolock).
-    // (A semaphore's or shared mutex's holders are many; no status lookup.)
-    if (s.log && s.etcd == nullptr && !lock.has_many_holders()) {
-        auto [sec, st] = co_await async_lock_status(s.locks, o.name, use_nothrow);
+    // (A semaphore's or shared mutex's holders are many, several NAMEs are
+    // several locks, a RedLock's are on several servers: no status lookup.)
+    if (s.log && s.etcd == nullptr && !lock.has_many_holders() && !o.several() &&
+        s.nodes == nullptr) {
+        auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
         if (!sec && st.held && st.owner != owner) {
             const std::string who =
                 st.holder ? holder_text(*st.holder) + " since " + format_time(st.holder->since) +
@@ -678,14 +838,14 @@ asio::awaitable<int> run_flow(run_state& s) {
                                                           : "label '" + printable(st.holder->label) + "'") +
                                 ")"
                           : "owner " + printable(st.owner);
-            s.note("lock '{}' is held by {} (lease ends in {} ms unless renewed, levels {}); "
+            s.note("{} is held by {} (lease ends in {} ms unless renewed, levels {}); "
                    "waiting {}",
                    s.name(), who, st.ttl.count(), st.levels,
                    o.wait ? (o.wait->count() == 0 ? std::string("not at all (--no-wait)")
                                                   : "up to " + o.wait_text)
                           : std::string("until it is free"));
         } else if (!sec && !st.held) {
-            s.note("lock '{}' is free (last token {})", s.name(), st.last_token);
+            s.note("{} is free (last token {})", s.name(), st.last_token);
         }
     }
 
@@ -696,9 +856,8 @@ asio::awaitable<int> run_flow(run_state& s) {
     if (o.wait) opts.wait = *o.wait;
     const auto wait_start = std::chrono::steady_clock::now();
     error_code aec;
-    guard g;
-    std::tie(aec, g) = co_await lock.async_acquire(
-        opts, asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+    held_lock g;
+    std::tie(aec, g) = co_await lock.acquire(opts, s.cancel_start.slot());
     const auto waited = std::chrono::steady_clock::now() - wait_start;
     s.cancel_start.slot().clear();
     if (s.pending_signal != 0) {
@@ -706,31 +865,32 @@ asio::awaitable<int> run_flow(run_state& s) {
             co_await release(g);  // granted just before the signal was seen
         else
             co_await drain_abandoned(s);
-        co_return interrupted("waiting for lock '" + s.name() + "'");
+        co_return interrupted("waiting for " + s.name());
     }
     if (aec) co_await drain_abandoned(s);
     if (aec == error::wait_timeout || aec == error::lock_held) {
-        s.note("gave up on lock '{}' after {}", s.name(), seconds_text(waited));
+        s.note("gave up on {} after {}", s.name(), seconds_text(waited));
         if (!o.quiet) {
             if (o.wait && o.wait->count() == 0)
-                report_error("lock '" + s.name() + "' is held by another owner (--no-wait)");
+                report_error(s.name() + (o.several() ? " are not all free (--no-wait)"
+                                                     : " is held by another owner (--no-wait)"));
             else
-                report_error("lock '" + s.name() + "' not acquired within " + o.wait_text);
+                report_error(s.name() + " not acquired within " + o.wait_text);
         }
         co_return o.conflict_exit_code;
     }
     if (aec)
-        co_return report_redis_failure(o.common, "acquire lock '" + s.name() + "'", aec,
+        co_return report_redis_failure(o.common, "acquire " + s.name(), aec,
                                        // etcd: the backend's own cause is not at hand
                                        s.redis != nullptr ? s.redis->last_error().message
                                                           : std::string(),
                                        true);
-    s.note("acquired lock '{}' (token {}, lease {}) after waiting {}", s.name(), g.token(),
+    s.note("acquired {} (token {}, lease {}) after waiting {}", s.name(), g.tokens_text(),
            o.lease_text, seconds_text(waited));
 
     // 3. Start the command.
     close_own_descriptors_on_exec(*s.inherited_fds);
-    const int spawn_error = s.child.spawn(o.command, child_environment(o, g.token()), s.spawn);
+    const int spawn_error = s.child.spawn(o.command, child_environment(o, g.tokens(o)), s.spawn);
     if (spawn_error != 0) {
         s.current = phase::finishing;
         co_await release(g);
@@ -770,7 +930,7 @@ asio::awaitable<int> run_flow(run_state& s) {
             if (rec == asio::error::operation_aborted)
                 s.note("no answer to the release within {}; not waiting for it",
                        format_duration(lost_release_bound));
-            report_error("lock '" + s.name() + "' was lost while the command ran (exit " +
+            report_error(s.name() + " was lost while the command ran (exit " +
                          std::to_string(exit_status::lease_lost) + ")");
             co_return exit_status::lease_lost;
         }
@@ -779,17 +939,17 @@ asio::awaitable<int> run_flow(run_state& s) {
     }
     const error_code rec = co_await release(g);
     if (rec == error::expired || rec == error::not_owner) {
-        report_warning("the lease on lock '" + s.name() +
-                       "' had ended before the command finished (" + rec.message() +
+        report_warning("the lease on " + s.name() +
+                       " had ended before the command finished (" + rec.message() +
                        "): part of its work may have run unprotected");
         if (o.on_lost == on_lost_action::kill) co_return exit_status::lease_lost;
     } else if (rec) {
-        report_warning("could not confirm the release of lock '" + s.name() + "' (" +
+        report_warning("could not confirm the release of " + s.name() + " (" +
                        rec.message() + "); " + std::string(service_name(o.common)) +
                        " frees it within " + o.lease_text +
                        " at the latest");
     } else {
-        s.note("released lock '{}'", s.name());
+        s.note("released {}", s.name());
     }
     co_return child_status;
 }
@@ -827,6 +987,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
     // a backend of its own, plus an admin for the first look at the lock.
     // Either way the holder label is the command line.
     std::optional<client> redis;
+    std::vector<client> nodes;  // several --url: RedLock's
     std::unique_ptr<detail::etcd::admin> etcd;
     std::optional<backend> locks;
     std::shared_ptr<spdlog::logger> log;
@@ -857,6 +1018,24 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
             backend_config bc;
             bc.holder_label = command_label(o.command);
             locks.emplace(ioc.get_executor(), o.common.url, bc);
+        } else if (o.common.redlock()) {
+            // One client per node (the reachability check PINGs each), each
+            // with the tool's short bounds and logger; the RedLock backend
+            // over their lock backends. Options the parser checked.
+            log = make_logger(o.common.verbosity);
+            std::vector<backend> node_backends;
+            nodes.reserve(o.common.nodes.size());
+            for (const auto& node : o.common.nodes) {
+                config cfg = tool_config(node, 0);
+                cfg.logger = log;
+                cfg.holder_label = command_label(o.command);
+                nodes.emplace_back(ioc.get_executor(), cfg);
+                node_backends.push_back(nodes.back().lock_backend());
+            }
+            locks.emplace(std::make_shared<detail::redlock_backend>(
+                              ioc.get_executor(), std::move(node_backends),
+                              detail::redlock_options{}),
+                          true);
         } else {
             config cfg = tool_config(o.common);
             cfg.holder_label = command_label(o.command);
@@ -884,6 +1063,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
     }
 
     run_state s(o, redis ? &*redis : nullptr, etcd.get(), *locks, forwarded, sigchld);
+    s.nodes = nodes.empty() ? nullptr : &nodes;
     s.log = log;
     s.inherited_fds = &inherited;
     s.spawn.restore_sigpipe = sigpipe_was_default;
@@ -911,6 +1091,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         forwarded.cancel();
         sigchld.cancel();
         if (redis) redis->stop();
+        for (auto& c : nodes) c.stop();
         locks->stop();
         if (etcd) etcd->stop();
         // The client's reconnect loop never runs out of work by itself.

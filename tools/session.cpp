@@ -31,12 +31,13 @@ std::shared_ptr<spdlog::logger> make_logger(int verbosity) {
     return logger;
 }
 
-config tool_config(const common_options& o) {
-    config cfg = o.cfg;
+config tool_config(const common_options& o) { return tool_config(o.cfg, o.verbosity); }
+
+config tool_config(config cfg, int verbosity) {
     // Short bounds: see defaults::command_timeout.
     if (cfg.connect_timeout.count() == 0) cfg.connect_timeout = defaults::connect_timeout;
     if (cfg.command_timeout.count() == 0) cfg.command_timeout = defaults::command_timeout;
-    cfg.logger = make_logger(o.verbosity);
+    cfg.logger = make_logger(verbosity);
     if (cfg.client_name.empty()) cfg.client_name = "corolock-cli";
     return cfg;
 }
@@ -52,44 +53,17 @@ std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
                                                  defaults::command_timeout);
 }
 
-std::string describe_server(const config& cfg) {
-    // Appended piece by piece: g++ 12 at -O3 reports a false -Wrestrict for
-    // chains of string + string (GCC bug 105329).
-    auto put = [](std::string& out, const std::string& h, std::uint16_t port) {
-        const bool v6 = h.find(':') != std::string::npos;
-        if (v6) out += '[';
-        out += h;
-        if (v6) out += ']';
-        out += ':';
-        out += std::to_string(port);
-    };
-    std::string out;
-    if (cfg.mode == topology::sentinel) {
-        out += "the primary of ";
-        out += cfg.service_name;
-        out += " (Sentinel ";
-        for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
-            if (i > 0) out += ',';
-            put(out, cfg.nodes[i].host, cfg.nodes[i].port);
-        }
-        out += ')';
-        return out;
-    }
-    if (cfg.mode == topology::cluster) {
-        out += "cluster seeds ";
-        for (std::size_t i = 0; i < cfg.nodes.size(); ++i) {
-            if (i > 0) out += ',';
-            put(out, cfg.nodes[i].host, cfg.nodes[i].port);
-        }
-        return out;
-    }
-    put(out, cfg.host, cfg.port);
-    return out;
-}
-
 std::string_view service_name(const common_options& o) { return o.etcd ? "etcd" : "Redis"; }
 
 std::string service_at(const common_options& o) {
+    if (o.redlock()) {
+        std::string out = "RedLock on Redis at ";
+        for (std::size_t i = 0; i < o.nodes.size(); ++i) {
+            if (i > 0) out += ", ";
+            out += describe_server(o.nodes[i]);
+        }
+        return out;
+    }
     return std::string(service_name(o)) + " at " +
            (o.etcd ? o.etcd_endpoints : describe_server(o.cfg));
 }

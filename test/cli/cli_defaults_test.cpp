@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cli = corolock::cli;
@@ -29,6 +30,18 @@ std::optional<cli::usage_error> parse(const std::vector<std::string_view>& args,
 
 bool contains(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
+}
+
+// Each command line is a usage error whose message contains its text.
+void check_usage_errors(
+    const std::vector<std::pair<std::vector<std::string_view>, std::string>>& bad) {
+    for (const auto& [args, says] : bad) {
+        cli::parsed_command c;
+        const auto err = parse(args, c);
+        REQUIRE(err);
+        INFO(err->message);
+        CHECK(contains(err->message, says));
+    }
 }
 
 // A token of help.cpp (@NAME@) that was not replaced; empty when none is.
@@ -159,13 +172,7 @@ TEST_CASE("cli: run --capacity N --permits K takes K permits of a semaphore", "[
          "bad --permits value 'x'"},
         {{"run", "--capacity", "1000001", "job", "--", "true"}, "bad --capacity value"},
     };
-    for (const auto& [args, says] : bad) {
-        cli::parsed_command c;
-        const auto err = parse(args, c);
-        REQUIRE(err);
-        INFO(err->message);
-        CHECK(contains(err->message, says));
-    }
+    check_usage_errors(bad);
 }
 
 TEST_CASE("cli: run -s and -x take a shared mutex's levels, as flock -s and -x",
@@ -193,11 +200,50 @@ TEST_CASE("cli: run -s and -x take a shared mutex's levels, as flock -s and -x",
         {{"run", "-s", "--capacity", "2", "job", "--", "true"}, "-s (--shared) and --capacity"},
         {{"run", "-s", "--replicas", "1", "job", "--", "true"}, "--replicas is not offered with -s"},
     };
-    for (const auto& [args, says] : bad) {
-        cli::parsed_command c;
-        const auto err = parse(args, c);
-        REQUIRE(err);
-        INFO(err->message);
-        CHECK(contains(err->message, says));
-    }
+    check_usage_errors(bad);
+}
+
+TEST_CASE("cli: run with several NAMEs takes them in canonical order, duplicates merged",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "b", "a", "c", "a", "--", "true"}, cmd).has_value());
+    CHECK(cmd.run.names == std::vector<std::string>{"a", "b", "c"});
+    CHECK(cmd.run.several());
+    CHECK(cmd.run.name == "a,b,c");
+    cli::parsed_command one;
+    REQUIRE_FALSE(parse({"run", "job", "job", "--", "true"}, one).has_value());
+    CHECK_FALSE(one.run.several());
+    CHECK(one.run.name == "job");
+}
+
+TEST_CASE("cli: several --url make a RedLock of an odd number of distinct servers",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "--url", "redis://h1:1", "--url", "redis://h2:2", "--url",
+                         "redis://h3:3", "job", "--", "true"},
+                        cmd)
+                      .has_value());
+    REQUIRE(cmd.run.common.redlock());
+    REQUIRE(cmd.run.common.nodes.size() == 3);
+    CHECK(cmd.run.common.nodes[2].host == "h3");
+    CHECK(cmd.run.common.nodes[2].port == 3);
+    cli::parsed_command single;
+    REQUIRE_FALSE(parse({"run", "--url", "redis://h1:1", "job", "--", "true"}, single).has_value());
+    CHECK_FALSE(single.run.common.redlock());
+    const std::vector<std::pair<std::vector<std::string_view>, std::string>> bad = {
+        {{"run", "--url", "redis://h1", "--url", "redis://h2", "x", "--", "true"},
+         "RedLock needs at least 3 --url"},
+        {{"run", "--url", "redis://h1", "--url", "redis://h2", "--url", "redis://h3", "--url",
+          "redis://h4", "x", "--", "true"},
+         "odd number of --url"},
+        {{"run", "--url", "redis://h1:1", "--url", "redis://h2", "--url", "redis://h1:1", "x",
+          "--", "true"},
+         "--url #3 names h1:1 again"},
+        {{"run", "--url", "redis://h1", "--url", "redis+cluster://h2:7000", "--url", "redis://h3",
+          "x", "--", "true"},
+         "--url #2 is a Redis Cluster"},
+        {{"status", "--url", "redis://h1", "--url", "redis://h2", "--url", "redis://h3", "x"},
+         "status reads one server"},
+    };
+    check_usage_errors(bad);
 }

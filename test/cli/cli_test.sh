@@ -4,8 +4,8 @@
 #
 #   cli_test.sh COROLOCK_BIN [GROUP...]
 #
-# GROUPs: usage run inspect loss exclusion signals flock job credentials
-# escape tls acl setuid metrics (default: all of them). tls needs openssl.
+# GROUPs: usage run multi inspect loss exclusion signals flock job
+# credentials escape tls acl setuid metrics (default: all of them). tls needs openssl.
 # Needs redis-server and redis-cli (from PATH, or COROLOCK_REDIS_SERVER and
 # COROLOCK_REDIS_CLI); python3 (or COROLOCK_PYTHON) to parse --json output.
 #
@@ -17,7 +17,7 @@ set -u
 bin=${1:?usage: cli_test.sh COROLOCK_BIN [GROUP...]}
 shift
 groups=("$@")
-[ ${#groups[@]} -eq 0 ] && groups=(usage run inspect loss exclusion signals flock job credentials escape tls acl setuid metrics)
+[ ${#groups[@]} -eq 0 ] && groups=(usage run multi inspect loss exclusion signals flock job credentials escape tls acl setuid metrics)
 
 redis_cli=${COROLOCK_REDIS_CLI:-redis-cli}
 python=${COROLOCK_PYTHON:-python3}
@@ -255,6 +255,62 @@ group_run() {
   kill -TERM "$holder" 2>/dev/null
   reap "$holder"
   expect_true "run: holder released on exit" wait_until 5 lock_absent busy
+}
+
+# ---- several NAMEs: a multi_lock ----
+
+group_multi() {
+  # Canonical order, duplicates merged, numbered variables; the single-NAME
+  # ones and inherited numbered ones removed.
+  COROLOCK_NAME=stale COROLOCK_TOKEN=stale COROLOCK_NAME_9=stale COROLOCK_TOKEN_3=stale \
+    cl 20 run --url "$url" mc ma mb ma -- sh -c 'env | grep "^COROLOCK_" | sort'
+  expect_status "multi: child exits 0" 0 "$last_status"
+  expect_match "multi: COROLOCK_LOCKS counts distinct names" '^COROLOCK_LOCKS=3$' "$tmp_dir/out"
+  expect_cond "multi: names in canonical order" \
+    '[ "$(sed -n "s/^COROLOCK_NAME_\([0-9]*\)=\(.*\)/\1\2/p" "$tmp_dir/out" | tr "\n" " ")" = "1ma 2mb 3mc " ]'
+  expect_cond "multi: a token per name" '[ "$(grep -cE "^COROLOCK_TOKEN_[123]=[0-9]+\$" "$tmp_dir/out")" = 3 ]'
+  expect_no_match "multi: no single-NAME or stale variables" '^COROLOCK_(NAME|TOKEN)=|=stale$|^COROLOCK_NAME_9=' "$tmp_dir/out"
+  expect_true "multi: every name released" lock_absent ma
+  expect_true "multi: every name released (mc)" lock_absent mc
+  # The tokens are the names' own: each rises with the next single run.
+  local before after
+  before=$(sed -n 's/^COROLOCK_TOKEN_2=//p' "$tmp_dir/out")
+  cl 20 run --url "$url" mb -- sh -c 'echo "$COROLOCK_TOKEN"; echo "${COROLOCK_LOCKS-unset}"'
+  after=$(head -n 1 "$tmp_dir/out")
+  expect_cond "multi: token of mb rises (${before:-?} < ${after:-?})" '[ -n "$before" ] && [ -n "$after" ] && [ "$after" -gt "$before" ]'
+  expect_match "multi: one NAME gets no COROLOCK_LOCKS" '^unset$' "$tmp_dir/out"
+
+  # All or none: one name held elsewhere, none is taken and COMMAND waits.
+  spawn 60 "$bin" run --url "$url" mb -- sh -c "$(long_child 30)"
+  local holder=$last_pid
+  if wait_until 10 lock_exists mb; then pass "multi: mb held by another run"; else fail "multi: mb held by another run"; fi
+  cl 20 run --url "$url" -n ma mb mc -- touch "$tmp_dir/ran-multi"
+  expect_status "multi: --no-wait with one name held" 75 "$last_status"
+  expect_match "multi: the message names the locks" "corolock: locks 'ma', 'mb', 'mc' are not all free \(--no-wait\)" "$tmp_dir/err"
+  expect_true "multi: COMMAND did not run" [ ! -e "$tmp_dir/ran-multi" ]
+  expect_true "multi: ma was given back" lock_absent ma
+  expect_true "multi: mc was never taken" lock_absent mc
+  spawn 30 "$bin" run --url "$url" --wait 20 mc mb ma -- touch "$tmp_dir/ran-multi-wait"
+  local waiter=$last_pid
+  sleep 0.5
+  expect_true "multi: the waiter has not run while mb is held" [ ! -e "$tmp_dir/ran-multi-wait" ]
+  kill -TERM "$holder" 2>/dev/null
+  reap "$holder"
+  reap "$waiter"
+  expect_status "multi: the waiter runs once mb is free" 0 "$last_status"
+  expect_true "multi: the waiter's COMMAND ran" [ -e "$tmp_dir/ran-multi-wait" ]
+  expect_true "multi: all released after the waiter" lock_absent mb
+
+  # A plain lock each: the other kinds are refused.
+  local flag
+  for flag in --fair "--capacity 2" -s -x; do
+    # shellcheck disable=SC2086
+    cl 10 run --url "$url" $flag ma mb -- true
+    expect_status "multi: $flag with several NAMEs" 64 "$last_status"
+    expect_match "multi: $flag: message" "run: several NAMEs take a plain lock each \(all or none\); not with" "$tmp_dir/err"
+  done
+  cl 10 run --url "$url" ma 'm{b}' -- true
+  expect_status "multi: a bad second NAME" 64 "$last_status"
 }
 
 # ---- status and break ----
@@ -1138,7 +1194,7 @@ for g in "${groups[@]}"; do
   case $g in
     usage) ;;
     setuid) ;;
-    run | inspect | loss | exclusion | signals | flock | job | credentials | escape | tls | acl | metrics) need_server=1 ;;
+    run | multi | inspect | loss | exclusion | signals | flock | job | credentials | escape | tls | acl | metrics) need_server=1 ;;
     *) echo "unknown group '$g'" >&2; exit 2 ;;
   esac
 done

@@ -24,24 +24,14 @@ tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-cluster-cli-test.XXXXXX")
 # throwaway server helper: throwaway_redis_start, stop_pid.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-node_pids=()
-node_ports=()
-
 cleanup() {
-  local pid
   stop_started
-  for pid in "${node_pids[@]}"; do stop_pid "$pid"; done
+  stop_nodes
   rm -rf "$tmp_dir"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-
-rcli() {  # PORT ARGS...
-  local p=$1
-  shift
-  timeout 5 "$redis_cli" -h 127.0.0.1 -p "$p" "$@"
-}
 
 cluster_ok() {
   local p
@@ -51,14 +41,8 @@ cluster_ok() {
 }
 
 start_cluster() {
-  local i
-  for i in 1 2 3; do
-    mkdir -p "$tmp_dir/node$i"
-    throwaway_redis_start "$tmp_dir/node$i" --cluster-enabled yes \
-      --cluster-config-file nodes.conf --cluster-node-timeout 5000 || return 1
-    node_pids+=("$REDIS_PID")
-    node_ports+=("$REDIS_PORT")
-  done
+  start_nodes 3 --cluster-enabled yes --cluster-config-file nodes.conf \
+    --cluster-node-timeout 5000 || return 1
   timeout 30 "$redis_cli" --cluster create "127.0.0.1:${node_ports[0]}" \
     "127.0.0.1:${node_ports[1]}" "127.0.0.1:${node_ports[2]}" --cluster-replicas 0 \
     --cluster-yes >"$tmp_dir/create.log" 2>&1 || { cat "$tmp_dir/create.log"; return 1; }

@@ -90,6 +90,13 @@ group_run() {
   expect_match "run -v over etcd: says the lock was free" "lock 'r2' is free" "$tmp_dir/err"
   expect_match "run -v over etcd: says it acquired" "acquired lock 'r2' \(token [0-9]+" "$tmp_dir/err"
 
+  # Several NAMEs: a multi_lock on etcd, a revision per name.
+  cl 30 run --url "$url" rm2 rm1 -- sh -c 'echo "$COROLOCK_LOCKS $COROLOCK_NAME_1=$COROLOCK_TOKEN_1 $COROLOCK_NAME_2=$COROLOCK_TOKEN_2"'
+  expect_status "run over etcd with two NAMEs" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "run over etcd with two NAMEs: both, in order, with revisions" '^2 rm1=[1-9][0-9]* rm2=[1-9][0-9]*$' "$tmp_dir/out"
+  expect_true "run over etcd with two NAMEs: both free afterwards" is_free rm1
+  expect_true "run over etcd with two NAMEs: both free afterwards (rm2)" is_free rm2
+
   # Options that only mean something on Redis are refused, not ignored.
   cl 10 run --url "$url" --tls-insecure r3 -- touch "$tmp_dir/r3-ran"
   expect_status "run over etcd: --tls-insecure is a usage error" 64 "$last_status"

@@ -7,7 +7,9 @@
 #
 # It provides the counters (passed, failed), the assertions (each one counts,
 # and each one can fail), bounded polling, background processes remembered
-# for cleanup (spawn, reap, stop_started), free loopback ports, and cl to run
+# for cleanup (spawn, reap, stop_started), free loopback ports, several
+# servers (start_nodes, stop_nodes, rcli PORT; redis_cli names redis-cli
+# for these), and cl to run
 # the tool with its output captured. stop_pid comes from
 # scripts/lib/throwaway_redis.sh, sourced here.
 #
@@ -128,6 +130,38 @@ free_port() {
     if port_is_free "$candidate"; then echo "$candidate"; return 0; fi
   done
   return 1
+}
+
+# ---- several servers (cluster_cli_test.sh, redlock_cli_test.sh) ----
+
+node_pids=()
+node_ports=()
+
+# Starts N throwaway redis-servers in $tmp_dir/node1..N, ARGs to each; their
+# pids and ports are appended to node_pids and node_ports.
+start_nodes() {  # N [ARG...]
+  local i n=$1
+  shift
+  for i in $(seq "$n"); do
+    mkdir -p "$tmp_dir/node$i"
+    throwaway_redis_start "$tmp_dir/node$i" "$@" || return 1
+    node_pids+=("$REDIS_PID")
+    node_ports+=("$REDIS_PORT")
+    REDIS_PID=""
+  done
+}
+
+# Stops what start_nodes started (for the scripts' cleanup).
+stop_nodes() {
+  local pid
+  for pid in "${node_pids[@]}"; do stop_pid "$pid"; done
+}
+
+# redis-cli against one of them.
+rcli() {  # PORT ARGS...
+  local p=$1
+  shift
+  timeout 5 "$redis_cli" -h 127.0.0.1 -p "$p" "$@"
 }
 
 # ---- the tool ----
