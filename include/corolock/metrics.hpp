@@ -70,6 +70,10 @@ struct metrics_snapshot {
     std::uint64_t cluster_ask = 0;           // ASK replies: a slot in migration
     std::uint64_t cluster_retries = 0;       // TRYAGAIN and CLUSTERDOWN replies waited out
     std::uint64_t cluster_map_refreshes = 0; // slot map reads after the first
+    // RedLock only (zero elsewhere): acquire rounds over the nodes, and the
+    // ones that did not gather a majority (docs/redlock.md).
+    std::uint64_t redlock_rounds = 0;
+    std::uint64_t redlock_rounds_failed = 0;
 };
 
 // Label name and value pairs for to_prometheus, e.g. {{"client", "billing"}}.

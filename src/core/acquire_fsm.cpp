@@ -145,6 +145,9 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
     contended_ = true;
     if (abandoned_) return finish(a);
     if (try_once_) {
+        // The service keeps the holder's expiry for the channel's local
+        // waiters, if any: a RedLock waiter caps its wait with a try's.
+        note_expiry(a, f, r.pttl);
         a.ec = error::lock_held;
         return finish(a);
     }
@@ -161,15 +164,18 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
         return attempt(a);
     }
     // The holder's TTL caps the wait: a lost unlock message costs at most one
-    // TTL, never a hang. A key without a TTL (not ours) is rechecked once a
-    // lease period.
-    const auto ttl = r.pttl >= 0
-                         ? clock::duration(std::chrono::milliseconds(r.pttl + 1))
-                         : lease_;
-    a.note_expiry = true;
-    a.expiry = f.now + ttl;
+    // TTL, never a hang.
+    note_expiry(a, f, r.pttl);
     a.rearm = true;  // woken but not the winner: wait again, same place
     return wait(state::waiting, std::min(a.expiry, wait_deadline_), a);
+}
+
+// A key without a TTL (not ours) counts as expiring a lease from now.
+void acquire_fsm::note_expiry(action& a, const facts& f, std::int64_t pttl) const {
+    const auto ttl =
+        pttl >= 0 ? clock::duration(std::chrono::milliseconds(pttl + 1)) : lease_;
+    a.note_expiry = true;
+    a.expiry = f.now + ttl;
 }
 
 acquire_fsm::action acquire_fsm::attempt(action a) {

@@ -131,6 +131,8 @@ private:
     action attempt(action a);
     action wait(state next, clock::time_point until, action a);
     action finish(action a);
+    // Tells the service when the holder's lease ends, from a refusal's pttl.
+    void note_expiry(action& a, const facts& f, std::int64_t pttl) const;
 
     // The settings, field by field (retry_min only seeds retry_delay_): a
     // burst of acquires has one machine each.

@@ -178,6 +178,10 @@ std::string to_prometheus(const metrics_snapshot& m, const metric_labels& labels
              "Redis Cluster TRYAGAIN and CLUSTERDOWN replies waited out.", m.cluster_retries);
     w.scalar("corolock_cluster_map_refreshes_total", "counter",
              "Redis Cluster slot map reads after the first.", m.cluster_map_refreshes);
+    w.scalar("corolock_redlock_rounds_total", "counter",
+             "RedLock acquire rounds over the nodes.", m.redlock_rounds);
+    w.scalar("corolock_redlock_rounds_failed_total", "counter",
+             "RedLock rounds that did not gather a majority in time.", m.redlock_rounds_failed);
     return w.take();
 }
 

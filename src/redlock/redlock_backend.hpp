@@ -7,23 +7,25 @@
 // tries the mutex on every node at once (its acquire script, its owner
 // check), each bounded by the per-node timeout (a cancelled try gives a late
 // grant back, as every corolock acquire does). redlock_quorum decides; a
-// failed round releases everywhere at once and retries after a random delay.
-// While held, every node's own watchdog renews its key; this backend reads
+// failed round releases everywhere at once. A contended waiter waits on
+// every node's unlock channel (node_watch) and starts its next round when
+// any node that refused it publishes a release. While held, every node's own watchdog renews its key; this backend reads
 // the node guards' deadlines and lost flags at each check and publishes the
 // quorum's deadline (the earliest moment a majority could expire the key) as
 // the RedLock tenure's.
 //
-// First slice: the mutex kind only; retries poll (no pub/sub wake-up yet);
-// a re-entry joins the live tenure without a round.
+// The mutex kind only; a re-entry joins the live tenure without a round.
 #pragma once
 
 #include "core/backend.hpp"
+#include "core/metrics_recorder.hpp"
 #include "redlock/quorum.hpp"
 
 #include <corolock/backend.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/mutex.hpp>
 
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <map>
@@ -38,9 +40,15 @@ struct redlock_options {
     // A node that has not answered a round's try within this is counted
     // failed (its late grant is given back).
     duration node_timeout = std::chrono::milliseconds(200);
-    // A failed round waits a random delay in [retry_min, retry_max].
+    // A round failed without a refusal (nodes down or slow), or with nodes
+    // that cannot wake the waiter: the next one after a random delay in
+    // [retry_min, retry_max].
     duration retry_min = std::chrono::milliseconds(50);
     duration retry_max = std::chrono::milliseconds(250);
+    // Woken by an unlock message: the next round after a random delay in
+    // [0, wake_jitter], so that waiters woken together do not split the
+    // nodes between them.
+    duration wake_jitter = std::chrono::milliseconds(5);
 };
 
 struct redlock_lock_state final : lock_state {
@@ -50,6 +58,8 @@ struct redlock_lock_state final : lock_state {
     std::vector<mutex> members;  // one per node, in the nodes' order
     // --- strand only: the live tenure's ---
     std::vector<guard> node_guards;  // per node; empty where not held
+    // Per node: cancels the tenure's wait for that node's lost signal.
+    std::vector<std::shared_ptr<boost::asio::cancellation_signal>> node_waits;
     redlock_quorum quorum;
     std::unique_ptr<boost::asio::steady_timer> check_timer;
 };
@@ -67,7 +77,9 @@ public:
     spdlog::logger& log() const noexcept override { return nodes_.front().impl()->log(); }
     void stop() noexcept override;
     std::string_view scheme() const noexcept override { return "redlock"; }
-    metrics_snapshot metrics() const noexcept override { return {}; }
+    // Its own acquire, loss and release figures and rounds; the nodes'
+    // renewals, reconnects and commands in flight, summed (docs/redlock.md).
+    metrics_snapshot metrics() const noexcept override;
 
     using lock_backend::make_state;
     std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
@@ -84,6 +96,9 @@ public:
     std::size_t size() const noexcept { return nodes_.size(); }
 
 private:
+    const strand_type& node_strand(std::size_t i) const noexcept {
+        return nodes_[i].impl()->strand();
+    }
     class round_op;
     friend class round_op;
     // A round was granted: begin the tenure (or join a re-entry to it).
@@ -104,6 +119,11 @@ private:
     redlock_options opts_;
     std::atomic<bool> stopped_{false};
     std::map<std::uint64_t, std::weak_ptr<redlock_lock_state>> holding_;  // strand only
+    // Acquires in progress, answered client_stopped by stop(). Strand only.
+    std::map<std::uint64_t, std::weak_ptr<round_op>> ops_;
+    std::uint64_t next_op_ = 0;
+    metrics_recorder metrics_;
+    std::atomic<std::uint64_t> rounds_{0}, rounds_failed_{0};
 };
 
 // A RedLock backend over `urls` (each a Redis URL, any topology), opened

@@ -57,6 +57,10 @@ TEST_CASE("redlock faults: two of five nodes die while held and the lock stays -
         CHECK(r2.index() == 0);
         CHECK(g.lost());
         CHECK(at <= bound + 50ms);  // the timer's own lateness, not the lock's
+        // RedLock's own loss, and the nodes' renewals summed.
+        const auto m = locks.metrics();
+        CHECK(m.leases_lost == 1);
+        CHECK(m.renewals_sent >= 3 * 4);  // three live nodes, every 500 ms for 3 s
     }, 30s);
 }
 
@@ -158,4 +162,38 @@ TEST_CASE("redlock faults: a node restarted without persistence under a bare maj
         CHECK(clock_type::now() < a_deadline);  // ...by the check, not the expiry
         co_await g2.release();
     }, 40s);
+}
+
+TEST_CASE("redlock faults: a release is an error unless a majority of the nodes confirmed it",
+          "[redlock][fault]") {
+    // docs/redlock.md, "Releasing". Two of five nodes down: three confirm,
+    // success. Three down: two confirm, the error of a node that could not
+    // answer (not a lease_gone one: nobody found the key gone); the live
+    // nodes are freed all the same, the dead ones' keys would expire.
+    redlock_case c(5, "rl:release");
+    auto& [f, ioc, locks, a, b] = c;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const corolock::lock_options o{.lease = 10s};
+        auto [ec, g] = co_await a.async_acquire(o, use_nothrow);
+        REQUIRE_FALSE(ec);
+        f.servers[0]->kill9();
+        f.servers[1]->kill9();
+        auto rel = co_await g.release();
+        CHECK_FALSE(rel);
+        CHECK(f.holding("rl:release") == 0);
+
+        auto [ec2, g2] = co_await a.async_acquire(o, use_nothrow);
+        REQUIRE_FALSE(ec2);
+        CHECK(f.holding("rl:release") == 3);
+        f.servers[2]->kill9();
+        const auto before = locks.metrics();
+        auto rel2 = co_await g2.release();
+        INFO(rel2.message());
+        CHECK(rel2);
+        CHECK(rel2 != corolock::condition::lease_gone);
+        CHECK((rel2 == corolock::condition::connection_failure ||
+               rel2 == corolock::condition::timeout));
+        CHECK(f.holding("rl:release") == 0);
+        CHECK(locks.metrics().releases_found_gone == before.releases_found_gone);
+    }, 60s);
 }

@@ -27,6 +27,7 @@ using namespace corolock::test;
 
 namespace {
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using clock_type = std::chrono::steady_clock;
 }  // namespace
 
 TEST_CASE("redlock: a majority grants - a second owner is refused - release frees all",
@@ -61,20 +62,63 @@ TEST_CASE("redlock: a majority grants - a second owner is refused - release free
     }, 30s);
 }
 
-TEST_CASE("redlock: a waiter gets the lock when the holder releases", "[redlock][integration]") {
+TEST_CASE("redlock: a waiter is woken by the holder's release, not by polling",
+          "[redlock][integration]") {
+    // docs/redlock.md, "Waiting": refused, the waiter subscribes on every
+    // node and tries once more at once (rounds 1 and 2), then waits for an
+    // unlock message; the release 1.5 s later starts its third round.
+    // Polling every 50-250 ms would take about ten rounds; a wait that only
+    // ends at the holder's TTL (10 s) would outlast the bound below.
     redlock_case c(3, "rl:wait");
     auto& [f, ioc, locks, a, b] = c;
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        auto [ec, g] = co_await a.async_acquire({.lease = 5s}, use_nothrow);
+        auto [ec, g] = co_await a.async_acquire({.lease = 10s}, use_nothrow);
         REQUIRE_FALSE(ec);
-        asio::steady_timer t(ioc, 300ms);
-        t.async_wait([&](corolock::error_code) { g.async_release([](corolock::error_code) {}); });
-        const auto t0 = std::chrono::steady_clock::now();
-        auto [ec2, g2] = co_await b.async_acquire({.lease = 5s, .wait = 5s}, use_nothrow);
-        CHECK_FALSE(ec2);
-        CHECK(std::chrono::steady_clock::now() - t0 >= 250ms);
-        CHECK(f.holding("rl:wait") == 3);
+        const auto before = locks.metrics();
+        clock_type::time_point released{};
+        asio::steady_timer t(ioc, 1500ms);
+        t.async_wait([&](corolock::error_code) {
+            released = clock_type::now();
+            g.async_release([](corolock::error_code) {});
+        });
+        auto [ec2, g2] = co_await b.async_acquire({.lease = 10s, .wait = 8s}, use_nothrow);
+        const auto granted = clock_type::now();
+        REQUIRE_FALSE(ec2);
+        const auto m = locks.metrics();
+        CHECK(m.redlock_rounds - before.redlock_rounds == 3);
+        CHECK(m.redlock_rounds_failed - before.redlock_rounds_failed == 2);
+        // Granted in a round that an unlock message started.
+        CHECK(m.handoff.count() - before.handoff.count() == 1);
+        CHECK(m.contended_acquisitions - before.contended_acquisitions == 1);
+        CHECK(granted - released < 1s);  // a message, a jitter of at most 5 ms, a round
+        CHECK(f.holding("rl:wait") >= 2);
         co_await g2.release();
+    }, 30s);
+}
+
+TEST_CASE("redlock: with no release published, a waiter's wait ends at the holder's expiry",
+          "[redlock][integration]") {
+    // A holder gone without a word (its keys written here, as another
+    // process's): nothing is published when they expire. The waiter's wait
+    // is bounded by the expiry its refusals saw (the keys' PTTL), not by its
+    // own wait (8 s): rounds 1 and 2 refused, round 3 after the expiry.
+    redlock_case c(3, "rl:expiry");
+    auto& [f, ioc, locks, a, b] = c;
+    for (auto& s : f.servers) {
+        s->cmd1({"HSET", lock_key("rl:expiry"), "owner", "someone-gone", "l:1", "1"});
+        s->cmd1({"PEXPIRE", lock_key("rl:expiry"), "1500"});
+    }
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const auto t0 = clock_type::now();
+        auto [ec, g] = co_await b.async_acquire({.lease = 5s, .wait = 8s}, use_nothrow);
+        const auto took = clock_type::now() - t0;
+        REQUIRE_FALSE(ec);
+        CHECK(took >= 1400ms);
+        CHECK(took < 4s);
+        const auto m = locks.metrics();
+        CHECK(m.redlock_rounds == 3);
+        CHECK(m.handoff.count() == 0);  // no message woke it
+        co_await g.release();
     }, 30s);
 }
 
@@ -102,4 +146,25 @@ TEST_CASE("redlock: only the mutex kind", "[redlock][integration]") {
     CHECK_THROWS_AS(corolock::shared_mutex(locks, "rl:kind"), boost::system::system_error);
     CHECK_THROWS_AS(corolock::backend::redlock(ioc.get_executor(), {}),
                     boost::system::system_error);
+}
+
+TEST_CASE("redlock: after stop() nothing is left running, however many holds came before",
+          "[redlock][integration]") {
+    // Each hold waits for every node guard's lost signal; a release does not
+    // end those waits (guard.hpp), so the tenure's end cancels them. Left
+    // pending they would pile up per hold and keep the io_context running
+    // after stop().
+    redlock_case c(3, "rl:stop");
+    auto& [f, ioc, locks, a, b] = c;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < 3; ++i) {
+            auto [ec, g] = co_await a.async_acquire({.lease = 5s}, use_nothrow);
+            REQUIRE_FALSE(ec);
+            co_await g.release();
+        }
+    }, 30s);
+    locks.stop();
+    ioc.restart();
+    ioc.run_for(5s);
+    CHECK(ioc.stopped());  // ran out of work by itself
 }

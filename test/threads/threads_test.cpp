@@ -9,10 +9,12 @@
 // protects), and every CHECK runs on the test's own thread.
 #include <corolock/corolock.hpp>
 #include "redis/scripts.hpp"
+#include "redlock/redlock_backend.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
+#include "support/redlock_fleet.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -69,11 +71,13 @@ private:
     std::vector<std::exception_ptr> failures_;
 };
 
-// io_thread_count threads in ioc.run(), each bounded by limit.
+// `count` threads in ioc.run(), each bounded by limit.
 class io_threads {
 public:
-    io_threads(asio::io_context& ioc, std::chrono::steady_clock::duration limit) : ioc_(ioc) {
-        for (int i = 0; i < io_thread_count; ++i)
+    io_threads(asio::io_context& ioc, std::chrono::steady_clock::duration limit,
+               int count = io_thread_count)
+        : ioc_(ioc) {
+        for (int i = 0; i < count; ++i)
             threads_.emplace_back([this, limit] { ioc_.run_for(limit); });
     }
     io_threads(const io_threads&) = delete;
@@ -527,4 +531,58 @@ TEST_CASE("threads: stop() while commands, acquires and waits are in flight on f
     late.join();
     ioc.run_for(2s);
     CHECK(after_stop);
+}
+
+TEST_CASE("threads: RedLock on two threads, its per-node timeouts firing while nodes answer",
+          "[threads][redlock]") {
+    // The per-node timeout cancels a node's try while the node may be
+    // completing it on its own client's strand (docs/redlock.md, "Threads"):
+    // the cancellation is emitted on that strand, never on RedLock's. One
+    // backend times out nearly every try (1 ms), one keeps the default; both
+    // contend for one lock, with waits woken by the nodes' unlock messages.
+    redlock_fleet f(3);
+    asio::io_context ioc(2);
+    corolock::detail::redlock_options hasty;
+    hasty.node_timeout = 1ms;
+    corolock::backend quick(corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), "",
+                                                              hasty),
+                            true);
+    corolock::backend steady(
+        corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), ""), true);
+    constexpr int contenders = 4, rounds = 25;
+    // Atomics: two backends order their holders through the servers, which
+    // ThreadSanitizer cannot see.
+    std::atomic<int> failures{0}, inside{0}, overlaps{0}, granted{0};
+    task_group tasks;
+    for (int i = 0; i < 2 * contenders; ++i) {
+        tasks.spawn(ioc, [&, i]() -> asio::awaitable<void> {
+            corolock::mutex m(i % 2 ? quick : steady, "threads:redlock");
+            for (int j = 0; j < rounds; ++j) {
+                auto [ec, g] =
+                    co_await m.async_acquire({.lease = 10s, .wait = 300ms}, use_nothrow);
+                if (ec == error::wait_timeout) continue;
+                if (ec) {
+                    ++failures;
+                    co_return;
+                }
+                ++granted;
+                if (inside.fetch_add(1) != 0) ++overlaps;
+                co_await sleep_for(1ms);
+                inside.fetch_sub(1);
+                if (auto rec = co_await g.release()) ++failures;
+            }
+        });
+    }
+    io_threads threads(ioc, 150s, 2);
+    const bool finished = wait_until([&] { return tasks.done(); }, 140s);
+    quick.stop();
+    steady.stop();
+    CHECK(threads.join());
+    REQUIRE(finished);
+    tasks.rethrow();
+    CHECK(failures == 0);
+    CHECK(overlaps == 0);
+    CHECK(granted > 0);
+    // The hasty backend's timeouts fired (its rounds failed).
+    CHECK(quick.metrics().redlock_rounds_failed > 0);
 }

@@ -84,6 +84,9 @@ TEST_CASE("acquire_fsm: try_once never queues or waits", "[acquire_fsm]") {
     CHECK(a.what == step::done);
     CHECK(a.ec == error::lock_held);
     CHECK_FALSE(a.leave_queue);
+    // The holder's expiry is noted for the channel's waiters (RedLock's).
+    CHECK(a.note_expiry);
+    CHECK(a.expiry == t0 + 1ms + 801ms);
     // A transient failure is not retried either.
     acquire_fsm m2(s);
     m2.start(at(t0));

@@ -214,6 +214,8 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
     m.cluster_ask = 8;
     m.cluster_retries = 9;
     m.cluster_map_refreshes = 10;
+    m.redlock_rounds = 11;
+    m.redlock_rounds_failed = 12;
     corolock::detail::histogram_recorder wait, handoff;
     for (ns d : {ns(50us), ns(300us), ns(3ms), ns(3ms), ns(1s), ns(20s), ns(400ms)}) wait.record(d);
     handoff.record(250us);
@@ -236,6 +238,8 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
     CHECK(value_of(e, "corolock_cluster_ask_total") == "8");
     CHECK(value_of(e, "corolock_cluster_retries_total") == "9");
     CHECK(value_of(e, "corolock_cluster_map_refreshes_total") == "10");
+    CHECK(value_of(e, "corolock_redlock_rounds_total") == "11");
+    CHECK(value_of(e, "corolock_redlock_rounds_failed_total") == "12");
     CHECK(e.types.at("corolock_acquisitions_total") == "counter");
     CHECK(e.types.at("corolock_acquire_wait_seconds") == "histogram");
     check_histogram(e, "corolock_acquire_wait_seconds", 7);
