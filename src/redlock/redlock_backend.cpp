@@ -46,6 +46,13 @@ void release_everywhere(std::vector<guard> guards, release_done done) {
         error_code why;
         release_done done;
     };
+    if (!done) {
+        // Nobody waits for the answers (a give-back): dropped, each node's
+        // guard is released in the background, which that node's drain()
+        // waits for; an explicit release would not be.
+        guards.clear();
+        return;
+    }
     auto r = std::make_shared<tally>(std::move(guards), std::move(done));
     for (const auto& g : r->guards)
         if (g.owns_lock()) ++r->left;
