@@ -7,6 +7,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -194,6 +195,7 @@ private:
             // Posted ahead of the try: a release after the try wakes again.
             if (n.watch) n.watch->rearm();
             n.signal = std::make_shared<asio::cancellation_signal>();
+            ++be->tries_out_;
             st->members[i].async_try_acquire(
                 node, asio::bind_cancellation_slot(
                           n.signal->slot(),
@@ -217,6 +219,7 @@ private:
             const auto expiry = w ? w->expiry_hint() : clock::time_point::min();
             asio::post(op->be->strand_, [op, i, r, ec, expiry, g = std::move(g)]() mutable {
                 op->on_answer(r, i, ec, std::move(g), expiry);
+                op->be->on_try_settled();
             });
         };
         if (!w || be->node_strand(i).running_in_this_thread())
@@ -619,7 +622,37 @@ void redlock_backend::release_in_background(const std::shared_ptr<lock_state>& b
     if (st->levels.empty()) end_tenure(st, {}, false);
 }
 
+void redlock_backend::on_try_settled() {
+    if (--tries_out_ != 0) return;
+    auto waiters = std::exchange(settled_waiters_, {});
+    for (auto& w : waiters) w();
+}
+
 void redlock_backend::drain(clock::duration bound, release_handler handler, bool direct) {
+    // First until no node try is out, at most `bound`; then the nodes'.
+    struct wait {
+        wait(const strand_type& s, release_handler h) : timer(s), handler(std::move(h)) {}
+        asio::steady_timer timer;
+        release_handler handler;
+        bool fired = false;
+    };
+    const auto start = clock::now();
+    auto w = std::make_shared<wait>(strand_, std::move(handler));
+    auto go = [self = shared_from_this(), w, bound, start, direct] {
+        if (std::exchange(w->fired, true)) return;
+        w->timer.cancel();
+        const auto left = bound - (clock::now() - start);
+        self->drain_nodes(std::max(left, clock::duration::zero()), std::move(w->handler), direct);
+    };
+    asio::dispatch(strand_, [self = shared_from_this(), w, bound, go] {
+        if (self->tries_out_ == 0) return go();
+        self->settled_waiters_.push_back(go);
+        w->timer.expires_after(bound);
+        w->timer.async_wait([go](error_code) { go(); });
+    });
+}
+
+void redlock_backend::drain_nodes(clock::duration bound, release_handler handler, bool direct) {
     struct join {
         join(std::size_t n, release_handler handler) : left(n), h(std::move(handler)) {}
         std::atomic<std::size_t> left;

@@ -28,6 +28,7 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -112,6 +113,12 @@ private:
     // `done` (may be empty) hears success, or lock_lost for a lost tenure.
     void end_tenure(const std::shared_ptr<redlock_lock_state>& st, release_handler done,
                     bool direct);
+    // A node's try was answered and its answer handled (a guard it carried
+    // that no round kept is dropped by then, so that node's drain counts
+    // its give-back). Strand only.
+    void on_try_settled();
+    // Every node's drain, once no try is out (or `bound` has passed).
+    void drain_nodes(clock::duration bound, release_handler handler, bool direct);
 
     boost::asio::any_io_executor executor_;
     strand_type strand_;
@@ -122,6 +129,11 @@ private:
     // Acquires in progress, answered client_stopped by stop(). Strand only.
     std::map<std::uint64_t, std::weak_ptr<round_op>> ops_;
     std::uint64_t next_op_ = 0;
+    // Node tries sent and not yet settled, and the drains waiting for none
+    // to be out: an answer on its way to the strand may carry a grant to
+    // give back, which no node's drain can see yet. Strand only.
+    std::size_t tries_out_ = 0;
+    std::vector<std::function<void()>> settled_waiters_;
     metrics_recorder metrics_;
     std::atomic<std::uint64_t> rounds_{0}, rounds_failed_{0};
 };
