@@ -24,14 +24,7 @@ tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-cluster-cli-test.XXXXXX")
 # throwaway server helper: throwaway_redis_start, stop_pid.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-cleanup() {
-  stop_started
-  stop_nodes
-  rm -rf "$tmp_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_node_cleanup
 
 cluster_ok() {
   local p

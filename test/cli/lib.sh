@@ -194,3 +194,16 @@ with open(sys.argv[1]) as f:
 print(eval(sys.argv[2]))
 ' "$1" "$2"
 }
+
+# For the multi-server scripts: on exit or a signal, end every process and
+# node the script started and remove its $tmp_dir.
+trap_node_cleanup() {
+  node_cleanup() {
+    stop_started
+    stop_nodes
+    rm -rf "$tmp_dir"
+  }
+  trap node_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}

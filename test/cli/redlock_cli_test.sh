@@ -21,14 +21,7 @@ tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-redlock-cli-test.XXXXXX")
 # cl, ...).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-cleanup() {
-  stop_started
-  stop_nodes
-  rm -rf "$tmp_dir"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap_node_cleanup
 
 # How many of the three nodes hold NAME's key.
 holders() {  # NAME
