@@ -296,11 +296,29 @@ TEST_CASE("multi_lock: processes taking overlapping sets in opposite orders neve
     const auto r = f.check(f.counted());
     INFO(r.report());
     CHECK(r.ok());
-    int timeouts = 0;
-    for (const auto& e : f.events()) timeouts += e.ev == "acquire_failed";
+    // A deadlock stalls everyone: a wait that ends while no other worker got
+    // through. The mutex is not fair, so on a loaded machine one worker may
+    // lose every race for its 3 s wait while the others go on; that is
+    // starvation, allowed here, and told apart by the others' releases
+    // inside the failed wait.
+    const auto events = f.events();
+    int failed_waits = 0;
+    for (const auto& e : events) {
+        if (e.ev != "acquire_failed" || e.task != 0) continue;
+        ++failed_waits;
+        INFO("a failed wait of pid " << e.pid << " at t=" << e.t << ": " << e.error);
+        CHECK(e.error == "wait_timeout");
+        const long long from = e.t - std::chrono::nanoseconds(3s).count();
+        bool others_progressed = false;
+        for (const auto& o : events)
+            others_progressed = others_progressed ||
+                                (o.ev == "release_ok" && o.pid != e.pid && o.t >= from && o.t <= e.t);
+        CHECK(others_progressed);
+    }
     std::cout << "multi opposite orders: " << cycles << " cycles of 3 names, " << r.holders
-              << " member holders, " << timeouts << " failed member acquires" << std::endl;
-    CHECK(timeouts == 0);
+              << " member holders, " << failed_waits << " waits timed out"
+              << std::endl;
+    CHECK(failed_waits * 10 <= cycles);
     CHECK(cycles >= 30);
     CHECK(r.completed_sections == 3 * cycles);
 }
