@@ -439,6 +439,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
             const auto o = decide_acquire(a);
             using kind = acquire_outcome::kind;
             if (o.what == kind::failed) {
+                backend->log().info("lock {}: acquire failed: {} {}", escaped{st->name},
+                                    escaped{a.sqlstate}, escaped{a.message});
                 s->close();
                 if (backend->stopped()) co_return complete(error::client_stopped, {});
                 if (a.transport == error::connection_lost && attempt == 0 && !abandoned) continue;

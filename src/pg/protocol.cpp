@@ -123,10 +123,11 @@ statement create_table() {
             {}};
 }
 
-// 42P07 duplicate_table, 23505 unique_violation (pg_type's index): another
-// session created the table at the same moment.
+// 42P07 duplicate_table, 42710 duplicate_object (its row type), 23505
+// unique_violation (pg_type's index): another session created the table at
+// the same moment.
 bool ddl_ok(std::string_view sqlstate) noexcept {
-    return sqlstate.empty() || sqlstate == "42P07" || sqlstate == "23505";
+    return sqlstate.empty() || sqlstate == "42P07" || sqlstate == "42710" || sqlstate == "23505";
 }
 
 std::string timeout_ms(std::chrono::steady_clock::duration d) {

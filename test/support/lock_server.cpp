@@ -107,6 +107,7 @@ public:
     std::chrono::milliseconds expiry_slack() const override {
         return std::chrono::milliseconds(300);
     }
+    bool frees_on_disconnect() const override { return true; }
     void kill9() override { server_.kill9(); }
     void pause() override { server_.pause(); }
     void resume() override { server_.resume(); }

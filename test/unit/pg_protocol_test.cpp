@@ -123,5 +123,6 @@ TEST_CASE("pg statements carry their parameters in order", "[pg]") {
     CHECK(wait_setup(250ms, "o").params[0] == "250");
     CHECK(ddl_ok("42P07"));
     CHECK(ddl_ok("23505"));
+    CHECK(ddl_ok("42710"));
     CHECK_FALSE(ddl_ok("42501"));
 }
