@@ -1,5 +1,6 @@
 #include "pg/pg_backend.hpp"
 
+#include "core/coroutine_backend.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include "core/watchdog_schedule.hpp"
@@ -182,15 +183,7 @@ void pg_backend::cancel_in_background(int pid, const background_work::job& paren
 }
 
 void pg_backend::drain(clock::duration bound, release_handler handler, bool direct) {
-    asio::post(strand_, [self = shared_from_this(), bound, h = std::move(handler),
-                         direct]() mutable {
-        if (self->stopped()) {
-            detail::complete_now(std::move(h), direct, self->executor_,
-                                 error_code(error::client_stopped));
-            return;
-        }
-        self->work_->drain(bound, std::move(h), direct);
-    });
+    drain_background_work(shared_from_this(), bound, std::move(handler), direct);
 }
 
 // ---- tenures ----
@@ -199,19 +192,8 @@ std::shared_ptr<tenure> pg_backend::on_granted(const std::shared_ptr<pg_lock_sta
                                                std::shared_ptr<connection> session,
                                                std::uint64_t level, const lease_terms& terms,
                                                clock::time_point deadline) {
-    std::shared_ptr<tenure> t;
-    if (auto* live = st->live()) {
-        live->terms.join(lease_terms{live->terms.lease, terms.renew_every});
-        t = st->current;
-        t->publish_deadline(std::max(t->deadline(), deadline));
-    } else {
-        if (st->current && st->current.use_count() == 1)
-            t = st->current;
-        else
-            t = std::make_shared<tenure>();
-        t->reset(++st->tenures, terms);
-        t->publish_deadline(deadline);
-        st->current = t;
+    auto [t, began] = add_level(*st, level, terms, deadline);
+    if (began) {
         st->session = std::move(session);
         const auto epoch = t->epoch;
         st->session->on_lost([weak = std::weak_ptr<pg_lock_state>(st), epoch,
@@ -226,8 +208,6 @@ std::shared_ptr<tenure> pg_backend::on_granted(const std::shared_ptr<pg_lock_sta
         arm_deadline(st, epoch);
         if (terms.renew_every.count() > 0) run_renewals(st, epoch);
     }
-    st->levels.push_back(level);
-    st->held.fetch_add(1, std::memory_order_acq_rel);
     return t;
 }
 
@@ -256,15 +236,8 @@ void pg_backend::lose_tenure(const std::shared_ptr<pg_lock_state>& st, const cha
 }
 
 void pg_backend::arm_deadline(std::shared_ptr<pg_lock_state> st, std::uint64_t epoch) {
-    if (!st->deadline_timer) st->deadline_timer = std::make_unique<asio::steady_timer>(strand_);
-    st->deadline_timer->expires_at(st->current->deadline());
-    st->deadline_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code) {
-        auto* t = st->live();
-        if (!t || t->epoch != epoch || t->lost()) return;
-        if (clock::now() >= t->deadline())
-            lose_tenure(st, "the lease deadline passed without an answered renewal");
-        else
-            arm_deadline(st, epoch);  // a renewal moved it
+    arm_tenure_deadline(std::move(st), epoch, strand_, [self = shared_from_this()](const auto& s) {
+        self->lose_tenure(s, "the lease deadline passed without an answered renewal");
     });
 }
 
@@ -301,38 +274,17 @@ void pg_backend::run_renewals(std::shared_ptr<pg_lock_state> st, std::uint64_t e
 
 namespace {
 
-struct acquire_op : std::enable_shared_from_this<acquire_op> {
+struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<acquire_op> {
     acquire_op(std::shared_ptr<pg_backend> b, std::shared_ptr<pg_lock_state> s, lock_options o,
                bool once, lock_backend::acquire_handler h, bool d)
-        : backend(std::move(b)), st(std::move(s)), opts(o), try_once(once),
-          handler(std::move(h)), direct(d) {}
+        : coroutine_acquire(std::move(b), o, once, std::move(h), d), st(std::move(s)) {}
 
-    std::shared_ptr<pg_backend> backend;
     std::shared_ptr<pg_lock_state> st;
-    lock_options opts;
-    bool try_once;
-    lock_backend::acquire_handler handler;
-    bool direct;
-    bool abandoned = false;
-    bool done = false;
     bool cancel_sent = false;
     int waiting_pid = 0;  // the session's backend while it waits in the lock queue
-    background_work::job cleanup;
-    clock::time_point started = clock::now();
-
-    void complete(error_code ec, guard g) {
-        if (!handler) return;
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected()) slot.clear();
-        detail::complete_now(std::move(handler), direct, backend->get_executor(), ec,
-                             std::move(g));
-        handler = {};
-    }
 
     void abandon(error_code ec) {
-        abandoned = true;
-        if (!done && !cleanup.counted()) cleanup = backend->work().begin();
-        complete(ec, {});
+        give_up(ec);
         if (waiting_pid != 0 && !cancel_sent) {
             cancel_sent = true;
             asio::co_spawn(backend->strand(), cancel_until_answered(shared_from_this()),
@@ -349,11 +301,6 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
             pause.expires_after(std::chrono::milliseconds(250));
             co_await pause.async_wait(nothrow);
         }
-    }
-
-    void end_run() noexcept {
-        done = true;
-        backend->work().end(cleanup);
     }
 
     asio::awaitable<void> run() {
@@ -491,9 +438,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
             co_return complete(error::lock_lost, {});
         }
         st->session_lease = opts.lease;
-        auto& m = backend->recorder();
-        metrics_recorder::add(m.acquisitions);
-        m.wait.record(clock::now() - started);
+        count_grant(false);
         auto t = backend->on_granted(st, std::move(s), level, terms, deadline);
         complete({}, make_guard(st, level, fence, std::move(t)));
     }
@@ -504,24 +449,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
 void pg_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
                          const acquire_request&, bool try_once, acquire_handler handler,
                          bool direct) {
-    auto st = std::static_pointer_cast<pg_lock_state>(base);
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto op = std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts, try_once,
-                                           std::move(handler), direct);
-    if (slot.is_connected()) {
-        slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
-            auto o = weak.lock();
-            if (!o) return;
-            asio::post(o->backend->strand(), [o] { o->abandon(asio::error::operation_aborted); });
-        });
-    }
-    asio::post(strand_, [op] {
-        if (op->backend->stopped()) {
-            op->end_run();
-            return op->complete(error::client_stopped, {});
-        }
-        asio::co_spawn(op->backend->strand(), [op]() { return op->run(); }, asio::detached);
-    });
+    start_acquire(std::make_shared<acquire_op>(shared_from_this(),
+                                               std::static_pointer_cast<pg_lock_state>(base), opts,
+                                               try_once, std::move(handler), direct),
+                  slot);
 }
 
 // ---- release ----
@@ -564,17 +496,18 @@ void pg_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t 
             detail::complete_now(std::move(h), direct, ex, ec);
         });
     };
-    auto it = std::find(st->levels.begin(), st->levels.end(), level);
-    auto* live = st->live();
-    if (live && live != t.get()) return finish(error::lock_lost);  // a later tenure holds
-    if (t->lost() || it == st->levels.end()) {
+    const bool expired = clock::now() >= t->deadline();
+    switch (take_level(*st, level, *t)) {
+    case release_step::later_tenure:
+        return finish(error::lock_lost);
+    case release_step::gone:
         asio::co_spawn(strand_, release_lost(st, std::move(handler), direct), asio::detached);
         return;
+    case release_step::more_levels:
+        return finish(expired ? error_code(error::expired) : error_code{});
+    case release_step::last_level:
+        break;
     }
-    const bool expired = clock::now() >= t->deadline();
-    st->levels.erase(it);
-    st->held.fetch_sub(1, std::memory_order_acq_rel);
-    if (!st->levels.empty()) return finish(expired ? error_code(error::expired) : error_code{});
     auto c = st->session;
     end_tenure(st);
     asio::co_spawn(strand_, release_live(st, std::move(c), expired, std::move(handler), direct, {}),
@@ -584,11 +517,7 @@ void pg_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t 
 void pg_backend::release_in_background(const std::shared_ptr<lock_state>& base,
                                        std::uint64_t level) {
     auto st = std::static_pointer_cast<pg_lock_state>(base);
-    auto it = std::find(st->levels.begin(), st->levels.end(), level);
-    if (it == st->levels.end()) return;
-    st->levels.erase(it);
-    st->held.fetch_sub(1, std::memory_order_acq_rel);
-    if (!st->levels.empty()) return;
+    if (!st->current || take_level(*st, level, *st->current) != release_step::last_level) return;
     auto c = st->session;
     end_tenure(st);
     if (!c) return;

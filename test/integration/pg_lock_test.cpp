@@ -70,6 +70,19 @@ asio::awaitable<bool> lost_within(corolock::guard& g, clock_type::duration limit
     co_return r.index() == 0;
 }
 
+// The lock moves on after g1 was lost: m2's fence is larger, g1's release
+// says not_owner, and m2 releases cleanly.
+asio::awaitable<void> next_owner_takes_over(corolock::mutex& m2, corolock::guard& g1,
+                                            std::chrono::seconds wait) {
+    CHECK(g1.lost());
+    auto g2 = co_await m2.acquire({.lease = 30s, .wait = wait});
+    CHECK(g2.token() > g1.token());
+    const auto ec = co_await g1.release();
+    CHECK(ec == error::not_owner);
+    const auto rec = co_await g2.release();
+    CHECK_FALSE(rec);
+}
+
 }  // namespace
 
 TEST_CASE("pg: grant, refusal, release, and fences that rise", "[pg]") {
@@ -170,15 +183,7 @@ TEST_CASE("pg: a holder whose backend is terminated is told at once; the next fe
         CHECK(lost);
         std::cout << "pg terminated holder: lost " << ms(clock_type::now() - killed_at)
                   << " ms after pg_terminate_backend (lease 30 s)" << std::endl;
-        CHECK(g1.lost());
-        auto g2 = co_await m2.acquire({.lease = 30s, .wait = 5s});
-        CHECK(g2.token() > g1.token());
-        const auto ec = co_await g1.release();
-        CHECK(ec == error::not_owner);
-        {
-            const auto rec = co_await g2.release();
-            CHECK_FALSE(rec);
-        }
+        co_await next_owner_takes_over(m2, g1, 5s);
         a.stop();
         b.stop();
     }, 30s);
@@ -246,15 +251,7 @@ TEST_CASE("pg: a server restart while held: the holder is told, no two holders, 
         co_await eventually([&] { return restarted.load(); }, 30000ms);
         restarter.join();
         REQUIRE(restarted);
-        CHECK(g1.lost());
-        auto g2 = co_await m2.acquire({.lease = 30s, .wait = 10s});
-        CHECK(g2.token() > g1.token());  // the fence survived the restart
-        const auto ec = co_await g1.release();
-        CHECK(ec == error::not_owner);
-        {
-            const auto rec = co_await g2.release();
-            CHECK_FALSE(rec);
-        }
+        co_await next_owner_takes_over(m2, g1, 10s);  // the fence survived the restart
         a.stop();
         b.stop();
     }, 60s);

@@ -26,15 +26,6 @@ namespace {
 
 bool is_program(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
 
-char process_state(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const auto paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
-    return stat[paren + 2];
-}
-
 }  // namespace
 
 std::string find_pg_bindir() {
