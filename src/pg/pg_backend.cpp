@@ -394,11 +394,15 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
                 co_return complete(o.error, {});
             }
             if (o.what != kind::granted) {
-                // Reusable unless a cancel of ours may still arrive.
-                if (cancel_sent && o.what != kind::cancelled)
-                    s->close();
-                else
+                // Only a refused try surely left the lock alone. A wait that
+                // was cancelled or timed out may have taken the advisory
+                // lock (session-level: no rollback undoes it) before the
+                // fence's insert failed, and a cancel of ours may still be
+                // on its way: such a session is closed, which frees it.
+                if (o.what == kind::refused && !cancel_sent)
                     backend->give_session(std::move(s));
+                else
+                    s->close();
                 if (o.what == kind::refused) co_return complete(error::lock_held, {});
                 if (o.what == kind::timed_out) co_return complete(error::wait_timeout, {});
                 co_return complete(error::server_error, {});  // someone else cancelled it
