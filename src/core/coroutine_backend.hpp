@@ -10,6 +10,7 @@
 
 #include "core/background_work.hpp"
 #include "core/backend.hpp"
+#include "core/logging.hpp"
 #include "core/metrics_recorder.hpp"
 
 #include <corolock/detail/completion.hpp>
@@ -20,6 +21,8 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <memory>
@@ -143,6 +146,32 @@ inline release_step take_level(lock_state& st, std::uint64_t level, const tenure
     st.levels.erase(it);
     st.held.fetch_sub(1, std::memory_order_acq_rel);
     return st.levels.empty() ? release_step::last_level : release_step::more_levels;
+}
+
+// A release's answer known on the strand, posted (a failure counted as a
+// release that found its lock gone).
+template <class Strand>
+void answer_release(const Strand& strand, const boost::asio::any_io_executor& ex,
+                    metrics_recorder& m, lock_backend::release_handler h, bool direct,
+                    error_code ec) {
+    if (ec) metrics_recorder::add(m.releases_found_gone);
+    boost::asio::post(strand, [h = std::move(h), ec, direct, ex]() mutable {
+        detail::complete_now(std::move(h), direct, ex, ec);
+    });
+}
+
+// Marks the handle's live tenure lost (logged, counted); false when none is
+// live or it was lost already. The backend then ends the tenure, signals
+// the loss and gives back what the tenure held.
+inline bool mark_live_lost(lock_state& st, metrics_recorder& m, spdlog::logger& log,
+                           const char* why) {
+    auto* t = st.live();
+    if (!t || t->lost()) return false;
+    log.warn("lock {}: lease lost: {}", escaped{st.name}, why);
+    metrics_recorder::add(m.leases_lost);
+    t->mark_lost(std::chrono::steady_clock::now());
+    st.lost_epoch = t->epoch;
+    return true;
 }
 
 // Arms the state's deadline timer for its live tenure `epoch`: past the

@@ -413,12 +413,7 @@ void etcd_backend::check_key(const std::shared_ptr<etcd_lock_state>& st) {
 }
 
 void etcd_backend::lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why) {
-    auto* t = st->live();
-    if (!t || t->lost()) return;
-    log().warn("lock {}: lease lost: {}", escaped{st->name}, why);
-    metrics_recorder::add(metrics_.leases_lost);
-    t->mark_lost(clock::now());
-    st->lost_epoch = t->epoch;
+    if (!mark_live_lost(*st, metrics_, log(), why)) return;
     const auto lease = std::exchange(st->lease_id, 0);
     end_tenure(st);
     st->signal_lost();
@@ -785,10 +780,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
     auto st = std::static_pointer_cast<etcd_lock_state>(base);
     const bool expired = clock::now() >= t->deadline();
     auto finish = [&](error_code ec) {
-        if (ec) metrics_recorder::add(metrics_.releases_found_gone);
-        asio::post(strand_, [h = std::move(handler), ec, direct, ex = executor_]() mutable {
-            detail::complete_now(std::move(h), direct, ex, ec);
-        });
+        answer_release(strand_, executor_, metrics_, std::move(handler), direct, ec);
     };
     const auto step = take_level(*st, level, *t);
     if (step == release_step::later_tenure) return finish(error::lock_lost);

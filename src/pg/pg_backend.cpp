@@ -222,12 +222,7 @@ void pg_backend::end_tenure(const std::shared_ptr<pg_lock_state>& st) noexcept {
 }
 
 void pg_backend::lose_tenure(const std::shared_ptr<pg_lock_state>& st, const char* why) {
-    auto* t = st->live();
-    if (!t || t->lost()) return;
-    log().warn("lock {}: lease lost: {}", escaped{st->name}, why);
-    metrics_recorder::add(metrics_.leases_lost);
-    t->mark_lost(clock::now());
-    st->lost_epoch = t->epoch;
+    if (!mark_live_lost(*st, metrics_, log(), why)) return;
     auto c = st->session;
     end_tenure(st);
     st->signal_lost();
@@ -495,10 +490,7 @@ void pg_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t 
                          std::shared_ptr<const tenure> t, release_handler handler, bool direct) {
     auto st = std::static_pointer_cast<pg_lock_state>(base);
     auto finish = [&](error_code ec) {
-        if (ec) metrics_recorder::add(metrics_.releases_found_gone);
-        asio::post(strand_, [h = std::move(handler), ec, direct, ex = executor_]() mutable {
-            detail::complete_now(std::move(h), direct, ex, ec);
-        });
+        answer_release(strand_, executor_, metrics_, std::move(handler), direct, ec);
     };
     const bool expired = clock::now() >= t->deadline();
     switch (take_level(*st, level, *t)) {
