@@ -13,6 +13,7 @@ packages=(
   libssl-dev openssl                    # TLS, and test certificates
   redis-server redis-tools              # the test server, redis-cli, redis-benchmark
   etcd-server etcd-client               # the etcd test servers, etcdctl
+  libpq-dev postgresql                  # the PostgreSQL backend (libpq), its test servers
   python3 procps                        # the CLI and bench tests: JSON checks, ps
 )
 # Extra packages a caller needs on top (for example clang for the fuzzer).
@@ -44,7 +45,7 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update
 "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 
-# The packaged redis-server starts a system service on port 6379 where an
-# init system runs; the tests never use it (they start their own servers on
-# free ports), so it is left alone.
+# The packaged redis-server (and postgresql, on 5432) starts a system
+# service where an init system runs; the tests never use it (they start
+# their own servers on free ports), so it is left alone.
 echo "setup: done"

@@ -4,6 +4,9 @@
 
 #include "core/backend.hpp"
 #include "etcd/etcd_backend.hpp"
+#ifdef COROLOCK_HAVE_POSTGRESQL
+#include "pg/pg_backend.hpp"
+#endif
 #include "redis/redis_backend.hpp"
 #include "redlock/redlock_backend.hpp"
 
@@ -41,6 +44,15 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
     const auto scheme = scheme_of(url);
     if (scheme == "etcd" || scheme == "etcds")
         return detail::etcd::connect(std::move(ex), url, cfg.holder_label);
+    if (scheme == "postgresql" || scheme == "postgres") {
+#ifdef COROLOCK_HAVE_POSTGRESQL
+        return detail::pg::connect(std::move(ex), url, cfg.holder_label);
+#else
+        throw boost::system::system_error(
+            make_error_code(error::invalid_url),
+            "this corolock was built without the PostgreSQL backend (libpq was not found)");
+#endif
+    }
     if (scheme.empty() || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
         scheme == "rediss+sentinel" || scheme == "redis+cluster" || scheme == "rediss+cluster")
         // The Redis URL parser explains what is wrong with a URL without a
@@ -49,8 +61,8 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
     throw boost::system::system_error(
         make_error_code(error::invalid_url),
         "unsupported URL scheme '" + scheme +
-            "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd or "
-            "etcds");
+            "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd, "
+            "etcds or postgresql");
 }
 
 }  // namespace

@@ -15,6 +15,10 @@
 //   ...?request_timeout_ms=N&connect_timeout_ms=N
 //                                          etcd request and connect bounds
 //                                          (default 5000 each)
+//   postgresql://[user[:pass]@]host[:port]/db[?param=value...]
+//   postgres://...                         a PostgreSQL 14+ database (libpq's
+//                                          URI syntax; docs/postgresql.md),
+//                                          when built with libpq
 //
 // docs/backends.md compares them and says which to choose.
 //

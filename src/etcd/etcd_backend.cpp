@@ -1,5 +1,6 @@
 #include "etcd/etcd_backend.hpp"
 
+#include "core/coroutine_backend.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include "core/watchdog_schedule.hpp"
@@ -371,42 +372,19 @@ void etcd_backend::revoke_in_background(std::int64_t lease_id, const background_
 }
 
 void etcd_backend::drain(clock::duration bound, release_handler handler, bool direct) {
-    asio::post(strand_, [self = shared_from_this(), bound, h = std::move(handler),
-                         direct]() mutable {
-        if (self->stopped()) {
-            detail::complete_now(std::move(h), direct, self->executor_,
-                                 error_code(error::client_stopped));
-            return;
-        }
-        self->work_->drain(bound, std::move(h), direct);
-    });
+    drain_background_work(shared_from_this(), bound, std::move(handler), direct);
 }
 
 std::shared_ptr<tenure> etcd_backend::on_granted(const std::shared_ptr<etcd_lock_state>& st,
                                                  std::uint64_t level, const lease_terms& terms,
                                                  clock::time_point deadline) {
-    std::shared_ptr<tenure> t;
-    if (auto* live = st->live()) {
-        live->terms.renew_every = terms.renew_every.count() == 0 ? live->terms.renew_every
-                                  : live->terms.renew_every.count() == 0
-                                      ? terms.renew_every
-                                      : std::min(live->terms.renew_every, terms.renew_every);
-        t = st->current;
-    } else {
-        if (st->current && st->current.use_count() == 1)
-            t = st->current;
-        else
-            t = std::make_shared<tenure>();
-        t->reset(++st->tenures, terms);
-        t->publish_deadline(deadline);
-        st->current = t;
+    auto [t, began] = add_level(*st, level, terms, deadline);
+    if (began) {
         holding_[st->watch_id] = st;
         watch_prefix(st->prefix, &st->holder);  // a deleted key is a lost tenure
         arm_deadline(st, t->epoch);
         if (terms.renew_every.count() > 0) run_renewals(st, t->epoch);
     }
-    st->levels.push_back(level);
-    st->held.fetch_add(1, std::memory_order_acq_rel);
     return t;
 }
 
@@ -435,12 +413,7 @@ void etcd_backend::check_key(const std::shared_ptr<etcd_lock_state>& st) {
 }
 
 void etcd_backend::lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why) {
-    auto* t = st->live();
-    if (!t || t->lost()) return;
-    log().warn("lock {}: lease lost: {}", escaped{st->name}, why);
-    metrics_recorder::add(metrics_.leases_lost);
-    t->mark_lost(clock::now());
-    st->lost_epoch = t->epoch;
+    if (!mark_live_lost(*st, metrics_, log(), why)) return;
     const auto lease = std::exchange(st->lease_id, 0);
     end_tenure(st);
     st->signal_lost();
@@ -448,15 +421,8 @@ void etcd_backend::lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const
 }
 
 void etcd_backend::arm_deadline(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch) {
-    if (!st->deadline_timer) st->deadline_timer = std::make_unique<asio::steady_timer>(strand_);
-    st->deadline_timer->expires_at(st->current->deadline());
-    st->deadline_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code) {
-        auto* t = st->live();
-        if (!t || t->epoch != epoch || t->lost()) return;
-        if (clock::now() >= t->deadline())
-            lose_tenure(st, "the lease deadline passed without a confirmed keep-alive");
-        else
-            arm_deadline(st, epoch);  // a keep-alive moved it
+    arm_tenure_deadline(std::move(st), epoch, strand_, [self = shared_from_this()](const auto& s) {
+        self->lose_tenure(s, "the lease deadline passed without a confirmed keep-alive");
     });
 }
 
@@ -494,33 +460,22 @@ void etcd_backend::run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64
 
 namespace {
 
-struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watcher {
+// Abandoned while running, its cleanup job lasts until run() ends, so a
+// drain waits for the give-back of whatever it still gets (a lease, a key).
+struct acquire_op : coroutine_acquire<etcd_backend>,
+                    std::enable_shared_from_this<acquire_op>,
+                    etcd_backend::watcher {
     acquire_op(std::shared_ptr<etcd_backend> b, std::shared_ptr<etcd_lock_state> s,
                lock_options o, bool once, lock_backend::acquire_handler h, bool d)
-        : backend(std::move(b)),
+        : coroutine_acquire(std::move(b), o, once, std::move(h), d),
           st(std::move(s)),
-          opts(o),
-          try_once(once),
-          handler(std::move(h)),
-          direct(d),
           wake(backend->strand()) {}
 
-    std::shared_ptr<etcd_backend> backend;
     std::shared_ptr<etcd_lock_state> st;
-    lock_options opts;
-    bool try_once;
-    lock_backend::acquire_handler handler;
-    bool direct;
     asio::steady_timer wake;  // cancelled by a wake-up or by abandon()
     bool woken = false;
-    bool abandoned = false;
     bool watching = false;
-    bool done = false;  // run() ended (or never started)
-    // Abandoned while running: background clean-up until run() ends, so a
-    // drain waits for the give-back of whatever it still gets (a lease, a key).
-    background_work::job cleanup;
     std::string predecessor;
-    clock::time_point started = clock::now();
 
     // This acquire's own lease and key while it waits or until its grant.
     std::int64_t lease_id = 0;
@@ -544,26 +499,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
         wake.cancel();
     }
 
-    void complete(error_code ec, guard g) {
-        if (!handler) return;
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected()) slot.clear();
-        detail::complete_now(std::move(handler), direct, backend->get_executor(), ec,
-                                 std::move(g));
-        handler = {};
-    }
-
     void abandon(error_code ec) {
-        abandoned = true;
-        if (!done && !cleanup.counted()) cleanup = backend->work().begin();
-        complete(ec, {});
+        give_up(ec);
         wake.cancel();
-    }
-
-    // run() is over: nothing more will be given back.
-    void end_run() noexcept {
-        done = true;
-        backend->work().end(cleanup);
     }
 
     void stop_watching() {
@@ -813,10 +751,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
         st->lease_id = std::exchange(lease_id, 0);
         st->create_revision = my_revision;
         st->value = std::move(value);
-        auto& m = backend->recorder();
-        metrics_recorder::add(m.acquisitions);
-        if (contended) metrics_recorder::add(m.contended_acquisitions);
-        m.wait.record(clock::now() - started);
+        count_grant(contended);
         auto t = backend->on_granted(st, level, terms, deadline);
         complete({}, make_guard(st, level, token, std::move(t)));
     }
@@ -830,24 +765,11 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
 void etcd_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
                            const acquire_request&, bool try_once, acquire_handler handler,
                            bool direct) {
-    auto st = std::static_pointer_cast<etcd_lock_state>(base);
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto op = std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts, try_once,
-                                           std::move(handler), direct);
-    if (slot.is_connected()) {
-        slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
-            auto o = weak.lock();
-            if (!o) return;
-            asio::post(o->backend->strand(), [o] { o->abandon(asio::error::operation_aborted); });
-        });
-    }
-    asio::post(strand_, [op] {
-        if (op->backend->stopped()) {
-            op->end_run();
-            return op->complete(error::client_stopped, {});
-        }
-        asio::co_spawn(op->backend->strand(), [op]() { return op->run(); }, asio::detached);
-    });
+    start_acquire(std::make_shared<acquire_op>(shared_from_this(),
+                                               std::static_pointer_cast<etcd_lock_state>(base),
+                                               opts, try_once, std::move(handler), direct),
+                  slot);
 }
 
 // ---- release ----
@@ -856,16 +778,13 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
                            std::shared_ptr<const tenure> t, release_handler handler,
                            bool direct) {
     auto st = std::static_pointer_cast<etcd_lock_state>(base);
+    const bool expired = clock::now() >= t->deadline();
     auto finish = [&](error_code ec) {
-        if (ec) metrics_recorder::add(metrics_.releases_found_gone);
-        asio::post(strand_, [h = std::move(handler), ec, direct, ex = executor_]() mutable {
-            detail::complete_now(std::move(h), direct, ex, ec);
-        });
+        answer_release(strand_, executor_, metrics_, std::move(handler), direct, ec);
     };
-    auto it = std::find(st->levels.begin(), st->levels.end(), level);
-    auto* live = st->live();
-    if (live && live != t.get()) return finish(error::lock_lost);  // a later tenure holds
-    if (t->lost() || it == st->levels.end()) {
+    const auto step = take_level(*st, level, *t);
+    if (step == release_step::later_tenure) return finish(error::lock_lost);
+    if (step == release_step::gone) {
         // The tenure ended without this release: the server says how. Its
         // lock held by another owner is not_owner; held by nobody, expired.
         range_request first;
@@ -891,10 +810,8 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
         });
         return;
     }
-    const bool expired = clock::now() >= t->deadline();
-    st->levels.erase(it);
-    st->held.fetch_sub(1, std::memory_order_acq_rel);
-    if (!st->levels.empty()) return finish(expired ? error_code(error::expired) : error_code{});
+    if (step == release_step::more_levels)
+        return finish(expired ? error_code(error::expired) : error_code{});
     // The last level: revoking the lease deletes the key, and only it.
     const auto lease = std::exchange(st->lease_id, 0);
     end_tenure(st);
@@ -918,11 +835,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
 void etcd_backend::release_in_background(const std::shared_ptr<lock_state>& base,
                                          std::uint64_t level) {
     auto st = std::static_pointer_cast<etcd_lock_state>(base);
-    auto it = std::find(st->levels.begin(), st->levels.end(), level);
-    if (it == st->levels.end()) return;
-    st->levels.erase(it);
-    st->held.fetch_sub(1, std::memory_order_acq_rel);
-    if (!st->levels.empty()) return;
+    if (!st->current || take_level(*st, level, *st->current) != release_step::last_level) return;
     const auto lease = std::exchange(st->lease_id, 0);
     end_tenure(st);
     revoke_in_background(lease);

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -43,6 +44,15 @@ std::runtime_error sys_error(const std::string& what, int err) {
 constexpr auto drain_limit = 1s;
 
 }  // namespace
+
+char process_state(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const auto paren = stat.rfind(')');  // the command name may itself hold ')'
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
+    return stat[paren + 2];
+}
 
 std::string find_executable(const std::string& name) {
     if (name.empty()) return {};

@@ -22,6 +22,10 @@ namespace corolock::test {
 // first match on PATH. Empty when there is none.
 std::string find_executable(const std::string& name);
 
+// The process state letter from /proc/PID/stat ('T' when stopped), '?' when
+// it cannot be read.
+char process_state(pid_t pid);
+
 class child_process {
 public:
     // Variables set (or replaced) in the child's environment, on top of ours.

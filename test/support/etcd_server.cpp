@@ -152,15 +152,6 @@ std::string make_temp_dir() {
     return std::filesystem::absolute(tmpl).string();
 }
 
-char process_state(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const auto paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
-    return stat[paren + 2];
-}
-
 std::string peer_url(std::uint16_t port) { return "http://127.0.0.1:" + std::to_string(port); }
 
 }  // namespace

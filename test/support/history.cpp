@@ -534,6 +534,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
 
     std::vector<holder> holders;
     std::map<long long, std::vector<pause_interval>> pauses;
+    std::map<long long, long long> killed_at;  // pid: when the harness killed it
     std::map<long long, long long> last_seen;  // pid -> its own last event
 
     {
@@ -662,6 +663,7 @@ check_result check_history(const std::vector<event>& input, const check_options&
                     paused_since.erase(it);
                 }
             } else if (e->ev == "killed") {
+                killed_at.emplace(e->pid, e->t);
                 const auto it = paused_since.find(e->pid);
                 const long long from = it != paused_since.end() ? it->second : e->t;
                 if (it != paused_since.end()) paused_since.erase(it);
@@ -688,6 +690,8 @@ check_result check_history(const std::vector<event>& input, const check_options&
         }
         h.strict_deadline = cur;
         end = std::min(end, cur);
+        if (const auto k = killed_at.find(h.pid); options.kill_ends_window && k != killed_at.end())
+            end = std::min(end, k->second);
         h.window_end = std::max(end, h.ok);
     }
     auto inside_window = [](const holder& h, long long from, long long to) {

@@ -161,6 +161,13 @@ struct check_options {
     bool check_i5 = true;
     bool check_permits = true;
     bool check_readers = true;
+
+    // A killed holder's safe window ends at its kill. Off by default: a
+    // crashed holder's lock must outlive it until its lease ends, so a grant
+    // before then shows a server that let a lease go early. On for a backend
+    // whose lock ends with its holder's connection by design (PostgreSQL's
+    // session-level advisory locks: lock_server::frees_on_disconnect()).
+    bool kill_ends_window = false;
 };
 
 // One holder as the checker rebuilt it (for tests that look closer).

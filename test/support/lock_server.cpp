@@ -3,6 +3,10 @@
 
 #include "support/cluster_fleet.hpp"
 #include "support/etcd_server.hpp"
+#ifdef COROLOCK_HAVE_POSTGRESQL
+#include "support/pg_server.hpp"
+#include "pg/protocol.hpp"
+#endif
 #include "support/redis_server.hpp"
 #include "support/sentinel_fleet.hpp"
 
@@ -88,6 +92,50 @@ public:
 private:
     etcd_server server_;
 };
+
+#ifdef COROLOCK_HAVE_POSTGRESQL
+// One PostgreSQL server (pg_server.hpp).
+class pg_lock_server final : public lock_server {
+public:
+    std::string url() const override { return server_.url(); }
+    std::string url_via(std::uint16_t port) const override { return server_.url_via(port); }
+    std::string scheme() const override { return "postgresql"; }
+    std::uint16_t port() const override { return server_.port(); }
+    pid_t pid() const override { return server_.pid(); }
+    // The server's idle timer starts when it has answered the last
+    // statement, a little after the client sent it.
+    std::chrono::milliseconds expiry_slack() const override {
+        return std::chrono::milliseconds(300);
+    }
+    bool frees_on_disconnect() const override { return true; }
+    void kill9() override { server_.kill9(); }
+    void pause() override { server_.pause(); }
+    void resume() override { server_.resume(); }
+    void restart() override { server_.restart(); }
+    std::vector<std::string> owners(const std::string& name) const override {
+        // Every session holding or waiting for the lock's advisory key, by
+        // the owner id its application_name carries.
+        const auto s = detail::pg::sessions_of(name, false);
+        std::string sql(s.sql);
+        for (std::size_t i = s.params.size(); i-- > 0;) {
+            const auto marker = "$" + std::to_string(i + 1);
+            for (auto at = sql.find(marker); at != std::string::npos; at = sql.find(marker, at))
+                sql.replace(at, marker.size(), "'" + s.params[i] + "'");
+        }
+        std::vector<std::string> out;
+        for (const auto& row : server_.query(sql)) {
+            if (row.empty() || !row[0]) continue;
+            const std::string_view v(*row[0]);
+            const auto prefix = detail::pg::application_prefix;
+            out.emplace_back(v.substr(0, prefix.size()) == prefix ? v.substr(prefix.size()) : v);
+        }
+        return out;
+    }
+
+private:
+    pg_server server_;
+};
+#endif
 
 // The fleets below are many processes and take seconds to start: one per
 // process (the first case that asks starts it), shared by the cases, stopped
@@ -239,6 +287,9 @@ const std::vector<std::pair<std::string, lock_server_factory>>& factories() {
     static const std::vector<std::pair<std::string, lock_server_factory>> table = {
         {"redis", [] { return std::unique_ptr<lock_server>(new redis_lock_server()); }},
         {"etcd", [] { return std::unique_ptr<lock_server>(new etcd_lock_server()); }},
+#ifdef COROLOCK_HAVE_POSTGRESQL
+        {"postgresql", [] { return std::unique_ptr<lock_server>(new pg_lock_server()); }},
+#endif
         {"sentinel", [] { return std::unique_ptr<lock_server>(new sentinel_lock_server()); }},
         {"cluster", [] { return std::unique_ptr<lock_server>(new cluster_lock_server()); }},
     };

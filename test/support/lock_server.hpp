@@ -59,6 +59,11 @@ public:
     // seconds with a minimum); the cases' bounds on "free again" add it.
     // Redis: none.
     virtual std::chrono::milliseconds expiry_slack() const { return std::chrono::milliseconds(0); }
+    // Whether a holder's lock ends with its connection (a killed holder's
+    // lock is free at once, not at its lease's end): PostgreSQL's
+    // session-level advisory locks. The history checker is told
+    // (check_options::kill_ends_window).
+    virtual bool frees_on_disconnect() const { return false; }
 
     // The owner ids with anything stored under lock `name` now, read from
     // the server on a connection of the fixture's own: Redis, the lock

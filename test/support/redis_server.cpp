@@ -288,16 +288,6 @@ std::string describe_status(std::optional<int> st) {
     return "wait status " + std::to_string(*st);
 }
 
-// The process state letter from /proc/PID/stat ('T' when stopped).
-char process_state(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const auto paren = stat.rfind(')');  // the command name may itself hold ')'
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
-    return stat[paren + 2];
-}
-
 // Extensions come from our own file rather than the system's openssl.cnf, so
 // the certificates are the same on every machine.
 constexpr const char* openssl_config = R"(# written by corolock's test fixture

@@ -167,6 +167,32 @@ TEST_CASE("history: I1 catches overlapping safe windows", "[history]") {
     require_only(h::check_history(b.evs), "I1");
 }
 
+TEST_CASE("history: a killed holder's window ends at the kill only where the backend says so",
+          "[history]") {
+    builder b;
+    b.acquire(100, 1, 0, 1);  // deadline 988, then killed
+    b.fault("killed", 100, 10);
+    b.acquire(200, 2, 5, 20);  // a lock that ends with its holder's connection
+    b.release(200, 2, 30, 31);
+    SECTION("by default a crashed holder's lock outlives it until its deadline") {
+        require_only(h::check_history(b.evs), "I1");
+    }
+    SECTION("with kill_ends_window the window ends at the kill") {
+        h::check_options o;
+        o.kill_ends_window = true;
+        const auto r = h::check_history(b.evs, o);
+        INFO(r.report());
+        CHECK(r.ok());
+    }
+    SECTION("but a grant before the kill still overlaps") {
+        b.acquire(300, 3, 2, 8);
+        h::check_options o;
+        o.kill_ends_window = true;
+        const auto r = h::check_history(b.evs, o);
+        CHECK(r.count("I1") >= 1);
+    }
+}
+
 TEST_CASE("history: I1 counts a renewal logged in time, not one logged after the lease ran out",
           "[history]") {
     SECTION("renewed in time: the window extends, and a second holder overlaps") {

@@ -1,0 +1,211 @@
+// What the backends whose acquire is a coroutine on their strand (etcd,
+// PostgreSQL) share: starting the operation with its cancellation, its
+// completion and abandonment, adding a level to a handle's tenure, taking a
+// level off for a release, the lease deadline's timer, and drain().
+//
+// A backend type B used here has strand(), stopped(), get_executor(),
+// work() (its background_work) and recorder() (its metrics_recorder).
+// Strand only, unless said otherwise.
+#pragma once
+
+#include "core/background_work.hpp"
+#include "core/backend.hpp"
+#include "core/logging.hpp"
+#include "core/metrics_recorder.hpp"
+
+#include <corolock/detail/completion.hpp>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+namespace corolock::detail {
+
+// One acquire's bookkeeping: its caller, whether it was given up, and the
+// background job that keeps a drain waiting while a given-up acquire may
+// still be granted (and must give the grant back).
+template <class Backend>
+struct coroutine_acquire {
+    using clock = std::chrono::steady_clock;
+
+    coroutine_acquire(std::shared_ptr<Backend> b, lock_options o, bool once,
+                      lock_backend::acquire_handler h, bool d)
+        : backend(std::move(b)), opts(o), try_once(once), handler(std::move(h)), direct(d) {}
+
+    std::shared_ptr<Backend> backend;
+    lock_options opts;
+    bool try_once;
+    lock_backend::acquire_handler handler;
+    bool direct;
+    bool abandoned = false;
+    bool done = false;  // run() ended (or never started)
+    background_work::job cleanup;
+    clock::time_point started = clock::now();
+
+    // Answers the caller, once.
+    void complete(error_code ec, guard g) {
+        if (!handler) return;
+        auto slot = boost::asio::get_associated_cancellation_slot(handler);
+        if (slot.is_connected()) slot.clear();
+        detail::complete_now(std::move(handler), direct, backend->get_executor(), ec,
+                             std::move(g));
+        handler = {};
+    }
+
+    // The caller gave up: answered now; what run() still gets is given back
+    // as background work.
+    void give_up(error_code ec) {
+        abandoned = true;
+        if (!done && !cleanup.counted()) cleanup = backend->work().begin();
+        complete(ec, {});
+    }
+
+    // Counts a grant in the backend's metrics.
+    void count_grant(bool contended) {
+        auto& m = backend->recorder();
+        metrics_recorder::add(m.acquisitions);
+        if (contended) metrics_recorder::add(m.contended_acquisitions);
+        m.wait.record(clock::now() - started);
+    }
+
+    void end_run() noexcept {
+        done = true;
+        backend->work().end(cleanup);
+    }
+};
+
+// Starts `op` (a coroutine_acquire with abandon(ec) and run()) on its
+// backend's strand. Any thread. Its caller's cancellation (any type)
+// abandons it on the strand; a stopped backend answers client_stopped.
+template <class Op>
+void start_acquire(std::shared_ptr<Op> op, boost::asio::cancellation_slot slot) {
+    namespace asio = boost::asio;
+    if (slot.is_connected()) {
+        slot.assign([weak = std::weak_ptr<Op>(op)](asio::cancellation_type) {
+            auto o = weak.lock();
+            if (!o) return;
+            asio::post(o->backend->strand(), [o] { o->abandon(asio::error::operation_aborted); });
+        });
+    }
+    auto& strand = op->backend->strand();
+    asio::post(strand, [op = std::move(op)] {
+        if (op->backend->stopped()) {
+            op->end_run();
+            return op->complete(error::client_stopped, {});
+        }
+        asio::co_spawn(op->backend->strand(), [op]() { return op->run(); }, asio::detached);
+    });
+}
+
+// Adds `level` to the handle's live tenure (joining `terms` to its terms,
+// the deadline moved to `deadline` if later), or begins a tenure with
+// `deadline` (reusing the last tenure object when no guard keeps it).
+// Returns the tenure and whether it began.
+inline std::pair<std::shared_ptr<tenure>, bool> add_level(lock_state& st, std::uint64_t level,
+                                                          const lease_terms& terms,
+                                                          std::chrono::steady_clock::time_point deadline) {
+    std::shared_ptr<tenure> t;
+    bool began = false;
+    if (auto* live = st.live()) {
+        live->terms.join(lease_terms{live->terms.lease, terms.renew_every});
+        t = st.current;
+        t->publish_deadline(std::max(t->deadline(), deadline));
+    } else {
+        t = st.current && st.current.use_count() == 1 ? st.current : std::make_shared<tenure>();
+        t->reset(++st.tenures, terms);
+        t->publish_deadline(deadline);
+        st.current = t;
+        began = true;
+    }
+    st.levels.push_back(level);
+    st.held.fetch_add(1, std::memory_order_acq_rel);
+    return {std::move(t), began};
+}
+
+// What a release of `level` (granted in tenure `t`) finds.
+enum class release_step {
+    later_tenure,  // the handle holds a later tenure: error::lock_lost
+    gone,          // the tenure was lost or the level is not held: ask the server
+    more_levels,   // taken off; other levels keep the tenure
+    last_level,    // taken off; the tenure ends: give the lock back
+};
+inline release_step take_level(lock_state& st, std::uint64_t level, const tenure& t) {
+    auto it = std::find(st.levels.begin(), st.levels.end(), level);
+    auto* live = st.live();
+    if (live && live != &t) return release_step::later_tenure;
+    if (t.lost() || it == st.levels.end()) return release_step::gone;
+    st.levels.erase(it);
+    st.held.fetch_sub(1, std::memory_order_acq_rel);
+    return st.levels.empty() ? release_step::last_level : release_step::more_levels;
+}
+
+// A release's answer known on the strand, posted (a failure counted as a
+// release that found its lock gone).
+template <class Strand>
+void answer_release(const Strand& strand, const boost::asio::any_io_executor& ex,
+                    metrics_recorder& m, lock_backend::release_handler h, bool direct,
+                    error_code ec) {
+    if (ec) metrics_recorder::add(m.releases_found_gone);
+    boost::asio::post(strand, [h = std::move(h), ec, direct, ex]() mutable {
+        detail::complete_now(std::move(h), direct, ex, ec);
+    });
+}
+
+// Marks the handle's live tenure lost (logged, counted); false when none is
+// live or it was lost already. The backend then ends the tenure, signals
+// the loss and gives back what the tenure held.
+inline bool mark_live_lost(lock_state& st, metrics_recorder& m, spdlog::logger& log,
+                           const char* why) {
+    auto* t = st.live();
+    if (!t || t->lost()) return false;
+    log.warn("lock {}: lease lost: {}", escaped{st.name}, why);
+    metrics_recorder::add(m.leases_lost);
+    t->mark_lost(std::chrono::steady_clock::now());
+    st.lost_epoch = t->epoch;
+    return true;
+}
+
+// Arms the state's deadline timer for its live tenure `epoch`: past the
+// deadline it calls lose(st); earlier (a renewal moved the deadline) it
+// arms itself again. State has deadline_timer (a unique_ptr to a timer).
+template <class State, class Strand, class Lose>
+void arm_tenure_deadline(std::shared_ptr<State> st, std::uint64_t epoch, const Strand& strand,
+                         Lose lose) {
+    if (!st->deadline_timer) st->deadline_timer = std::make_unique<boost::asio::steady_timer>(strand);
+    st->deadline_timer->expires_at(st->current->deadline());
+    st->deadline_timer->async_wait([st, epoch, strand, lose](error_code) mutable {
+        auto* t = st->live();
+        if (!t || t->epoch != epoch || t->lost()) return;
+        if (std::chrono::steady_clock::now() >= t->deadline())
+            lose(st);
+        else
+            arm_tenure_deadline(std::move(st), epoch, strand, std::move(lose));
+    });
+}
+
+// lock_backend::drain over the backend's background work. Any thread.
+template <class Backend>
+void drain_background_work(std::shared_ptr<Backend> self, std::chrono::steady_clock::duration bound,
+                           lock_backend::release_handler handler, bool direct) {
+    auto& strand = self->strand();
+    boost::asio::post(strand, [self = std::move(self), bound, h = std::move(handler),
+                               direct]() mutable {
+        if (self->stopped()) {
+            detail::complete_now(std::move(h), direct, self->get_executor(),
+                                 error_code(error::client_stopped));
+            return;
+        }
+        self->work().drain(bound, std::move(h), direct);
+    });
+}
+
+}  // namespace corolock::detail

@@ -1,0 +1,231 @@
+#include "pg/connection.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <libpq-fe.h>
+
+#include <vector>
+
+namespace corolock::detail::pg {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+
+// libpq prints notices (a WARNING from pg_advisory_unlock of a lock not
+// held) to stderr by default: the protocol reads answers, not notices.
+void ignore_notice(void*, const char*) {}
+
+}  // namespace
+
+connection::connection(executor_type ex, std::shared_ptr<const url_parts> url)
+    : ex_(ex), url_(std::move(url)), socket_(ex), wake_(ex), turn_(ex) {}
+
+connection::~connection() { close(error::client_stopped); }
+
+bool connection::usable() const noexcept {
+    return conn_ != nullptr && !broken_ && PQstatus(conn_) == CONNECTION_OK;
+}
+
+void connection::reassign_socket() {
+    error_code ignored;
+    if (socket_.is_open()) (void)socket_.release();
+    const int fd = conn_ ? PQsocket(conn_) : -1;
+    if (fd >= 0) socket_.assign(fd, ignored);
+}
+
+asio::awaitable<error_code> connection::connect(clock::duration timeout, std::string& why) {
+    auto self = shared_from_this();
+    conn_ = PQconnectStart(url_->conninfo.c_str());
+    if (conn_ == nullptr) {
+        why = "libpq could not allocate a connection";
+        co_return error::never_connected;
+    }
+    PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
+    asio::steady_timer limit(ex_, timeout);
+    auto poll = PGRES_POLLING_WRITING;
+    for (int step = 0; poll != PGRES_POLLING_OK; ++step) {
+        if (PQstatus(conn_) == CONNECTION_BAD || poll == PGRES_POLLING_FAILED || step > 10'000) {
+            why = scrub(PQerrorMessage(conn_), *url_);
+            while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+            const bool auth = why.find("authentication") != std::string::npos;
+            close(error::never_connected);
+            co_return auth ? error::auth_failed : error::never_connected;
+        }
+        reassign_socket();
+        const auto type = poll == PGRES_POLLING_READING ? asio::posix::descriptor_base::wait_read
+                                                        : asio::posix::descriptor_base::wait_write;
+        auto r = co_await (socket_.async_wait(type, nothrow) || limit.async_wait(nothrow));
+        if (broken_) co_return broken_;
+        if (r.index() == 1) {
+            why = "no connection within " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+                  " ms";
+            close(error::connect_timeout);
+            co_return error::connect_timeout;
+        }
+        poll = PQconnectPoll(conn_);
+    }
+    if (PQsetnonblocking(conn_, 1) != 0) {
+        why = "libpq refused non-blocking mode";
+        close(error::never_connected);
+        co_return error::never_connected;
+    }
+    pid_ = PQbackendPID(conn_);
+    reassign_socket();
+    asio::co_spawn(ex_, read_loop(self), asio::detached);  // weak inside
+    co_return error_code{};
+}
+
+asio::awaitable<void> connection::read_loop(std::weak_ptr<connection> weak) {
+    // Weak: a connection nobody holds is destroyed, which closes it and
+    // ends this wait (operation_aborted) without touching it again.
+    for (;;) {
+        {
+            auto self = weak.lock();
+            if (!self || broken_ || conn_ == nullptr) co_return;
+        }
+        auto [ec] = co_await socket_.async_wait(asio::posix::descriptor_base::wait_read, nothrow);
+        auto self = weak.lock();
+        if (!self || broken_ || conn_ == nullptr) co_return;
+        if (ec && ec != asio::error::interrupted) {
+            broke(error::connection_lost);
+            break;
+        }
+        if (PQconsumeInput(conn_) == 0 || PQstatus(conn_) == CONNECTION_BAD) {
+            broke(error::connection_lost);
+            break;
+        }
+        while (PGnotify* n = PQnotifies(conn_)) PQfreemem(n);
+        poke();
+    }
+}
+
+void connection::broke(error_code why) noexcept {
+    if (broken_) return;
+    close(why);
+    if (auto f = std::move(on_lost_)) {
+        on_lost_ = nullptr;
+        f();
+    }
+}
+
+void connection::close(error_code why) noexcept {
+    if (!broken_) broken_ = why;
+    if (socket_.is_open()) (void)socket_.release();
+    if (conn_ != nullptr) {
+        PQfinish(conn_);
+        conn_ = nullptr;
+    }
+    wake_.cancel();
+    turn_.cancel();
+}
+
+asio::awaitable<answer> connection::exec(statement s, clock::time_point deadline) {
+    auto self = shared_from_this();
+    answer a;
+    while (busy_ && !broken_) {
+        ++waiting_;
+        turn_.expires_at(clock::time_point::max());
+        co_await turn_.async_wait(nothrow);
+        --waiting_;
+    }
+    if (broken_ || conn_ == nullptr) {
+        a.transport = broken_ ? broken_ : error_code(error::not_connected);
+        co_return a;
+    }
+    busy_ = true;
+    struct free_turn {
+        connection* c;
+        ~free_turn() {
+            c->busy_ = false;
+            c->turn_.cancel();
+        }
+    } turn{this};
+
+    std::vector<const char*> values;
+    values.reserve(s.params.size());
+    for (const auto& p : s.params) values.push_back(p.c_str());
+    const std::string sql(s.sql);
+    if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
+                          values.data(), nullptr, nullptr, 0) == 0) {
+        a.transport = error::connection_lost;
+        a.message = scrub(PQerrorMessage(conn_), *url_);
+        broke(error::connection_lost);
+        co_return a;
+    }
+    const auto expired = [&] {
+        if (clock::now() < deadline) return false;
+        a.transport = error::timeout;
+        broke(error::timeout);
+        return true;
+    };
+    for (;;) {
+        const int f = PQflush(conn_);
+        if (f == 0) break;
+        if (f < 0) {
+            a.transport = error::connection_lost;
+            broke(error::connection_lost);
+            co_return a;
+        }
+        asio::steady_timer limit(ex_, deadline);
+        co_await (socket_.async_wait(asio::posix::descriptor_base::wait_write, nothrow) ||
+                  limit.async_wait(nothrow));
+        if (broken_) {
+            a.transport = broken_;
+            co_return a;
+        }
+        if (expired()) co_return a;
+    }
+    bool first = true;
+    for (;;) {
+        while (!broken_ && PQisBusy(conn_) != 0) {
+            if (expired()) co_return a;
+            wake_.expires_at(deadline);
+            co_await wake_.async_wait(nothrow);
+        }
+        if (broken_) {
+            a.transport = broken_;
+            a.rows.clear();
+            co_return a;
+        }
+        PGresult* r = PQgetResult(conn_);
+        if (r == nullptr) break;
+        const auto st = PQresultStatus(r);
+        if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR) {
+            const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+            if (a.sqlstate.empty()) {
+                a.sqlstate = code != nullptr ? code : "XX000";
+                a.message = scrub(PQresultErrorMessage(r), *url_);
+            }
+        } else if (st == PGRES_TUPLES_OK && first) {
+            first = false;
+            const int rows = PQntuples(r), cols = PQnfields(r);
+            a.rows.resize(static_cast<std::size_t>(rows));
+            for (int i = 0; i < rows; ++i)
+                for (int j = 0; j < cols; ++j) {
+                    auto& row = a.rows[static_cast<std::size_t>(i)];
+                    if (PQgetisnull(r, i, j) != 0)
+                        row.emplace_back(std::nullopt);
+                    else
+                        row.emplace_back(std::string(PQgetvalue(r, i, j),
+                                                     static_cast<std::size_t>(PQgetlength(r, i, j))));
+                }
+        }
+        PQclear(r);
+    }
+    if (PQstatus(conn_) == CONNECTION_BAD) {
+        a.transport = error::connection_lost;
+        broke(error::connection_lost);
+    }
+    co_return a;
+}
+
+}  // namespace corolock::detail::pg

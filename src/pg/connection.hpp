@@ -1,0 +1,83 @@
+// One libpq connection driven by Asio on a strand: no thread of its own and
+// no blocking call, except libpq's host-name resolution when the URL names a
+// host rather than an address (docs/postgresql.md).
+//
+// libpq does the protocol; this shell only moves bytes when its socket is
+// ready. Connecting is PQconnectStart + PQconnectPoll, each step waiting for
+// the socket (re-registered at every step: libpq may replace it while it
+// tries addresses). A statement is PQsendQueryParams, PQflush until sent,
+// then PQgetResult once PQisBusy says the answer is complete. One reader
+// coroutine per connection waits for the socket to be readable and calls
+// PQconsumeInput, so a connection that the server ends while idle (an idle
+// timeout, pg_terminate_backend, a restart) is seen at once and reported to
+// on_lost. The socket is watched through a stream_descriptor that is
+// release()d before libpq closes the descriptor it owns.
+//
+// Strand only. Statements on one connection run one at a time, in the order
+// they were asked for.
+#pragma once
+
+#include "pg/protocol.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "core/inner_executor.hpp"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+struct pg_conn;
+
+namespace corolock::detail::pg {
+
+class connection : public std::enable_shared_from_this<connection> {
+public:
+    using clock = std::chrono::steady_clock;
+    using executor_type = boost::asio::strand<inner_executor>;
+
+    connection(executor_type ex, std::shared_ptr<const url_parts> url);
+    ~connection();
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    // Connects within `timeout`; on failure the reason (scrubbed of the
+    // password) in why.
+    boost::asio::awaitable<error_code> connect(clock::duration timeout, std::string& why);
+    // Runs one statement; waits for earlier ones first. A statement not
+    // answered by `deadline` closes the connection (error::timeout).
+    boost::asio::awaitable<answer> exec(statement s, clock::time_point deadline = clock::time_point::max());
+
+    // Called once when the connection breaks or is closed (not by close()).
+    void on_lost(std::function<void()> f) { on_lost_ = std::move(f); }
+    bool usable() const noexcept;
+    bool busy() const noexcept { return busy_ || waiting_ > 0; }
+    int backend_pid() const noexcept { return pid_; }
+    // Ends the connection: pending statements complete with `why`.
+    void close(error_code why = error::connection_lost) noexcept;
+
+private:
+    boost::asio::awaitable<void> read_loop(std::weak_ptr<connection> weak);
+    void broke(error_code why) noexcept;
+    void poke() noexcept { wake_.cancel(); }
+    void reassign_socket();
+    answer collect();
+
+    executor_type ex_;
+    std::shared_ptr<const url_parts> url_;
+    ::pg_conn* conn_ = nullptr;
+    boost::asio::posix::stream_descriptor socket_;
+    boost::asio::steady_timer wake_;   // a condition variable: input came, or it broke
+    boost::asio::steady_timer turn_;   // a condition variable: the connection is free
+    std::function<void()> on_lost_;
+    error_code broken_;  // set once: why the connection is gone
+    bool busy_ = false;
+    int waiting_ = 0;
+    int pid_ = 0;
+};
+
+}  // namespace corolock::detail::pg

@@ -1,0 +1,260 @@
+#include "pg/protocol.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+namespace corolock::detail::pg {
+
+namespace {
+
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+std::string percent_decode(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        unsigned v = 0;
+        if (s[i] == '%' && i + 2 < s.size() &&
+            std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr == s.data() + i + 3) {
+            out += static_cast<char>(v);
+            i += 2;
+        } else {
+            out += s[i];
+        }
+    }
+    return out;
+}
+
+void replace_all(std::string& text, const std::string& what) {
+    if (what.empty()) return;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 3))
+        text.replace(at, what.size(), "***");
+}
+
+// The upsert that mints a fence, fed by the CTE "l" (got: the lock was
+// taken by this statement). $1 name, $3 holder argument. Its row's holder
+// record starts with the server's time, as the Redis hash's does.
+#define COROLOCK_PG_FENCE                                                                  \
+    "f AS (INSERT INTO corolock_locks AS t (name, fence, holder) "                         \
+    "SELECT $1, 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint || ' ' || $3 " \
+    "FROM l WHERE l.got "                                                                  \
+    "ON CONFLICT (name) DO UPDATE SET fence = t.fence + 1, holder = EXCLUDED.holder "      \
+    "RETURNING t.fence) "
+
+}  // namespace
+
+error_code split_url(std::string_view url, url_parts& out, std::string& why) {
+    for (char c : url)
+        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
+            why = "the URL contains whitespace or a control character";
+            return error::invalid_url;
+        }
+    const auto scheme_end = url.find("://");
+    const auto scheme = url.substr(0, scheme_end == std::string_view::npos ? 0 : scheme_end);
+    if (!iequals(scheme, "postgresql") && !iequals(scheme, "postgres")) {
+        why = "not a PostgreSQL URL: expected postgresql://user:password@host:port/database";
+        return error::invalid_url;
+    }
+    url_parts p;
+    p.conninfo = "postgresql" + std::string(url.substr(scheme_end));
+    auto authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?"));
+    if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+        const auto userinfo = authority.substr(0, at);
+        if (const auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+            p.password = std::string(userinfo.substr(colon + 1));
+            p.password_decoded = percent_decode(p.password);
+        }
+    }
+    out = std::move(p);
+    why.clear();
+    return {};
+}
+
+std::string scrub(std::string text, const url_parts& url) {
+    replace_all(text, url.password);
+    replace_all(text, url.password_decoded);
+    return text;
+}
+
+std::int64_t advisory_key(std::string_view name) noexcept {
+    std::uint64_t h = 0xcbf29ce484222325ULL;
+    const auto mix = [&h](std::string_view s) {
+        for (unsigned char c : s) {
+            h ^= c;
+            h *= 0x100000001b3ULL;
+        }
+    };
+    mix("corolock:");
+    mix(name);
+    return static_cast<std::int64_t>(h);
+}
+
+std::uint32_t key_classid(std::int64_t key) noexcept {
+    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(key) >> 32);
+}
+std::uint32_t key_objid(std::int64_t key) noexcept {
+    return static_cast<std::uint32_t>(static_cast<std::uint64_t>(key) & 0xffffffffULL);
+}
+
+std::string application_name(std::string_view owner_id) {
+    return std::string(application_prefix) + std::string(owner_id);
+}
+
+statement session_setup() {
+    return {"SELECT set_config('default_transaction_isolation', 'read committed', false), "
+            "set_config('synchronous_commit', 'on', false), "
+            "set_config('statement_timeout', '0', false), "
+            "set_config('lock_timeout', '0', false), "
+            "set_config('idle_in_transaction_session_timeout', '0', false), "
+            "set_config('idle_session_timeout', '0', false), "
+            "set_config('client_connection_check_interval', '250', false)",
+            {}};
+}
+
+statement create_table() {
+    return {"CREATE TABLE IF NOT EXISTS corolock_locks (name text PRIMARY KEY, "
+            "fence bigint NOT NULL, holder text NOT NULL DEFAULT '')",
+            {}};
+}
+
+// 42P07 duplicate_table, 42710 duplicate_object (its row type), 23505
+// unique_violation (pg_type's index): another session created the table at
+// the same moment.
+bool ddl_ok(std::string_view sqlstate) noexcept {
+    return sqlstate.empty() || sqlstate == "42P07" || sqlstate == "42710" || sqlstate == "23505";
+}
+
+std::string timeout_ms(std::chrono::steady_clock::duration d) {
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
+    return std::to_string(std::max<long long>(ms, 1));
+}
+
+statement try_acquire(std::string_view name, std::chrono::steady_clock::duration lease,
+                      std::string_view holder, std::string_view owner_id) {
+    // $1 name, $2 key, $3 holder, $4 lease ms, $5 application_name. A
+    // refused try leaves the idle timeout at 0: the session goes back to
+    // the pool.
+    return {"WITH l AS (SELECT pg_try_advisory_lock($2::bigint) AS got), " COROLOCK_PG_FENCE
+            "SELECT l.got, (SELECT fence FROM f), "
+            "set_config('idle_session_timeout', CASE WHEN l.got THEN $4 ELSE '0' END, false), "
+            "set_config('application_name', $5, false) FROM l",
+            {std::string(name), std::to_string(advisory_key(name)), std::string(holder),
+             timeout_ms(lease), application_name(owner_id)}};
+}
+
+statement wait_setup(std::optional<std::chrono::steady_clock::duration> wait,
+                     std::string_view owner_id) {
+    return {"SELECT set_config('lock_timeout', $1, false), set_config('application_name', $2, false)",
+            {wait ? timeout_ms(*wait) : std::string("0"), application_name(owner_id)}};
+}
+
+statement wait_acquire(std::string_view name, std::chrono::steady_clock::duration lease,
+                       std::string_view holder) {
+    return {"WITH l AS (SELECT true AS got FROM pg_advisory_lock($2::bigint)), " COROLOCK_PG_FENCE
+            "SELECT l.got, (SELECT fence FROM f), "
+            "set_config('idle_session_timeout', $4, false) FROM l",
+            {std::string(name), std::to_string(advisory_key(name)), std::string(holder),
+             timeout_ms(lease)}};
+}
+
+statement reenter(std::string_view name) {
+    return {"UPDATE corolock_locks SET fence = fence + 1 WHERE name = $1 RETURNING fence",
+            {std::string(name)}};
+}
+
+statement renew() { return {"SELECT 1", {}}; }
+
+statement release(std::string_view name) {
+    return {"SELECT pg_advisory_unlock($1::bigint), set_config('idle_session_timeout', '0', false)",
+            {std::to_string(advisory_key(name))}};
+}
+
+statement sessions_of(std::string_view name, bool granted_only) {
+    const auto key = advisory_key(name);
+    return {"SELECT a.application_name FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid "
+            "WHERE k.locktype = 'advisory' AND k.classid = $1::oid AND k.objid = $2::oid "
+            "AND k.objsubid = 1 AND (k.granted OR NOT $3::boolean)",
+            {std::to_string(key_classid(key)), std::to_string(key_objid(key)),
+             granted_only ? "true" : "false"}};
+}
+
+statement cancel_backend(int pid) {
+    return {"SELECT pg_cancel_backend($1::int)", {std::to_string(pid)}};
+}
+
+error_code error_of(const answer& a) {
+    if (a.transport) return a.transport;
+    if (a.sqlstate.empty()) return {};
+    // Class 28: invalid authorization; 57P01..03: the server is shutting
+    // down or the session was terminated; 08: connection exceptions.
+    if (a.sqlstate.rfind("28", 0) == 0) return error::auth_failed;
+    if (a.sqlstate.rfind("57P", 0) == 0 || a.sqlstate.rfind("08", 0) == 0)
+        return error::connection_lost;
+    return error::server_error;
+}
+
+acquire_outcome decide_acquire(const answer& a) {
+    acquire_outcome o;
+    if (a.sqlstate == "55P03") {
+        o.what = acquire_outcome::kind::timed_out;
+        return o;
+    }
+    if (a.sqlstate == "57014") {  // query_canceled
+        o.what = acquire_outcome::kind::cancelled;
+        return o;
+    }
+    if (!a.ok()) {
+        o.error = error_of(a);
+        return o;
+    }
+    if (a.rows.size() != 1 || a.rows[0].size() < 2 || !a.rows[0][0]) {
+        o.error = error::unexpected_reply;
+        return o;
+    }
+    const auto& row = a.rows[0];
+    if (*row[0] != "t") {
+        o.what = acquire_outcome::kind::refused;
+        return o;
+    }
+    std::uint64_t fence = 0;
+    if (!row[1] || std::from_chars(row[1]->data(), row[1]->data() + row[1]->size(), fence).ec !=
+                       std::errc() ||
+        fence == 0) {
+        o.error = error::unexpected_reply;
+        return o;
+    }
+    o.what = acquire_outcome::kind::granted;
+    o.fence = fence;
+    return o;
+}
+
+std::optional<std::uint64_t> decide_reenter(const answer& a) {
+    if (!a.ok() || a.rows.size() != 1 || a.rows[0].empty() || !a.rows[0][0]) return std::nullopt;
+    std::uint64_t fence = 0;
+    const auto& v = *a.rows[0][0];
+    if (std::from_chars(v.data(), v.data() + v.size(), fence).ec != std::errc() || fence == 0)
+        return std::nullopt;
+    return fence;
+}
+
+error_code decide_release(const answer& a, bool past_deadline) {
+    const bool unlocked = a.ok() && a.rows.size() == 1 && !a.rows[0].empty() && a.rows[0][0] &&
+                          *a.rows[0][0] == "t";
+    if (past_deadline) return error::expired;
+    if (unlocked) return {};
+    if (a.ok()) return error::expired;  // answered "not held": the session lost it
+    return error_of(a);
+}
+
+error_code decide_lost_release(const answer& holders) {
+    if (!holders.ok()) return error_of(holders);
+    return holders.rows.empty() ? error_code(error::expired) : error_code(error::not_owner);
+}
+
+}  // namespace corolock::detail::pg

@@ -1,0 +1,149 @@
+// The PostgreSQL backend's protocol, without I/O: the URL, a lock's
+// advisory key, the SQL it sends and what each answer means
+// (docs/postgresql.md says why it is shaped this way).
+//
+// A lock NAME is a session-level advisory lock on key(NAME), a 64-bit hash
+// of the name, held by one session (connection) per tenure, plus a row
+// (NAME, fence, holder) in the table corolock_locks:
+//
+//  - acquire: one statement takes the advisory lock (pg_try_advisory_lock,
+//    or pg_advisory_lock to wait in the server's lock queue, bounded by
+//    lock_timeout) and, only if it got it, bumps the row's fence in the same
+//    autocommitted statement; it also sets the session's
+//    idle_session_timeout to the lease. The fence commits before the grant
+//    is handed out (synchronous_commit on), so no holder's death can roll it
+//    back: the next holder's fence is larger, across restarts too.
+//  - lease: the server ends a session idle for its idle_session_timeout,
+//    which frees its advisory locks. Renewals are statements on the session
+//    (each resets the idle timer); the local deadline is the send time of the
+//    last answered statement plus the lease, minus the drift allowance.
+//  - release: pg_advisory_unlock, and the session goes back to the pool with
+//    idle_session_timeout 0.
+#pragma once
+
+#include <corolock/error.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace corolock::detail::pg {
+
+// ---- URL ----
+
+struct url_parts {
+    std::string conninfo;  // what libpq is given: the URL, postgres:// spelled postgresql://
+    std::string password;  // as written in the URL (maybe %-escaped); empty: none
+    std::string password_decoded;
+};
+
+// Checks the scheme (postgresql:// or postgres://) and finds the password,
+// so that messages can be scrubbed of it. libpq parses the rest (its own
+// URI syntax, including ?sslmode=... and other connection parameters).
+error_code split_url(std::string_view url, url_parts& out, std::string& why);
+
+// `text` with every occurrence of the URL's password (raw and decoded)
+// replaced by "***".
+std::string scrub(std::string text, const url_parts& url);
+
+// ---- the lock's key ----
+
+// The advisory key of a lock name: FNV-1a 64 of "corolock:" + name. Two
+// names with one key exclude each other (never the reverse): slower, not
+// unsafe; each keeps its own fence row.
+std::int64_t advisory_key(std::string_view name) noexcept;
+// pg_locks shows a bigint advisory key as classid (high 32 bits), objid
+// (low 32 bits), objsubid 1.
+std::uint32_t key_classid(std::int64_t key) noexcept;
+std::uint32_t key_objid(std::int64_t key) noexcept;
+
+// The application_name of a session while it acts for an owner; the
+// fixture's owners() and people read it in pg_stat_activity.
+std::string application_name(std::string_view owner_id);
+inline constexpr std::string_view application_prefix = "corolock:";
+
+// ---- statements ----
+
+struct statement {
+    std::string_view sql;
+    std::vector<std::string> params;
+};
+
+// Once per new session: READ COMMITTED, synchronous commit, no statement or
+// lock timeout, no idle timeout yet, and a check for a closed client
+// connection every 250 ms while a statement runs (so a waiter whose
+// connection was closed leaves the server's lock queue).
+statement session_setup();
+// Once per backend, on its first session. Its errors "already exists"
+// (a race with another process) count as success: see ddl_ok().
+statement create_table();
+bool ddl_ok(std::string_view sqlstate) noexcept;
+
+// Milliseconds for a PostgreSQL timeout setting: rounded up, at least 1.
+std::string timeout_ms(std::chrono::steady_clock::duration d);
+
+// Refuses at once when another session holds the lock.
+statement try_acquire(std::string_view name, std::chrono::steady_clock::duration lease,
+                      std::string_view holder, std::string_view owner_id);
+// Before wait_acquire, on the same session: its lock_timeout (zero: none).
+statement wait_setup(std::optional<std::chrono::steady_clock::duration> wait,
+                     std::string_view owner_id);
+// Waits in the server's lock queue for the lock.
+statement wait_acquire(std::string_view name, std::chrono::steady_clock::duration lease,
+                       std::string_view holder);
+// A re-entry on the holding session: a new fence (and a renewal).
+statement reenter(std::string_view name);
+// A renewal: any statement resets the session's idle timer.
+statement renew();
+statement release(std::string_view name);
+// The application_name of every session holding (granted) or waiting for
+// the lock's advisory key.
+statement sessions_of(std::string_view name, bool granted_only);
+// Cancels the statement running on another session of the same user.
+statement cancel_backend(int pid);
+
+// ---- answers ----
+
+// A statement's answer as the shell hands it over: rows of nullable text,
+// or the server's SQLSTATE, or a transport failure.
+struct answer {
+    error_code transport;  // connection_lost, timeout, client_stopped, ...
+    std::string sqlstate;  // the server's error; empty: success
+    std::string message;
+    std::vector<std::vector<std::optional<std::string>>> rows;
+
+    bool ok() const noexcept { return !transport && sqlstate.empty(); }
+};
+
+struct acquire_outcome {
+    enum class kind {
+        granted,    // fence is the token
+        refused,    // held by another session (try)
+        timed_out,  // lock_timeout: the wait ran out on the server
+        cancelled,  // our own pg_cancel_backend ended the wait
+        failed,     // error: the session must be closed (it may hold the lock)
+    } what = kind::failed;
+    std::uint64_t fence = 0;
+    error_code error;
+};
+acquire_outcome decide_acquire(const answer& a);
+
+// A re-entry's answer: the new fence, or nullopt (the tenure is lost).
+std::optional<std::uint64_t> decide_reenter(const answer& a);
+
+// A release's answer on a live tenure: success, or how it failed.
+// Anything but an answered "true" means the session's lock is in doubt:
+// the shell closes the session, which frees whatever it held.
+error_code decide_release(const answer& a, bool past_deadline);
+
+// A release of a tenure already lost: who holds the lock now decides it.
+// `holders` is sessions_of(name, true)'s answer.
+error_code decide_lost_release(const answer& holders);
+
+// The error a caller sees for a failed statement.
+error_code error_of(const answer& a);
+
+}  // namespace corolock::detail::pg

@@ -1,0 +1,258 @@
+// The PostgreSQL backend against a real server (support/pg_server.hpp):
+// what the conformance suite cannot say backend-neutrally. Waiting happens
+// in the server's lock queue; the lease is enforced by the server
+// (idle_session_timeout) and the lost signal fires before it frees the lock;
+// a holder's backend terminated, or the whole server restarted, is reported
+// at once and the next holder's fence is strictly larger.
+#include "pg/protocol.hpp"
+
+#include "support/async_test.hpp"
+#include "support/lock_testing.hpp"
+#include "support/pg_server.hpp"
+
+#include <corolock/backend.hpp>
+#include <corolock/mutex.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <thread>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace corolock::test;
+using namespace asio::experimental::awaitable_operators;
+using corolock::error;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+
+// The sessions (pid, granted) holding or waiting for the lock `name`.
+std::vector<std::pair<std::string, bool>> lock_sessions(const pg_server& s, const std::string& name) {
+    const auto key = corolock::detail::pg::advisory_key(name);
+    const auto rows = s.query(
+        "SELECT pid::text, granted::text FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
+        std::to_string(corolock::detail::pg::key_classid(key)) +
+        " AND objid = " + std::to_string(corolock::detail::pg::key_objid(key)) + " AND objsubid = 1");
+    std::vector<std::pair<std::string, bool>> out;
+    for (const auto& r : rows) out.emplace_back(*r.at(0), *r.at(1) == "true");
+    return out;
+}
+
+std::string holder_pid(const pg_server& s, const std::string& name) {
+    for (const auto& [pid, granted] : lock_sessions(s, name))
+        if (granted) return pid;
+    return {};
+}
+
+double ms(clock_type::duration d) {
+    return std::chrono::duration<double, std::milli>(d).count();
+}
+
+// Waits for g's lost signal, at most `limit`; whether it came.
+asio::awaitable<bool> lost_within(corolock::guard& g, clock_type::duration limit) {
+    asio::steady_timer t(co_await asio::this_coro::executor, limit);
+    auto r = co_await (g.async_until_lost(use_nothrow) || t.async_wait(use_nothrow));
+    co_return r.index() == 0;
+}
+
+// The lock moves on after g1 was lost: m2's fence is larger, g1's release
+// says not_owner, and m2 releases cleanly.
+asio::awaitable<void> next_owner_takes_over(corolock::mutex& m2, corolock::guard& g1,
+                                            std::chrono::seconds wait) {
+    CHECK(g1.lost());
+    auto g2 = co_await m2.acquire({.lease = 30s, .wait = wait});
+    CHECK(g2.token() > g1.token());
+    const auto ec = co_await g1.release();
+    CHECK(ec == error::not_owner);
+    const auto rec = co_await g2.release();
+    CHECK_FALSE(rec);
+}
+
+}  // namespace
+
+TEST_CASE("pg: grant, refusal, release, and fences that rise", "[pg]") {
+    pg_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url()), b(ioc.get_executor(), server.url());
+    CHECK(a.scheme() == "postgresql");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m1(a, "orders"), m2(b, "orders"), m3(a, "orders");
+        auto g1 = co_await m1.acquire({.lease = 5s});
+        {
+            auto no = co_await m2.try_acquire();
+            CHECK_FALSE(no);
+            auto same_backend = co_await m3.try_acquire();  // another owner, same process
+            CHECK_FALSE(same_backend);
+        }
+        {
+            const auto rec = co_await g1.release();
+            CHECK_FALSE(rec);
+        }
+        auto g2 = co_await m2.try_acquire();
+        REQUIRE(g2);
+        CHECK(g2->token() > g1.token());
+        {
+            const auto rec = co_await g2->release();
+            CHECK_FALSE(rec);
+        }
+        // The fence is the lock row's, durable and shared by every client.
+        const auto row = server.query("SELECT fence FROM corolock_locks WHERE name = 'orders'");
+        CHECK(row.at(0).at(0) == std::to_string(g2->token()));
+        a.stop();
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("pg: a waiter waits in the server's lock queue and a release wakes it at once",
+          "[pg][wait]") {
+    pg_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url()), b(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m1(a, "queue"), m2(b, "queue");
+        auto g1 = co_await m1.acquire({.lease = 30s});
+        std::optional<clock_type::time_point> granted_at;
+        std::uint64_t token = 0;
+        asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
+            auto g = co_await m2.acquire({.lease = 30s, .wait = 20s});
+            granted_at = clock_type::now();
+            token = g.token();
+            co_await g.release();
+        }, asio::detached);
+        // The waiter's session is queued for the advisory lock on the server:
+        // pg_locks shows it not granted, pg_stat_activity waiting on a Lock.
+        const bool queued = co_await eventually([&] {
+            for (const auto& [pid, granted] : lock_sessions(server, "queue"))
+                if (!granted) return true;
+            return false;
+        }, 5000ms);
+        REQUIRE(queued);
+        std::string waiting_pid;
+        for (const auto& [pid, granted] : lock_sessions(server, "queue"))
+            if (!granted) waiting_pid = pid;
+        const auto ev = server.query("SELECT wait_event_type, wait_event FROM pg_stat_activity WHERE pid = " +
+                                     waiting_pid);
+        CHECK(ev.at(0).at(0) == "Lock");
+        CHECK(ev.at(0).at(1) == "advisory");
+        co_await sleep_for(300ms);
+        const auto released_at = clock_type::now();
+        {
+            const auto rec = co_await g1.release();
+            CHECK_FALSE(rec);
+        }
+        const bool woke = co_await eventually([&] { return granted_at.has_value(); }, 5000ms);
+        REQUIRE(woke);
+        const double handoff = ms(*granted_at - released_at);
+        std::cout << "pg handoff: " << handoff << " ms after the release (lease 30 s)" << std::endl;
+        // A waiter polling at a third of its lease would wait up to 10 s.
+        CHECK(handoff < 200.0);
+        CHECK(token > g1.token());
+        a.stop();
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("pg: a holder whose backend is terminated is told at once; the next fence is larger",
+          "[pg][lost]") {
+    pg_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url()), b(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m1(a, "terminated"), m2(b, "terminated");
+        auto g1 = co_await m1.acquire({.lease = 30s});
+        const auto pid = holder_pid(server, "terminated");
+        REQUIRE_FALSE(pid.empty());
+        const auto killed_at = clock_type::now();
+        server.query("SELECT pg_terminate_backend(" + pid + ")");
+        const bool lost = co_await lost_within(g1, 3s);
+        CHECK(lost);
+        std::cout << "pg terminated holder: lost " << ms(clock_type::now() - killed_at)
+                  << " ms after pg_terminate_backend (lease 30 s)" << std::endl;
+        co_await next_owner_takes_over(m2, g1, 5s);
+        a.stop();
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("pg: a holder that stops renewing loses the lock on the server within its lease",
+          "[pg][lease]") {
+    pg_server server;
+    // The holder's backend runs on an io_context of its own, which stops
+    // being run once it holds: its watchdog, its deadline timer and its
+    // socket all freeze, as in a paused process. Only the server can free
+    // the lock then.
+    asio::io_context holder_ioc, ioc;
+    corolock::backend a(holder_ioc.get_executor(), server.url()), b(ioc.get_executor(), server.url());
+    const auto lease = 600ms;
+    clock_type::time_point sent{};
+    std::optional<corolock::guard> g1;
+    corolock::mutex m1(a, "lease");
+    run_async(holder_ioc, [&]() -> asio::awaitable<void> {
+        sent = clock_type::now();
+        g1 = co_await m1.acquire({.lease = lease});
+    }, 10s);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m2(b, "lease");
+        auto g2 = co_await m2.acquire({.lease = 5s, .wait = 5s});
+        const auto granted_at = clock_type::now();
+        std::cout << "pg lease: next owner " << ms(granted_at - sent)
+                  << " ms after the frozen holder's acquire was sent (lease " << lease.count()
+                  << " ms); its deadline " << ms(g1->lease_deadline() - sent) << " ms" << std::endl;
+        CHECK(granted_at - sent >= lease);
+        CHECK(granted_at - sent <= lease + 500ms);
+        CHECK(g1->lease_deadline() <= granted_at);  // its window ended first
+        CHECK(g2.token() > g1->token());
+        {
+            const auto rec = co_await g2.release();
+            CHECK_FALSE(rec);
+        }
+        b.stop();
+    }, 30s);
+    // Thawed, the holder learns at once that its lease is gone.
+    run_async(holder_ioc, [&]() -> asio::awaitable<void> {
+        const bool lost = co_await lost_within(*g1, 1s);
+        CHECK(lost);
+        const auto ec = co_await g1->release();
+        CHECK(ec == error::expired);
+        a.stop();
+    }, 10s);
+}
+
+TEST_CASE("pg: a server restart while held: the holder is told, no two holders, fences rise",
+          "[pg][restart]") {
+    pg_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url()), b(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m1(a, "restart"), m2(b, "restart");
+        auto g1 = co_await m1.acquire({.lease = 30s});
+        std::atomic<bool> restarted{false};
+        std::thread restarter([&] {
+            server.restart();
+            restarted = true;
+        });
+        const bool lost = co_await lost_within(g1, 20s);
+        CHECK(lost);
+        co_await eventually([&] { return restarted.load(); }, 30000ms);
+        restarter.join();
+        REQUIRE(restarted);
+        co_await next_owner_takes_over(m2, g1, 10s);  // the fence survived the restart
+        a.stop();
+        b.stop();
+    }, 60s);
+}

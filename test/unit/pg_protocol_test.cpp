@@ -1,0 +1,128 @@
+// The PostgreSQL backend's decisions without a server (src/pg/protocol.hpp):
+// the URL and its password, the advisory key, and what each answer means.
+#include "pg/pg_backend.hpp"
+#include "pg/protocol.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+
+using namespace corolock::detail::pg;
+using corolock::error;
+using corolock::error_code;
+using namespace std::chrono_literals;
+
+namespace {
+
+answer rows(std::vector<std::vector<std::optional<std::string>>> r) {
+    answer a;
+    a.rows = std::move(r);
+    return a;
+}
+
+answer failed(std::string sqlstate) {
+    answer a;
+    a.sqlstate = std::move(sqlstate);
+    a.message = "ERROR";
+    return a;
+}
+
+}  // namespace
+
+TEST_CASE("pg url: both schemes, the password found for scrubbing", "[pg][url]") {
+    url_parts p;
+    std::string why;
+    REQUIRE_FALSE(split_url("postgres://app:pa%40ss@db:5432/orders", p, why));
+    CHECK(p.conninfo == "postgresql://app:pa%40ss@db:5432/orders");
+    CHECK(p.password == "pa%40ss");
+    CHECK(p.password_decoded == "pa@ss");
+    CHECK(scrub("x pa@ss y pa%40ss", p) == "x *** y ***");
+    REQUIRE_FALSE(split_url("POSTGRESQL://db/orders", p, why));
+    CHECK(p.password.empty());
+    CHECK(split_url("redis://db", p, why) == error::invalid_url);
+    CHECK(split_url("postgresql://db /x", p, why) == error::invalid_url);
+}
+
+TEST_CASE("pg url: a malformed URL is refused without echoing its password", "[pg][url]") {
+    for (const char* url : {"postgresql://app:s3cr%zzet@127.0.0.1:notaport/db",
+                            "postgresql://app:s3cr%zzet@127.0.0.1/db?nosuchoption=1"}) {
+        INFO(url);
+        backend_options o;
+        std::string why;
+        CHECK(parse_url(url, o, why) == error::invalid_url);
+        CHECK_FALSE(why.empty());
+        CHECK(why.find("s3cr") == std::string::npos);
+    }
+    backend_options o;
+    std::string why;
+    CHECK_FALSE(parse_url("postgresql://app:secret@127.0.0.1:5432/db?sslmode=disable", o, why));
+}
+
+TEST_CASE("pg key: one per name, stable, split as pg_locks shows it", "[pg][key]") {
+    CHECK(advisory_key("orders:42") == advisory_key("orders:42"));
+    std::set<std::int64_t> keys;
+    for (int i = 0; i < 10'000; ++i) keys.insert(advisory_key("n" + std::to_string(i)));
+    CHECK(keys.size() == 10'000);
+    const std::int64_t k = advisory_key("x");
+    const auto joined = (static_cast<std::uint64_t>(key_classid(k)) << 32) | key_objid(k);
+    CHECK(joined == static_cast<std::uint64_t>(k));
+    // FNV-1a 64 of "corolock:x": fixed, so that every process agrees.
+    CHECK(static_cast<std::uint64_t>(k) == 0xdccbff72cdfbd7cdULL);
+}
+
+TEST_CASE("pg timeouts are whole milliseconds, rounded up, at least one", "[pg]") {
+    CHECK(timeout_ms(1500us) == "2");
+    CHECK(timeout_ms(0ms) == "1");
+    CHECK(timeout_ms(30s) == "30000");
+}
+
+TEST_CASE("pg acquire answers", "[pg][acquire]") {
+    using kind = acquire_outcome::kind;
+    CHECK(decide_acquire(rows({{"t", "7", "30s", "corolock:x"}})).what == kind::granted);
+    CHECK(decide_acquire(rows({{"t", "7", "30s"}})).fence == 7);
+    CHECK(decide_acquire(rows({{"f", std::nullopt, "0", "corolock:x"}})).what == kind::refused);
+    CHECK(decide_acquire(failed("55P03")).what == kind::timed_out);
+    CHECK(decide_acquire(failed("57014")).what == kind::cancelled);
+    // A grant without a fence is no grant: the session must be closed.
+    const auto no_fence = decide_acquire(rows({{"t", std::nullopt, "30s"}}));
+    CHECK(no_fence.what == kind::failed);
+    CHECK(no_fence.error == error::unexpected_reply);
+    CHECK(decide_acquire(rows({})).what == kind::failed);
+    CHECK(decide_acquire(failed("42501")).error == error::server_error);
+    CHECK(decide_acquire(failed("57P01")).error == error::connection_lost);
+    answer lost;
+    lost.transport = error::connection_lost;
+    CHECK(decide_acquire(lost).error == error::connection_lost);
+}
+
+TEST_CASE("pg re-entry and release answers", "[pg][release]") {
+    CHECK(decide_reenter(rows({{"12"}})) == std::optional<std::uint64_t>(12));
+    CHECK_FALSE(decide_reenter(rows({})));  // the row is gone
+    CHECK_FALSE(decide_reenter(failed("57P01")));
+
+    CHECK_FALSE(decide_release(rows({{"t", "0"}}), false));
+    CHECK(decide_release(rows({{"t", "0"}}), true) == error::expired);
+    CHECK(decide_release(rows({{"f", "0"}}), false) == error::expired);
+    answer lost;
+    lost.transport = error::connection_lost;
+    CHECK(decide_release(lost, false) == error::connection_lost);
+
+    CHECK(decide_lost_release(rows({})) == error::expired);
+    CHECK(decide_lost_release(rows({{"corolock:abc"}})) == error::not_owner);
+}
+
+TEST_CASE("pg statements carry their parameters in order", "[pg]") {
+    const auto t = try_acquire("n", 1500ms, "1 host label", "owner");
+    REQUIRE(t.params.size() == 5);
+    CHECK(t.params[0] == "n");
+    CHECK(t.params[1] == std::to_string(advisory_key("n")));
+    CHECK(t.params[3] == "1500");
+    CHECK(t.params[4] == "corolock:owner");
+    CHECK(wait_setup(std::nullopt, "o").params[0] == "0");  // no lock_timeout: wait until cancelled
+    CHECK(wait_setup(250ms, "o").params[0] == "250");
+    CHECK(ddl_ok("42P07"));
+    CHECK(ddl_ok("23505"));
+    CHECK(ddl_ok("42710"));
+    CHECK_FALSE(ddl_ok("42501"));
+}
