@@ -13,6 +13,8 @@ packages=(
   libssl-dev openssl                    # TLS, and test certificates
   redis-server redis-tools              # the test server, redis-cli, redis-benchmark
   etcd-server etcd-client               # the etcd test servers, etcdctl
+  libzookeeper-st-dev                   # the ZooKeeper backend: the single-threaded C client
+  zookeeper default-jre-headless        # the ZooKeeper test servers (java, zookeeper.jar)
   python3 procps                        # the CLI and bench tests: JSON checks, ps
 )
 # Extra packages a caller needs on top (for example clang for the fuzzer).
