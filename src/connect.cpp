@@ -6,6 +6,9 @@
 #include "etcd/etcd_backend.hpp"
 #include "redis/redis_backend.hpp"
 #include "redlock/redlock_backend.hpp"
+#ifdef COROLOCK_HAS_ZOOKEEPER
+#include "zk/zk_backend.hpp"
+#endif
 
 #include <boost/system/system_error.hpp>
 
@@ -41,6 +44,16 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
     const auto scheme = scheme_of(url);
     if (scheme == "etcd" || scheme == "etcds")
         return detail::etcd::connect(std::move(ex), url, cfg.holder_label);
+    if (scheme == "zk") {
+#ifdef COROLOCK_HAS_ZOOKEEPER
+        return detail::zk::connect(std::move(ex), url, cfg.holder_label);
+#else
+        throw boost::system::system_error(
+            make_error_code(error::invalid_url),
+            "zk:// needs the ZooKeeper backend, which this build of corolock left out "
+            "(libzookeeper_st was not found)");
+#endif
+    }
     if (scheme.empty() || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
         scheme == "rediss+sentinel" || scheme == "redis+cluster" || scheme == "rediss+cluster")
         // The Redis URL parser explains what is wrong with a URL without a
@@ -49,8 +62,8 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
     throw boost::system::system_error(
         make_error_code(error::invalid_url),
         "unsupported URL scheme '" + scheme +
-            "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd or "
-            "etcds");
+            "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd, "
+            "etcds or zk");
 }
 
 }  // namespace

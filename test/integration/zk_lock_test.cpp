@@ -1,0 +1,235 @@
+// The ZooKeeper backend against a real standalone server (support/zk_server.hpp):
+// acquire, try, release and re-entry with their tokens; waiters served in
+// order behind their predecessor; a cancelled waiter's node deleted; a
+// stopped backend's nodes gone at once; the lost signal from the session
+// deadline while the server is paused, and a new session afterwards.
+#include <corolock/corolock.hpp>
+
+#include "support/async_test.hpp"
+#include "support/zk_server.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace corolock::test;
+using corolock::error;
+using corolock::error_code;
+using corolock::guard;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+constexpr auto nothrow = asio::as_tuple(asio::use_awaitable);
+}
+
+TEST_CASE("zk: acquire, try, release and re-entry mint rising zxid tokens", "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server.url());
+    CHECK(b.scheme() == "zk");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(b, "orders:42"), other(b, "orders:42");
+        auto g1 = co_await m.acquire({.wait = 10s});
+        CHECK(g1.token() > 0);
+        CHECK(g1.lease_deadline() > clock_type::now());
+        auto g2 = co_await m.acquire({.wait = 5s});  // re-entry
+        CHECK(m.held_levels() == 2);
+        CHECK(g2.token() > g1.token());
+        {
+            auto [ec, g] = co_await other.async_try_acquire({}, nothrow);
+            CHECK(ec == error::lock_held);
+        }
+        {
+            const auto rc_ = co_await g1.release();
+            CHECK_FALSE(rc_);
+        }
+        {
+            auto got = co_await other.try_acquire();
+            CHECK_FALSE(got);
+        }
+        {
+            const auto rc_ = co_await g2.release();
+            CHECK_FALSE(rc_);
+        }
+        auto g3 = co_await other.try_acquire();
+        REQUIRE(g3);
+        CHECK(g3->token() > g2.token());
+        {
+            const auto rc_ = co_await g2.release();
+            CHECK(rc_ == error::released);
+        }
+        {
+            const auto rc_ = co_await g3->release();
+            CHECK_FALSE(rc_);
+        }
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("zk: waiters get the lock in order, each behind its predecessor",
+          "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex first(b, "queue");
+        auto held = co_await first.acquire({.wait = 10s});
+        std::vector<int> order;
+        std::vector<std::uint64_t> tokens;
+        int finished = 0;
+        auto waiter = [&](int id) -> asio::awaitable<void> {
+            corolock::mutex m(b, "queue");
+            auto g = co_await m.acquire({.wait = 20s});
+            order.push_back(id);
+            tokens.push_back(g.token());
+            co_await sleep_for(20ms);
+            {
+            const auto rc_ = co_await g.release();
+            CHECK_FALSE(rc_);
+        }
+            ++finished;
+        };
+        // One at a time, so that their nodes are created in this order.
+        for (int id = 1; id <= 3; ++id) {
+            asio::co_spawn(ioc, waiter(id), asio::detached);
+            co_await sleep_for(150ms);
+        }
+        const auto before = held.token();
+        {
+            const auto rc_ = co_await held.release();
+            CHECK_FALSE(rc_);
+        }
+        for (int i = 0; i < 200 && finished < 3; ++i) co_await sleep_for(20ms);
+        REQUIRE(finished == 3);
+        CHECK(order == std::vector<int>{1, 2, 3});
+        CHECK(tokens[0] > before);
+        CHECK(tokens[1] > tokens[0]);
+        CHECK(tokens[2] > tokens[1]);
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("zk: a cancelled or timed-out waiter leaves no node behind", "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        using namespace asio::experimental::awaitable_operators;
+        corolock::mutex holder(b, "cancel"), waiter(b, "cancel"), timed(b, "cancel"),
+            late(b, "cancel");
+        auto g = co_await holder.acquire({.wait = 10s});
+        {
+            asio::steady_timer t(ioc, 300ms);
+            auto r = co_await (waiter.acquire({.wait = 20s}) || t.async_wait(asio::use_awaitable));
+            CHECK(r.index() == 1);  // cancelled while waiting
+        }
+        {
+            auto [ec, got] = co_await timed.async_acquire({.wait = 300ms}, nothrow);
+            CHECK(ec == error::wait_timeout);
+        }
+        {
+            auto [ec] = co_await b.async_drain(5s, nothrow);
+            CHECK_FALSE(ec);
+        }
+        {
+            const auto rc_ = co_await g.release();
+            CHECK_FALSE(rc_);
+        }
+        // Had either waiter's node stayed, it would be first in line now.
+        auto next = co_await late.try_acquire();
+        CHECK(next);
+        if (next) {
+            const auto rc_ = co_await next->release();
+            CHECK_FALSE(rc_);
+        }
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("zk: a stopped backend's nodes go with its session at once", "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url());
+    corolock::backend b(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex ma(a, "stop"), mb(b, "stop");
+        auto g = co_await ma.acquire({.wait = 10s});
+        {
+            auto got = co_await mb.try_acquire();
+            CHECK_FALSE(got);
+        }
+        a.stop();
+        std::optional<guard> next;
+        for (int i = 0; i < 50 && !next; ++i) {
+            next = co_await mb.try_acquire();
+            if (!next) co_await sleep_for(20ms);
+        }
+        REQUIRE(next);
+        CHECK(next->token() > g.token());
+        {
+            const auto rc_ = co_await next->release();
+            CHECK_FALSE(rc_);
+        }
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("zk: the lost signal fires from the session deadline, before the session could "
+          "expire; a new session follows",
+          "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    const auto timeout = 2000ms;
+    corolock::backend b(ioc.get_executor(), server.url() + "?session_timeout_ms=2000");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(b, "lost"), again(b, "lost");
+        auto g = co_await m.acquire({.wait = 10s});
+        co_await sleep_for(300ms);
+        const auto deadline_before = g.lease_deadline();
+        const auto paused_at = clock_type::now();
+        server.pause(0);
+        auto [ec] = co_await g.async_until_lost(nothrow);
+        const auto lost_at = clock_type::now();
+        server.resume(0);
+        CHECK(ec == error::lock_lost);
+        CHECK(g.lost());
+        // Nothing the server heard after the pause: the session can end on
+        // the server no sooner than paused_at + timeout.
+        INFO("lost after " << std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  lost_at - paused_at).count() << " ms");
+        CHECK(lost_at < paused_at + timeout);
+        CHECK(lost_at >= deadline_before);
+        // Heartbeats every third of the timeout: not lost before that.
+        CHECK(lost_at > paused_at + timeout / 3);
+        {
+            const auto rec = co_await g.release();
+            CHECK(rec);
+        }
+        // The server expires the old session once it runs again; the
+        // backend makes a new one and the lock can be taken again.
+        std::optional<guard> next;
+        for (int i = 0; i < 100 && !next; ++i) {
+            auto [aec, got] = co_await again.async_acquire({.wait = 500ms}, nothrow);
+            if (!aec) next.emplace(std::move(got));
+        }
+        REQUIRE(next);
+        CHECK(next->token() > g.token());
+        {
+            const auto rc_ = co_await next->release();
+            CHECK_FALSE(rc_);
+        }
+        b.stop();
+    }, 60s);
+}
