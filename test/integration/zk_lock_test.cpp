@@ -121,6 +121,40 @@ TEST_CASE("zk: waiters get the lock in order, each behind its predecessor",
     }, 30s);
 }
 
+TEST_CASE("zk: a waiter whose node is older than the holder's re-entry still gets a larger "
+          "token",
+          "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex holder(b, "fence"), waiter(b, "fence");
+        auto g1 = co_await holder.acquire({.wait = 10s});
+        std::optional<std::uint64_t> waited;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto g = co_await waiter.acquire({.wait = 20s});
+            waited = g.token();
+            const auto rc_ = co_await g.release();
+            CHECK_FALSE(rc_);
+        }, asio::detached);
+        co_await sleep_for(200ms);  // the waiter's node exists now
+        auto g2 = co_await holder.acquire({.wait = 5s});  // a re-entry: a later zxid
+        CHECK(g2.token() > g1.token());
+        {
+            const auto rc_ = co_await g1.release();
+            CHECK_FALSE(rc_);
+        }
+        {
+            const auto rc_ = co_await g2.release();
+            CHECK_FALSE(rc_);
+        }
+        for (int i = 0; i < 200 && !waited; ++i) co_await sleep_for(10ms);
+        REQUIRE(waited);
+        CHECK(*waited > g2.token());
+        b.stop();
+    }, 30s);
+}
+
 TEST_CASE("zk: a cancelled or timed-out waiter leaves no node behind", "[zk][integration]") {
     zk_server server;
     asio::io_context ioc;
@@ -196,7 +230,10 @@ TEST_CASE("zk: the lost signal fires from the session deadline, before the sessi
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex m(b, "lost"), again(b, "lost");
         auto g = co_await m.acquire({.wait = 10s});
-        co_await sleep_for(300ms);
+        // Idle for longer than the session timeout: heartbeats keep it.
+        co_await sleep_for(timeout + 500ms);
+        CHECK_FALSE(g.lost());
+        CHECK(g.lease_deadline() > clock_type::now());
         const auto deadline_before = g.lease_deadline();
         const auto paused_at = clock_type::now();
         server.pause(0);
