@@ -6,6 +6,7 @@
 #include <corolock/corolock.hpp>
 
 #include "support/async_test.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/zk_server.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -268,5 +269,58 @@ TEST_CASE("zk: the lost signal fires from the session deadline, before the sessi
             CHECK_FALSE(rc_);
         }
         b.stop();
+    }, 60s);
+}
+
+TEST_CASE("zk: a holder cut off for longer than its session is told before another owner "
+          "gets the lock, and gets a new session after",
+          "[zk][integration]") {
+    zk_server server;
+    fault_proxy proxy(server.port(), "127.0.0.1", fault_proxy::framing::raw);
+    asio::io_context ioc;
+    corolock::backend cut(ioc.get_executor(), "zk://127.0.0.1:" + std::to_string(proxy.port()) +
+                                                  "?session_timeout_ms=1500");
+    corolock::backend other(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex holder(cut, "partition"), taker(other, "partition");
+        auto g = co_await holder.acquire({.wait = 10s});
+        std::optional<clock_type::time_point> granted_at;
+        std::optional<guard> taken;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto t = co_await taker.acquire({.wait = 20s});
+            granted_at = clock_type::now();
+            taken.emplace(std::move(t));
+        }, asio::detached);
+        co_await sleep_for(200ms);
+        proxy.blackhole(true);
+        auto [ec] = co_await g.async_until_lost(nothrow);
+        const auto lost_at = clock_type::now();
+        CHECK(ec == error::lock_lost);
+        // The ensemble expires the cut-off session, and only then does the
+        // other owner's turn come.
+        for (int i = 0; i < 500 && !granted_at; ++i) co_await sleep_for(10ms);
+        REQUIRE(granted_at);
+        CHECK(lost_at < *granted_at);
+        CHECK(taken->token() > g.token());
+        proxy.heal();
+        {
+            const auto rc_ = co_await taken->release();
+            CHECK_FALSE(rc_);
+        }
+        // The cut-off backend finds its session expired and makes a new one.
+        corolock::mutex again(cut, "partition");
+        std::optional<guard> next;
+        for (int i = 0; i < 40 && !next; ++i) {
+            auto [aec, got] = co_await again.async_acquire({.wait = 500ms}, nothrow);
+            if (!aec) next.emplace(std::move(got));
+        }
+        REQUIRE(next);
+        CHECK(next->token() > taken->token());
+        {
+            const auto rc_ = co_await next->release();
+            CHECK_FALSE(rc_);
+        }
+        cut.stop();
+        other.stop();
     }, 60s);
 }
