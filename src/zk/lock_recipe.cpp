@@ -49,6 +49,20 @@ std::optional<std::string> unescape_name(std::string_view node) {
     return out;
 }
 
+std::string attempt_id(std::string_view owner, std::uint64_t attempt) {
+    std::string out(owner);
+    out += '.';
+    out += std::to_string(attempt);
+    return out;
+}
+
+std::string owner_of(std::string_view child) {
+    if (!sequence_of(child)) return {};
+    const auto rest = child.substr(protected_mark.size());
+    const auto end = rest.find_first_of(".-");
+    return std::string(rest.substr(0, end));
+}
+
 std::string node_prefix(std::string_view attempt_id) {
     std::string out(protected_mark);
     out += attempt_id;

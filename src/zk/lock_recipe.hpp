@@ -5,8 +5,9 @@
 // A lock NAME is the directory  <root>/locks/<escaped NAME>  (a container
 // node: the ensemble removes it once empty). Each acquire attempt creates
 // one ephemeral sequential child in it named  _c_<attempt id>-lock-<seq>,
-// where the attempt id is 128 random bits (Curator's "protected" names): a
-// create whose answer was lost is found again by its id, and deleted.
+// where the attempt id is the handle's 128-bit random owner id and the
+// attempt's number (Curator's "protected" names): a create whose answer was
+// lost is found again by its id, and deleted.
 // The owner is the child with the lowest sequence; a waiter watches only
 // the child just before its own (no herd).
 #pragma once
@@ -26,6 +27,12 @@ std::string lock_dir(std::string_view root, std::string_view name);
 // The inverse of lock_dir's escaping (for listing); nullopt when malformed.
 std::optional<std::string> unescape_name(std::string_view node);
 
+// An attempt's id: the handle's owner id and the handle's count of its
+// attempts, so that a node names its owner (for people, and for tests)
+// and no two attempts share an id.
+std::string attempt_id(std::string_view owner, std::uint64_t attempt);
+// The owner id in a contender's child name; "" when it is not one.
+std::string owner_of(std::string_view child);
 // The name a contender's create asks for: the ensemble appends the sequence.
 std::string node_prefix(std::string_view attempt_id);
 // The sequence of a child of a lock directory, or nullopt when the child is

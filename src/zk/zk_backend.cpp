@@ -452,12 +452,18 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         for (int round = 0; round < 1000; ++round) {
             if (abandoned || backend->stopped()) break;
             if (!zk.timing().connected()) {
-                if (try_once) co_return complete(error::connection_lost, {});
-                if (!(co_await wait_until(next_look()))) break;
-                if (wait_over()) co_return complete(error::wait_timeout, {});
+                // Not connected (yet): a try waits for the session as long
+                // as the C client gives a connection attempt, no longer.
+                const bool no_wait = try_once || (opts.wait && opts.wait->count() == 0);
+                const auto bound = started + backend->connect_bound();
+                if (no_wait && clock::now() >= bound)
+                    co_return complete(error::connection_lost, {});
+                if (!(co_await wait_until(no_wait ? std::min(next_look(), bound) : next_look())))
+                    break;
+                if (!no_wait && wait_over()) co_return complete(error::wait_timeout, {});
                 continue;
             }
-            const auto attempt = random_owner_id();
+            const auto attempt = attempt_id(st->owner, ++st->attempts);
             generation = zk.generation();
             {
                 auto [rc, path, stat] = co_await ask<int, std::string, node_stat>(

@@ -48,6 +48,7 @@ struct zk_lock_state final : lock_state {
 
     // --- strand only: the live tenure's node ---
     std::string node;                 // its full path
+    std::uint64_t attempts = 0;       // creates begun (names each attempt)
     std::uint64_t generation = 0;     // the session it was made in
     // With the watchdog off: the lease's own end (max() with it on).
     clock::time_point lease_end = clock::time_point::max();
@@ -85,6 +86,8 @@ public:
     metrics_recorder& recorder() noexcept { return metrics_; }
     background_work& work() noexcept { return *work_; }
     std::string holder_value() const;
+    // How long a try waits for a session that is not connected.
+    clock::duration connect_bound() const noexcept { return opts_.session_timeout; }
     // Waiters are told of session events (connected, expired) by a poke.
     std::uint64_t add_waiter(std::function<void()> poke);
     void remove_waiter(std::uint64_t id) noexcept;

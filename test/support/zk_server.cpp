@@ -124,7 +124,7 @@ void zk_ensemble::write_config(std::size_t i) const {
         << "minSessionTimeout=" << 2 * opts_.tick_ms << "\n"
         << "maxSessionTimeout=" << 300 * opts_.tick_ms << "\n"
         << "admin.enableServer=false\n"
-        << "4lw.commands.whitelist=srvr,ruok\n"
+        << "4lw.commands.whitelist=srvr,ruok,dump\n"
         << "forceSync=no\n"
         // The ensemble removes empty lock directories (container nodes)
         // within a second, so that tests see them go.
@@ -213,6 +213,22 @@ std::size_t zk_ensemble::leader() const {
         if (clock_type::now() >= deadline) throw std::runtime_error("zk_server: no leader");
         std::this_thread::sleep_for(20ms);
     }
+}
+
+std::vector<std::string> zk_ensemble::ephemerals() const {
+    const auto answer = four_letters(servers_.at(leader()).client_port, "dump");
+    if (answer.find("ephemeral") == std::string::npos)
+        throw std::runtime_error("zk_server: no answer to dump: " + answer.substr(0, 200));
+    std::vector<std::string> out;
+    std::size_t pos = answer.find("ephemeral");
+    while (pos < answer.size()) {
+        const auto end = std::min(answer.find('\n', pos), answer.size());
+        auto line = answer.substr(pos, end - pos);
+        const auto first = line.find_first_not_of(" \t");
+        if (first != std::string::npos && line[first] == '/') out.push_back(line.substr(first));
+        pos = end + 1;
+    }
+    return out;
 }
 
 void zk_ensemble::kill9(std::size_t i) {

@@ -53,6 +53,10 @@ public:
     // The server that reports itself leader (or standalone); waits, bounded
     // by start_timeout. Throws when there is none.
     std::size_t leader() const;
+    // The ephemeral nodes' paths, as the leader (or the standalone server)
+    // reports them ("dump"): a view independent of the library under test.
+    // Throws std::runtime_error when no server answers.
+    std::vector<std::string> ephemerals() const;
     // Waits until every running server serves. False after `limit`.
     bool wait_serving(std::chrono::milliseconds limit) const;
 

@@ -111,6 +111,16 @@ TEST_CASE("zk recipe: a create whose answer was lost is found by its attempt id"
     CHECK(find_attempt(kids, "777") == std::nullopt);
 }
 
+TEST_CASE("zk recipe: a node names its owner and its attempt", "[zk][unit]") {
+    const auto id = attempt_id("0123abcd", 7);
+    CHECK(id == "0123abcd.7");
+    CHECK(owner_of(child(id, 3)) == "0123abcd");
+    CHECK(owner_of("stranger") == "");
+    // Two attempts of one owner never share a prefix that finds the other.
+    const std::vector<std::string> kids{child(attempt_id("0123abcd", 17), 4)};
+    CHECK_FALSE(find_attempt(kids, attempt_id("0123abcd", 1)));
+}
+
 TEST_CASE("zk recipe: the creation zxid is the token only when the directory did not change "
           "since",
           "[zk][unit]") {
