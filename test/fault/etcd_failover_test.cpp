@@ -19,6 +19,7 @@
 // must fail over to another endpoint when the leader's connections die,
 // whether they hold or wait at the kill; the third lists a follower first,
 // which forwards to whichever member the election makes leader.
+#include "fault/failover_checks.hpp"
 #include "fault/fault_fleet.hpp"
 #include "support/etcd_server.hpp"
 #include "support/redis_server.hpp"
@@ -45,38 +46,6 @@ std::string cluster_url(const etcd_cluster& c, std::size_t first) {
         url += c.endpoint((first + k) % c.size());
     }
     return url;
-}
-
-struct around_kill {
-    int holding = 0;        // holders whose window contains the kill
-    int waiting = 0;        // actors that had invoked an acquire and not got it at the kill
-    int grants_after = 0;   // acquire_ok after the kill
-    long long first_grant_after = -1;
-};
-
-around_kill look_around(const std::vector<h::event>& events, const h::check_result& r,
-                        long long killed_at) {
-    around_kill a;
-    for (const auto& x : r.holder_list) {
-        if (x.acquire_ok <= killed_at && x.window_end > killed_at) ++a.holding;
-        if (x.acquire_ok > killed_at) {
-            ++a.grants_after;
-            if (a.first_grant_after < 0 || x.acquire_ok < a.first_grant_after)
-                a.first_grant_after = x.acquire_ok;
-        }
-    }
-    // An actor waits at the kill when its last acquire_invoked before the
-    // kill was not answered (ok or failed) before it.
-    std::map<long long, std::pair<long long, long long>> last;  // pid -> (invoked, answered)
-    for (const auto& e : events) {
-        if (e.t > killed_at) continue;
-        auto& [invoked, answered] = last[e.pid];
-        if (e.ev == "acquire_invoked") invoked = std::max(invoked, e.t);
-        if (e.ev == "acquire_ok" || e.ev == "acquire_failed") answered = std::max(answered, e.t);
-    }
-    for (const auto& [pid, p] : last)
-        if (p.first > 0 && p.first > p.second) ++a.waiting;
-    return a;
 }
 
 }  // namespace
