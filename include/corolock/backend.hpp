@@ -15,6 +15,10 @@
 //   ...?request_timeout_ms=N&connect_timeout_ms=N
 //                                          etcd request and connect bounds
 //                                          (default 5000 each)
+//   zk://host:port[,host:port...][/root][?session_timeout_ms=N]
+//                                          a ZooKeeper ensemble (3.5 or later;
+//                                          docs/backends.md), when built with
+//                                          libzookeeper_st
 //
 // docs/backends.md compares them and says which to choose.
 //
@@ -119,7 +123,7 @@ public:
     executor_type get_executor() const noexcept;
     // The URL scheme that names this kind of backend: "redis", "rediss",
     // "redis+sentinel", "redis+cluster" (or "rediss+..."), "etcd", "etcds",
-    // "redlock".
+    // "zk", "redlock".
     std::string_view scheme() const noexcept;
     // The lock layer's metrics (see metrics.hpp). Any thread.
     metrics_snapshot metrics() const noexcept;
