@@ -1,5 +1,6 @@
 #include "etcd/etcd_backend.hpp"
 
+#include "core/coroutine_acquire.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include "core/watchdog_schedule.hpp"
@@ -494,33 +495,16 @@ void etcd_backend::run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64
 
 namespace {
 
-struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watcher {
+struct acquire_op : coroutine_acquire<etcd_backend>,
+                    std::enable_shared_from_this<acquire_op>,
+                    etcd_backend::watcher {
     acquire_op(std::shared_ptr<etcd_backend> b, std::shared_ptr<etcd_lock_state> s,
                lock_options o, bool once, lock_backend::acquire_handler h, bool d)
-        : backend(std::move(b)),
-          st(std::move(s)),
-          opts(o),
-          try_once(once),
-          handler(std::move(h)),
-          direct(d),
-          wake(backend->strand()) {}
+        : coroutine_acquire(std::move(b), o, once, std::move(h), d), st(std::move(s)) {}
 
-    std::shared_ptr<etcd_backend> backend;
     std::shared_ptr<etcd_lock_state> st;
-    lock_options opts;
-    bool try_once;
-    lock_backend::acquire_handler handler;
-    bool direct;
-    asio::steady_timer wake;  // cancelled by a wake-up or by abandon()
-    bool woken = false;
-    bool abandoned = false;
     bool watching = false;
-    bool done = false;  // run() ended (or never started)
-    // Abandoned while running: background clean-up until run() ends, so a
-    // drain waits for the give-back of whatever it still gets (a lease, a key).
-    background_work::job cleanup;
     std::string predecessor;
-    clock::time_point started = clock::now();
 
     // This acquire's own lease and key while it waits or until its grant.
     std::int64_t lease_id = 0;
@@ -539,33 +523,6 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
         if (key == predecessor) poke();
     }
     void on_watch_reset() override { poke(); }
-    void poke() {
-        woken = true;
-        wake.cancel();
-    }
-
-    void complete(error_code ec, guard g) {
-        if (!handler) return;
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected()) slot.clear();
-        detail::complete_now(std::move(handler), direct, backend->get_executor(), ec,
-                                 std::move(g));
-        handler = {};
-    }
-
-    void abandon(error_code ec) {
-        abandoned = true;
-        if (!done && !cleanup.counted()) cleanup = backend->work().begin();
-        complete(ec, {});
-        wake.cancel();
-    }
-
-    // run() is over: nothing more will be given back.
-    void end_run() noexcept {
-        done = true;
-        backend->work().end(cleanup);
-    }
-
     void stop_watching() {
         if (watching) backend->unwatch_prefix(st->prefix, this);
         watching = false;
@@ -586,21 +543,6 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>, etcd_backend::watc
         if (id == 0 || backend->stopped()) co_return;
         auto& wire = backend->wire();
         co_await call<lease_revoke_result>([&](auto h) { wire.lease_revoke(id, std::move(h)); });
-    }
-
-    // Waits for a wake-up or until `until`. False when abandoned.
-    asio::awaitable<bool> wait_until(clock::time_point until) {
-        if (!woken) {
-            wake.expires_at(until);
-            co_await wake.async_wait(nothrow);
-        }
-        woken = false;
-        co_return !abandoned && !backend->stopped();
-    }
-
-    std::optional<clock::time_point> wait_deadline() const {
-        if (!opts.wait) return std::nullopt;
-        return started + *opts.wait;
     }
 
     asio::awaitable<void> run() {
@@ -832,22 +774,9 @@ void etcd_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_o
                            bool direct) {
     auto st = std::static_pointer_cast<etcd_lock_state>(base);
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto op = std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts, try_once,
-                                           std::move(handler), direct);
-    if (slot.is_connected()) {
-        slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
-            auto o = weak.lock();
-            if (!o) return;
-            asio::post(o->backend->strand(), [o] { o->abandon(asio::error::operation_aborted); });
-        });
-    }
-    asio::post(strand_, [op] {
-        if (op->backend->stopped()) {
-            op->end_run();
-            return op->complete(error::client_stopped, {});
-        }
-        asio::co_spawn(op->backend->strand(), [op]() { return op->run(); }, asio::detached);
-    });
+    start_coroutine_acquire(std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts,
+                                                         try_once, std::move(handler), direct),
+                            slot);
 }
 
 // ---- release ----

@@ -1,5 +1,6 @@
 #include "zk/zk_backend.hpp"
 
+#include "core/coroutine_acquire.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
 #include "core/watchdog_schedule.hpp"
@@ -304,30 +305,13 @@ void zk_backend::make_dirs(const std::string& dir, std::function<void(int rc)> d
 
 namespace {
 
-struct acquire_op : std::enable_shared_from_this<acquire_op> {
+struct acquire_op : coroutine_acquire<zk_backend>, std::enable_shared_from_this<acquire_op> {
     acquire_op(std::shared_ptr<zk_backend> b, std::shared_ptr<zk_lock_state> s, lock_options o,
                bool once, lock_backend::acquire_handler h, bool d)
-        : backend(std::move(b)),
-          st(std::move(s)),
-          opts(o),
-          try_once(once),
-          handler(std::move(h)),
-          direct(d),
-          wake(backend->strand()) {}
+        : coroutine_acquire(std::move(b), o, once, std::move(h), d), st(std::move(s)) {}
 
-    std::shared_ptr<zk_backend> backend;
     std::shared_ptr<zk_lock_state> st;
-    lock_options opts;
-    bool try_once;
-    lock_backend::acquire_handler handler;
-    bool direct;
-    asio::steady_timer wake;  // cancelled by a poke or by abandon()
-    bool woken = false;
-    bool abandoned = false;
-    bool done = false;
-    background_work::job cleanup;
-    std::uint64_t waiter_id = 0;
-    clock::time_point started = clock::now();
+    std::uint64_t waiter_id = 0;  // told of session events while registered
 
     // This attempt's node, while it waits or until its grant.
     std::string node;
@@ -338,31 +322,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         if (waiter_id != 0) backend->remove_waiter(waiter_id);
     }
 
-    void poke() {
-        woken = true;
-        wake.cancel();
-    }
-
-    void complete(error_code ec, guard g) {
-        if (!handler) return;
-        auto slot = asio::get_associated_cancellation_slot(handler);
-        if (slot.is_connected()) slot.clear();
-        detail::complete_now(std::move(handler), direct, backend->get_executor(), ec,
-                             std::move(g));
-        handler = {};
-    }
-
-    void abandon(error_code ec) {
-        abandoned = true;
-        if (!done && !cleanup.counted()) cleanup = backend->work().begin();
-        complete(ec, {});
-        wake.cancel();
-    }
-
     void end_run() noexcept {
-        done = true;
         if (waiter_id != 0) backend->remove_waiter(std::exchange(waiter_id, 0));
-        backend->work().end(cleanup);
+        coroutine_acquire::end_run();
     }
 
     // The attempt's node, deleted in the background.
@@ -380,21 +342,6 @@ struct acquire_op : std::enable_shared_from_this<acquire_op> {
         co_await ask<int>(backend->strand(), [&](auto h) { zk.remove(path, std::move(h)); });
     }
 
-    // Waits for a poke or until `until`. False when abandoned or stopped.
-    asio::awaitable<bool> wait_until(clock::time_point until) {
-        if (!woken) {
-            wake.expires_at(until);
-            auto [ec] = co_await wake.async_wait(asio::as_tuple(asio::use_awaitable));
-            (void)ec;
-        }
-        woken = false;
-        co_return !abandoned && !backend->stopped();
-    }
-
-    std::optional<clock::time_point> wait_deadline() const {
-        if (!opts.wait) return std::nullopt;
-        return started + *opts.wait;
-    }
     bool wait_over() const {
         auto d = wait_deadline();
         return d && clock::now() >= *d;
@@ -647,22 +594,9 @@ void zk_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_opt
                          bool direct) {
     auto st = std::static_pointer_cast<zk_lock_state>(base);
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto op = std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts, try_once,
-                                           std::move(handler), direct);
-    if (slot.is_connected()) {
-        slot.assign([weak = std::weak_ptr<acquire_op>(op)](asio::cancellation_type) {
-            auto o = weak.lock();
-            if (!o) return;
-            asio::post(o->backend->strand(), [o] { o->abandon(asio::error::operation_aborted); });
-        });
-    }
-    asio::post(strand_, [op] {
-        if (op->backend->stopped()) {
-            op->end_run();
-            return op->complete(error::client_stopped, {});
-        }
-        asio::co_spawn(op->backend->strand(), [op]() { return op->run(); }, asio::detached);
-    });
+    start_coroutine_acquire(std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts,
+                                                         try_once, std::move(handler), direct),
+                            slot);
 }
 
 // ---- release ----
