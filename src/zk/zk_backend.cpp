@@ -228,7 +228,11 @@ void zk_backend::lose_tenure(const std::shared_ptr<zk_lock_state>& st, const cha
 
 void zk_backend::arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t epoch) {
     if (!st->deadline_timer) st->deadline_timer = std::make_unique<asio::steady_timer>(strand_);
-    st->deadline_timer->expires_at(st->current->deadline());
+    // Also once per heartbeat interval: the published deadline follows the
+    // session's (which each answered heartbeat moves) before it passes.
+    st->deadline_timer->expires_at(std::min(
+        st->current->deadline(), clock::now() + std::max<clock::duration>(session_->timing().heartbeat_interval(),
+                                                 std::chrono::milliseconds(10))));
     st->deadline_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code ec) {
         auto* t = st->live();
         if (ec == asio::error::operation_aborted && !stopped()) {
@@ -244,7 +248,7 @@ void zk_backend::arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t e
                                 : "no answer from the ensemble within the session timeout");
             return;
         }
-        // Heartbeats moved the session's deadline: publish it, look again then.
+        // Heartbeats moved the session's deadline: publish it.
         t->publish_deadline(deadline);
         arm_deadline(st, epoch);
     });
@@ -628,7 +632,7 @@ void zk_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t 
         });
         return;
     }
-    const bool expired = clock::now() >= t->deadline();
+    const bool expired = clock::now() >= deadline_of(*st);
     st->levels.erase(it);
     st->held.fetch_sub(1, std::memory_order_acq_rel);
     if (!st->levels.empty())

@@ -20,6 +20,7 @@
 #include <catch2/catch.hpp>
 
 #include <optional>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,33 @@ TEST_CASE("zk: waiters get the lock in order, each behind its predecessor",
         CHECK(tokens[0] > before);
         CHECK(tokens[1] > tokens[0]);
         CHECK(tokens[2] > tokens[1]);
+        b.stop();
+    }, 30s);
+}
+
+TEST_CASE("zk: a release after the executor was blocked past the first deadline still "
+          "succeeds while the session lives",
+          "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server.url() + "?session_timeout_ms=1000");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(b, "blocked");
+        for (int round = 0; round < 3; ++round) {
+            auto g = co_await m.acquire({.wait = 5s});
+            const auto first = g.lease_deadline();
+            // Heartbeats answered meanwhile move the session's deadline on.
+            co_await sleep_for(700ms);
+            // The executor is busy elsewhere past the deadline the grant
+            // published, not past the session's.
+            const auto busy = std::max(first - clock_type::now() + 100ms,
+                                       clock_type::duration(0));
+            std::this_thread::sleep_for(busy);
+            CHECK_FALSE(g.lost());
+            const auto rc_ = co_await g.release();
+            INFO("round " << round << ": " << rc_.message());
+            CHECK_FALSE(rc_);
+        }
         b.stop();
     }, 30s);
 }
