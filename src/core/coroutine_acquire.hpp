@@ -5,13 +5,14 @@
 // timer used as a condition variable for wake-ups, and the wait's end.
 //
 // A backend derives its operation from coroutine_acquire<Backend> (Backend
-// has strand(), stopped(), get_executor() and work()), gives it a run()
+// has strand(), stopped(), get_executor(), work() and recorder()), gives it a run()
 // coroutine that calls end_run() when it ends, and starts it with
 // start_coroutine_acquire().
 #pragma once
 
 #include "core/backend.hpp"
 #include "core/background_work.hpp"
+#include "core/metrics_recorder.hpp"
 
 #include <corolock/detail/completion.hpp>
 
@@ -91,6 +92,14 @@ struct coroutine_acquire {
         }
         woken = false;
         co_return !abandoned && !backend->stopped();
+    }
+
+    // A grant, counted in the backend's metrics.
+    void record_grant(bool contended) noexcept {
+        auto& m = backend->recorder();
+        metrics_recorder::add(m.acquisitions);
+        if (contended) metrics_recorder::add(m.contended_acquisitions);
+        m.wait.record(clock::now() - started);
     }
 
     std::optional<clock::time_point> wait_deadline() const {

@@ -755,10 +755,7 @@ struct acquire_op : coroutine_acquire<etcd_backend>,
         st->lease_id = std::exchange(lease_id, 0);
         st->create_revision = my_revision;
         st->value = std::move(value);
-        auto& m = backend->recorder();
-        metrics_recorder::add(m.acquisitions);
-        if (contended) metrics_recorder::add(m.contended_acquisitions);
-        m.wait.record(clock::now() - started);
+        record_grant(contended);
         auto t = backend->on_granted(st, level, terms, deadline);
         complete({}, make_guard(st, level, token, std::move(t)));
     }

@@ -582,10 +582,7 @@ struct acquire_op : coroutine_acquire<zk_backend>, std::enable_shared_from_this<
         }
         st->node = std::exchange(node, {});
         st->generation = generation;
-        auto& m = backend->recorder();
-        metrics_recorder::add(m.acquisitions);
-        if (contended) metrics_recorder::add(m.contended_acquisitions);
-        m.wait.record(clock::now() - started);
+        record_grant(contended);
         auto t = backend->on_granted(st, level, terms, decided);
         complete({}, make_guard(st, level, token, std::move(t)));
     }

@@ -2,7 +2,13 @@
 // server was killed: who held and who waited then, and the grants after.
 #pragma once
 
+#include "fault/fault_fleet.hpp"
 #include "support/history.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <iostream>
+#include <memory>
 
 #include <algorithm>
 #include <map>
@@ -41,6 +47,38 @@ inline around_kill look_around(const std::vector<history::event>& events,
     for (const auto& [pid, p] : last)
         if (p.first > 0 && p.first > p.second) ++a.waiting;
     return a;
+}
+
+// Checks each fleet's history across a kill at `killed_at` (every
+// invariant, exact counters, grants after the kill) and that the kill came
+// with a lock held and waited on; prints each fleet's figures. Returns the
+// first grant after the kill (-1: none).
+inline long long check_fleets_across_kill(const std::vector<std::unique_ptr<fleet>>& fleets,
+                                          long long killed_at) {
+    long long first_grant_after = -1;
+    int holding = 0, waiting = 0;
+    for (const auto& f : fleets) {
+        const auto events = f->events();
+        const auto r = f->check(f->counted());
+        INFO(f->options().name << ":\n" << r.report());
+        CHECK(r.ok());
+        CHECK(r.writes_accepted == r.completed_sections);
+        const auto a = look_around(events, r, killed_at);
+        // Waiters got through after the failover.
+        CHECK(a.grants_after > 0);
+        holding += a.holding;
+        waiting += a.waiting;
+        if (a.first_grant_after >= 0 &&
+            (first_grant_after < 0 || a.first_grant_after < first_grant_after))
+            first_grant_after = a.first_grant_after;
+        std::cout << f->options().name << ": " << r.holders << " grants, " << a.grants_after
+                  << " after the kill; at the kill " << a.holding << " holding, " << a.waiting
+                  << " waiting" << std::endl;
+    }
+    // The kill did happen with the lock held and waited on.
+    CHECK(holding >= 1);
+    CHECK(waiting >= 1);
+    return first_grant_after;
 }
 
 }  // namespace corolock::test::fault

@@ -66,27 +66,7 @@ TEST_CASE("zk: the leader killed while locks are held and waited on", "[zk][faul
     for (auto& f : fleets) cycles += f->finish();
     CHECK(cycles > 0);
 
-    long long first_grant_after = -1;
-    int holding = 0, waiting = 0;
-    for (auto& f : fleets) {
-        const auto events = f->events();
-        const auto r = f->check(f->counted());
-        INFO(f->options().name << ":\n" << r.report());
-        CHECK(r.ok());
-        CHECK(r.writes_accepted == r.completed_sections);
-        const auto a = look_around(events, r, killed_at);
-        CHECK(a.grants_after > 0);
-        holding += a.holding;
-        waiting += a.waiting;
-        if (a.first_grant_after >= 0 &&
-            (first_grant_after < 0 || a.first_grant_after < first_grant_after))
-            first_grant_after = a.first_grant_after;
-        std::cout << f->options().name << ": " << r.holders << " grants, " << a.grants_after
-                  << " after the kill; at the kill " << a.holding << " holding, " << a.waiting
-                  << " waiting" << std::endl;
-    }
-    CHECK(holding >= 1);
-    CHECK(waiting >= 1);
+    const long long first_grant_after = check_fleets_across_kill(fleets, killed_at);
     REQUIRE(first_grant_after >= 0);
     std::cout << "zk leader failover: server " << killed << " killed, server " << new_leader
               << " leads; first grant " << ms_of(first_grant_after - killed_at)
