@@ -136,19 +136,22 @@ void session::drive() noexcept {
         replace_expired();
         return;
     }
+    auto wait = std::chrono::duration_cast<clock::duration>(std::chrono::seconds(tv.tv_sec) +
+                                                           std::chrono::microseconds(tv.tv_usec));
+    // The library dropped its socket: it connects again on the next call.
+    // Never spin.
+    if (rc != ZOK) wait = std::max<clock::duration>(wait, std::chrono::milliseconds(10));
+    interest_timer_.expires_after(wait);
+    interest_timer_.async_wait([self = shared_from_this()](error_code ec) {
+        if (ec != asio::error::operation_aborted) self->process(0);
+    });
     try {
-        watch_socket(fd, interest);
-        auto wait = std::chrono::duration_cast<clock::duration>(std::chrono::seconds(tv.tv_sec) +
-                                                               std::chrono::microseconds(tv.tv_usec));
-        // The library dropped its socket: it connects again on the next
-        // call. Never spin.
-        if (rc != ZOK) wait = std::max<clock::duration>(wait, std::chrono::milliseconds(10));
-        interest_timer_.expires_after(wait);
-        interest_timer_.async_wait([self = shared_from_this()](error_code ec) {
-            if (ec != asio::error::operation_aborted) self->process(0);
-        });
+        // An error closes the library's socket but still reports its number.
+        watch_socket(rc == ZOK ? fd : -1, interest);
     } catch (const std::exception& e) {
-        log_.error("zookeeper: cannot watch the session's socket: {}", escaped{e.what()});
+        // The timer above calls the library again.
+        log_.warn("zookeeper: cannot watch the session's socket: {}", escaped{e.what()});
+        release_socket();
     }
 }
 
@@ -174,7 +177,11 @@ void session::watch_socket(int fd, int interest) {
         return;
     }
     struct stat sb {};
-    const auto inode = ::fstat(fd, &sb) == 0 ? static_cast<unsigned long>(sb.st_ino) : 0UL;
+    if (::fstat(fd, &sb) != 0) {  // closed already: nothing to watch
+        release_socket();
+        return;
+    }
+    const auto inode = static_cast<unsigned long>(sb.st_ino);
     if (fd != fd_ || inode != fd_inode_ || !socket_.is_open()) {
         release_socket();
         // A copy of the library's socket, ours to register and close: the
