@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -225,6 +226,22 @@ bool child_process::signal(int sig) {
     std::lock_guard lock(mu_);
     if (status_ || pid_ <= 0) return false;
     return ::kill(pid_, sig) == 0;
+}
+
+char child_process::stop(std::chrono::milliseconds limit) {
+    signal(SIGSTOP);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    char state = '?';
+    while (true) {
+        std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+        std::string stat;
+        std::getline(in, stat);
+        const auto paren = stat.rfind(')');  // the command name may itself hold ')'
+        state = paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+        if (state == 'T' || state == 't' || std::chrono::steady_clock::now() >= deadline)
+            return state;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
 }
 
 std::optional<int> child_process::kill9(std::chrono::milliseconds limit) {

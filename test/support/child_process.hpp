@@ -53,6 +53,12 @@ public:
     // has been reaped.
     bool signal(int sig);
 
+    // SIGSTOP, then waits (bounded) until the kernel reports the child
+    // stopped: SIGSTOP takes effect asynchronously, and a test's next step
+    // must meet a frozen process. Returns its state letter from
+    // /proc/PID/stat ('T' or 't' when stopped; another when `limit` passed).
+    char stop(std::chrono::milliseconds limit = std::chrono::seconds(2));
+
     // SIGKILL, then waits (bounded) for the child to be reaped. Returns its
     // wait status, or nullopt if it was still not gone after the limit.
     std::optional<int> kill9(std::chrono::milliseconds limit = std::chrono::seconds(5));

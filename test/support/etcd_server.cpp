@@ -152,15 +152,6 @@ std::string make_temp_dir() {
     return std::filesystem::absolute(tmpl).string();
 }
 
-char process_state(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const auto paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
-    return stat[paren + 2];
-}
-
 std::string peer_url(std::uint16_t port) { return "http://127.0.0.1:" + std::to_string(port); }
 
 }  // namespace
@@ -436,16 +427,10 @@ void etcd_cluster::stop(std::size_t i) { drop(i); }
 void etcd_cluster::pause(std::size_t i) {
     auto& m = members_.at(i);
     if (!m.proc || m.paused) return;
-    m.proc->signal(SIGSTOP);
     m.paused = true;
-    const auto deadline = clock_type::now() + 2s;
-    while (true) {
-        const char state = process_state(m.proc->pid());
-        if (state == 'T' || state == 't') return;
-        if (clock_type::now() >= deadline)
-            throw std::runtime_error("etcd_server: member did not stop after SIGSTOP");
-        std::this_thread::sleep_for(1ms);
-    }
+    const char state = m.proc->stop();
+    if (state != 'T' && state != 't')
+        throw std::runtime_error("etcd_server: member did not stop after SIGSTOP");
 }
 
 void etcd_cluster::resume(std::size_t i) {

@@ -35,15 +35,6 @@ std::string make_temp_dir() {
     return std::filesystem::absolute(tmpl).string();
 }
 
-char process_state(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const auto paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return '?';
-    return stat[paren + 2];
-}
-
 // A four-letter word to 127.0.0.1:port; the whole answer (the server closes
 // the connection after it), or "" when it cannot be had within a second.
 std::string four_letters(std::uint16_t port, const char* word) {
@@ -242,16 +233,10 @@ void zk_ensemble::kill9(std::size_t i) {
 void zk_ensemble::pause(std::size_t i) {
     auto& s = servers_.at(i);
     if (!s.proc || s.paused) return;
-    s.proc->signal(SIGSTOP);
     s.paused = true;
-    const auto deadline = clock_type::now() + 2s;
-    while (true) {
-        const char state = process_state(s.proc->pid());
-        if (state == 'T' || state == 't') return;
-        if (clock_type::now() >= deadline)
-            throw std::runtime_error("zk_server: server did not stop after SIGSTOP");
-        std::this_thread::sleep_for(1ms);
-    }
+    const char state = s.proc->stop();
+    if (state != 'T' && state != 't')
+        throw std::runtime_error("zk_server: server did not stop after SIGSTOP");
 }
 
 void zk_ensemble::resume(std::size_t i) {
