@@ -14,6 +14,8 @@ packages=(
   redis-server redis-tools              # the test server, redis-cli, redis-benchmark
   etcd-server etcd-client               # the etcd test servers, etcdctl
   libpq-dev postgresql                  # the PostgreSQL backend (libpq), its test servers
+  libzookeeper-st-dev                   # the ZooKeeper backend: the single-threaded C client
+  zookeeper default-jre-headless        # the ZooKeeper test servers (java, zookeeper.jar)
   python3 procps                        # the CLI and bench tests: JSON checks, ps
 )
 # Extra packages a caller needs on top (for example clang for the fuzzer).

@@ -9,6 +9,9 @@
 #endif
 #include "redis/redis_backend.hpp"
 #include "redlock/redlock_backend.hpp"
+#ifdef COROLOCK_HAVE_ZOOKEEPER
+#include "zk/zk_backend.hpp"
+#endif
 
 #include <boost/system/system_error.hpp>
 
@@ -53,6 +56,16 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
             "this corolock was built without the PostgreSQL backend (libpq was not found)");
 #endif
     }
+    if (scheme == "zk") {
+#ifdef COROLOCK_HAVE_ZOOKEEPER
+        return detail::zk::connect(std::move(ex), url, cfg.holder_label);
+#else
+        throw boost::system::system_error(
+            make_error_code(error::invalid_url),
+            "zk:// needs the ZooKeeper backend, which this build of corolock left out "
+            "(libzookeeper_st was not found)");
+#endif
+    }
     if (scheme.empty() || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
         scheme == "rediss+sentinel" || scheme == "redis+cluster" || scheme == "rediss+cluster")
         // The Redis URL parser explains what is wrong with a URL without a
@@ -62,7 +75,7 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
         make_error_code(error::invalid_url),
         "unsupported URL scheme '" + scheme +
             "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd, "
-            "etcds or postgresql");
+            "etcds, zk or postgresql");
 }
 
 }  // namespace

@@ -19,6 +19,10 @@
 //   postgres://...                         a PostgreSQL 14+ database (libpq's
 //                                          URI syntax; docs/postgresql.md),
 //                                          when built with libpq
+//   zk://host:port[,host:port...][/root][?session_timeout_ms=N]
+//                                          a ZooKeeper ensemble (3.5 or later;
+//                                          docs/backends.md), when built with
+//                                          libzookeeper_st
 //
 // docs/backends.md compares them and says which to choose.
 //
@@ -123,7 +127,7 @@ public:
     executor_type get_executor() const noexcept;
     // The URL scheme that names this kind of backend: "redis", "rediss",
     // "redis+sentinel", "redis+cluster" (or "rediss+..."), "etcd", "etcds",
-    // "redlock".
+    // "zk", "redlock".
     std::string_view scheme() const noexcept;
     // The lock layer's metrics (see metrics.hpp). Any thread.
     metrics_snapshot metrics() const noexcept;

@@ -1,7 +1,9 @@
 // What the backends whose acquire is a coroutine on their strand (etcd,
-// PostgreSQL) share: starting the operation with its cancellation, its
-// completion and abandonment, adding a level to a handle's tenure, taking a
-// level off for a release, the lease deadline's timer, and drain().
+// ZooKeeper, PostgreSQL) share: starting the operation with its
+// cancellation, its completion and abandonment, a timer used as a condition
+// variable for wake-ups (waking_acquire), adding a level to a handle's
+// tenure, taking a level off for a release, the lease deadline's timer, and
+// drain().
 //
 // A backend type B used here has strand(), stopped(), get_executor(),
 // work() (its background_work) and recorder() (its metrics_recorder).
@@ -15,17 +17,20 @@
 
 #include <corolock/detail/completion.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 
 namespace corolock::detail {
@@ -77,9 +82,51 @@ struct coroutine_acquire {
         m.wait.record(clock::now() - started);
     }
 
+    // run() is over: nothing more will be given back.
     void end_run() noexcept {
         done = true;
         backend->work().end(cleanup);
+    }
+
+    // When the caller's wait ends, if it has a bound.
+    std::optional<clock::time_point> wait_deadline() const {
+        if (!opts.wait) return std::nullopt;
+        return started + *opts.wait;
+    }
+};
+
+// An acquire that waits on its strand for a wake-up (a watch's event, a
+// lost session) with a timer used as a condition variable.
+template <class Backend>
+struct waking_acquire : coroutine_acquire<Backend> {
+    using base = coroutine_acquire<Backend>;
+    using typename base::clock;
+
+    waking_acquire(std::shared_ptr<Backend> b, lock_options o, bool once,
+                   lock_backend::acquire_handler h, bool d)
+        : base(std::move(b), o, once, std::move(h), d), wake(this->backend->strand()) {}
+
+    boost::asio::steady_timer wake;  // cancelled by poke() or by abandon()
+    bool woken = false;
+
+    void poke() {
+        woken = true;
+        wake.cancel();
+    }
+
+    void abandon(error_code ec) {
+        this->give_up(ec);
+        wake.cancel();
+    }
+
+    // Waits for a poke or until `until`. False when abandoned or stopped.
+    boost::asio::awaitable<bool> wait_until(clock::time_point until) {
+        if (!woken) {
+            wake.expires_at(until);
+            co_await wake.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+        }
+        woken = false;
+        co_return !this->abandoned && !this->backend->stopped();
     }
 };
 

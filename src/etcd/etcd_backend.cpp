@@ -462,18 +462,14 @@ namespace {
 
 // Abandoned while running, its cleanup job lasts until run() ends, so a
 // drain waits for the give-back of whatever it still gets (a lease, a key).
-struct acquire_op : coroutine_acquire<etcd_backend>,
+struct acquire_op : waking_acquire<etcd_backend>,
                     std::enable_shared_from_this<acquire_op>,
                     etcd_backend::watcher {
     acquire_op(std::shared_ptr<etcd_backend> b, std::shared_ptr<etcd_lock_state> s,
                lock_options o, bool once, lock_backend::acquire_handler h, bool d)
-        : coroutine_acquire(std::move(b), o, once, std::move(h), d),
-          st(std::move(s)),
-          wake(backend->strand()) {}
+        : waking_acquire(std::move(b), o, once, std::move(h), d), st(std::move(s)) {}
 
     std::shared_ptr<etcd_lock_state> st;
-    asio::steady_timer wake;  // cancelled by a wake-up or by abandon()
-    bool woken = false;
     bool watching = false;
     std::string predecessor;
 
@@ -494,16 +490,6 @@ struct acquire_op : coroutine_acquire<etcd_backend>,
         if (key == predecessor) poke();
     }
     void on_watch_reset() override { poke(); }
-    void poke() {
-        woken = true;
-        wake.cancel();
-    }
-
-    void abandon(error_code ec) {
-        give_up(ec);
-        wake.cancel();
-    }
-
     void stop_watching() {
         if (watching) backend->unwatch_prefix(st->prefix, this);
         watching = false;
@@ -524,21 +510,6 @@ struct acquire_op : coroutine_acquire<etcd_backend>,
         if (id == 0 || backend->stopped()) co_return;
         auto& wire = backend->wire();
         co_await call<lease_revoke_result>([&](auto h) { wire.lease_revoke(id, std::move(h)); });
-    }
-
-    // Waits for a wake-up or until `until`. False when abandoned.
-    asio::awaitable<bool> wait_until(clock::time_point until) {
-        if (!woken) {
-            wake.expires_at(until);
-            co_await wake.async_wait(nothrow);
-        }
-        woken = false;
-        co_return !abandoned && !backend->stopped();
-    }
-
-    std::optional<clock::time_point> wait_deadline() const {
-        if (!opts.wait) return std::nullopt;
-        return started + *opts.wait;
     }
 
     asio::awaitable<void> run() {

@@ -19,6 +19,7 @@
 // must fail over to another endpoint when the leader's connections die,
 // whether they hold or wait at the kill; the third lists a follower first,
 // which forwards to whichever member the election makes leader.
+#include "fault/failover_checks.hpp"
 #include "fault/fault_fleet.hpp"
 #include "support/etcd_server.hpp"
 #include "support/redis_server.hpp"
@@ -45,38 +46,6 @@ std::string cluster_url(const etcd_cluster& c, std::size_t first) {
         url += c.endpoint((first + k) % c.size());
     }
     return url;
-}
-
-struct around_kill {
-    int holding = 0;        // holders whose window contains the kill
-    int waiting = 0;        // actors that had invoked an acquire and not got it at the kill
-    int grants_after = 0;   // acquire_ok after the kill
-    long long first_grant_after = -1;
-};
-
-around_kill look_around(const std::vector<h::event>& events, const h::check_result& r,
-                        long long killed_at) {
-    around_kill a;
-    for (const auto& x : r.holder_list) {
-        if (x.acquire_ok <= killed_at && x.window_end > killed_at) ++a.holding;
-        if (x.acquire_ok > killed_at) {
-            ++a.grants_after;
-            if (a.first_grant_after < 0 || x.acquire_ok < a.first_grant_after)
-                a.first_grant_after = x.acquire_ok;
-        }
-    }
-    // An actor waits at the kill when its last acquire_invoked before the
-    // kill was not answered (ok or failed) before it.
-    std::map<long long, std::pair<long long, long long>> last;  // pid -> (invoked, answered)
-    for (const auto& e : events) {
-        if (e.t > killed_at) continue;
-        auto& [invoked, answered] = last[e.pid];
-        if (e.ev == "acquire_invoked") invoked = std::max(invoked, e.t);
-        if (e.ev == "acquire_ok" || e.ev == "acquire_failed") answered = std::max(answered, e.t);
-    }
-    for (const auto& [pid, p] : last)
-        if (p.first > 0 && p.first > p.second) ++a.waiting;
-    return a;
 }
 
 }  // namespace
@@ -123,29 +92,7 @@ TEST_CASE("etcd: the leader killed while locks are held and waited on",
     for (auto& f : fleets) cycles += f->finish();
     CHECK(cycles > 0);
 
-    long long first_grant_after = -1;
-    int holding = 0, waiting = 0;
-    for (auto& f : fleets) {
-        const auto events = f->events();
-        const auto r = f->check(f->counted());
-        INFO(f->options().name << ":\n" << r.report());
-        CHECK(r.ok());
-        CHECK(r.writes_accepted == r.completed_sections);
-        const auto a = look_around(events, r, killed_at);
-        // Waiters got through after the failover.
-        CHECK(a.grants_after > 0);
-        holding += a.holding;
-        waiting += a.waiting;
-        if (a.first_grant_after >= 0 &&
-            (first_grant_after < 0 || a.first_grant_after < first_grant_after))
-            first_grant_after = a.first_grant_after;
-        std::cout << f->options().name << ": " << r.holders << " grants, " << a.grants_after
-                  << " after the kill; at the kill " << a.holding << " holding, " << a.waiting
-                  << " waiting" << std::endl;
-    }
-    // The kill did happen with the lock held and waited on.
-    CHECK(holding >= 1);
-    CHECK(waiting >= 1);
+    const long long first_grant_after = check_fleets_across_kill(fleets, killed_at);
     REQUIRE(first_grant_after >= 0);
     std::cout << "leader failover: member " << killed << " killed, member " << new_leader
               << " leads; first grant " << ms_of(first_grant_after - killed_at)

@@ -427,16 +427,10 @@ void etcd_cluster::stop(std::size_t i) { drop(i); }
 void etcd_cluster::pause(std::size_t i) {
     auto& m = members_.at(i);
     if (!m.proc || m.paused) return;
-    m.proc->signal(SIGSTOP);
     m.paused = true;
-    const auto deadline = clock_type::now() + 2s;
-    while (true) {
-        const char state = process_state(m.proc->pid());
-        if (state == 'T' || state == 't') return;
-        if (clock_type::now() >= deadline)
-            throw std::runtime_error("etcd_server: member did not stop after SIGSTOP");
-        std::this_thread::sleep_for(1ms);
-    }
+    const char state = m.proc->stop();
+    if (state != 'T' && state != 't')
+        throw std::runtime_error("etcd_server: member did not stop after SIGSTOP");
 }
 
 void etcd_cluster::resume(std::size_t i) {

@@ -9,11 +9,16 @@
 #endif
 #include "support/redis_server.hpp"
 #include "support/sentinel_fleet.hpp"
+#include "support/zk_server.hpp"
 
 #include "etcd/codec.hpp"
 #include "etcd/etcd_backend.hpp"
 #include "redis/cluster/slot_map.hpp"
 #include "redis/scripts.hpp"
+#ifdef COROLOCK_HAVE_ZOOKEEPER
+#include "zk/lock_recipe.hpp"
+#include "zk/url.hpp"
+#endif
 
 #include <chrono>
 #include <cstdlib>
@@ -134,6 +139,43 @@ public:
 
 private:
     pg_server server_;
+};
+#endif
+
+#ifdef COROLOCK_HAVE_ZOOKEEPER
+// One standalone ZooKeeper server (zk_server.hpp). The lease of a lock is
+// the session: the URLs ask for a one-second session, so that a killed or
+// cut-off holder's lock is free about when a one-second lease's would be.
+class zk_lock_server final : public lock_server {
+public:
+    std::string url() const override { return server_.url() + query; }
+    std::string url_via(std::uint16_t port) const override {
+        return "zk://127.0.0.1:" + std::to_string(port) + query;
+    }
+    std::string scheme() const override { return "zk"; }
+    std::uint16_t port() const override { return server_.port(); }
+    pid_t pid() const override { return server_.pid(0); }
+    // The session ends on the server at a tick's granularity (200 ms here)
+    // after its timeout, which the case's lease stands for.
+    std::chrono::milliseconds expiry_slack() const override {
+        return std::chrono::milliseconds(400);
+    }
+    void kill9() override { server_.kill9(0); }
+    void pause() override { server_.pause(0); }
+    void resume() override { server_.resume(0); }
+    void restart() override { server_.restart(0); }
+    std::vector<std::string> owners(const std::string& name) const override {
+        const auto dir = detail::zk::lock_dir(detail::zk::zk_options{}.root, name) + "/";
+        std::vector<std::string> out;
+        for (const auto& path : server_.ephemerals())
+            if (path.compare(0, dir.size(), dir) == 0)
+                out.push_back(detail::zk::owner_of(path.substr(dir.size())));
+        return out;
+    }
+
+private:
+    static constexpr const char* query = "?session_timeout_ms=1000";
+    zk_server server_;
 };
 #endif
 
@@ -289,6 +331,9 @@ const std::vector<std::pair<std::string, lock_server_factory>>& factories() {
         {"etcd", [] { return std::unique_ptr<lock_server>(new etcd_lock_server()); }},
 #ifdef COROLOCK_HAVE_POSTGRESQL
         {"postgresql", [] { return std::unique_ptr<lock_server>(new pg_lock_server()); }},
+#endif
+#ifdef COROLOCK_HAVE_ZOOKEEPER
+        {"zk", [] { return std::unique_ptr<lock_server>(new zk_lock_server()); }},
 #endif
         {"sentinel", [] { return std::unique_ptr<lock_server>(new sentinel_lock_server()); }},
         {"cluster", [] { return std::unique_ptr<lock_server>(new cluster_lock_server()); }},

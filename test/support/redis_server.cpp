@@ -587,19 +587,11 @@ void redis_server::restart() {
 
 void redis_server::pause() {
     if (!proc_ || paused_) return;
-    proc_->signal(SIGSTOP);
     paused_ = true;
-    // SIGSTOP takes effect asynchronously; wait until it has, so a test's
-    // next step really meets a frozen server.
-    const auto deadline = clock_type::now() + 2s;
-    while (true) {
-        const char state = process_state(proc_->pid());
-        if (state == 'T' || state == 't') return;
-        if (clock_type::now() >= deadline)
-            throw std::runtime_error("redis_server: pid " + std::to_string(proc_->pid()) +
-                                     " did not stop after SIGSTOP (state " + state + ")");
-        std::this_thread::sleep_for(1ms);
-    }
+    const char state = proc_->stop();
+    if (state != 'T' && state != 't')
+        throw std::runtime_error("redis_server: pid " + std::to_string(proc_->pid()) +
+                                 " did not stop after SIGSTOP (state " + state + ")");
 }
 
 void redis_server::resume() {

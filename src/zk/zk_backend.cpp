@@ -1,0 +1,657 @@
+#include "zk/zk_backend.hpp"
+
+#include "core/coroutine_backend.hpp"
+#include "core/holder_record.hpp"
+#include "core/logging.hpp"
+#include "core/watchdog_schedule.hpp"
+#include "zk/lock_recipe.hpp"
+
+#include <corolock/detail/completion.hpp>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <zookeeper/zookeeper.h>
+
+#include <algorithm>
+#include <optional>
+#include <tuple>
+
+namespace corolock::detail::zk {
+
+namespace asio = boost::asio;
+using clock = std::chrono::steady_clock;
+
+namespace {
+
+// What a ZooKeeper return code means to a caller.
+error_code error_of(int rc) {
+    switch (rc) {
+        case ZOK: return {};
+        case ZCONNECTIONLOSS:
+        case ZOPERATIONTIMEOUT:
+        case ZSESSIONMOVED: return error::connection_lost;
+        case ZSESSIONEXPIRED: return error::lock_lost;
+        case ZCLOSING:
+        case ZINVALIDSTATE: return error::client_stopped;
+        case ZNOAUTH: return error::no_permission;
+        default: return error::server_error;
+    }
+}
+
+// The answer may be on its way still, or lost with the connection.
+bool unanswered(int rc) {
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONMOVED;
+}
+
+std::string child_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
+
+// One session request from a coroutine: its handler's arguments as a tuple,
+// delivered by a post to the strand (never inside the C client).
+template <class... Args, class Start>
+asio::awaitable<std::tuple<Args...>> ask(const zk_backend::strand_type& strand, Start start) {
+    return asio::async_initiate<decltype(asio::use_awaitable), void(std::tuple<Args...>)>(
+        [&strand, start = std::move(start)](auto h) mutable {
+            auto shared = std::make_shared<decltype(h)>(std::move(h));
+            start([shared, strand](Args... a) {
+                asio::post(strand, [shared, t = std::tuple<Args...>(std::move(a)...)]() mutable {
+                    (*shared)(std::move(t));
+                });
+            });
+        },
+        asio::use_awaitable);
+}
+
+}  // namespace
+
+// ---- state ----
+
+zk_lock_state::zk_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
+                             std::string lock_dir)
+    : lock_state(std::move(b), std::move(lock_name), random_owner_id()), dir(std::move(lock_dir)) {}
+
+// ---- the backend ----
+
+zk_backend::zk_backend(asio::any_io_executor ex, zk_options opts)
+    : executor_(ex),
+      strand_(asio::make_strand(inner_executor(ex))),
+      opts_(std::move(opts)),
+      holder_argument_(holder_argument(opts_.holder_label)),
+      logger_(default_logger()),
+      work_(std::make_shared<background_work>(strand_, ex)) {}
+
+zk_backend::~zk_backend() {
+    if (session_) session_->stop();
+}
+
+void zk_backend::start() {
+    std::weak_ptr<zk_backend> weak = shared_from_this();
+    session_ = std::make_shared<session>(strand_, opts_, *logger_, [weak](session::event e) {
+        if (auto self = weak.lock()) self->on_session_event(e);
+    });
+    asio::post(strand_, [s = session_] { s->start(); });
+}
+
+void zk_backend::stop() noexcept {
+    if (stopped_.exchange(true)) return;
+    try {
+        asio::post(strand_, [self = shared_from_this()] {
+            auto waiters = self->waiters_;
+            for (auto& [id, poke] : waiters) poke();
+            auto holding = std::move(self->holding_);
+            for (auto& [id, weak] : holding) {
+                if (auto st = weak.lock()) {
+                    if (st->deadline_timer) st->deadline_timer->cancel();
+                    st->signal_lost();
+                }
+            }
+            // Closing the session deletes what it still holds.
+            self->session_->stop();
+            self->work_->stop();
+        });
+    } catch (...) {
+    }
+}
+
+std::shared_ptr<lock_state> zk_backend::make_state(std::string name, const lock_spec& spec) {
+    if (spec.kind != lock_spec::kind_t::mutex)
+        throw boost::system::system_error(
+            error::invalid_argument,
+            "the ZooKeeper backend offers corolock::mutex only (docs/backends.md)");
+    auto dir = lock_dir(opts_.root, name);
+    return std::make_shared<zk_lock_state>(shared_from_this(), std::move(name), std::move(dir));
+}
+
+std::string zk_backend::holder_value() const {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return holder_record(std::chrono::duration_cast<std::chrono::microseconds>(now).count(),
+                         holder_argument_);
+}
+
+std::uint64_t zk_backend::add_waiter(std::function<void()> poke) {
+    const auto id = next_waiter_++;
+    waiters_.emplace(id, std::move(poke));
+    return id;
+}
+
+void zk_backend::remove_waiter(std::uint64_t id) noexcept { waiters_.erase(id); }
+
+void zk_backend::on_session_event(session::event e) {
+    if (e == session::event::expired) {
+        // Every node of the old session is gone: its tenures are lost.
+        auto holding = holding_;
+        for (auto& [id, weak] : holding)
+            if (auto st = weak.lock()) lose_tenure(st, "the ZooKeeper session expired");
+    }
+    if (e != session::event::suspended) {
+        auto waiters = waiters_;
+        for (auto& [id, poke] : waiters) poke();
+    }
+}
+
+clock::time_point zk_backend::deadline_of(const zk_lock_state& st) const noexcept {
+    if (st.generation != session_->generation()) return clock::time_point::min();
+    return std::min(session_->timing().deadline(), st.lease_end);
+}
+
+void zk_backend::drain(clock::duration bound, release_handler handler, bool direct) {
+    drain_background_work(shared_from_this(), bound, std::move(handler), direct);
+}
+
+std::shared_ptr<tenure> zk_backend::on_granted(const std::shared_ptr<zk_lock_state>& st,
+                                               std::uint64_t level, const lease_terms& terms,
+                                               clock::time_point decided_sent) {
+    std::shared_ptr<tenure> t;
+    if (auto* live = st->live()) {
+        live->terms.join(terms);
+        t = st->current;
+    } else {
+        if (st->current && st->current.use_count() == 1)
+            t = st->current;
+        else
+            t = std::make_shared<tenure>();
+        t->reset(++st->tenures, terms);
+        st->current = t;
+        st->lease_end = clock::time_point::max();
+        holding_[st->watch_id] = st;
+    }
+    // With the watchdog off the lease ends by itself, counted from the
+    // request that decided this grant; a re-entry extends it.
+    if (t->terms.renew_every.count() == 0) {
+        const auto end = watchdog_schedule::deadline_for(decided_sent, terms.lease);
+        st->lease_end = st->lease_end == clock::time_point::max() ? end
+                                                                  : std::max(st->lease_end, end);
+    } else {
+        st->lease_end = clock::time_point::max();
+    }
+    t->publish_deadline(deadline_of(*st));
+    st->levels.push_back(level);
+    st->held.fetch_add(1, std::memory_order_acq_rel);
+    arm_deadline(st, t->epoch);
+    return t;
+}
+
+void zk_backend::end_tenure(const std::shared_ptr<zk_lock_state>& st) noexcept {
+    st->levels.clear();
+    st->held.store(0, std::memory_order_release);
+    if (st->deadline_timer) st->deadline_timer->cancel();
+    holding_.erase(st->watch_id);
+}
+
+void zk_backend::lose_tenure(const std::shared_ptr<zk_lock_state>& st, const char* why) {
+    if (!mark_live_lost(*st, metrics_, log(), why)) return;
+    end_tenure(st);
+    st->signal_lost();
+    delete_in_background(std::exchange(st->node, {}), st->generation);
+}
+
+void zk_backend::arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t epoch) {
+    if (!st->deadline_timer) st->deadline_timer = std::make_unique<asio::steady_timer>(strand_);
+    // Also once per heartbeat interval: the published deadline follows the
+    // session's (which each answered heartbeat moves) before it passes.
+    st->deadline_timer->expires_at(std::min(
+        st->current->deadline(), clock::now() + std::max<clock::duration>(session_->timing().heartbeat_interval(),
+                                                 std::chrono::milliseconds(10))));
+    st->deadline_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code ec) {
+        auto* t = st->live();
+        if (ec == asio::error::operation_aborted && !stopped()) {
+            // Re-armed by a re-entry, or the tenure ended: nothing to do here.
+            if (!t || t->epoch != epoch) return;
+        }
+        if (!t || t->epoch != epoch || t->lost() || stopped()) return;
+        const auto now = clock::now();
+        const auto deadline = deadline_of(*st);
+        if (now >= deadline) {
+            lose_tenure(st, st->lease_end <= now
+                                ? "its lease ended (watchdog off)"
+                                : "no answer from the ensemble within the session timeout");
+            return;
+        }
+        // Heartbeats moved the session's deadline: publish it.
+        t->publish_deadline(deadline);
+        arm_deadline(st, epoch);
+    });
+}
+
+void zk_backend::delete_in_background(std::string path, std::uint64_t generation,
+                                      const background_work::job& parent) {
+    if (path.empty() || stopped() || generation != session_->generation()) return;
+    delete_attempt(std::move(path), generation, work_->begin_with(parent), 0);
+}
+
+void zk_backend::delete_attempt(std::string path, std::uint64_t generation,
+                                background_work::job job, int tries) {
+    session_->remove(path, [this, self = shared_from_this(), path, generation, job,
+                            tries](int rc) mutable {
+        // A lost answer: the node may still be there while its session
+        // lives. Try again, a few times, a little later.
+        if (unanswered(rc) && tries < 20 && !stopped() && generation == session_->generation()) {
+            auto timer = std::make_shared<asio::steady_timer>(strand_);
+            timer->expires_after(std::chrono::milliseconds(100));
+            timer->async_wait([this, self, timer, path = std::move(path), generation, job,
+                               tries](error_code) mutable {
+                delete_attempt(std::move(path), generation, job, tries + 1);
+            });
+            return;
+        }
+        work_->end(job);
+    });
+}
+
+void zk_backend::make_dirs(const std::string& dir, std::function<void(int rc)> done) {
+    // Each ancestor in turn, from the top; "exists" counts as made.
+    auto steps = std::make_shared<std::vector<std::string>>();
+    for (auto pos = dir.find('/', 1); pos != std::string::npos; pos = dir.find('/', pos + 1))
+        steps->push_back(dir.substr(0, pos));
+    steps->push_back(dir);
+    auto next = std::make_shared<std::function<void(std::size_t)>>();
+    *next = [this, steps, next, done = std::move(done)](std::size_t i) {
+        if (i == steps->size()) {
+            auto d = done;
+            *next = nullptr;  // breaks the cycle
+            return d(ZOK);
+        }
+        const int flags = i + 1 == steps->size() ? ZOO_CONTAINER : 0;
+        session_->create((*steps)[i], {}, flags, [next, done, i](int rc, std::string, node_stat) {
+            if (rc != ZOK && rc != ZNODEEXISTS) {
+                auto d = done;
+                *next = nullptr;
+                return d(rc);
+            }
+            (*next)(i + 1);
+        });
+    };
+    (*next)(0);
+}
+
+// ---- acquire ----
+
+namespace {
+
+struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acquire_op> {
+    acquire_op(std::shared_ptr<zk_backend> b, std::shared_ptr<zk_lock_state> s, lock_options o,
+               bool once, lock_backend::acquire_handler h, bool d)
+        : waking_acquire(std::move(b), o, once, std::move(h), d), st(std::move(s)) {}
+
+    std::shared_ptr<zk_lock_state> st;
+    std::uint64_t waiter_id = 0;  // told of session events while registered
+
+    // This attempt's node, while it waits or until its grant.
+    std::string node;
+    std::int64_t czxid = 0;  // 0: unknown (a node found again after a lost answer)
+    std::uint64_t generation = 0;
+
+    ~acquire_op() {
+        if (waiter_id != 0) backend->remove_waiter(waiter_id);
+    }
+
+    void end_run() noexcept {
+        if (waiter_id != 0) backend->remove_waiter(std::exchange(waiter_id, 0));
+        waking_acquire::end_run();
+    }
+
+    // The attempt's node, deleted in the background.
+    void give_back() {
+        backend->delete_in_background(std::exchange(node, {}), generation, cleanup);
+    }
+
+    // Deleted before the caller hears lock_held or wait_timeout, so that it
+    // can exit at once leaving nothing queued.
+    asio::awaitable<void> give_back_now() {
+        auto path = std::exchange(node, {});
+        if (path.empty() || backend->stopped() || generation != backend->zk().generation())
+            co_return;
+        auto& zk = backend->zk();
+        co_await ask<int>(backend->strand(), [&](auto h) { zk.remove(path, std::move(h)); });
+    }
+
+    bool wait_over() const {
+        auto d = wait_deadline();
+        return d && clock::now() >= *d;
+    }
+    // The next look: at the wait's end, and at least once a second anyway.
+    clock::time_point next_look() const {
+        auto until = clock::now() + std::chrono::seconds(1);
+        if (auto d = wait_deadline()) until = std::min(until, *d);
+        return until;
+    }
+
+    asio::awaitable<void> run() {
+        try {
+            co_await run_inner();
+        } catch (...) {
+            give_back();
+            complete(error::client_stopped, {});
+        }
+        end_run();
+    }
+
+    enum class step { granted, restart, finished };
+
+    asio::awaitable<void> run_inner() {
+        auto& zk = backend->zk();
+        const auto& strand = backend->strand();
+        const auto level = st->next_level++;
+        const lease_terms terms{opts.lease,
+                                opts.watchdog ? opts.renew_interval : clock::duration::zero()};
+
+        // A re-entry: a write to the handle's own node mints its token.
+        if (auto* t = st->live()) {
+            const auto epoch = t->epoch;
+            const auto sent = clock::now();
+            auto [rc, stat] = co_await ask<int, node_stat>(strand, [&](auto h) {
+                zk.set_data(st->node, backend->holder_value(), std::move(h));
+            });
+            t = st->live();
+            if (t && t->epoch == epoch && !t->lost() && rc == ZOK &&
+                clock::now() < backend->deadline_of(*st)) {
+                if (abandoned) co_return;  // the level was never handed out
+                metrics_recorder::add(backend->recorder().acquisitions);
+                auto tt = backend->on_granted(st, level, terms, sent);
+                co_return complete({}, make_guard(st, level, static_cast<std::uint64_t>(stat.mzxid),
+                                                  std::move(tt)));
+            }
+            if (unanswered(rc) || rc == ZCLOSING) co_return complete(error_of(rc), {});
+            // The node is gone: its tenure is lost. Take a new one below.
+        }
+
+        waiter_id = backend->add_waiter([weak = weak_from_this()] {
+            if (auto self = weak.lock()) self->poke();
+        });
+        bool contended = false;
+        for (int round = 0; round < 1000; ++round) {
+            if (abandoned || backend->stopped()) break;
+            if (!zk.timing().connected()) {
+                // Not connected (yet): a try waits for the session as long
+                // as the C client gives a connection attempt, no longer.
+                const bool no_wait = try_once || (opts.wait && opts.wait->count() == 0);
+                const auto bound = started + backend->connect_bound();
+                if (no_wait && clock::now() >= bound)
+                    co_return complete(error::connection_lost, {});
+                if (!(co_await wait_until(no_wait ? std::min(next_look(), bound) : next_look())))
+                    break;
+                if (!no_wait && wait_over()) co_return complete(error::wait_timeout, {});
+                continue;
+            }
+            const auto attempt = attempt_id(st->owner, ++st->attempts);
+            generation = zk.generation();
+            {
+                auto [rc, path, stat] = co_await ask<int, std::string, node_stat>(
+                    strand, [&](auto h) {
+                        zk.create(st->dir + "/" + node_prefix(attempt), backend->holder_value(),
+                                  ZOO_EPHEMERAL | ZOO_SEQUENCE, std::move(h));
+                    });
+                if (rc == ZNONODE) {
+                    // The lock's directory is not there (first use, or the
+                    // ensemble removed the empty container): make it.
+                    auto [drc] = co_await ask<int>(strand, [&](auto h) {
+                        backend->make_dirs(st->dir, std::move(h));
+                    });
+                    if (drc != ZOK && !unanswered(drc)) co_return complete(error_of(drc), {});
+                    continue;
+                }
+                if (unanswered(rc)) {
+                    // Made or not: look for it by its attempt id once the
+                    // session answers again.
+                    if (!(co_await find_attempt_node(attempt))) continue;
+                } else if (rc != ZOK) {
+                    co_return complete(error_of(rc), {});
+                } else {
+                    node = path;
+                    czxid = stat.czxid;
+                }
+            }
+            if (abandoned) break;
+            const auto s = co_await take_turns(level, terms, contended);
+            if (s != step::restart) co_return;
+            give_back();
+            if (!handler) co_return;  // answered (an error) or abandoned
+        }
+        give_back();
+        if (backend->stopped()) complete(error::client_stopped, {});
+        else if (!abandoned) complete(error::server_error, {});
+    }
+
+    // After a create whose answer was lost: the node, if the ensemble made
+    // it in this session. False: not made (or its session is gone).
+    asio::awaitable<bool> find_attempt_node(const std::string& attempt) {
+        auto& zk = backend->zk();
+        for (int i = 0; i < 100 && !abandoned && !backend->stopped(); ++i) {
+            if (zk.generation() != generation) co_return false;
+            if (!zk.timing().connected()) {
+                if (!(co_await wait_until(next_look()))) co_return false;
+                continue;
+            }
+            auto [rc, kids, dir] = co_await ask<int, std::vector<std::string>, node_stat>(
+                backend->strand(), [&](auto h) { zk.children(st->dir, std::move(h)); });
+            if (unanswered(rc)) {
+                if (!(co_await wait_until(clock::now() + std::chrono::milliseconds(50))))
+                    co_return false;
+                continue;
+            }
+            if (rc != ZOK) co_return false;
+            if (auto found = zk::find_attempt(kids, attempt)) {
+                node = st->dir + "/" + *found;
+                czxid = 0;  // unknown: the grant mints a token by a write
+                co_return true;
+            }
+            co_return false;
+        }
+        co_return false;
+    }
+
+    // Lists the directory until this attempt owns the lock, fails, or must
+    // start again (its node is gone).
+    asio::awaitable<step> take_turns(std::uint64_t level, const lease_terms& terms,
+                                     bool& contended) {
+        auto& zk = backend->zk();
+        const auto& strand = backend->strand();
+        const auto mine = child_of(node);
+        for (int turn = 0; turn < 1'000'000; ++turn) {
+            if (abandoned || backend->stopped()) co_return step::restart;
+            if (zk.generation() != generation) co_return step::restart;  // node expired
+            if (!zk.timing().connected()) {
+                if (!(co_await wait_until(next_look()))) co_return step::restart;
+                if (wait_over()) co_return co_await time_out();
+                continue;
+            }
+            const auto sent = clock::now();
+            auto [rc, kids, dir] = co_await ask<int, std::vector<std::string>, node_stat>(
+                strand, [&](auto h) { zk.children(st->dir, std::move(h)); });
+            if (abandoned || backend->stopped()) co_return step::restart;
+            if (unanswered(rc)) {
+                // The connection dropped: the session event follows.
+                if (!(co_await wait_until(clock::now() + std::chrono::milliseconds(50))))
+                    co_return step::restart;
+                continue;
+            }
+            if (rc == ZNONODE) co_return step::restart;
+            if (rc != ZOK) {
+                complete(error_of(rc), {});
+                co_return step::restart;
+            }
+            const auto place = place_in_line(kids, mine);
+            if (place.what == standing::kind::missing) co_return step::restart;
+            if (place.what == standing::kind::owner) {
+                std::uint64_t token = 0;
+                auto decided = sent;
+                if (czxid != 0 && creation_is_token(czxid, dir.pzxid)) {
+                    token = static_cast<std::uint64_t>(czxid);
+                } else {
+                    decided = clock::now();
+                    auto [src, stat] = co_await ask<int, node_stat>(strand, [&](auto h) {
+                        zk.set_data(node, backend->holder_value(), std::move(h));
+                    });
+                    if (src == ZNONODE) co_return step::restart;
+                    if (src != ZOK) {
+                        complete(error_of(src), {});
+                        co_return step::restart;
+                    }
+                    token = static_cast<std::uint64_t>(stat.mzxid);
+                }
+                grant(level, terms, token, contended, decided);
+                co_return step::granted;
+            }
+            if (try_once || (opts.wait && opts.wait->count() == 0)) {
+                co_await give_back_now();
+                complete(error::lock_held, {});
+                co_return step::finished;
+            }
+            contended = true;
+            // Watch the predecessor only; gone already: look again.
+            auto [wrc, wstat] = co_await ask<int, node_stat>(strand, [&](auto h) {
+                std::weak_ptr<acquire_op> weak = weak_from_this();
+                zk.watch_data(st->dir + "/" + place.predecessor, std::move(h), [weak] {
+                    if (auto self = weak.lock()) self->poke();
+                });
+            });
+            (void)wstat;
+            if (wrc == ZNONODE) continue;
+            if (unanswered(wrc)) {
+                if (!(co_await wait_until(clock::now() + std::chrono::milliseconds(50))))
+                    co_return step::restart;
+                continue;
+            }
+            if (wrc != ZOK) {
+                complete(error_of(wrc), {});
+                co_return step::restart;
+            }
+            if (!(co_await wait_until(next_look()))) co_return step::restart;
+            if (wait_over()) co_return co_await time_out();
+        }
+        co_return step::restart;
+    }
+
+    asio::awaitable<step> time_out() {
+        co_await give_back_now();
+        complete(error::wait_timeout, {});
+        co_return step::finished;
+    }
+
+    void grant(std::uint64_t level, const lease_terms& terms, std::uint64_t token, bool contended,
+               clock::time_point decided) {
+        auto& zk = backend->zk();
+        auto deadline = zk.timing().deadline();
+        if (terms.renew_every.count() == 0)
+            deadline = std::min(deadline, watchdog_schedule::deadline_for(decided, terms.lease));
+        if (abandoned || clock::now() >= deadline || generation != zk.generation()) {
+            give_back();
+            if (!abandoned) complete(error::lock_lost, {});
+            return;
+        }
+        st->node = std::exchange(node, {});
+        st->generation = generation;
+        count_grant(contended);
+        auto t = backend->on_granted(st, level, terms, decided);
+        complete({}, make_guard(st, level, token, std::move(t)));
+    }
+};
+
+}  // namespace
+
+void zk_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
+                         const acquire_request&, bool try_once, acquire_handler handler,
+                         bool direct) {
+    auto st = std::static_pointer_cast<zk_lock_state>(base);
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    start_acquire(std::make_shared<acquire_op>(shared_from_this(), std::move(st), opts, try_once,
+                                               std::move(handler), direct),
+                  slot);
+}
+
+// ---- release ----
+
+void zk_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t level,
+                         std::shared_ptr<const tenure> t, release_handler handler, bool direct) {
+    auto st = std::static_pointer_cast<zk_lock_state>(base);
+    auto finish = [this, direct](release_handler h, error_code ec) {
+        answer_release(strand_, executor_, metrics_, std::move(h), direct, ec);
+    };
+    const bool expired = clock::now() >= deadline_of(*st);
+    const auto step = take_level(*st, level, *t);
+    if (step == release_step::later_tenure) return finish(std::move(handler), error::lock_lost);
+    if (step == release_step::gone) {
+        // The tenure ended without this release: the directory says how.
+        // Held by another owner: not_owner; by nobody: expired.
+        auto h = std::make_shared<release_handler>(std::move(handler));
+        session_->children(st->dir, [finish, h](int rc, std::vector<std::string> kids,
+                                                node_stat) mutable {
+            error_code result = error::expired;
+            if (rc != ZOK && rc != ZNONODE)
+                result = error_of(rc);
+            else if (!lowest(kids).empty())
+                result = error::not_owner;
+            finish(std::move(*h), result);
+        });
+        return;
+    }
+    if (step == release_step::more_levels)
+        return finish(std::move(handler), expired ? error_code(error::expired) : error_code{});
+    const auto path = std::exchange(st->node, {});
+    const auto generation = st->generation;
+    end_tenure(st);
+    if (generation != session_->generation())
+        return finish(std::move(handler), error::expired);
+    auto h = std::make_shared<release_handler>(std::move(handler));
+    session_->remove(path, [this, self = shared_from_this(), finish, expired, path, generation,
+                            h](int rc) mutable {
+        error_code result = expired ? error_code(error::expired) : error_code{};
+        if (rc == ZNONODE)
+            result = error::expired;
+        else if (rc != ZOK)
+            result = error_of(rc);
+        // Answer lost: delete it once the session answers again.
+        if (unanswered(rc)) delete_in_background(path, generation);
+        finish(std::move(*h), result);
+    });
+}
+
+void zk_backend::release_in_background(const std::shared_ptr<lock_state>& base,
+                                       std::uint64_t level) {
+    auto st = std::static_pointer_cast<zk_lock_state>(base);
+    if (!st->current || take_level(*st, level, *st->current) != release_step::last_level) return;
+    auto path = std::exchange(st->node, {});
+    end_tenure(st);
+    delete_in_background(std::move(path), st->generation);
+}
+
+std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,
+                                      std::string_view holder_label) {
+    zk_options o;
+    std::string why;
+    if (auto ec = parse_url(url, o, why); ec) throw boost::system::system_error(ec, why);
+    o.holder_label = holder_label;
+    auto b = std::make_shared<zk_backend>(std::move(ex), std::move(o));
+    b->start();
+    return b;
+}
+
+}  // namespace corolock::detail::zk

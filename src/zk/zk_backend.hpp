@@ -1,0 +1,134 @@
+// The ZooKeeper backend: corolock's mutex on ephemeral sequential nodes,
+// the recipe Curator's InterProcessMutex made standard (lock_recipe.hpp),
+// over one session per backend driven by the caller's executor
+// (session.hpp). docs/backends.md compares it with the others.
+//
+//  - acquire: create  <lock dir>/_c_<attempt id>-lock-<seq>  (ephemeral,
+//    sequential; the directories are made on first use, the lock's own as a
+//    container node), then list the directory: the lowest sequence owns.
+//    A create whose answer was lost is looked for by its attempt id once
+//    the session is back, and used or deleted.
+//  - wait: a data watch on the predecessor only; its deletion (or a
+//    session event) makes the waiter list the directory again.
+//  - fencing token: the node's creation zxid when the directory has not
+//    changed since the node was made (lock_recipe.hpp, creation_is_token);
+//    otherwise, and for a re-entry, the zxid of a write to the holder's own
+//    node at the grant (a setData, which also proves the node is still
+//    there). zxids are one counter for the whole ensemble.
+//  - lease: the session. Its deadline is when the last request the session
+//    got an answer to was sent, plus the negotiated timeout, minus the
+//    drift allowance (session_clock.hpp); heartbeats keep it ahead, and a
+//    timer per held lock fires the lost signal when it passes. With the
+//    watchdog off, lock_options.lease also ends the tenure locally (the
+//    node is deleted then). An expired session loses every tenure held in
+//    it, and a new session is made.
+//  - release: the tenure's last level deletes its node. A cancelled or
+//    refused acquire deletes its node too (drain() waits for that).
+#pragma once
+
+#include "core/background_work.hpp"
+#include "core/backend.hpp"
+#include "core/metrics_recorder.hpp"
+#include "zk/session.hpp"
+#include "zk/url.hpp"
+
+#include <boost/asio/steady_timer.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace corolock::detail::zk {
+
+struct zk_lock_state final : lock_state {
+    zk_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name, std::string lock_dir);
+
+    const std::string dir;  // the lock's directory
+
+    // --- strand only: the live tenure's node ---
+    std::string node;                 // its full path
+    std::uint64_t attempts = 0;       // creates begun (names each attempt)
+    std::uint64_t generation = 0;     // the session it was made in
+    // With the watchdog off: the lease's own end (max() with it on).
+    clock::time_point lease_end = clock::time_point::max();
+    std::unique_ptr<boost::asio::steady_timer> deadline_timer;
+};
+
+class zk_backend final : public lock_backend, public std::enable_shared_from_this<zk_backend> {
+public:
+    zk_backend(boost::asio::any_io_executor ex, zk_options opts);
+    ~zk_backend() override;
+
+    void start();
+
+    boost::asio::any_io_executor get_executor() const noexcept override { return executor_; }
+    const strand_type& strand() const noexcept override { return strand_; }
+    bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
+    spdlog::logger& log() const noexcept override { return *logger_; }
+    void stop() noexcept override;
+    std::string_view scheme() const noexcept override { return "zk"; }
+    metrics_snapshot metrics() const noexcept override { return metrics_.snapshot(); }
+
+    using lock_backend::make_state;
+    std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
+    void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
+                 const acquire_request& req, bool try_once, acquire_handler handler,
+                 bool direct) override;
+    void release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
+                 std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
+    void release_in_background(const std::shared_ptr<lock_state>& st,
+                               std::uint64_t level) override;
+    void drain(clock::duration bound, release_handler handler, bool direct) override;
+
+    // --- for the acquire operation, on the strand ---
+    session& zk() noexcept { return *session_; }
+    metrics_recorder& recorder() noexcept { return metrics_; }
+    background_work& work() noexcept { return *work_; }
+    std::string holder_value() const;
+    // How long a try waits for a session that is not connected.
+    clock::duration connect_bound() const noexcept { return opts_.session_timeout; }
+    // Waiters are told of session events (connected, expired) by a poke.
+    std::uint64_t add_waiter(std::function<void()> poke);
+    void remove_waiter(std::uint64_t id) noexcept;
+    // A tenure of `st` was granted (or a re-entry joined it).
+    std::shared_ptr<tenure> on_granted(const std::shared_ptr<zk_lock_state>& st,
+                                       std::uint64_t level, const lease_terms& terms,
+                                       clock::time_point decided_sent);
+    // The tenure's deadline now: the session's, or the lease's own end.
+    clock::time_point deadline_of(const zk_lock_state& st) const noexcept;
+    // Deletes a node of session `generation` in the background (nothing
+    // when that session is gone: its ephemeral nodes went with it).
+    void delete_in_background(std::string path, std::uint64_t generation,
+                              const background_work::job& parent = {});
+    // Makes the directories above and of a lock (the lock's as a container).
+    void make_dirs(const std::string& dir, std::function<void(int rc)> done);
+
+private:
+    void on_session_event(session::event e);
+    void lose_tenure(const std::shared_ptr<zk_lock_state>& st, const char* why);
+    void end_tenure(const std::shared_ptr<zk_lock_state>& st) noexcept;
+    void arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t epoch);
+    void delete_attempt(std::string path, std::uint64_t generation, background_work::job job,
+                        int tries);
+
+    boost::asio::any_io_executor executor_;
+    strand_type strand_;
+    zk_options opts_;
+    std::string holder_argument_;
+    std::shared_ptr<spdlog::logger> logger_;
+    std::shared_ptr<session> session_;
+    metrics_recorder metrics_;
+    std::shared_ptr<background_work> work_;
+    std::atomic<bool> stopped_{false};
+    // strand only
+    std::map<std::uint64_t, std::weak_ptr<zk_lock_state>> holding_;
+    std::map<std::uint64_t, std::function<void()>> waiters_;
+    std::uint64_t next_waiter_ = 1;
+};
+
+// A started ZooKeeper backend for `url`. Throws system_error (invalid_url).
+std::shared_ptr<lock_backend> connect(boost::asio::any_io_executor ex, std::string_view url,
+                                      std::string_view holder_label);
+
+}  // namespace corolock::detail::zk
