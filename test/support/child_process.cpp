@@ -237,6 +237,22 @@ bool child_process::signal(int sig) {
     return ::kill(pid_, sig) == 0;
 }
 
+char child_process::stop(std::chrono::milliseconds limit) {
+    signal(SIGSTOP);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    char state = '?';
+    while (true) {
+        std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+        std::string stat;
+        std::getline(in, stat);
+        const auto paren = stat.rfind(')');  // the command name may itself hold ')'
+        state = paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+        if (state == 'T' || state == 't' || std::chrono::steady_clock::now() >= deadline)
+            return state;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 std::optional<int> child_process::kill9(std::chrono::milliseconds limit) {
     signal(SIGKILL);
     return wait_for(limit);
@@ -250,8 +266,16 @@ std::optional<int> child_process::wait_for(std::chrono::milliseconds limit) {
     auto nap = std::chrono::milliseconds(1);
     while (true) {
         {
-            std::lock_guard lock(mu_);
-            if (try_reap_locked()) return status_;
+            std::unique_lock lock(mu_);
+            if (try_reap_locked()) {
+                // Once, after an exit of its own (a killed child's last
+                // words matter less); a grandchild holding the pipe open
+                // holds us a second at most.
+                if (!waited_for_output_ && WIFEXITED(*status_))
+                    read_all_cv_.wait_for(lock, drain_limit, [this] { return read_all_; });
+                waited_for_output_ = true;
+                return status_;
+            }
         }
         const auto now = clock_type::now();
         if (now >= deadline) return std::nullopt;
@@ -315,7 +339,11 @@ void child_process::read_output() {
             continue;
         }
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        return;  // end of file: every writer has exited
+        // End of file: every writer has exited.
+        std::lock_guard lock(mu_);
+        read_all_ = true;
+        read_all_cv_.notify_all();
+        return;
     }
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -57,6 +58,12 @@ public:
     // has been reaped.
     bool signal(int sig);
 
+    // SIGSTOP, then waits (bounded) until the kernel reports the child
+    // stopped: SIGSTOP takes effect asynchronously, and a test's next step
+    // must meet a frozen process. Returns its state letter from
+    // /proc/PID/stat ('T' or 't' when stopped; another when `limit` passed).
+    char stop(std::chrono::milliseconds limit = std::chrono::seconds(2));
+
     // SIGKILL, then waits (bounded) for the child to be reaped. Returns its
     // wait status, or nullopt if it was still not gone after the limit.
     std::optional<int> kill9(std::chrono::milliseconds limit = std::chrono::seconds(5));
@@ -64,6 +71,10 @@ public:
     // Waits up to limit for the child to exit. Returns the raw wait status
     // (use WIFEXITED/WEXITSTATUS/WTERMSIG, or exit_code()), or nullopt on
     // timeout. Once the child has exited, returns the same status again.
+    // After an exit of its own, output() then holds all it wrote: the
+    // first such return waits (at most a second more) until the reader has
+    // met the pipe's end, since the last lines may still be in the pipe
+    // when the child is reaped.
     std::optional<int> wait_for(std::chrono::milliseconds limit);
 
     // The wait status if the child has been reaped already; never waits.
@@ -84,6 +95,9 @@ private:
     std::string output_;
     std::optional<int> status_;
 
+    std::condition_variable read_all_cv_;  // with mu_
+    bool read_all_ = false;                 // the reader met the pipe's end (mu_)
+    bool waited_for_output_ = false;        // wait_for waited for it once (mu_)
     std::atomic<bool> stop_reading_{false};
     std::thread reader_;
 };
