@@ -644,16 +644,10 @@ int main(int argc, char** argv) {
         if (opt.count("redlock")) {
             const auto urls = split_urls(opt["redlock"]);
             if (urls.size() < 2) throw std::invalid_argument("--redlock URL,URL,URL[,...]");
-            // Stopped at the end: a RedLock backend that took locks leaves
-            // the io_context with work after stop() (not yet explained).
-            const auto finish = [&](std::exception_ptr e) {
-                error = e;
-                ioc.stop();
-            };
             if (has("cycles"))
-                asio::co_spawn(ioc, redlock_cycles(urls, seconds, num("redlock-first", 0) != 0), finish);
+                asio::co_spawn(ioc, redlock_cycles(urls, seconds, num("redlock-first", 0) != 0), done);
             else if (has("handoff"))
-                asio::co_spawn(ioc, redlock_handoff(urls, seconds, opt["data"]), finish);
+                asio::co_spawn(ioc, redlock_handoff(urls, seconds, opt["data"]), done);
             else
                 throw std::invalid_argument("--redlock with --cycles or --handoff");
             ioc.run_for(std::chrono::seconds(static_cast<int>(seconds) * 2 + 60));
