@@ -130,12 +130,19 @@ struct waking_acquire : coroutine_acquire<Backend> {
     }
 };
 
-// Starts `op` (a coroutine_acquire with abandon(ec) and run()) on its
+// Makes and starts the backend's acquire operation Op (a coroutine_acquire
+// with abandon(ec) and run(), and `st`, its backend's lock state) on the
 // backend's strand. Any thread. Its caller's cancellation (any type)
 // abandons it on the strand; a stopped backend answers client_stopped.
-template <class Op>
-void start_acquire(std::shared_ptr<Op> op, boost::asio::cancellation_slot slot) {
+template <class Op, class Backend>
+void start_acquire(std::shared_ptr<Backend> self, const std::shared_ptr<lock_state>& base,
+                   const lock_options& opts, bool try_once,
+                   lock_backend::acquire_handler handler, bool direct) {
     namespace asio = boost::asio;
+    using state = typename decltype(Op::st)::element_type;
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto op = std::make_shared<Op>(std::move(self), std::static_pointer_cast<state>(base), opts,
+                                   try_once, std::move(handler), direct);
     if (slot.is_connected()) {
         slot.assign([weak = std::weak_ptr<Op>(op)](asio::cancellation_type) {
             auto o = weak.lock();

@@ -448,11 +448,7 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
 void pg_backend::acquire(const std::shared_ptr<lock_state>& base, const lock_options& opts,
                          const acquire_request&, bool try_once, acquire_handler handler,
                          bool direct) {
-    auto slot = asio::get_associated_cancellation_slot(handler);
-    start_acquire(std::make_shared<acquire_op>(shared_from_this(),
-                                               std::static_pointer_cast<pg_lock_state>(base), opts,
-                                               try_once, std::move(handler), direct),
-                  slot);
+    start_acquire<acquire_op>(shared_from_this(), base, opts, try_once, std::move(handler), direct);
 }
 
 // ---- release ----
