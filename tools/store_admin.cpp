@@ -77,9 +77,9 @@ private:
 }  // namespace
 
 std::unique_ptr<store_admin> make_store_admin(asio::any_io_executor ex, const common_options& o) {
-    std::string why;
 #ifdef COROLOCK_HAVE_ZOOKEEPER
     if (o.kind == url_kind::zk) {
+        std::string why;
         detail::zk::zk_options zo;
         if (detail::zk::parse_url(o.url, zo, why)) refuse(why);
         return std::make_unique<zk_store>(std::move(ex), std::move(zo));
@@ -87,6 +87,7 @@ std::unique_ptr<store_admin> make_store_admin(asio::any_io_executor ex, const co
 #endif
 #ifdef COROLOCK_HAVE_POSTGRESQL
     if (o.kind == url_kind::postgresql) {
+        std::string why;
         detail::pg::backend_options po;
         if (detail::pg::parse_url(o.url, po, why)) refuse(why);
         return std::make_unique<pg_store>(std::move(ex), po.url);
