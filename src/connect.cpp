@@ -42,6 +42,24 @@ std::string scheme_of(std::string_view url) {
     return out;
 }
 
+}  // namespace
+
+std::string detail::left_out_backend(std::string_view scheme) {
+#ifndef COROLOCK_HAVE_POSTGRESQL
+    if (scheme == "postgresql" || scheme == "postgres")
+        return "this corolock was built without the PostgreSQL backend (libpq was not found)";
+#endif
+#ifndef COROLOCK_HAVE_ZOOKEEPER
+    if (scheme == "zk")
+        return "zk:// needs the ZooKeeper backend, which this build of corolock left out "
+               "(libzookeeper_st was not found)";
+#endif
+    (void)scheme;
+    return {};
+}
+
+namespace {
+
 std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std::string_view url,
                                            const backend_config& cfg) {
     const auto scheme = scheme_of(url);
@@ -51,19 +69,16 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
 #ifdef COROLOCK_HAVE_POSTGRESQL
         return detail::pg::connect(std::move(ex), url, cfg.holder_label);
 #else
-        throw boost::system::system_error(
-            make_error_code(error::invalid_url),
-            "this corolock was built without the PostgreSQL backend (libpq was not found)");
+        throw boost::system::system_error(make_error_code(error::invalid_url),
+                                          detail::left_out_backend(scheme));
 #endif
     }
     if (scheme == "zk") {
 #ifdef COROLOCK_HAVE_ZOOKEEPER
         return detail::zk::connect(std::move(ex), url, cfg.holder_label);
 #else
-        throw boost::system::system_error(
-            make_error_code(error::invalid_url),
-            "zk:// needs the ZooKeeper backend, which this build of corolock left out "
-            "(libzookeeper_st was not found)");
+        throw boost::system::system_error(make_error_code(error::invalid_url),
+                                          detail::left_out_backend(scheme));
 #endif
     }
     if (scheme.empty() || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||

@@ -3,7 +3,15 @@
 // debugging session.
 #include "cli.hpp"
 
+#include "core/backend.hpp"
 #include "etcd/etcd_backend.hpp"
+#ifdef COROLOCK_HAVE_POSTGRESQL
+#include "pg/pg_admin.hpp"
+#include "pg/pg_backend.hpp"
+#endif
+#ifdef COROLOCK_HAVE_ZOOKEEPER
+#include "zk/url.hpp"
+#endif
 
 #include <corolock/multi_lock.hpp>
 #include <corolock/mutex.hpp>
@@ -358,23 +366,12 @@ std::optional<usage_error> apply_credentials(const std::string& command,
     return std::nullopt;
 }
 
-bool is_etcd_url(std::string_view url) {
-    const auto scheme = url.substr(0, url.find("://"));
-    if (scheme.size() == url.size()) return false;
-    auto lower = [](std::string_view t) {
-        std::string out(t);
-        for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        return out;
-    };
-    const auto s = lower(scheme);
-    return s == "etcd" || s == "etcds";
-}
-
-// An etcd URL: checked here (etcd_backend.hpp's parser), so that a typo is a
-// usage error before anything starts. The Redis-only options are refused by
-// name rather than ignored: etcd takes its credentials and CA in the URL.
-std::optional<usage_error> resolve_etcd_url(const std::string& command, common_options& o,
-                                            const credential_options& cred) {
+// A URL of etcd, ZooKeeper or PostgreSQL: checked here with the backend's
+// own parser, so that a typo is a usage error before anything starts. The
+// Redis-only options are refused by name rather than ignored: these take
+// their credentials and TLS settings in the URL (ZooKeeper none at all).
+std::optional<usage_error> resolve_store_url(const std::string& command, common_options& o,
+                                             const credential_options& cred) {
     const char* redis_only = cred.password_file ? "--password-file"
                              : cred.tls_ca      ? "--tls-ca"
                              : cred.tls_cert    ? "--tls-cert"
@@ -382,22 +379,52 @@ std::optional<usage_error> resolve_etcd_url(const std::string& command, common_o
                              : cred.tls_server_name ? "--tls-server-name"
                              : cred.tls_insecure ? "--tls-insecure"
                                                  : nullptr;
+    const char* instead =
+        o.kind == url_kind::etcd ? "for etcd, give the user and password in the URL "
+                                   "(etcd://USER:PASSWORD@HOST:PORT) and TLS as "
+                                   "etcds://HOST:PORT[?ca_file=PATH]"
+        : o.kind == url_kind::zk ? "ZooKeeper takes no credentials or TLS "
+                                   "(zk://HOST:PORT[,HOST:PORT...][/ROOT])"
+                                 : "for PostgreSQL, give the user and password in the URL or "
+                                   "in ~/.pgpass, and TLS in its query "
+                                   "(postgresql://USER@HOST:PORT/DB?sslmode=verify-full)";
     if (redis_only != nullptr)
-        return usage_error{command, std::string(redis_only) +
-                                        " applies to Redis URLs only; for etcd, give the user "
-                                        "and password in the URL (etcd://USER:PASSWORD@HOST:PORT) "
-                                        "and TLS as etcds://HOST:PORT[?ca_file=PATH]"};
-    detail::etcd::backend_options eo;
+        return usage_error{command, std::string(redis_only) + " applies to Redis URLs only; " +
+                                        instead};
+    const std::string service(service_name(o));
+    if (auto why = detail::left_out_backend(o.kind == url_kind::zk ? "zk" : "postgresql");
+        o.kind != url_kind::etcd && !why.empty())
+        return usage_error{command, "cannot use the " + service + " URL in " + o.url_from +
+                                        ": " + why};
     std::string why;
-    if (auto ec = detail::etcd::parse_url(o.url, eo, why); ec)
-        return usage_error{command, "malformed etcd URL in " + o.url_from + ": " +
-                                        (why.empty() ? ec.message() : redact_quoted(why))};
-    o.etcd = true;
-    o.etcd_endpoints.clear();
-    for (const auto& ep : eo.gateway.endpoints) {
-        if (!o.etcd_endpoints.empty()) o.etcd_endpoints += ',';
-        o.etcd_endpoints += ep;
+    error_code ec;
+    o.endpoints.clear();
+    if (o.kind == url_kind::etcd) {
+        detail::etcd::backend_options eo;
+        ec = detail::etcd::parse_url(o.url, eo, why);
+        for (const auto& ep : eo.gateway.endpoints)
+            o.endpoints += (o.endpoints.empty() ? "" : ",") + ep;
     }
+#ifdef COROLOCK_HAVE_ZOOKEEPER
+    if (o.kind == url_kind::zk) {
+        detail::zk::zk_options zo;
+        ec = detail::zk::parse_url(o.url, zo, why);
+        o.endpoints = zo.hosts;
+    }
+#endif
+#ifdef COROLOCK_HAVE_POSTGRESQL
+    if (o.kind == url_kind::postgresql) {
+        detail::pg::backend_options po;
+        ec = detail::pg::parse_url(o.url, po, why);
+        // libpq's message comes with this prefix already.
+        constexpr std::string_view prefix = "malformed PostgreSQL URL: ";
+        if (std::string_view(why).starts_with(prefix)) why.erase(0, prefix.size());
+        if (!ec) o.endpoints = detail::pg::describe_server(*po.url);
+    }
+#endif
+    if (ec)
+        return usage_error{command, "malformed " + service + " URL in " + o.url_from + ": " +
+                                        (why.empty() ? ec.message() : redact_quoted(why))};
     return std::nullopt;
 }
 
@@ -423,7 +450,8 @@ std::optional<usage_error> resolve_url(const std::string& command,
         o.url = defaults::url();
         o.url_from = "the default URL";
     }
-    if (is_etcd_url(o.url)) return resolve_etcd_url(command, o, cred);
+    o.kind = kind_of_url(o.url);
+    if (!o.redis()) return resolve_store_url(command, o, cred);
     const bool password_elsewhere =
         cred.password_file.has_value() ||
         (std::getenv("COROLOCK_PASSWORD") != nullptr && *std::getenv("COROLOCK_PASSWORD") != 0);
@@ -462,9 +490,14 @@ std::optional<usage_error> resolve_redlock(const std::string& command,
     std::vector<std::string> seen;
     for (std::size_t i = 0; i < urls.size(); ++i) {
         const std::string from = "--url #" + std::to_string(i + 1);
-        if (is_etcd_url(urls[i]))
+        if (const auto kind = kind_of_url(urls[i]); kind != url_kind::redis) {
+            common_options other;
+            other.kind = kind;
             return usage_error{command, "RedLock's nodes are Redis servers, but " + from +
-                                            " is an etcd URL (an etcd cluster is one --url)"};
+                                            " is a URL of " + std::string(service_name(other)) +
+                                            " (one --url names a whole " +
+                                            std::string(service_name(other)) + " cluster)"};
+        }
         common_options node;
         if (auto e = resolve_url(command, {urls[i]}, node, cred); e) {
             // The single-URL message names "--url"; say which one.
@@ -766,6 +799,27 @@ std::optional<usage_error> parse_list(const std::vector<std::string_view>& args,
 }
 
 }  // namespace
+
+url_kind kind_of_url(std::string_view url) {
+    const auto end = url.find("://");
+    if (end == std::string_view::npos) return url_kind::redis;
+    std::string scheme(url.substr(0, end));
+    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (scheme == "etcd" || scheme == "etcds") return url_kind::etcd;
+    if (scheme == "zk") return url_kind::zk;
+    if (scheme == "postgresql" || scheme == "postgres") return url_kind::postgresql;
+    return url_kind::redis;
+}
+
+std::string_view service_name(const common_options& o) {
+    switch (o.kind) {
+        case url_kind::etcd: return "etcd";
+        case url_kind::zk: return "ZooKeeper";
+        case url_kind::postgresql: return "PostgreSQL";
+        case url_kind::redis: break;
+    }
+    return "Redis";
+}
 
 std::string defaults::url() {
     const config cfg;  // its host is an IPv4 address: no brackets needed

@@ -12,6 +12,7 @@
 #include <corolock/admin.hpp>
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
+#include <corolock/lock_holder.hpp>
 #include <corolock/lock_options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -25,6 +26,7 @@
 #include <exception>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 namespace corolock {
@@ -84,6 +86,13 @@ std::string format_duration(duration d);
 // service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
 std::string describe_server(const config& cfg);
 
+// The lock service a URL names, by its scheme: redis (redis://, rediss://,
+// the +sentinel and +cluster forms, and anything else, which the Redis
+// parser then explains), etcd (etcd://, etcds://), zk (zk://) or
+// postgresql (postgresql://, postgres://).
+enum class url_kind { redis, etcd, zk, postgresql };
+url_kind kind_of_url(std::string_view url);
+
 // A usage error: what was wrong, in words a user can act on.
 struct usage_error {
     std::string command;  // "run", "status", ... or empty for the top level
@@ -95,12 +104,13 @@ struct common_options {
     std::string url;       // resolved: --url, else $REDIS_URL, else defaults::url()
     std::string url_from;  // "--url", "REDIS_URL" or "default", for messages
     config cfg;            // parsed from url, with the password and TLS options applied
-                           // (Redis URLs only; empty for etcd)
+                           // (Redis URLs only; empty for the others)
     int verbosity = 0;     // -v: info, -vv: debug
-    // An etcd:// or etcds:// URL: the lock is on etcd (run, status and break;
-    // cfg is unused then). etcd_endpoints: "host:port[,...]" for messages.
-    bool etcd = false;
-    std::string etcd_endpoints;
+    // Which service the lock is on; for all but Redis cfg is unused, and
+    // endpoints is "host:port[,...]" for messages.
+    url_kind kind = url_kind::redis;
+    std::string endpoints;
+    bool redis() const noexcept { return kind == url_kind::redis; }
     // Several --url (run only): the RedLock's nodes, each parsed as cfg is,
     // in the order given; cfg is the first. Empty otherwise.
     std::vector<config> nodes;
@@ -204,7 +214,36 @@ duration request_timeout(const common_options& o);
 std::unique_ptr<detail::etcd::admin> make_etcd_admin(boost::asio::any_io_executor ex,
                                                      const common_options& o);
 
-// "Redis" or "etcd": the service the URL names, for messages.
+// A lock's state on ZooKeeper or PostgreSQL, as store_admin reads it.
+struct store_lock_status {
+    bool held = false;
+    std::string owner;                  // the holder's owner id
+    std::optional<lock_holder> holder;  // its holder record, when it has one
+    std::uint64_t last_token = 0;       // the holder's latest token (zk), the name's last fence (pg)
+    std::size_t waiters = 0;            // contenders in line behind the holder
+    std::string node;                   // zk: the holder's node
+    std::int64_t session_pid = 0;       // pg: the holding session's server process
+};
+
+// ZooKeeper's or PostgreSQL's admin (zk/zk_admin.hpp, pg/pg_admin.hpp)
+// behind run's first look and status, with the tool's short bounds.
+class store_admin {
+public:
+    virtual ~store_admin() = default;
+    // Success once the service answered (a session, or a connection).
+    virtual boost::asio::awaitable<error_code> connect() = 0;
+    virtual boost::asio::awaitable<std::tuple<error_code, store_lock_status>> status(
+        std::string name) = 0;
+    // The cause of the last failure, in words (never the password).
+    virtual std::string last_error() const = 0;
+    virtual void stop() noexcept = 0;
+};
+// For a zk:// or postgresql:// URL the parser accepted.
+std::unique_ptr<store_admin> make_store_admin(boost::asio::any_io_executor ex,
+                                              const common_options& o);
+
+// "Redis", "etcd", "ZooKeeper" or "PostgreSQL": the service the URL names,
+// for messages.
 std::string_view service_name(const common_options& o);
 // "Redis at host:port" or "etcd at host:port[,...]", for messages.
 std::string service_at(const common_options& o);

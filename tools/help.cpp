@@ -38,7 +38,9 @@ Options every command takes:
                   redis+cluster://[user:pass@]host:port[,...] (rediss+cluster://
                   for TLS). Or etcd: etcd://host:port[,...][/prefix]
                   (etcds://...[?ca_file=PATH] for TLS) for run, status, list,
-                  break.
+                  break. Or ZooKeeper: zk://host:port[,...][/root], or
+                  PostgreSQL: postgresql://[user[:pass]@]host[:port]/db
+                  (postgres:// too), for run and status.
   --password-file FILE  The password: the first line of FILE. Overrides the
                   URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
   --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
@@ -54,7 +56,7 @@ Names, owner ids and server text are printed with control bytes escaped
 Exit statuses:
   0    success (run: COMMAND's own status is passed through instead)
   64   usage error: the message says what was wrong
-  69   Redis cannot be reached (refused, timed out, bad credentials)
+  69   the service (Redis, etcd, ZooKeeper, PostgreSQL) cannot be reached
   70   run: the lease was lost while COMMAND ran (--on-lost kill)
   71   run: COMMAND could not be started, or an internal error
   75   run: the lock was not acquired within --wait (or at once, --no-wait)
@@ -107,7 +109,10 @@ COROLOCK_NAME and COROLOCK_TOKEN.
 
 Options:
   --url URL           Redis to use (default: $REDIS_URL, else
-                      @URL@), or etcd://host:port[,...].
+                      @URL@), or etcd://host:port[,...],
+                      zk://host:port[,...][/root] or postgresql://... (a
+                      plain lock; COROLOCK_TOKEN is a zxid on ZooKeeper, the
+                      name's committed fence on PostgreSQL).
                       Given 3, 5 or more times (an odd number): RedLock, the
                       lock held on a majority of these independent Redis
                       servers (plain lock only; no fencing token:
@@ -139,7 +144,8 @@ Options:
   --replicas N        Redis: start COMMAND only once N replicas acknowledged
                       the lock (WAIT, up to 1 s or a quarter of the lease);
                       otherwise give it back and exit 76. Ignored by etcd;
-                      a usage error on a Redis Cluster. Default 0.
+                      a usage error on a Redis Cluster, ZooKeeper and
+                      PostgreSQL. Default 0.
   --capacity N        Redis: NAME is a semaphore of N permits (1-1000000)
                       instead of a lock; COMMAND starts once --permits of
                       them are free, and holds them, each with the lease,
@@ -235,7 +241,8 @@ Options:
                   corolock). ttl_ms is -1 for a key without expiry (not one
                   corolock wrote).
   --url URL       Redis to use (default: $REDIS_URL, else @URL@).
-                  Or etcd://host:port[,...] (see 'corolock help').
+                  Or etcd://host:port[,...], zk://host:port[,...][/root] or
+                  postgresql://... (see 'corolock help' and docs/cli.md).
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
@@ -273,7 +280,8 @@ Options:
                   Or etcd://host:port[,...]: the keys under the URL's prefix
                   are read in pages of 100 at one revision and matched
                   against PATTERN here; text output adds a WAITERS column,
-                  TTL is in whole seconds (see docs/cli.md).
+                  TTL is in whole seconds (see docs/cli.md). Not offered on
+                  zk:// or postgresql:// yet (a usage error, 64).
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
@@ -306,7 +314,8 @@ corolock run and --on-lost kill its COMMAND is then stopped and run exits 70.
 
 Options:
   --url URL       Redis to use (default: $REDIS_URL, else @URL@).
-                  Or etcd://host:port[,...] (see 'corolock help').
+                  Or etcd://host:port[,...] (see 'corolock help'). Not
+                  offered on zk:// or postgresql:// yet (a usage error, 64).
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).

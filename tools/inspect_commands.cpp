@@ -194,6 +194,65 @@ int etcd_status(const status_options& o) {
     });
 }
 
+// status on ZooKeeper or PostgreSQL: the admin's own session or
+// connection, then one read of the lock (store_admin).
+int store_status(const status_options& o) {
+    return with_service<store_admin>(
+        [&](const asio::any_io_executor& ex) { return make_store_admin(ex, o.common); },
+        [&o](store_admin& a) -> asio::awaitable<int> {
+            const std::string doing = "status of lock '" + o.name + "'";
+            if (auto ec = co_await a.connect(); ec)
+                co_return report_redis_failure(o.common, doing, ec, a.last_error());
+            auto [ec, st] = co_await a.status(o.name);
+            if (ec) co_return report_redis_failure(o.common, doing, ec, a.last_error());
+            const bool zk = o.common.kind == url_kind::zk;
+            // ZooKeeper: the holder's wall clock wrote since; PostgreSQL: the server's.
+            const char* clocks = zk ? ", by the hosts' clocks" : "";
+            if (o.json) {
+                std::string line = "{\"name\":" + json_string(o.name) + ",\"backend\":" +
+                                   (zk ? "\"zk\"" : "\"postgresql\"") +
+                                   ",\"kind\":\"mutex\",\"held\":" + (st.held ? "true" : "false") +
+                                   ",\"owner\":" + json_string(st.held ? st.owner : "") +
+                                   ",\"last_token\":" + std::to_string(st.last_token) +
+                                   holder_json(st.held ? st.holder : std::nullopt, true) +
+                                   ",\"waiters\":" + std::to_string(st.waiters);
+                if (zk) line += ",\"node\":" + (st.held ? json_string(st.node) : std::string("null"));
+                else line += ",\"session_pid\":" + (st.held ? std::to_string(st.session_pid) : std::string("null"));
+                line += "}\n";
+                std::fputs(line.c_str(), stdout);
+                co_return exit_status::ok;
+            }
+            std::printf("lock:       %s\n", printable(o.name).c_str());
+            std::printf("kind:       mutex\n");
+            std::printf("held:       %s\n", st.held ? "yes" : "no");
+            if (st.held) {
+                std::printf("owner:      %s\n", printable(st.owner).c_str());
+                if (const auto& h = st.holder) {
+                    std::printf("holder:     %s\n", holder_text(*h).c_str());
+                    std::printf("label:      %s\n", printable(h->label).c_str());
+                    std::printf("since:      %s (held for %s%s)\n", format_time(h->since).c_str(),
+                                format_held_for(h->held_for).c_str(), clocks);
+                } else {
+                    std::printf("holder:     unknown (not recorded)\n");
+                }
+                if (zk) std::printf("node:       %s\n", printable(st.node).c_str());
+                else std::printf("session:    server pid %lld\n", static_cast<long long>(st.session_pid));
+            }
+            // ZooKeeper keeps no token for a free lock; PostgreSQL's row does.
+            if (st.held || !zk)
+                std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
+            std::printf("waiters:    %zu\n", st.waiters);
+            co_return exit_status::ok;
+        });
+}
+
+// list and break are not offered on ZooKeeper or PostgreSQL yet.
+int refuse_on_store(const common_options& o, std::string_view command) {
+    report_error(std::string(command) + " is not offered on " + std::string(service_name(o)) +
+                 " yet: run and status are (list and break work on Redis and etcd)");
+    return exit_status::usage;
+}
+
 int etcd_break(const break_options& o) {
     return with_etcd(o.common, [&o](detail::etcd::admin& a) -> asio::awaitable<int> {
         auto [ec, removed] = co_await a.break_lock(o.name);
@@ -412,7 +471,8 @@ std::string json_string(std::string_view bytes) {
 }
 
 int status_command(const status_options& o) {
-    if (o.common.etcd) return etcd_status(o);
+    if (o.common.kind == url_kind::etcd) return etcd_status(o);
+    if (!o.common.redis()) return store_status(o);
     return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
         // A PING first: it tells "cannot reach or log in" from "logged in
         // but not allowed" (NOPERM, which the library reports as auth_failed).
@@ -471,7 +531,8 @@ int status_command(const status_options& o) {
 }
 
 int break_command(const break_options& o) {
-    if (o.common.etcd) return etcd_break(o);
+    if (o.common.kind == url_kind::etcd) return etcd_break(o);
+    if (!o.common.redis()) return refuse_on_store(o.common, "break");
     return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await first_check(c); reach)
             co_return report_redis_failure(o.common, "break lock '" + o.name + "'", reach,
@@ -515,7 +576,8 @@ int break_command(const break_options& o) {
 }
 
 int list_command(const list_options& o) {
-    if (o.common.etcd) return etcd_list(o);
+    if (o.common.kind == url_kind::etcd) return etcd_list(o);
+    if (!o.common.redis()) return refuse_on_store(o.common, "list");
     return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await first_check(c); reach)
             co_return report_redis_failure(o.common, "list locks", reach, cause_of(c));

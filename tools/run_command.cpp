@@ -2,12 +2,15 @@
 //
 // One thread, one io_context. The lock is a corolock::backend: a Redis
 // client's (redis://, rediss://, redis+sentinel://), a Redis Cluster backend
-// (redis+cluster://: a client is one connection) or an etcd backend
-// (etcd://, etcds://). The phases, in order:
+// (redis+cluster://: a client is one connection), or an etcd, ZooKeeper
+// or PostgreSQL backend (etcd://, etcds://, zk://, postgresql://). The
+// phases, in order:
 //   starting   check that the server answers (Redis: a PING; a Cluster:
 //              the lock's status, on the node of its slot; etcd: a range
-//              of the lock's keys), then acquire (waiting via pub/sub on
-//              Redis, a watch on etcd);
+//              of the lock's keys; ZooKeeper: a session of the admin's own;
+//              PostgreSQL: a connection of the admin's own), then acquire
+//              (waiting via pub/sub on Redis, a watch on etcd and
+//              ZooKeeper, the server's lock queue on PostgreSQL);
 //              a signal cancels whichever of the two is in progress
 //   running    the child runs; signals are passed on to it; the watchdog
 //              renews; a lost lease stops the child (or is only reported)
@@ -473,6 +476,7 @@ struct run_state {
     client* redis;               // a Redis URL: the client behind `locks`
     std::vector<client>* nodes = nullptr;  // several --url: RedLock's, one per node
     detail::etcd::admin* etcd;   // an etcd URL: for the first look at the lock
+    store_admin* store = nullptr;  // a zk:// or postgresql:// URL: the same
     const backend& locks;        // the lock's backend, either way
     asio::signal_set& forwarded;
     asio::signal_set& sigchld;
@@ -799,6 +803,36 @@ asio::awaitable<int> run_flow(run_state& s) {
         } else if (!st.held) {
             s.note("{} is free (store revision {})", s.name(), st.revision);
         }
+    } else if (s.store != nullptr) {
+        // The admin's own session (ZooKeeper) or connection (PostgreSQL),
+        // then one read of the lock for -v. Each bounded by the request
+        // timeout; a signal meanwhile is acted on when it ends.
+        const std::string service(service_name(o.common));
+        const error_code reach = co_await s.store->connect();
+        if (s.pending_signal != 0) co_return interrupted("connecting to " + service);
+        if (reach) co_return report_redis_failure(o.common, "run", reach, s.store->last_error());
+        if (s.log && !o.several()) {
+            auto [sec, st] = co_await s.store->status(o.names.front());
+            if (s.pending_signal != 0) co_return interrupted("connecting to " + service);
+            if (sec) {
+                s.note("could not read {}: {}", s.name(), printable(s.store->last_error()));
+            } else if (st.held) {
+                std::string who = "owner " + printable(st.owner);
+                if (st.holder)
+                    who = holder_text(*st.holder) + " since " + format_time(st.holder->since) +
+                          " (" +
+                          (st.holder->label.empty() ? std::string("no label")
+                                                    : "label '" + printable(st.holder->label) + "'") +
+                          ")";
+                s.note("{} is held by {} ({} waiting); waiting {}", s.name(), who, st.waiters,
+                       o.wait ? (o.wait->count() == 0 ? std::string("not at all (--no-wait)")
+                                                      : "up to " + o.wait_text)
+                              : std::string("until it is free"));
+            } else {
+                s.note("{} is free (last token {})", s.name(), st.last_token);
+            }
+        }
+        s.store->stop();
     } else if (s.nodes != nullptr) {
         const int status = co_await check_majority_reachable(s);
         if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
@@ -827,7 +861,7 @@ asio::awaitable<int> run_flow(run_state& s) {
     // owner id when it records none (a lock written by an older corolock).
     // (A semaphore's or shared mutex's holders are many, several NAMEs are
     // several locks, a RedLock's are on several servers: no status lookup.)
-    if (s.log && s.etcd == nullptr && !lock.has_many_holders() && !o.several() &&
+    if (s.log && o.common.redis() && !lock.has_many_holders() && !o.several() &&
         s.nodes == nullptr) {
         auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
         if (!sec && st.held && st.owner != owner) {
@@ -849,7 +883,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         }
     }
 
-    // 2. Acquire, waiting via the unlock channel (Redis) or a watch (etcd).
+    // 2. Acquire, waiting via the unlock channel (Redis), a watch (etcd,
+    // ZooKeeper) or the server's lock queue (PostgreSQL).
     lock_options opts;
     opts.lease = o.lease;
     opts.replicas = o.replicas;
@@ -989,32 +1024,42 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
     std::optional<client> redis;
     std::vector<client> nodes;  // several --url: RedLock's
     std::unique_ptr<detail::etcd::admin> etcd;
+    std::unique_ptr<store_admin> store;  // zk://, postgresql://
     std::optional<backend> locks;
     std::shared_ptr<spdlog::logger> log;
     try {
-        if (o.common.etcd) {
-            if (o.capacity > 0) {
-                std::string why = "--capacity is not supported on etcd (";
-                why += service_at(o.common);
-                why += "): semaphores need Redis";
-                report_error(why);
-                return exit_status::usage;
-            }
-            if (o.level != lock_level::mutex) {
-                std::string why = o.level == lock_level::shared ? "-s (--shared)" : "-x (--exclusive)";
-                why += " is not supported on etcd (";
-                why += service_at(o.common);
-                why += "): shared mutexes need Redis";
-                report_error(why);
-                return exit_status::usage;
-            }
-            if (o.fair) {
-                report_error("--fair is offered on Redis only: etcd's lock is granted in "
-                             "order of arrival already");
+        if (!o.common.redis()) {
+            // etcd, ZooKeeper and PostgreSQL offer the plain mutex (and
+            // multi_lock over it), each granted in order of arrival.
+            const std::string at = " (" + service_at(o.common) + ")";
+            const std::string service(service_name(o.common));
+            std::string refused;
+            if (o.capacity > 0)
+                refused = "--capacity is not supported on " + service + at +
+                          ": semaphores need Redis";
+            else if (o.level != lock_level::mutex)
+                refused = std::string(o.level == lock_level::shared ? "-s (--shared)"
+                                                                    : "-x (--exclusive)") +
+                          " is not supported on " + service + at + ": shared mutexes need Redis";
+            else if (o.fair)
+                refused = "--fair is offered on Redis only: " + service +
+                          "'s lock is granted in order of arrival already";
+            else if (o.replicas > 0 && o.common.kind != url_kind::etcd)
+                refused = "--replicas is not supported on " + service + at +
+                          ": replica acknowledgement needs Redis (" +
+                          (o.common.kind == url_kind::zk
+                               ? "a ZooKeeper write is committed by a quorum already"
+                               : "PostgreSQL's synchronous_standby_names decides it") +
+                          ")";
+            if (!refused.empty()) {
+                report_error(refused);
                 return exit_status::usage;
             }
             log = make_logger(o.common.verbosity);
-            etcd = make_etcd_admin(ioc.get_executor(), o.common);
+            if (o.common.kind == url_kind::etcd)
+                etcd = make_etcd_admin(ioc.get_executor(), o.common);
+            else
+                store = make_store_admin(ioc.get_executor(), o.common);
             backend_config bc;
             bc.holder_label = command_label(o.command);
             locks.emplace(ioc.get_executor(), o.common.url, bc);
@@ -1064,6 +1109,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
 
     run_state s(o, redis ? &*redis : nullptr, etcd.get(), *locks, forwarded, sigchld);
     s.nodes = nodes.empty() ? nullptr : &nodes;
+    s.store = store.get();
     s.log = log;
     s.inherited_fds = &inherited;
     s.spawn.restore_sigpipe = sigpipe_was_default;
@@ -1094,6 +1140,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
         for (auto& c : nodes) c.stop();
         locks->stop();
         if (etcd) etcd->stop();
+        if (store) store->stop();
         // The client's reconnect loop never runs out of work by itself.
         ioc.stop();
     });

@@ -43,7 +43,7 @@ config tool_config(config cfg, int verbosity) {
 }
 
 duration request_timeout(const common_options& o) {
-    if (o.etcd || o.cfg.command_timeout.count() == 0) return defaults::command_timeout;
+    if (!o.redis() || o.cfg.command_timeout.count() == 0) return defaults::command_timeout;
     return std::chrono::duration_cast<duration>(o.cfg.command_timeout);
 }
 
@@ -53,7 +53,6 @@ std::unique_ptr<detail::etcd::admin> make_etcd_admin(asio::any_io_executor ex,
                                                  defaults::command_timeout);
 }
 
-std::string_view service_name(const common_options& o) { return o.etcd ? "etcd" : "Redis"; }
 
 std::string service_at(const common_options& o) {
     if (o.redlock()) {
@@ -65,7 +64,7 @@ std::string service_at(const common_options& o) {
         return out;
     }
     return std::string(service_name(o)) + " at " +
-           (o.etcd ? o.etcd_endpoints : describe_server(o.cfg));
+           (o.redis() ? describe_server(o.cfg) : o.endpoints);
 }
 
 asio::awaitable<error_code> check_reachable(client& c, asio::cancellation_slot slot) {
@@ -122,7 +121,7 @@ void report_warning(std::string_view message) {
 
 int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
                          std::string_view cause, bool reached) {
-    if (reached && ec == error::auth_failed && !o.etcd) {
+    if (reached && ec == error::auth_failed && o.redis()) {
         // The credentials worked for the PING: this is NOPERM (an ACL that
         // denies the script or the lock's keys), which the library reports
         // as auth_failed.

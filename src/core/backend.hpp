@@ -41,6 +41,12 @@ namespace corolock::detail {
 
 class lock_backend;
 
+// Why this build cannot open a URL of `scheme` (lower case: "zk",
+// "postgresql", "postgres"): its backend was left out when corolock was
+// built. Empty when it can (src/connect.cpp).
+std::string left_out_backend(std::string_view scheme);
+
+
 // What kind of lock a handle is, with its fixed parameters. Every kind
 // shares the core's tenure, guard, watchdog and lost signal; a backend that
 // offers only some kinds refuses the others in make_state().

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 
 namespace corolock::detail::pg {
 
@@ -186,6 +187,49 @@ statement sessions_of(std::string_view name, bool granted_only) {
 
 statement cancel_backend(int pid) {
     return {"SELECT pg_cancel_backend($1::int)", {std::to_string(pid)}};
+}
+
+statement lock_sessions(std::string_view name) {
+    const auto key = advisory_key(name);
+    return {"SELECT k.granted, a.application_name, k.pid FROM pg_locks k "
+            "LEFT JOIN pg_stat_activity a ON a.pid = k.pid "
+            "WHERE k.locktype = 'advisory' AND k.classid = $1::oid AND k.objid = $2::oid "
+            "AND k.objsubid = 1 ORDER BY k.granted DESC",
+            {std::to_string(key_classid(key)), std::to_string(key_objid(key))}};
+}
+
+statement lock_row(std::string_view name) {
+    return {"SELECT fence, holder, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint "
+            "FROM corolock_locks WHERE name = $1",
+            {std::string(name)}};
+}
+
+error_code decide_status(const answer& sessions, const answer& row, lock_report& out) {
+    out = {};
+    if (!sessions.ok()) return error_of(sessions);
+    // 42P01 undefined_table: no corolock ever took a lock in this database.
+    if (!row.ok() && row.sqlstate != "42P01") return error_of(row);
+    for (const auto& r : sessions.rows) {
+        if (r.size() < 3) return error::unexpected_reply;
+        if (r[0] == "t" && !out.held) {
+            out.held = true;
+            // A session of something else than corolock: no owner id.
+            const std::string app = r[1].value_or("");
+            if (std::string_view(app).starts_with(application_prefix))
+                out.owner = app.substr(application_prefix.size());
+            out.pid = std::atoi(r[2].value_or("0").c_str());
+        } else if (r[0] != "t") {
+            ++out.waiting;
+        }
+    }
+    if (row.ok() && !row.rows.empty()) {
+        const auto& r = row.rows.front();
+        if (r.size() < 3) return error::unexpected_reply;
+        out.fence = std::strtoull(r[0].value_or("0").c_str(), nullptr, 10);
+        out.holder = r[1].value_or("");
+        out.server_now_us = std::strtoll(r[2].value_or("0").c_str(), nullptr, 10);
+    }
+    return {};
 }
 
 error_code error_of(const answer& a) {

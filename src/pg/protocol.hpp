@@ -105,6 +105,13 @@ statement sessions_of(std::string_view name, bool granted_only);
 // Cancels the statement running on another session of the same user.
 statement cancel_backend(int pid);
 
+// corolock status: the sessions holding (granted) or waiting for the
+// lock's advisory key, the holder first ...
+statement lock_sessions(std::string_view name);
+// ... and the name's row with the server's clock now, in microseconds (an
+// error 42P01 when the table was never made: no lock was ever taken).
+statement lock_row(std::string_view name);
+
 // ---- answers ----
 
 // A statement's answer as the shell hands it over: rows of nullable text,
@@ -142,6 +149,19 @@ error_code decide_release(const answer& a, bool past_deadline);
 // A release of a tenure already lost: who holds the lock now decides it.
 // `holders` is sessions_of(name, true)'s answer.
 error_code decide_lost_release(const answer& holders);
+
+// What status reads from lock_sessions' and lock_row's answers.
+struct lock_report {
+    bool held = false;
+    std::string owner;        // the holder's owner id (its session's application_name)
+    int pid = 0;              // the holding session's server process
+    std::size_t waiting = 0;  // sessions queued for the key
+    std::uint64_t fence = 0;  // the name's last fence (0: never taken)
+    std::string holder;       // the row's holder record, as stored
+    std::int64_t server_now_us = 0;
+};
+// Fails with the statements' error (a missing table is no error).
+error_code decide_status(const answer& sessions, const answer& row, lock_report& out);
 
 // The error a caller sees for a failed statement.
 error_code error_of(const answer& a);

@@ -36,6 +36,20 @@ void log_line(const char* message) {
 
 }  // namespace
 
+error_code error_of(int rc) {
+    switch (rc) {
+        case ZOK: return {};
+        case ZCONNECTIONLOSS:
+        case ZOPERATIONTIMEOUT:
+        case ZSESSIONMOVED: return error::connection_lost;
+        case ZSESSIONEXPIRED: return error::lock_lost;
+        case ZCLOSING:
+        case ZINVALIDSTATE: return error::client_stopped;
+        case ZNOAUTH: return error::no_permission;
+        default: return error::server_error;
+    }
+}
+
 // One request out: the C client hands its address back to the completion.
 // The library calls every completion exactly once, with ZCLOSING when the
 // handle is closed first, so the ticket never outlives the session.
@@ -393,6 +407,20 @@ void session::watch_data(const std::string& path, stat_handler h, watch_handler 
             zh_, path.c_str(), &session::on_watch, reinterpret_cast<void*>(id),
             [](int rc, const char*, int, const Stat* s, const void* d) {
                 pending::claim(d, rc)->on_stat(rc, stat_of(s));
+            },
+            &p);
+    });
+}
+
+void session::get_data(const std::string& path, data_handler h) {
+    submit(std::move(h), [&](pending& p) {
+        return zoo_aget(
+            zh_, path.c_str(), 0,
+            [](int rc, const char* value, int length, const Stat* s, const void* d) {
+                std::string data;
+                if (rc == ZOK && value != nullptr && length > 0)
+                    data.assign(value, static_cast<std::size_t>(length));
+                pending::claim(d, rc)->on_create(rc, std::move(data), stat_of(s));
             },
             &p);
     });

@@ -21,7 +21,12 @@
 #include "zk/session_clock.hpp"
 #include "zk/url.hpp"
 
+#include <corolock/error.hpp>
+
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
@@ -30,6 +35,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 struct _zhandle;  // the C client's handle (zhandle_t)
@@ -57,6 +63,8 @@ public:
     using stat_handler = std::function<void(int rc, node_stat)>;
     using children_handler = std::function<void(int rc, std::vector<std::string>, node_stat)>;
     using void_handler = std::function<void(int rc)>;
+    // getData's answer: the node's data and stat (create's shape, so the same type).
+    using data_handler = create_handler;
     // A node watch fired (deleted, changed) or the session it was set in ended.
     using watch_handler = std::function<void()>;
 
@@ -87,6 +95,8 @@ public:
     // does not exist answers ZNONODE and leaves no watch (an exists() watch
     // would stay, waiting for a creation that never comes).
     void watch_data(const std::string& path, stat_handler h, watch_handler w);
+    // getData without a watch.
+    void get_data(const std::string& path, data_handler h);
 
 private:
     struct pending;
@@ -133,5 +143,26 @@ private:
     // Node watches by id: the library keeps the id as the watch's context.
     std::map<std::uint64_t, watch_handler> watches_;
 };
+
+// What a ZooKeeper return code means to a caller.
+error_code error_of(int rc);
+
+// One session request from a coroutine: its handler's arguments as a tuple,
+// delivered by a post to the strand (never inside the C client).
+template <class... Args, class Start>
+boost::asio::awaitable<std::tuple<Args...>> ask(const session::strand_type& strand, Start start) {
+    return boost::asio::async_initiate<decltype(boost::asio::use_awaitable),
+                                       void(std::tuple<Args...>)>(
+        [&strand, start = std::move(start)](auto h) mutable {
+            auto shared = std::make_shared<decltype(h)>(std::move(h));
+            start([shared, strand](Args... a) {
+                boost::asio::post(strand,
+                                  [shared, t = std::tuple<Args...>(std::move(a)...)]() mutable {
+                                      (*shared)(std::move(t));
+                                  });
+            });
+        },
+        boost::asio::use_awaitable);
+}
 
 }  // namespace corolock::detail::zk

@@ -32,43 +32,12 @@ using clock = std::chrono::steady_clock;
 
 namespace {
 
-// What a ZooKeeper return code means to a caller.
-error_code error_of(int rc) {
-    switch (rc) {
-        case ZOK: return {};
-        case ZCONNECTIONLOSS:
-        case ZOPERATIONTIMEOUT:
-        case ZSESSIONMOVED: return error::connection_lost;
-        case ZSESSIONEXPIRED: return error::lock_lost;
-        case ZCLOSING:
-        case ZINVALIDSTATE: return error::client_stopped;
-        case ZNOAUTH: return error::no_permission;
-        default: return error::server_error;
-    }
-}
-
 // The answer may be on its way still, or lost with the connection.
 bool unanswered(int rc) {
     return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONMOVED;
 }
 
 std::string child_of(const std::string& path) { return path.substr(path.rfind('/') + 1); }
-
-// One session request from a coroutine: its handler's arguments as a tuple,
-// delivered by a post to the strand (never inside the C client).
-template <class... Args, class Start>
-asio::awaitable<std::tuple<Args...>> ask(const zk_backend::strand_type& strand, Start start) {
-    return asio::async_initiate<decltype(asio::use_awaitable), void(std::tuple<Args...>)>(
-        [&strand, start = std::move(start)](auto h) mutable {
-            auto shared = std::make_shared<decltype(h)>(std::move(h));
-            start([shared, strand](Args... a) {
-                asio::post(strand, [shared, t = std::tuple<Args...>(std::move(a)...)]() mutable {
-                    (*shared)(std::move(t));
-                });
-            });
-        },
-        asio::use_awaitable);
-}
 
 }  // namespace
 

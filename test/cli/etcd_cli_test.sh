@@ -119,42 +119,9 @@ group_run() {
   expect_match "run over etcd: metrics written" 'corolock_run_exit_status\{lock="r4"\} 0' "$tmp_dir/r4.prom"
 }
 
-# ---- two runs on one name ----
+# ---- two runs on one name (lib.sh) ----
 
-group_exclusion() {
-  local log=$tmp_dir/ex.log
-  # The first holder keeps the lock until the test says go (bounded to
-  # 30 s), however slowly the checks in between run (under ASan, say).
-  local go=$tmp_dir/ex-go
-  spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
-    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; for i in \$(seq 300); do [ -e '$go' ] && break; sleep 0.1; done; echo end >>'$log'"
-  local first=$last_pid
-  expect_true "exclusion: the first run holds the lock" wait_until 10 is_held ex
-  spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
-    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; echo end >>'$log'"
-  local second=$last_pid
-  expect_true "exclusion: the second run waits" wait_until 10 has_waiters ex 1
-  # Giving up leaves no key behind, else it would hold up every later waiter
-  # until its lease ends.
-  cl 20 run --url "$url" -n ex -- touch "$tmp_dir/ex-ran"
-  expect_status "exclusion: --no-wait on a held lock" 75 "$last_status"
-  cl 20 run --url "$url" --wait 1s ex -- touch "$tmp_dir/ex-ran"
-  expect_status "exclusion: --wait 1s on a held lock" 75 "$last_status"
-  expect_true "exclusion: neither ran its command" [ ! -e "$tmp_dir/ex-ran" ]
-  expect_true "exclusion: the runs that gave up left no key" has_waiters ex 1
-  touch "$go"
-  reap "$first"
-  expect_status "exclusion: the first run" 0 "$last_status"
-  reap "$second"
-  expect_status "exclusion: the second run, after it" 0 "$last_status"
-  local order
-  order=$(sed 's/ .*//' "$log" | tr '\n' ' ')
-  expect_true "exclusion: start end start end ($order)" [ "$order" = "start end start end " ]
-  local t1 t2
-  t1=$(sed -n '1s/^start //p' "$log")
-  t2=$(sed -n '3s/^start //p' "$log")
-  expect_cond "exclusion: the second token is higher ($t1 < $t2)" '[ -n "$t1" ] && [ -n "$t2" ] && [ "$t1" -lt "$t2" ]'
-}
+group_exclusion() { exclusion_cases; }
 
 # ---- status and break ----
 

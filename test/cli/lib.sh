@@ -10,7 +10,8 @@
 # for cleanup (spawn, reap, stop_started), free loopback ports, several
 # servers (start_nodes, stop_nodes, rcli PORT; redis_cli names redis-cli
 # for these), and cl to run
-# the tool with its output captured. stop_pid comes from
+# the tool with its output captured, and exclusion_cases (two runs on one
+# name, for the scripts of the other services). stop_pid comes from
 # scripts/lib/throwaway_redis.sh, sourced here.
 #
 # Every command runs under `timeout`, every wait loop is bounded in count
@@ -206,4 +207,43 @@ trap_node_cleanup() {
   trap node_cleanup EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
+}
+
+# ---- two runs on one name (etcd_cli_test.sh, zk_cli_test.sh, pg_cli_test.sh) ----
+
+# Needs $url, and is_held NAME / has_waiters NAME N from the script. The
+# first holder keeps the lock until the test says go (bounded to 30 s),
+# however slowly the checks in between run (under ASan, say); runs that give
+# up (-n, --wait) must leave nothing queued, else they would hold up every
+# later waiter until their lease ends.
+exclusion_cases() {
+  local log=$tmp_dir/ex.log
+  local go=$tmp_dir/ex-go
+  spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
+    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; for i in \$(seq 300); do [ -e '$go' ] && break; sleep 0.1; done; echo end >>'$log'"
+  local first=$last_pid
+  expect_true "exclusion: the first run holds the lock" wait_until 15 is_held ex
+  spawn 60 "$bin" run --url "$url" --wait 30s ex -- \
+    sh -c "echo \"start \$COROLOCK_TOKEN\" >>'$log'; echo end >>'$log'"
+  local second=$last_pid
+  expect_true "exclusion: the second run waits" wait_until 15 has_waiters ex 1
+  cl 20 run --url "$url" -n ex -- touch "$tmp_dir/ex-ran"
+  expect_status "exclusion: --no-wait on a held lock" 75 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "exclusion: says it is held" "lock 'ex' is held by another owner \(--no-wait\)" "$tmp_dir/err"
+  cl 20 run --url "$url" --wait 1s ex -- touch "$tmp_dir/ex-ran"
+  expect_status "exclusion: --wait 1s on a held lock" 75 "$last_status"
+  expect_true "exclusion: neither ran its command" [ ! -e "$tmp_dir/ex-ran" ]
+  expect_true "exclusion: the runs that gave up left nothing queued" has_waiters ex 1
+  touch "$go"
+  reap "$first"
+  expect_status "exclusion: the first run" 0 "$last_status"
+  reap "$second"
+  expect_status "exclusion: the second run, after it" 0 "$last_status"
+  local order
+  order=$(sed 's/ .*//' "$log" | tr '\n' ' ')
+  expect_true "exclusion: start end start end ($order)" [ "$order" = "start end start end " ]
+  local t1 t2
+  t1=$(sed -n '1s/^start //p' "$log")
+  t2=$(sed -n '3s/^start //p' "$log")
+  expect_cond "exclusion: the second token is higher ($t1 < $t2)" '[ -n "$t1" ] && [ -n "$t2" ] && [ "$t1" -lt "$t2" ]'
 }

@@ -53,7 +53,7 @@ done <<EOF
 two --url|run: RedLock needs at least 3 --url .* and got 2|run --url $u1 --url $u2 x -- true
 four --url|run: RedLock takes an odd number of --url \(3, 5, ...\) and got 4|run --url $u1 --url $u2 --url $u3 --url redis://127.0.0.1:$down1 x -- true
 one server twice|run: --url #3 names 127.0.0.1:${node_ports[0]} again|run --url $u1 --url $u2 --url $u1 x -- true
-an etcd node|run: RedLock's nodes are Redis servers, but --url #2 is an etcd URL|run --url $u1 --url etcd://127.0.0.1:2379 --url $u3 x -- true
+an etcd node|run: RedLock's nodes are Redis servers, but --url #2 is a URL of etcd \(one --url names a whole etcd cluster\)|run --url $u1 --url etcd://127.0.0.1:2379 --url $u3 x -- true
 a malformed node URL|run: malformed Redis URL in --url #3|run --url $u1 --url $u2 --url redis://:99999 x -- true
 --fair|run: --fair is not offered with several --url|run --url $u1 --url $u2 --url $u3 --fair x -- true
 --capacity|run: --capacity is not offered with several --url|run --url $u1 --url $u2 --url $u3 --capacity 2 x -- true

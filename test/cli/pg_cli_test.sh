@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# End-to-end tests of the corolock command-line tool over PostgreSQL: run and
+# status with a postgresql:// URL (list and break are refused), against a
+# throwaway server that this script makes (initdb) and starts on a free
+# loopback port, as test/support/pg_server.cpp does (as root, as the user
+# postgres or nobody).
+#
+#   pg_cli_test.sh COROLOCK_BIN [GROUP...]
+#
+# GROUPs: run exclusion inspect (default: all); the cases are
+# store_cli_cases.sh's, shared with zk_cli_test.sh. Needs PostgreSQL's initdb
+# and postgres (COROLOCK_PG_BINDIR, else the newest
+# /usr/lib/postgresql/*/bin), and python3 (or COROLOCK_PYTHON) for --json
+# output.
+#
+# Every command runs under `timeout`, every wait loop is bounded in count
+# and time, and only processes started here are ever signalled. The last
+# line is "N passed, M failed"; the exit status is non-zero on any failure.
+set -u
+
+bin=${1:?usage: pg_cli_test.sh COROLOCK_BIN [GROUP...]}
+shift
+
+pg_bindir=${COROLOCK_PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+python=${COROLOCK_PYTHON:-python3}
+
+tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-pg-cli-test.XXXXXX")
+url=""
+
+# The shared harness: assertions, spawn/reap, free_port, cl, json_field,
+# stop_pid, trap_node_cleanup (the server's pid goes in node_pids).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+trap_node_cleanup
+
+# As root, the server runs as postgres (or nobody): it refuses root.
+as_owner=()
+if [ "$(id -u)" = 0 ]; then
+  owner=postgres
+  id "$owner" >/dev/null 2>&1 || owner=nobody
+  as_owner=(setpriv --reuid="$owner" --regid="$(id -g "$owner")" --clear-groups --)
+  chown "$owner" "$tmp_dir"
+fi
+
+pg_serving() {  # PORT: the server accepts a connection (pg_isready)
+  "$pg_bindir/pg_isready" -q -h 127.0.0.1 -p "$1" -t 1
+}
+
+start_server() {
+  local port
+  port=$(free_port) || return 1
+  if ! timeout 120 "${as_owner[@]}" "$pg_bindir/initdb" -D "$tmp_dir/data" -U corolock -A trust \
+    -E UTF8 --no-sync --no-instructions >"$tmp_dir/initdb.log" 2>&1; then
+    echo "initdb failed:" >&2
+    tail -n 20 "$tmp_dir/initdb.log" >&2
+    return 1
+  fi
+  "${as_owner[@]}" "$pg_bindir/postgres" -D "$tmp_dir/data" -p "$port" -k "$tmp_dir" \
+    -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50 -c shared_buffers=16MB \
+    -c log_min_messages=fatal >"$tmp_dir/pg.log" 2>&1 &
+  node_pids+=("$!")
+  url="postgresql://corolock@127.0.0.1:$port/postgres"
+  if ! wait_until 30 pg_serving "$port"; then
+    echo "postgres did not start:" >&2
+    tail -n 20 "$tmp_dir/pg.log" >&2
+    return 1
+  fi
+}
+
+
+service=PostgreSQL
+over="over pg"
+backend=postgresql
+holder_re='^session: +server pid [0-9]+$'
+
+url_cases() {
+  cl 10 run --url "postgresql://corolock:s3cret@127.0.0.1:5432/postgres?nosuchoption=1" r3 -- true
+  expect_status "run: a malformed PostgreSQL URL" 64 "$last_status"
+  expect_match "run: says what is wrong" "malformed PostgreSQL URL in --url: " "$tmp_dir/err"
+  expect_no_match "run: the password is not echoed" "s3cret" "$tmp_dir/err"
+  cl 10 run --url "postgres://corolock@${url#postgresql://corolock@}" r4 -- true
+  expect_status "run: a postgres:// URL works too" 0 "$last_status" "$(cat "$tmp_dir/err")"
+}
+
+dead_url() { echo "postgresql://corolock:s3cret@127.0.0.1:$1/postgres"; }
+
+source "$(dirname "${BASH_SOURCE[0]}")/store_cli_cases.sh"
+run_groups "$@"
