@@ -89,7 +89,7 @@ if [[ -n $bench_etcd ]] && command -v "${COROLOCK_ETCD:-etcd}" >/dev/null; then
   source "$src/scripts/lib/throwaway_etcd.sh"
   trap 'throwaway_etcd_stop; cleanup' EXIT
   throwaway_etcd_start "$work"
-  timeout 60 "$bench_etcd" --endpoint "127.0.0.1:$ETCD_PORT" --mode smoke --out "$work/etcd.json" >/dev/null
+  timeout 60 "$bench_etcd" --url "$ETCD_URL" --mode smoke --out "$work/etcd.json" >/dev/null
   python3 - "$work/etcd.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

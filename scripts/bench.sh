@@ -262,7 +262,7 @@ if command -v "${COROLOCK_ETCD:-etcd}" >/dev/null; then
   trap 'throwaway_redis_stop; throwaway_etcd_stop' EXIT
   if throwaway_etcd_start "$run_dir"; then
     echo "bench: etcd on 127.0.0.1:$ETCD_PORT (pid $ETCD_PID)"
-    timeout 300 "$bench_etcd" --endpoint "127.0.0.1:$ETCD_PORT" --mode "$mode" \
+    timeout 300 "$bench_etcd" --url "$ETCD_URL" --mode "$mode" \
       --out "$build_dir/bench-etcd-results.json" | sed 's/^/bench: etcd: /' || status=1
     throwaway_etcd_stop
     echo "bench: etcd results in $build_dir/bench-etcd-results.json"
