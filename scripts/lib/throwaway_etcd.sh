@@ -10,6 +10,9 @@
 # in DIR/etcd-data, its log in DIR/etcd.log. The binary is $COROLOCK_ETCD,
 # else etcd from PATH. Ready when GET /health answers "true" (curl).
 
+# shellcheck source=stop_pid.sh
+source "$(dirname "${BASH_SOURCE[0]}")/stop_pid.sh"
+
 ETCD_PORT=""
 ETCD_PID=""
 ETCD_URL=""
@@ -44,8 +47,7 @@ throwaway_etcd_start() {
       fi
       sleep 0.1
     done
-    kill -KILL "$ETCD_PID" 2>/dev/null || true
-    wait "$ETCD_PID" 2>/dev/null || true
+    stop_pid "$ETCD_PID" KILL
     ETCD_PID=""
   done
   echo "could not start etcd on free loopback ports:" >&2
@@ -54,11 +56,6 @@ throwaway_etcd_start() {
 }
 
 throwaway_etcd_stop() {
-  if [[ -n $ETCD_PID ]]; then
-    kill -TERM "$ETCD_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$ETCD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$ETCD_PID" 2>/dev/null || true
-    wait "$ETCD_PID" 2>/dev/null || true
-  fi
+  stop_pid "$ETCD_PID"
   ETCD_PID=""
 }

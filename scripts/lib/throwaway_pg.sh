@@ -13,6 +13,9 @@
 # binaries are in $COROLOCK_PG_BINDIR, else beside postgres on PATH, else
 # the newest /usr/lib/postgresql/*/bin. Ready when pg_isready says so.
 
+# shellcheck source=stop_pid.sh
+source "$(dirname "${BASH_SOURCE[0]}")/stop_pid.sh"
+
 PG_PORT=""
 PG_PID=""
 PG_URL=""
@@ -71,8 +74,7 @@ throwaway_pg_start() {
       fi
       sleep 0.1
     done
-    kill -KILL "$PG_PID" 2>/dev/null || true
-    wait "$PG_PID" 2>/dev/null || true
+    stop_pid "$PG_PID" KILL
     PG_PID=""
   done
   echo "could not start postgres on a free loopback port:" >&2
@@ -81,13 +83,8 @@ throwaway_pg_start() {
 }
 
 throwaway_pg_stop() {
-  if [[ -n $PG_PID ]]; then
-    # SIGINT: a fast shutdown (clients are disconnected, no checkpoint wait).
-    kill -INT "$PG_PID" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$PG_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$PG_PID" 2>/dev/null || true
-    wait "$PG_PID" 2>/dev/null || true
-  fi
+  # SIGINT: a fast shutdown (clients are disconnected, no checkpoint wait).
+  stop_pid "$PG_PID" INT
   PG_PID=""
   [[ -n $_pg_dir ]] && rm -rf "$_pg_dir"
   _pg_dir=""

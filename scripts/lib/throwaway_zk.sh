@@ -13,6 +13,9 @@
 # fsynced (forceSync=no) unless COROLOCK_BENCH_FSYNC=on. Ready when the
 # four-letter word srvr reports a mode.
 
+# shellcheck source=stop_pid.sh
+source "$(dirname "${BASH_SOURCE[0]}")/stop_pid.sh"
+
 ZK_PORT=""
 ZK_PID=""
 ZK_URL=""
@@ -67,8 +70,7 @@ EOF
       fi
       sleep 0.2
     done
-    kill -KILL "$ZK_PID" 2>/dev/null || true
-    wait "$ZK_PID" 2>/dev/null || true
+    stop_pid "$ZK_PID" KILL
     ZK_PID=""
   done
   echo "could not start ZooKeeper on a free loopback port:" >&2
@@ -77,11 +79,6 @@ EOF
 }
 
 throwaway_zk_stop() {
-  if [[ -n $ZK_PID ]]; then
-    kill -TERM "$ZK_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$ZK_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$ZK_PID" 2>/dev/null || true
-    wait "$ZK_PID" 2>/dev/null || true
-  fi
+  stop_pid "$ZK_PID"
   ZK_PID=""
 }
