@@ -54,19 +54,20 @@ public:
     virtual void stop() noexcept {}
 };
 
+// What a program's connect() gives: its raw client, connected.
+using raw_connection = boost::asio::awaitable<std::unique_ptr<raw_client>>;
+
 // Program options beyond the common ones ("--held 100" is {"held", "100"}).
 using option_map = std::map<std::string, std::string>;
 
 struct backend_bench {
     std::string program;        // for messages: "corolock_bench_zk"
     std::string floor_request;  // what one floor round trip is, for the JSON
-    std::function<boost::asio::awaitable<std::unique_ptr<raw_client>>(
-        boost::asio::any_io_executor, std::string url)>
-        connect;
+    std::function<raw_connection(boost::asio::any_io_executor, std::string url)> connect;
     // Optional: more figures of the same run, after the others.
     std::function<boost::asio::awaitable<void>(boost::asio::any_io_executor, std::string url,
                                                run_mode, const option_map&, metrics&)>
-        extra;
+        extra = nullptr;
 };
 
 // main() of such a program.

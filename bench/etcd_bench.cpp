@@ -81,18 +81,20 @@ private:
     std::shared_ptr<etcd::gateway> gw_;
 };
 
+// A raw client on the server `url` names.
+bench::raw_connection connect_raw(asio::any_io_executor ex, std::string url) {
+    etcd::backend_options opts;
+    std::string why;
+    if (etcd::parse_url(url, opts, why)) throw std::runtime_error("bad URL: " + why);
+    co_return std::make_unique<etcd_raw>(ex, etcd::gateway::create(ex, opts.gateway));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bench::backend_bench b;
-    b.program = "corolock_bench_etcd";
-    b.floor_request = "POST /v3/kv/range of one key";
-    b.connect = [](asio::any_io_executor ex,
-                   std::string url) -> asio::awaitable<std::unique_ptr<bench::raw_client>> {
-        etcd::backend_options opts;
-        std::string why;
-        if (etcd::parse_url(url, opts, why)) throw std::runtime_error("bad URL: " + why);
-        co_return std::make_unique<etcd_raw>(ex, etcd::gateway::create(ex, opts.gateway));
-    };
-    return bench::run_backend_bench(argc, argv, b);
+    return bench::run_backend_bench(
+        argc, argv,
+        {.program = "corolock_bench_etcd",
+         .floor_request = "POST /v3/kv/range of one key",
+         .connect = connect_raw});
 }

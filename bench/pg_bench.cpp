@@ -124,21 +124,23 @@ asio::awaitable<void> held_locks(asio::any_io_executor ex, std::string url, benc
     b.stop();
 }
 
+// A raw client on the server `url` names.
+bench::raw_connection connect_raw(asio::any_io_executor ex, std::string url) {
+    auto c = co_await open(ex, url);
+    // What the backend does once per session and once per backend.
+    co_await must(c, pg::session_setup());
+    if (const auto a = co_await c->exec(pg::create_table()); !a.ok() && !pg::ddl_ok(a.sqlstate))
+        throw std::runtime_error("create table: " + a.message);
+    co_return std::make_unique<pg_raw>(ex, c);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bench::backend_bench b;
-    b.program = "corolock_bench_pg";
-    b.floor_request = "SELECT 1";
-    b.connect = [](asio::any_io_executor ex,
-                   std::string url) -> asio::awaitable<std::unique_ptr<bench::raw_client>> {
-        auto c = co_await open(ex, url);
-        // What the backend does once per session and once per backend.
-        co_await must(c, pg::session_setup());
-        if (const auto a = co_await c->exec(pg::create_table()); !a.ok() && !pg::ddl_ok(a.sqlstate))
-            throw std::runtime_error("create table: " + a.message);
-        co_return std::make_unique<pg_raw>(ex, c);
-    };
-    b.extra = held_locks;
-    return bench::run_backend_bench(argc, argv, b);
+    return bench::run_backend_bench(
+        argc, argv,
+        {.program = "corolock_bench_pg",
+         .floor_request = "SELECT 1",
+         .connect = connect_raw,
+         .extra = held_locks});
 }

@@ -98,21 +98,23 @@ private:
     std::shared_ptr<zk::session> s_;
 };
 
+// A raw client on the server `url` names.
+bench::raw_connection connect_raw(asio::any_io_executor ex, std::string url) {
+    zk::zk_options opts;
+    std::string why;
+    if (zk::parse_url(url, opts, why)) throw std::runtime_error("bad URL: " + why);
+    auto raw = std::make_unique<zk_raw>(asio::make_strand(corolock::detail::inner_executor(ex)),
+                                        corolock::detail::default_logger(), opts);
+    co_await asio::co_spawn(raw->executor(), raw->start(), asio::use_awaitable);
+    co_return std::move(raw);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    bench::backend_bench b;
-    b.program = "corolock_bench_zk";
-    b.floor_request = "getData /";
-    b.connect = [](asio::any_io_executor ex,
-                   std::string url) -> asio::awaitable<std::unique_ptr<bench::raw_client>> {
-        zk::zk_options opts;
-        std::string why;
-        if (zk::parse_url(url, opts, why)) throw std::runtime_error("bad URL: " + why);
-        auto raw = std::make_unique<zk_raw>(asio::make_strand(corolock::detail::inner_executor(ex)),
-                                            corolock::detail::default_logger(), opts);
-        co_await asio::co_spawn(raw->executor(), raw->start(), asio::use_awaitable);
-        co_return std::move(raw);
-    };
-    return bench::run_backend_bench(argc, argv, b);
+    return bench::run_backend_bench(
+        argc, argv,
+        {.program = "corolock_bench_zk",
+         .floor_request = "getData /",
+         .connect = connect_raw});
 }
