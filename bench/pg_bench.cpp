@@ -1,51 +1,40 @@
 // corolock_bench_pg: the PostgreSQL backend against raw round trips to the
-// same server, in the same run (docs/postgresql.md, "Measurements").
+// same server, in one run (scripts/bench.sh starts a throwaway server and
+// runs it; docs/postgresql.md, "Measurements"). What is measured, and how,
+// is bench/backend_bench.hpp's; this program supplies the raw requests:
 //
-//   corolock_bench_pg URL [cycles] [held]
+//   corolock_bench_pg --url postgresql://... [--mode full|quick|smoke] [--out FILE] [--held N]
 //
-//  - floor: `SELECT 1` on one session through the backend's own libpq shell
-//    (src/pg/connection.hpp), no lock logic; p50 of `cycles` round trips.
-//  - uncontended cycle: acquire + release on one name, one coroutine (two
-//    statements on a pooled session); p50, cycles/s, and p50 over two floors.
-//  - handoff: a waiter blocked in the server's lock queue on a second
-//    backend; from the holder's release call to the waiter's grant; p50 over
-//    one floor.
-//  - held: `held` locks held at once by one backend (one session each), and
-//    the server's memory for them: the PSS of their server processes (read
-//    from /proc, so run it on the server's machine, as root or as the user
-//    running postgres).
-// Benchmarks are not tests: nothing here asserts on speed.
+//  floor: `SELECT 1` on one session through the backend's own libpq shell
+//     (src/pg/connection.hpp).
+//  raw protocol cycle: the statements of an uncontended acquire (with a
+//     wait) and release, on that session: wait_setup, wait_acquire (the
+//     advisory lock and the fence's commit), release.
+//  held (after the rest): N locks held at once by one backend (one session
+//     each; 100 unless --held says otherwise, 0: skipped), and the server's
+//     memory for them: the PSS of their server processes, read from /proc,
+//     so run it on the server's machine, as root or as the user running
+//     postgres.
+#include "backend_bench.hpp"
+
 #include "pg/connection.hpp"
 
 #include <corolock/backend.hpp>
 #include <corolock/mutex.hpp>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
-#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/strand.hpp>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <fstream>
-#include <iostream>
+#include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace asio = boost::asio;
-using clock_type = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 namespace pg = corolock::detail::pg;
 
 namespace {
-
-double p50_us(std::vector<clock_type::duration> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0 : std::chrono::duration<double, std::micro>(v[v.size() / 2]).count();
-}
 
 long pss_kb(const std::string& pid) {
     std::ifstream in("/proc/" + pid + "/smaps_rollup");
@@ -61,112 +50,97 @@ long pss_kb(const std::string& pid) {
     return -1;
 }
 
+asio::awaitable<pg::answer> must(std::shared_ptr<pg::connection> c, pg::statement s) {
+    auto a = co_await c->exec(std::move(s));
+    if (!a.ok()) throw std::runtime_error("statement failed: " + a.sqlstate + " " + a.message);
+    co_return a;
+}
+
+asio::awaitable<std::shared_ptr<pg::connection>> open(asio::any_io_executor ex, std::string url) {
+    auto parts = std::make_shared<pg::url_parts>();
+    std::string why;
+    if (pg::split_url(url, *parts, why)) throw std::runtime_error("bad URL: " + why);
+    auto c = std::make_shared<pg::connection>(
+        asio::make_strand(corolock::detail::inner_executor(ex)), std::move(parts));
+    if (co_await c->connect(5s, why)) throw std::runtime_error("connect: " + why);
+    co_return c;
+}
+
+class pg_raw final : public bench::raw_client {
+public:
+    pg_raw(asio::any_io_executor ex, std::shared_ptr<pg::connection> c)
+        : ex_(std::move(ex)), c_(std::move(c)) {}
+
+    asio::any_io_executor executor() const override { return ex_; }
+
+    asio::awaitable<void> round_trip() override { co_await must(c_, pg::renew()); }
+
+    bool has_protocol_cycle() const override { return true; }
+
+    asio::awaitable<void> protocol_cycle() override {
+        const std::string name = "bench/raw";
+        co_await must(c_, pg::wait_setup(10s, "corolock-bench-raw"));
+        co_await must(c_, pg::wait_acquire(name, 10s, "4242 bench-host corolock_bench_pg"));
+        co_await must(c_, pg::release(name));
+    }
+
+    void stop() noexcept override { c_->close(); }
+
+private:
+    asio::any_io_executor ex_;
+    std::shared_ptr<pg::connection> c_;
+};
+
+// `held` locks held at once by one backend, and their sessions' memory.
+asio::awaitable<void> held_locks(asio::any_io_executor ex, std::string url, bench::run_mode mode,
+                                 const bench::option_map& opt, bench::metrics& m) {
+    const auto it = opt.find("held");
+    const int held = it != opt.end() ? std::stoi(it->second)
+                                     : (mode == bench::run_mode::smoke ? 5 : 100);
+    if (held <= 0) co_return;
+    corolock::backend b(ex, url);
+    std::vector<std::unique_ptr<corolock::mutex>> handles;
+    std::vector<corolock::guard> guards;
+    for (int i = 0; i < held; ++i) {
+        handles.push_back(std::make_unique<corolock::mutex>(b, "bench:held:" + std::to_string(i)));
+        guards.push_back(co_await handles.back()->acquire({.lease = 30s}));
+    }
+    auto raw = co_await open(ex, url);
+    const auto pids = co_await must(
+        raw, {"SELECT pid::text FROM pg_stat_activity WHERE application_name LIKE 'corolock:%' "
+              "AND state = 'idle'",
+              {}});
+    long total = 0, counted = 0;
+    for (const auto& r : pids.rows)
+        if (const long kb = r.at(0) ? pss_kb(*r[0]) : -1; kb > 0) {
+            total += kb;
+            ++counted;
+        }
+    for (auto& g : guards) co_await g.release();
+    m.count("held_locks", static_cast<std::uint64_t>(held));
+    m.count("held_sessions_seen", pids.rows.size());
+    m.number("held_session_pss_kb", counted ? static_cast<double>(total) / counted : NAN);
+    raw->close();
+    b.stop();
+}
+
+// A raw client on the server `url` names.
+bench::raw_connection connect_raw(asio::any_io_executor ex, std::string url) {
+    auto c = co_await open(ex, url);
+    // What the backend does once per session and once per backend.
+    co_await must(c, pg::session_setup());
+    if (const auto a = co_await c->exec(pg::create_table()); !a.ok() && !pg::ddl_ok(a.sqlstate))
+        throw std::runtime_error("create table: " + a.message);
+    co_return std::make_unique<pg_raw>(ex, c);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc < 2) {
-        std::cerr << "usage: corolock_bench_pg URL [cycles] [held]\n";
-        return 2;
-    }
-    const std::string url = argv[1];
-    const int cycles = argc > 2 ? std::stoi(argv[2]) : 2000;
-    const int held = argc > 3 ? std::stoi(argv[3]) : 100;
-    asio::io_context ioc;
-    corolock::backend a(ioc.get_executor(), url), b(ioc.get_executor(), url);
-    int rc = 0;
-    asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-        // Floor: SELECT 1 through the same shell.
-        pg::url_parts parts;
-        std::string why;
-        pg::split_url(url, parts, why);
-        auto raw = std::make_shared<pg::connection>(
-            asio::make_strand(corolock::detail::inner_executor(ioc.get_executor())),
-            std::make_shared<const pg::url_parts>(parts));
-        if (auto ec = co_await raw->connect(5s, why)) {
-            std::cerr << "connect: " << why << "\n";
-            rc = 1;
-            co_return;
-        }
-        std::vector<clock_type::duration> floor, cycle, handoff;
-        for (int i = 0; i < cycles; ++i) {
-            const auto t0 = clock_type::now();
-            co_await raw->exec(pg::renew());
-            floor.push_back(clock_type::now() - t0);
-        }
-        corolock::mutex m(a, "bench:cycle");
-        const auto c0 = clock_type::now();
-        for (int i = 0; i < cycles; ++i) {
-            const auto t0 = clock_type::now();
-            auto g = co_await m.acquire({.lease = 30s});
-            co_await g.release();
-            cycle.push_back(clock_type::now() - t0);
-        }
-        const double per_s = cycles / std::chrono::duration<double>(clock_type::now() - c0).count();
-
-        // Handoff: the waiter is queued on the server before each release.
-        corolock::mutex holder(a, "bench:handoff"), waiter(b, "bench:handoff");
-        const int rounds = std::max(20, cycles / 20);
-        for (int i = 0; i < rounds; ++i) {
-            auto g = co_await holder.acquire({.lease = 30s});
-            clock_type::time_point granted{};
-            bool done = false;
-            asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-                auto w = co_await waiter.acquire({.lease = 30s, .wait = 10s});
-                granted = clock_type::now();
-                co_await w.release();
-                done = true;
-            }, asio::detached);
-            asio::steady_timer t(co_await asio::this_coro::executor, 5ms);
-            co_await t.async_wait(asio::use_awaitable);  // the waiter reaches the queue
-            const auto released = clock_type::now();
-            co_await g.release();
-            while (!done) {
-                t.expires_after(200us);
-                co_await t.async_wait(asio::use_awaitable);
-            }
-            handoff.push_back(granted - released);
-        }
-
-        // Many held locks: one session each.
-        std::vector<std::unique_ptr<corolock::mutex>> handles;
-        std::vector<corolock::guard> guards;
-        for (int i = 0; i < held; ++i) {
-            handles.push_back(std::make_unique<corolock::mutex>(a, "bench:held:" + std::to_string(i)));
-            guards.push_back(co_await handles.back()->acquire({.lease = 30s}));
-        }
-        const auto pids = co_await raw->exec(
-            {"SELECT pid::text FROM pg_stat_activity WHERE application_name LIKE 'corolock:%' "
-             "AND state = 'idle'",
-             {}});
-        long total = 0, counted = 0;
-        for (const auto& r : pids.rows)
-            if (const long kb = r.at(0) ? pss_kb(*r[0]) : -1; kb > 0) {
-                total += kb;
-                ++counted;
-            }
-        for (auto& g : guards) co_await g.release();
-
-        const double f = p50_us(floor);
-        std::printf("floor SELECT 1 p50           %8.1f us\n", f);
-        std::printf("uncontended cycle p50         %8.1f us  (%.0f cycles/s, %.2f x two floors)\n",
-                    p50_us(cycle), per_s, p50_us(cycle) / (2 * f));
-        std::printf("handoff p50                   %8.1f us  (%.2f x one floor, %d rounds)\n",
-                    p50_us(handoff), p50_us(handoff) / f, rounds);
-        std::printf("held locks                    %8d      (%zu sessions seen, PSS of %ld: %ld kB, %.0f kB each)\n",
-                    held, pids.rows.size(), counted, total, counted ? double(total) / counted : 0.0);
-        raw->close();
-        a.stop();
-        b.stop();
-    }, [&](std::exception_ptr e) {
-        if (e) {
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& x) {
-                std::cerr << "bench: " << x.what() << "\n";
-            }
-            rc = 1;
-        }
-    });
-    ioc.run();
-    return rc;
+    return bench::run_backend_bench(
+        argc, argv,
+        {.program = "corolock_bench_pg",
+         .floor_request = "SELECT 1",
+         .connect = connect_raw,
+         .extra = held_locks});
 }

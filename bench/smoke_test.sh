@@ -4,14 +4,16 @@
 # every scenario ok. It checks that the benchmark still works, never how
 # fast anything is: speed is scripts/bench.sh's business.
 #
-#   bench/smoke_test.sh SOURCE_DIR BENCH_BINARY [ETCD_BENCH_BINARY]
+#   bench/smoke_test.sh SOURCE_DIR BENCH_BINARY [ETCD_BENCH [PG_BENCH [ZK_BENCH]]]
 #
-# With the third argument and etcd on PATH, corolock_bench_etcd also runs
-# once in smoke mode against a throwaway etcd.
+# Each backend's program given (not "-") whose server is found also runs
+# once in smoke mode against a throwaway server of its own (scripts/lib).
 set -euo pipefail
 src=$1
 bench=$2
 bench_etcd=${3:-}
+bench_pg=${4:-}
+bench_zk=${5:-}
 work=$(mktemp -d)
 # shellcheck source=../scripts/lib/throwaway_redis.sh
 source "$src/scripts/lib/throwaway_redis.sh"
@@ -84,18 +86,31 @@ if broken:
 print(f"bench smoke: {len(got)} scenarios ok, {len(d['targets'])} targets evaluated")
 PY
 
-if [[ -n $bench_etcd ]] && command -v "${COROLOCK_ETCD:-etcd}" >/dev/null; then
-  # shellcheck source=../scripts/lib/throwaway_etcd.sh
-  source "$src/scripts/lib/throwaway_etcd.sh"
-  trap 'throwaway_etcd_stop; cleanup' EXIT
-  throwaway_etcd_start "$work"
-  timeout 60 "$bench_etcd" --endpoint "127.0.0.1:$ETCD_PORT" --mode smoke --out "$work/etcd.json" >/dev/null
-  python3 - "$work/etcd.json" <<'PY'
+# shellcheck source=../scripts/lib/throwaway_etcd.sh
+source "$src/scripts/lib/throwaway_etcd.sh"
+# shellcheck source=../scripts/lib/throwaway_pg.sh
+source "$src/scripts/lib/throwaway_pg.sh"
+# shellcheck source=../scripts/lib/throwaway_zk.sh
+source "$src/scripts/lib/throwaway_zk.sh"
+trap 'throwaway_etcd_stop; throwaway_pg_stop; throwaway_zk_stop; cleanup' EXIT
+for name in etcd pg zk; do
+  program_var=bench_$name
+  program=${!program_var}
+  if [[ -z $program || $program == - ]] || ! "throwaway_${name}_available"; then
+    echo "bench smoke: $name skipped (no program or no server)"
+    continue
+  fi
+  "throwaway_${name}_start" "$work"
+  url_var=${name^^}_URL
+  timeout 60 "$program" --url "${!url_var}" --mode smoke --out "$work/$name.json" >/dev/null
+  "throwaway_${name}_stop"
+  python3 - "$work/$name.json" "$name" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
-need = ("cycle_over_two_rtt", "handoff_over_rtt", "fairness_min_over_max")
-if not d.get("ok") or any(d.get(k) is None for k in need):
-    sys.exit(f"bench smoke: etcd scenarios incomplete: {d}")
-print(f"bench smoke: etcd scenarios ok ({d['handoffs']:.0f} handoffs)")
+need = ("cycle_over_two_rtt", "cycle_over_raw_protocol_cycle", "handoff_over_rtt",
+        "fairness_min_over_max")
+if not d.get("ok") or any(d.get(k) is None for k in need) or not d.get("handoffs"):
+    sys.exit(f"bench smoke: {sys.argv[2]} scenarios incomplete: {d}")
+print(f"bench smoke: {sys.argv[2]} scenarios ok ({d['handoffs']:.0f} handoffs)")
 PY
-fi
+done

@@ -15,6 +15,11 @@
 #                                    # and RedLock's R1, R2 (about 65 s)
 #   scripts/bench.sh --redlock       # only the RedLock scenarios R1, R2
 #   scripts/bench.sh --no-topology   # everything but C1, C2, T1, R1, R2
+#   scripts/bench.sh --backends      # only the etcd, PostgreSQL and ZooKeeper
+#                                    # backends against their own servers
+#                                    # (about 30 s each)
+#   COROLOCK_BENCH_FSYNC=on scripts/bench.sh --backends
+#                                    # PostgreSQL and ZooKeeper with fsync on
 #   COROLOCK_BENCH_CLUSTER_REPLICAS=1 scripts/bench.sh --topology
 #                                    # a replica per cluster primary (default 0)
 #
@@ -24,13 +29,14 @@
 # topology scenarios (after the rest, or alone with --topology) write
 # BUILD_DIR/bench-topology-results.json and BUILD_DIR/bench-run/topology/,
 # the RedLock ones BUILD_DIR/bench-redlock-results.json and
-# BUILD_DIR/bench-run/redlock/.
+# BUILD_DIR/bench-run/redlock/, the etcd, PostgreSQL and ZooKeeper ones
+# BUILD_DIR/bench-{etcd,pg,zk}-results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mode=full
 update_docs=0
-topology=1  # 0: skip the topology scenarios; 2: run only them; 3: only RedLock's
+topology=1  # 0: skip the topology scenarios; 2: run only them; 3: only RedLock's; 4: only the backends'
 for arg in "$@"; do
   case $arg in
     --quick) mode=quick ;;
@@ -39,7 +45,8 @@ for arg in "$@"; do
     --topology) topology=2 ;;
     --no-topology) topology=0 ;;
     --redlock) topology=3 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--update-docs] [--topology | --redlock | --no-topology]" >&2; exit 64 ;;
+    --backends) topology=4 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--update-docs] [--topology | --redlock | --backends | --no-topology]" >&2; exit 64 ;;
   esac
 done
 
@@ -67,9 +74,10 @@ fi
 # warning should not stop a measurement.
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DCOROLOCK_WERROR=OFF \
   -DCOROLOCK_BUILD_TESTS=OFF -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF >/dev/null
-cmake --build "$build_dir" -j "$jobs" --target corolock_bench corolock_bench_etcd corolock_bench_topology
+# corolock_backend_benches: corolock_bench_etcd, and _pg and _zk when their
+# client libraries are installed.
+cmake --build "$build_dir" -j "$jobs" --target corolock_bench corolock_backend_benches corolock_bench_topology
 bench=$build_dir/bench/corolock_bench
-bench_etcd=$build_dir/bench/corolock_bench_etcd
 # shellcheck disable=SC2034 # read by lib/topology_bench.sh
 bench_topology=$build_dir/bench/corolock_bench_topology
 built=$SECONDS
@@ -79,11 +87,60 @@ mkdir -p "$run_dir/plots"
 
 # shellcheck source=lib/throwaway_redis.sh
 source scripts/lib/throwaway_redis.sh
-trap throwaway_redis_stop EXIT
 # shellcheck source=lib/topology_bench.sh
 source scripts/lib/topology_bench.sh
 # shellcheck source=lib/redlock_bench.sh
 source scripts/lib/redlock_bench.sh
+# shellcheck source=lib/throwaway_etcd.sh
+source scripts/lib/throwaway_etcd.sh
+# shellcheck source=lib/throwaway_pg.sh
+source scripts/lib/throwaway_pg.sh
+# shellcheck source=lib/throwaway_zk.sh
+source scripts/lib/throwaway_zk.sh
+trap 'throwaway_redis_stop; throwaway_etcd_stop; throwaway_pg_stop; throwaway_zk_stop' EXIT
+
+# The etcd, PostgreSQL and ZooKeeper backends (bench/backend_bench.hpp), each
+# against a throwaway server of its own on a free loopback port, stopped by
+# PID: ratios to raw round trips that the program takes itself, on the same
+# server, in the same run. A backend whose server (or client library, so
+# its program) is missing is skipped with a message.
+run_backends() {
+  local name label result status=0
+  for name in etcd pg zk; do
+    case $name in
+      etcd) label=etcd ;;
+      pg) label=PostgreSQL ;;
+      zk) label=ZooKeeper ;;
+    esac
+    if [[ ! -x $build_dir/bench/corolock_bench_$name ]]; then
+      echo "bench: $label: corolock_bench_$name not built (no client library): skipped"
+      continue
+    fi
+    if ! "throwaway_${name}_available"; then
+      echo "bench: $label: no server binaries (scripts/setup.sh installs them): skipped"
+      continue
+    fi
+    if ! "throwaway_${name}_start" "$run_dir"; then
+      status=1
+      continue
+    fi
+    local url_var=${name^^}_URL pid_var=${name^^}_PID
+    echo "bench: $label at ${!url_var} (pid ${!pid_var})"
+    result=$build_dir/bench-$name-results.json
+    timeout 300 "$build_dir/bench/corolock_bench_$name" --url "${!url_var}" --mode "$mode" \
+      --out "$result" | sed "s/^/bench: $name: /" || status=1
+    "throwaway_${name}_stop"
+    echo "bench: $label results in $result"
+  done
+  return "$status"
+}
+
+if ((topology == 4)); then
+  status=0
+  run_backends || status=$?
+  echo "bench: build $((built - started)) s, run $((SECONDS - built)) s"
+  exit "$status"
+fi
 if ((topology >= 2)); then
   status=0
   if ((topology == 2)); then run_topology || status=$?; fi
@@ -253,25 +310,7 @@ timeout 900 "$bench" --port "$REDIS_PORT" --mode "$mode" --flush "${round_args[@
   status=$?
 throwaway_redis_stop
 
-# The etcd backend (E1-E4, bench/etcd_bench.cpp), against a throwaway etcd of
-# its own, when etcd is on PATH (scripts/setup.sh installs it): ratios to raw
-# gateway round trips that corolock_bench_etcd takes itself in the same run.
-if command -v "${COROLOCK_ETCD:-etcd}" >/dev/null; then
-  # shellcheck source=lib/throwaway_etcd.sh
-  source scripts/lib/throwaway_etcd.sh
-  trap 'throwaway_redis_stop; throwaway_etcd_stop' EXIT
-  if throwaway_etcd_start "$run_dir"; then
-    echo "bench: etcd on 127.0.0.1:$ETCD_PORT (pid $ETCD_PID)"
-    timeout 300 "$bench_etcd" --endpoint "127.0.0.1:$ETCD_PORT" --mode "$mode" \
-      --out "$build_dir/bench-etcd-results.json" | sed 's/^/bench: etcd: /' || status=1
-    throwaway_etcd_stop
-    echo "bench: etcd results in $build_dir/bench-etcd-results.json"
-  else
-    status=1
-  fi
-else
-  echo "bench: etcd not on PATH: the etcd scenarios are skipped"
-fi
+run_backends || status=1
 
 if ((plots)) && [[ -s $run_dir/handoff_cdf.dat && -s $run_dir/cycles_vs_coroutines.dat ]]; then
   ping_p50_us=$(awk -F, '{ print $2 * 1000 }' <<<"$ping_c1")

@@ -1,7 +1,8 @@
 # Sourced by scripts and shell tests that need an etcd of their own.
 #
 #   source scripts/lib/throwaway_etcd.sh
-#   throwaway_etcd_start DIR       # sets ETCD_PORT and ETCD_PID, or returns 1
+#   throwaway_etcd_available       # true when the etcd binary is found
+#   throwaway_etcd_start DIR       # sets ETCD_PORT, ETCD_PID and ETCD_URL, or returns 1
 #   ...
 #   throwaway_etcd_stop            # by the PID it started; safe to call twice
 #
@@ -9,8 +10,14 @@
 # in DIR/etcd-data, its log in DIR/etcd.log. The binary is $COROLOCK_ETCD,
 # else etcd from PATH. Ready when GET /health answers "true" (curl).
 
+# shellcheck source=stop_pid.sh
+source "$(dirname "${BASH_SOURCE[0]}")/stop_pid.sh"
+
 ETCD_PORT=""
 ETCD_PID=""
+ETCD_URL=""
+
+throwaway_etcd_available() { command -v "${COROLOCK_ETCD:-etcd}" >/dev/null; }
 
 throwaway_etcd_start() {
   local dir bin=${COROLOCK_ETCD:-etcd} client peer
@@ -35,12 +42,12 @@ throwaway_etcd_start() {
       kill -0 "$ETCD_PID" 2>/dev/null || break
       if curl -s --max-time 1 "http://127.0.0.1:$client/health" 2>/dev/null | grep -q '"health":"true"'; then
         ETCD_PORT=$client
+        ETCD_URL="etcd://127.0.0.1:$client"
         return 0
       fi
       sleep 0.1
     done
-    kill -KILL "$ETCD_PID" 2>/dev/null || true
-    wait "$ETCD_PID" 2>/dev/null || true
+    stop_pid "$ETCD_PID" KILL
     ETCD_PID=""
   done
   echo "could not start etcd on free loopback ports:" >&2
@@ -49,11 +56,6 @@ throwaway_etcd_start() {
 }
 
 throwaway_etcd_stop() {
-  if [[ -n $ETCD_PID ]]; then
-    kill -TERM "$ETCD_PID" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$ETCD_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$ETCD_PID" 2>/dev/null || true
-    wait "$ETCD_PID" 2>/dev/null || true
-  fi
+  stop_pid "$ETCD_PID"
   ETCD_PID=""
 }

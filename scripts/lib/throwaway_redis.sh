@@ -46,14 +46,8 @@ throwaway_redis_start() {
   return 1
 }
 
-# Ends a process this script started: TERM, up to 5 s, then KILL.
-stop_pid() {
-  local pid=$1
-  [[ -n $pid ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$pid" 2>/dev/null || true
-}
+# shellcheck source=stop_pid.sh
+source "$(dirname "${BASH_SOURCE[0]}")/stop_pid.sh"
 
 throwaway_redis_stop() {
   stop_pid "$REDIS_PID"
