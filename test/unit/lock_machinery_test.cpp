@@ -405,6 +405,41 @@ TEST_CASE("completion: a handler of another context keeps work there, and its as
     CHECK(own == 3);
 }
 
+TEST_CASE("completion: without a client, an answer gives its context's work back on that context",
+          "[completion]") {
+    // An empty guard's release answers through complete_posted() with no
+    // client executor. The caller's io_context runs the handler, which stops
+    // it (as a run-until-done test harness does); the caller then destroys
+    // the context at once. Nothing of the answer may touch the context after
+    // that: before the fix, the system thread gave the work back there
+    // afterwards, a use after free under ASan.
+    namespace asio = boost::asio;
+    constexpr int rounds = 2000;
+    int answered = 0, inline_calls = 0, off_context = 0;
+    for (int i = 0; i < rounds; ++i) {
+        auto ioc = std::make_unique<asio::io_context>();
+        int got = 0;
+        bool initiating = true;
+        auto h = erase_keeping_work<void(int)>(
+            asio::bind_executor(ioc->get_executor(),
+                                [&, ctx = ioc.get(), ex = ioc->get_executor()](int v) {
+                                    got = v;
+                                    ctx->stop();
+                                    inline_calls += initiating ? 1 : 0;
+                                    off_context += ex.running_in_this_thread() ? 0 : 1;
+                                }),
+            asio::any_io_executor());
+        complete_posted(std::move(h), asio::any_io_executor(), 7);
+        initiating = false;
+        ioc->run();
+        answered += got == 7 ? 1 : 0;
+        ioc.reset();
+    }
+    CHECK(answered == rounds);
+    CHECK(inline_calls == 0);
+    CHECK(off_context == 0);
+}
+
 TEST_CASE("completion: only a handler on the client's own io_context executor is called directly",
           "[completion]") {
     namespace asio = boost::asio;

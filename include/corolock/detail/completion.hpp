@@ -86,7 +86,7 @@ private:
 // are that context's work for as long as the client lives, and stop()
 // completes every operation. Any other handler is wrapped to keep that work.
 // Without a client (an empty client_ex: an empty guard's operations) the
-// answer is posted at once, and post() keeps its own work.
+// answer is posted at once, and complete_posted() keeps the work.
 template <class Signature, class Handler>
 boost::asio::any_completion_handler<Signature> erase_keeping_work(
     Handler&& h, const boost::asio::any_io_executor& client_ex) {
@@ -141,16 +141,35 @@ erased_handler<Signature> erase_handler(Handler&& h, const boost::asio::any_io_e
 }
 
 // Completes from inside the initiating call: posted through `via` (the
-// client's executor; empty: the system executor) to the handler's own
-// associated executor.
+// client's executor) to the handler's own associated executor.
+//
+// With no client (an empty `via`: an empty guard's operations) the answer
+// goes through the system executor, but not as post(system_executor, h)
+// would send it: that wraps h with outstanding work on h's executor and
+// gives the work up on the system thread after handing h over. If h's
+// io_context then runs h and returns from run() at once, its owner may
+// destroy it while the system thread is still inside on_work_finished()
+// (ASan saw that: a use after free in the scheduler). Here the work rides
+// with the handler itself (work_keeping_handler), so it is given up on the
+// thread that ran h, when Asio frees the operation; the system thread only
+// forwards h by dispatch() and touches nothing of h's context afterwards.
 template <class Handler, class... Args>
 void complete_posted(Handler&& h, const boost::asio::any_io_executor& via, Args&&... args) {
     namespace asio = boost::asio;
-    if (via)
+    if (via) {
         asio::post(via, asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
-    else
-        asio::post(asio::system_executor(),
-                   asio::append(std::forward<Handler>(h), std::forward<Args>(args)...));
+        return;
+    }
+    auto ex = asio::get_associated_executor(h);
+    using executor_type = std::remove_cv_t<decltype(ex)>;
+    auto answer = asio::append(
+        work_keeping_handler<std::decay_t<Handler>, executor_type>(std::forward<Handler>(h), ex),
+        std::forward<Args>(args)...);
+    // dispatch(token) runs the answer on its associated executor (h's)
+    // without a work_dispatcher of its own, which would again give up work
+    // on this thread.
+    asio::post(asio::system_executor(),
+               [answer = std::move(answer)]() mutable { asio::dispatch(std::move(answer)); });
 }
 
 // Completes after the initiating call has returned: directly where
