@@ -1,5 +1,7 @@
 #include "redlock/redlock_url.hpp"
 
+#include "core/url_authority.hpp"
+
 #include <corolock/config.hpp>
 
 #include <boost/system/system_error.hpp>
@@ -41,16 +43,10 @@ redlock_url parse_redlock_url(std::string_view url) {
     const std::string node_scheme = scheme == "redlock+rediss" ? "rediss" : "redis";
     const std::string_view rest = url.substr(scheme_end + 3);
 
-    // As in a Redis URL: the authority ends at the first '/', '?' or '#',
-    // and an '@' after it is a password's unencoded character (not echoed).
-    const auto authority_end = rest.find_first_of("/?#");
-    const std::string_view authority = rest.substr(0, authority_end);
-    const std::string_view tail =
-        authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
-    if (tail.find('@') != std::string_view::npos)
-        fail(error::invalid_url,
-             "unexpected '@' after the hosts: percent-encode '/', '?' and '#' in the user name "
-             "and password (as %2F, %3F and %23)");
+    url_authority parts;
+    if (!split_authority(rest, parts)) fail(error::invalid_url, std::string(misplaced_at_message));
+    const std::string_view authority = parts.authority;
+    const std::string_view tail = parts.tail;
     const auto at = authority.rfind('@');
     const std::string_view userinfo =
         at == std::string_view::npos ? std::string_view() : authority.substr(0, at + 1);
