@@ -9,6 +9,7 @@
 #endif
 #include "redis/redis_backend.hpp"
 #include "redlock/redlock_backend.hpp"
+#include "redlock/redlock_url.hpp"
 #ifdef COROLOCK_HAVE_ZOOKEEPER
 #include "zk/zk_backend.hpp"
 #endif
@@ -81,6 +82,11 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
                                           detail::left_out_backend(scheme));
 #endif
     }
+    if (detail::is_redlock_scheme(scheme)) {
+        auto parsed = detail::parse_redlock_url(url);
+        return detail::connect_redlock(std::move(ex), parsed.nodes, cfg.holder_label,
+                                       parsed.options);
+    }
     if (scheme.empty() || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
         scheme == "rediss+sentinel" || scheme == "redis+cluster" || scheme == "rediss+cluster")
         // The Redis URL parser explains what is wrong with a URL without a
@@ -90,7 +96,7 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
         make_error_code(error::invalid_url),
         "unsupported URL scheme '" + scheme +
             "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd, "
-            "etcds, zk or postgresql");
+            "etcds, zk, postgresql or redlock (or redlock+rediss)");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "core/backend.hpp"
 #include "etcd/etcd_backend.hpp"
+#include "redlock/redlock_url.hpp"
 #ifdef COROLOCK_HAVE_POSTGRESQL
 #include "pg/pg_admin.hpp"
 #include "pg/pg_backend.hpp"
@@ -428,16 +429,21 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
     return std::nullopt;
 }
 
+// Where RedLock's node URLs came from: several --url, or the hosts of one
+// redlock:// URL (expanded by the library's parser).
+enum class redlock_source { options, url };
+
 std::optional<usage_error> resolve_redlock(const std::string& command,
                                            const std::vector<std::string_view>& urls,
-                                           common_options& o, const credential_options& cred);
+                                           common_options& o, const credential_options& cred,
+                                           redlock_source source);
 
 // Resolves --url / $REDIS_URL / the default and parses it, then applies the
 // password and TLS options. Several --url: RedLock's nodes (run only).
 std::optional<usage_error> resolve_url(const std::string& command,
                                        const std::vector<std::string_view>& urls,
                                        common_options& o, const credential_options& cred) {
-    if (urls.size() > 1) return resolve_redlock(command, urls, o, cred);
+    if (urls.size() > 1) return resolve_redlock(command, urls, o, cred, redlock_source::options);
     const std::optional<std::string_view> from_option =
         urls.empty() ? std::nullopt : std::optional<std::string_view>(urls.front());
     if (from_option) {
@@ -451,6 +457,26 @@ std::optional<usage_error> resolve_url(const std::string& command,
         o.url_from = "the default URL";
     }
     o.kind = kind_of_url(o.url);
+    if (o.kind == url_kind::redlock) {
+        // One URL naming RedLock's nodes: each becomes a node URL, as if
+        // given with --url of its own.
+        detail::redlock_url parsed;
+        try {
+            parsed = detail::parse_redlock_url(o.url);
+        } catch (const boost::system::system_error& e) {
+            // The library's message never holds the password.
+            return usage_error{command, "malformed RedLock URL in " + o.url_from + ": " +
+                                            redact_quoted(e.what())};
+        }
+        const std::vector<std::string_view> node_urls(parsed.nodes.begin(), parsed.nodes.end());
+        const auto url = o.url, from = o.url_from;
+        if (auto e = resolve_redlock(command, node_urls, o, cred, redlock_source::url); e) return e;
+        o.url = url;
+        o.url_from = from;
+        o.kind = url_kind::redis;
+        o.redlock_node_timeout = std::chrono::duration_cast<duration>(parsed.options.node_timeout);
+        return std::nullopt;
+    }
     if (!o.redis()) return resolve_store_url(command, o, cred);
     const bool password_elsewhere =
         cred.password_file.has_value() ||
@@ -473,8 +499,15 @@ std::optional<usage_error> resolve_url(const std::string& command,
 // the majority).
 std::optional<usage_error> resolve_redlock(const std::string& command,
                                            const std::vector<std::string_view>& urls,
-                                           common_options& o, const credential_options& cred) {
+                                           common_options& o, const credential_options& cred,
+                                           redlock_source source) {
     const std::string count = std::to_string(urls.size());
+    const bool by_url = source == redlock_source::url;
+    const std::string nodes = by_url ? "hosts in the redlock:// URL" : "--url";
+    if (command != "run" && by_url)
+        return usage_error{command, command + " reads one server, and a redlock:// URL names " +
+                                        count + " (a RedLock lock is a lock of its own on each "
+                                        "node: ask each in turn, with a redis:// --url)"};
     if (command != "run")
         return usage_error{command, command + " reads one server: give one --url (got " + count +
                                         "; a RedLock lock is a lock of its own on each node, "
@@ -484,12 +517,13 @@ std::optional<usage_error> resolve_redlock(const std::string& command,
                                     "and got 2: a majority of 2 is both, so losing either one "
                                     "stops every run"};
     if (urls.size() % 2 == 0)
-        return usage_error{command, "RedLock takes an odd number of --url (3, 5, ...) and got " +
+        return usage_error{command, "RedLock takes an odd number of " + nodes + " (3, 5, ...) and got " +
                                         count + ": a majority of " + count + " survives no more "
                                         "lost nodes than one node fewer"};
     std::vector<std::string> seen;
     for (std::size_t i = 0; i < urls.size(); ++i) {
-        const std::string from = "--url #" + std::to_string(i + 1);
+        const std::string from = by_url ? "node " + std::to_string(i + 1) + " of the redlock:// URL"
+                                        : "--url #" + std::to_string(i + 1);
         if (const auto kind = kind_of_url(urls[i]); kind != url_kind::redis) {
             common_options other;
             other.kind = kind;
@@ -808,6 +842,7 @@ url_kind kind_of_url(std::string_view url) {
     if (scheme == "etcd" || scheme == "etcds") return url_kind::etcd;
     if (scheme == "zk") return url_kind::zk;
     if (scheme == "postgresql" || scheme == "postgres") return url_kind::postgresql;
+    if (detail::is_redlock_scheme(scheme)) return url_kind::redlock;
     return url_kind::redis;
 }
 
@@ -816,6 +851,7 @@ std::string_view service_name(const common_options& o) {
         case url_kind::etcd: return "etcd";
         case url_kind::zk: return "ZooKeeper";
         case url_kind::postgresql: return "PostgreSQL";
+        case url_kind::redlock: return "RedLock";
         case url_kind::redis: break;
     }
     return "Redis";

@@ -89,8 +89,10 @@ std::string describe_server(const config& cfg);
 // The lock service a URL names, by its scheme: redis (redis://, rediss://,
 // the +sentinel and +cluster forms, and anything else, which the Redis
 // parser then explains), etcd (etcd://, etcds://), zk (zk://) or
-// postgresql (postgresql://, postgres://).
-enum class url_kind { redis, etcd, zk, postgresql };
+// postgresql (postgresql://, postgres://); redlock (redlock://,
+// redlock+redis://, redlock+rediss://) until resolve_url expands it into
+// nodes (common_options::nodes), after which the kind is redis.
+enum class url_kind { redis, etcd, zk, postgresql, redlock };
 url_kind kind_of_url(std::string_view url);
 
 // A usage error: what was wrong, in words a user can act on.
@@ -115,6 +117,8 @@ struct common_options {
     // in the order given; cfg is the first. Empty otherwise.
     std::vector<config> nodes;
     bool redlock() const noexcept { return !nodes.empty(); }
+    // A redlock:// URL's node_timeout_ms (the library's default otherwise).
+    std::optional<duration> redlock_node_timeout;
 };
 
 enum class on_lost_action { kill, ignore };

@@ -113,7 +113,8 @@ Options:
                       zk://host:port[,...][/root] or postgresql://... (a
                       plain lock; COROLOCK_TOKEN is a zxid on ZooKeeper, the
                       name's committed fence on PostgreSQL).
-                      Given 3, 5 or more times (an odd number): RedLock, the
+                      Given 3, 5 or more times (an odd number), or as one
+                      redlock://host,host,host[/db][?query] URL: RedLock, the
                       lock held on a majority of these independent Redis
                       servers (plain lock only; no fencing token:
                       COROLOCK_TOKEN is not set).

@@ -1077,9 +1077,10 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
                 nodes.emplace_back(ioc.get_executor(), cfg);
                 node_backends.push_back(nodes.back().lock_backend());
             }
+            detail::redlock_options ro;
+            if (o.common.redlock_node_timeout) ro.node_timeout = *o.common.redlock_node_timeout;
             locks.emplace(std::make_shared<detail::redlock_backend>(
-                              ioc.get_executor(), std::move(node_backends),
-                              detail::redlock_options{}),
+                              ioc.get_executor(), std::move(node_backends), ro),
                           true);
         } else {
             config cfg = tool_config(o.common);

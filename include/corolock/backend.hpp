@@ -23,6 +23,12 @@
 //                                          a ZooKeeper ensemble (3.5 or later;
 //                                          docs/backends.md), when built with
 //                                          libzookeeper_st
+//   redlock://[user:pass@]host[:port],host[:port],host[:port][/db][?query]
+//   redlock+rediss://...                   RedLock over 3 or more independent
+//                                          Redis servers sharing credentials
+//                                          (the nodes' TLS too); the query's
+//                                          node_timeout_ms=N is RedLock's, the
+//                                          rest every node's (docs/redlock.md)
 //
 // docs/backends.md compares them and says which to choose.
 //

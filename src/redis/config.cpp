@@ -10,6 +10,8 @@
 #include <corolock/config.hpp>
 #include <corolock/printable.hpp>
 
+#include "core/url_authority.hpp"
+
 #include <boost/asio/ip/address_v6.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -316,17 +318,10 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
     }
     const std::string_view rest = url.substr(scheme_end + 3);
 
-    // The authority ends at the first '/', '?' or '#' (RFC 3986, 3.2). An '@'
-    // after that point means a user name or password holds one of those
-    // characters unencoded; splitting there would mistake part of the
-    // password for the port or database (and echo it), so refuse instead.
-    const auto authority_end = rest.find_first_of("/?#");
-    const std::string_view authority = rest.substr(0, authority_end);
-    const std::string_view tail =
-        authority_end == std::string_view::npos ? std::string_view() : rest.substr(authority_end);
-    if (tail.find('@') != std::string_view::npos)
-        return fail("unexpected '@' after the URL's host: percent-encode '/', '?' and '#' in the "
-                    "user name and password (as %2F, %3F and %23)");
+    detail::url_authority parts;
+    if (!detail::split_authority(rest, parts)) return fail(std::string(detail::misplaced_at_message));
+    const std::string_view authority = parts.authority;
+    const std::string_view tail = parts.tail;
     if (tail.find('#') != std::string_view::npos)
         return fail("fragments ('#') are not supported in the URL");
     // The tail is empty, "/db", "?query" or "/db?query".

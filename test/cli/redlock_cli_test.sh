@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The corolock tool on RedLock: `run` with several --url, against three
+# The corolock tool on RedLock: `run` with several --url or one redlock://
+# URL, against three
 # independent redis-servers this script starts on free loopback ports.
 #
 #   redlock_cli_test.sh COROLOCK_BIN
@@ -127,6 +128,41 @@ expect_status "nodes down: two of three down is unreachable" 69 "$last_status"
 expect_match "nodes down: names the nodes" "cannot reach a majority of the 3 RedLock nodes \(2 needed, 1 left\): .*127.0.0.1:$down1.*127.0.0.1:$down2" "$tmp_dir/err"
 expect_true "nodes down: COMMAND did not run" [ ! -e "$tmp_dir/ran-down" ]
 expect_true "nodes down: nothing left on the live node" held_on down 0
+
+echo "# one redlock:// URL"
+# The same nodes in one URL (the library's parser splits it): run works as
+# with three --url; malformed ones are usage errors that never show the
+# password.
+rl_url="redlock://127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:${node_ports[2]}"
+cl 20 run --url "$rl_url?node_timeout_ms=150" rlu -- sh -c "for p in ${node_ports[*]}; do $redis_cli -h 127.0.0.1 -p \$p EXISTS 'corolock:{rlu}'; done"
+expect_status "url: run on a redlock:// URL" 0 "$last_status"
+expect_cond "url: the key is on all three nodes while COMMAND runs ($(grep -c '^1$' "$tmp_dir/out"))" \
+  '[ "$(grep -c "^1\$" "$tmp_dir/out")" = 3 ]'
+expect_true "url: released on every node" held_on rlu 0
+REDIS_URL="$rl_url" cl 20 run rlu -- true
+expect_status "url: from REDIS_URL" 0 "$last_status"
+spawn 60 "$bin" run --url "$rl_url" rlbusy -- sh -c "$(long_child 30)"
+url_holder=$last_pid
+expect_true "url: holder acquired on all three" wait_until 10 held_on rlbusy 3
+cl 20 run "${urls[@]}" --no-wait rlbusy -- true
+expect_status "url: three --url see the URL's holder" 75 "$last_status"
+kill -TERM "$url_holder" 2>/dev/null
+reap "$url_holder"
+expect_true "url: released after the holder's exit" held_on rlbusy 0
+while IFS='|' read -r what message args; do
+  # shellcheck disable=SC2086
+  cl 10 $args
+  expect_status "url usage: $what" 64 "$last_status"
+  expect_match "url usage: $what: message" "$message" "$tmp_dir/err"
+  expect_cond "url usage: $what: no password shown" '! grep -q pw-7c1e "$tmp_dir/err"'
+done <<EOF
+two hosts|run: malformed RedLock URL in --url: RedLock URL: names 2 hosts, at least 3|run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]} x -- true
+four hosts|run: RedLock takes an odd number of hosts in the redlock:// URL \(3, 5, ...\) and got 4|run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:${node_ports[2]},127.0.0.1:$down1 x -- true
+a bad third host|run: malformed RedLock URL in --url: RedLock URL: node 3: |run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:99999 x -- true
+a host twice|run: malformed RedLock URL in --url: RedLock URL: node 3 names host|run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:${node_ports[0]} x -- true
+status|status: status reads one server, and a redlock:// URL names 3|status --url $rl_url x
+EOF
+expect_true "url usage: nothing was locked" held_on x 0
 
 echo "# several names"
 cl 20 run "${urls[@]}" rb ra -- sh -c 'echo "$COROLOCK_LOCKS ${COROLOCK_NAME_1} ${COROLOCK_NAME_2} ${COROLOCK_TOKEN_1-unset}"'

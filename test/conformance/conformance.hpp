@@ -49,6 +49,16 @@ inline bool proxy_in_lock_path(const lock_server& s) {
     return false;
 }
 
+// Whether the backend's tokens are fencing tokens (each holder's larger than
+// the last). When not (RedLock: docs/redlock.md, "Tokens"), the case's
+// token assertions are skipped, with the reason, in a warning.
+inline bool fencing_tokens(const lock_server& s) {
+    const auto why = s.tokens_unfenced();
+    if (why.empty()) return true;
+    WARN("token checks skipped on " << s.backend() << ": " << why);
+    return false;
+}
+
 // Tries `m` until it gets the lock, for at most `limit`; the guard, or none.
 // For "the lock is free again" checks: polling try_acquire is the one public
 // way every backend has to ask.

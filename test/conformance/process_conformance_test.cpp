@@ -22,6 +22,8 @@
 //  - a holder paused (SIGSTOP) past its lease: its window ended before the
 //    resume, the lost signal comes after the resume, its late fenced write
 //    is refused by the oracle, and another owner held the lock meanwhile.
+//    Where tokens are no fencing tokens (RedLock), I2 and the oracle's
+//    verdicts are reported, not checked (lock_server::tokens_unfenced()).
 //  - a holder killed (kill -9): the next owner gets the lock within the
 //    lease plus 300 ms (plus the backend's documented expiry slack).
 //
@@ -60,6 +62,12 @@ TEST_CASE("mutual exclusion across processes, tokens fenced, counters exact",
     auto server = conformance::start_server();
     redis_server resource;
     const auto seed = fault_seed("conformance mutual exclusion");
+    // Without fencing tokens (RedLock) the token rules (I2, the oracle's
+    // verdicts, the workers' own token count) are reported, not checked:
+    // I1, I3 and the counters still must hold.
+    const bool fenced = conformance::fencing_tokens(*server);
+    h::check_options token_rules;
+    token_rules.check_i2 = fenced;
 
     // Three processes of four coroutines each, on two names, every
     // coroutine its own owner.
@@ -84,11 +92,11 @@ TEST_CASE("mutual exclusion across processes, tokens fenced, counters exact",
         INFO(w->output());
         REQUIRE(st);
         CHECK(child_process::exit_code(*st) == 0);
-        CHECK(w->output().find("violations 0") != std::string::npos);
+        if (fenced) CHECK(w->output().find("violations 0") != std::string::npos);
     }
     const long cycles = f.finish();
 
-    const auto inc = h::check_history(h::load_history(dir.path()));
+    const auto inc = h::check_history(h::load_history(dir.path()), token_rules);
     INFO(inc.report());
     CHECK(inc.ok());
     CHECK(inc.holders == processes * tasks * iterations);
@@ -99,10 +107,12 @@ TEST_CASE("mutual exclusion across processes, tokens fenced, counters exact",
     }
     CHECK(total == processes * tasks * iterations);
 
-    const auto r = f.check(f.counted());
+    auto opts = f.counted();
+    opts.check_i2 = fenced;
+    const auto r = f.check(opts);
     INFO(r.report());
     CHECK(r.ok());
-    CHECK(r.writes_accepted == r.completed_sections);
+    if (fenced) CHECK(r.writes_accepted == r.completed_sections);
     CHECK(cycles > 0);
     std::cout << "mutual exclusion: " << inc.holders << " increment holders, " << cycles
               << " oracle cycles (" << r.writes_accepted << " writes accepted)" << std::endl;
@@ -175,7 +185,12 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     f.resume(victim->index);
     f.finish();
 
-    const auto r = f.check(f.counted());
+    // Without fencing tokens (RedLock) nothing refuses the late write for
+    // sure: the window and the lost signal are checked, the write reported.
+    const bool fenced = conformance::fencing_tokens(*server);
+    auto opts = f.counted();
+    opts.check_i2 = fenced;
+    const auto r = f.check(opts);
     INFO(r.report());
     CHECK(r.ok());
     const auto* held = holder_at(r, pid, paused_at);
@@ -185,7 +200,7 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     CHECK(held->lost >= resumed_at);
     INFO("the late write: " << held->write_outcome << " " << held->write_error << ", invoked "
                             << ms_of(held->write_invoked - resumed_at) << " ms after SIGCONT");
-    CHECK(held->write_outcome == "rejected");
+    if (fenced) CHECK(held->write_outcome == "rejected");
     const auto* next = first_other_after(r, pid, paused_at);
     REQUIRE(next);
     CHECK(next->acquire_ok < resumed_at);

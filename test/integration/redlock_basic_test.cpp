@@ -1,7 +1,8 @@
 // RedLock (docs/redlock.md) against 3 and 5 live redis-servers: a majority
 // grants, a second owner is refused, a release frees every node, three
 // nodes down of five fail the acquire with nothing left behind, and kinds
-// other than the mutex are refused.
+// other than the mutex are refused; a re-entry asks no server; a later
+// holder's token can be smaller (no fencing); a redlock:// URL opens it.
 #include <corolock/corolock.hpp>
 
 #include "support/async_test.hpp"
@@ -167,4 +168,75 @@ TEST_CASE("redlock: after stop() nothing is left running, however many holds cam
     ioc.restart();
     ioc.run_for(5s);
     CHECK(ioc.stopped());  // ran out of work by itself
+}
+
+TEST_CASE("redlock: a re-entry joins the tenure without a round, with its token",
+          "[redlock][integration]") {
+    redlock_case c(3, "rl:reenter");
+    run_async(c.ioc, [&]() -> asio::awaitable<void> {
+        auto g1 = co_await c.a.acquire({.lease = 5s});
+        const auto rounds = c.locks.metrics().redlock_rounds;
+        std::vector<std::string> fields;  // per node: the hash's field count
+        for (const auto& s : c.f.servers) fields.push_back(s->cmd1({"HLEN", lock_key("rl:reenter")}));
+        auto g2 = co_await c.a.acquire({.lease = 5s});
+        CHECK(c.locks.metrics().redlock_rounds == rounds);  // no server was asked
+        CHECK(c.a.held_levels() == 2);
+        CHECK(g2.token() == g1.token());
+        for (std::size_t i = 0; i < c.f.servers.size(); ++i)  // no level added on a node
+            CHECK(c.f.servers[i]->cmd1({"HLEN", lock_key("rl:reenter")}) == fields[i]);
+        {
+            const auto ec = co_await g1.release();
+            CHECK_FALSE(ec);
+        }
+        CHECK(c.f.holding("rl:reenter") == 3);  // the tenure lasts until its last level
+        {
+            const auto ec = co_await g2.release();
+            CHECK_FALSE(ec);
+        }
+        CHECK(c.f.holding("rl:reenter") == 0);
+    }, 30s);
+}
+
+TEST_CASE("redlock: tokens are no fencing tokens, the next holder's may be smaller",
+          "[redlock][integration]") {
+    // docs/redlock.md, "Tokens": node 1's counter runs ahead (a fast clock),
+    // the first holder's majority includes it, the next one's does not.
+    redlock_case c(3, "rl:fence");
+    const std::string fence = lock_key("rl:fence") + ":fence";
+    REQUIRE(c.f.servers[0]->cmd1({"SET", fence, "9000000000000000"}) == "OK");
+    run_async(c.ioc, [&]() -> asio::awaitable<void> {
+        auto g1 = co_await c.a.acquire({.lease = 5s});
+        CHECK(g1.token() > 9000000000000000ULL);
+        {
+            const auto ec = co_await g1.release();
+            CHECK_FALSE(ec);
+        }
+        c.f.servers[0]->kill9();
+        auto g2 = co_await c.b.acquire({.lease = 5s, .wait = 5s});
+        CHECK(g2.token() < g1.token());  // a later holder, a smaller token
+        {
+            const auto ec = co_await g2.release();
+            CHECK_FALSE(ec);
+        }
+    }, 30s);
+}
+
+TEST_CASE("redlock: opened by a redlock:// URL, every host a node", "[redlock][integration]") {
+    redlock_fleet f(3);
+    asio::io_context ioc;
+    std::string url = "redlock://";
+    for (const auto& s : f.servers)
+        url += (url.size() > 10 ? "," : "") + std::string("127.0.0.1:") + std::to_string(s->port());
+    corolock::backend locks(ioc.get_executor(), url + "?node_timeout_ms=150");
+    CHECK(locks.scheme() == "redlock");
+    corolock::mutex a(locks, "rl:url");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto g = co_await a.acquire({.lease = 5s});
+        CHECK(f.holding("rl:url") == 3);
+        {
+            const auto ec = co_await g.release();
+            CHECK_FALSE(ec);
+        }
+        CHECK(f.holding("rl:url") == 0);
+    }, 30s);
 }

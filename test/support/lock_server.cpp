@@ -20,6 +20,8 @@
 #include "zk/url.hpp"
 #endif
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <stdexcept>
@@ -319,6 +321,62 @@ private:
     redis_server* paused_ = nullptr;
 };
 
+// RedLock over three redis-servers (redis_server.hpp), started for each
+// case (they start in milliseconds), named by one redlock:// URL. "The
+// server" is the first node: kill9, pause and restart act on it alone, a
+// minority, which RedLock is built to ride out.
+class redlock_lock_server final : public lock_server {
+public:
+    redlock_lock_server() {
+        for (auto& n : nodes_) n = std::make_unique<redis_server>();
+    }
+    std::string url() const override {
+        std::string out = "redlock://";
+        for (const auto& n : nodes_)
+            out += (&n == &nodes_.front() ? "" : ",") + std::string("127.0.0.1:") +
+                   std::to_string(n->port());
+        return out;
+    }
+    std::string url_via(std::uint16_t) const override { return {}; }
+    std::string proxy_unsupported() const override {
+        return "a RedLock holder talks to three independent servers, and a proxy in front of one "
+               "cuts off or slows a minority, which RedLock is built to ride out "
+               "(docs/redlock.md, \"Conformance\")";
+    }
+    std::string tokens_unfenced() const override {
+        return "a RedLock token is the largest of its majority's node tokens, which need not rise "
+               "from one holder to the next, and a re-entry joins the tenure with its token "
+               "(docs/redlock.md, \"Tokens\")";
+    }
+    std::string ends_tenure_at_deadline() const override {
+        return "a RedLock tenure whose majority can no longer be confirmed is lost and released "
+               "on every node at once, so a later release has no server's view to report "
+               "(docs/redlock.md, \"Releasing\")";
+    }
+    std::string scheme() const override { return "redlock"; }
+    std::uint16_t port() const override { return nodes_.front()->port(); }
+    pid_t pid() const override { return nodes_.front()->pid(); }
+    void kill9() override { nodes_.front()->kill9(); }
+    void pause() override { nodes_.front()->pause(); }
+    void resume() override { nodes_.front()->resume(); }
+    void restart() override { nodes_.front()->restart(); }
+    // Every owner with the lock's hash on any running node.
+    std::vector<std::string> owners(const std::string& name) const override {
+        const auto key = detail::keys_for(name);
+        std::vector<std::string> out;
+        for (const auto& n : nodes_) {
+            if (!n->running()) continue;
+            auto owner = n->cmd1({"HGET", std::string(key.lock()), "owner"});
+            if (!owner.empty() && std::find(out.begin(), out.end(), owner) == out.end())
+                out.push_back(std::move(owner));
+        }
+        return out;
+    }
+
+private:
+    std::array<std::unique_ptr<redis_server>, 3> nodes_;
+};
+
 // Adding a backend: write test/support/<name>_server.{hpp,cpp} (a real
 // server on free loopback ports, stopped by PID), wrap it in a lock_server
 // as the classes above do, and add a row to this table. Then list the name
@@ -337,6 +395,7 @@ const std::vector<std::pair<std::string, lock_server_factory>>& factories() {
 #endif
         {"sentinel", [] { return std::unique_ptr<lock_server>(new sentinel_lock_server()); }},
         {"cluster", [] { return std::unique_ptr<lock_server>(new cluster_lock_server()); }},
+        {"redlock", [] { return std::unique_ptr<lock_server>(new redlock_lock_server()); }},
     };
     return table;
 }

@@ -14,6 +14,8 @@
 // per process, on the first case that asks, share it among the cases (each
 // case uses lock names of its own) and stop it when the process exits.
 // Their kill9/pause/resume/restart act on a primary (see lock_server.cpp).
+// RedLock ("redlock") runs on three redis-servers started for each case;
+// its kill9/pause/resume/restart act on the first of them (a minority).
 //
 // A new backend plugs in with one entry in the factory table in
 // lock_server.cpp (see "Adding a backend" there).
@@ -50,6 +52,16 @@ public:
     // or "" when it does. The cases that need one are skipped, with this
     // reason, where it is not empty.
     virtual std::string proxy_unsupported() const { return {}; }
+    // Why this backend's tokens are no fencing tokens (a later holder's
+    // need not be larger, a re-entry's need not rise), or "" when they
+    // are. The cases skip their token assertions, with this reason, where
+    // it is not empty, and assert what the backend documents instead.
+    virtual std::string tokens_unfenced() const { return {}; }
+    // Why this backend ends a tenure itself once its deadline passes
+    // unconfirmed (lost signal, keys given back), so that a release after
+    // that answers error::lock_lost rather than the server's view
+    // (error::expired, error::not_owner); "" when it does not.
+    virtual std::string ends_tenure_at_deadline() const { return {}; }
     // The loopback port lock clients connect to (what a proxy forwards to).
     virtual std::uint16_t port() const = 0;
     // The server process (-1 when not running).
