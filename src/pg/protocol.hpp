@@ -69,7 +69,8 @@ inline constexpr std::string_view application_prefix = "corolock:";
 
 struct statement {
     std::string_view sql;
-    std::vector<std::string> params;
+    std::vector<std::optional<std::string>> params;  // nullopt: NULL
+    bool describe = false;  // the answer keeps column names and the command tag
 };
 
 // Once per new session: READ COMMITTED, synchronous commit, no statement or
@@ -121,6 +122,10 @@ struct answer {
     std::string sqlstate;  // the server's error; empty: success
     std::string message;
     std::vector<std::vector<std::optional<std::string>>> rows;
+    // With statement::describe only:
+    std::vector<std::string> columns;
+    std::string command_tag;
+    std::uint64_t affected = 0;
 
     bool ok() const noexcept { return !transport && sqlstate.empty(); }
 };
