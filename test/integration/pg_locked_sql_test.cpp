@@ -146,10 +146,13 @@ TEST_CASE("pg sql: a lost lock makes the statements fail and commits nothing", "
         SECTION("the fence row moved on (a later grant)") {
             auto g = co_await m.acquire({.lease = 10s});
             db.server.query("UPDATE corolock_locks SET fence = fence + 1 WHERE name = 'stock:apple'");
-            auto [ec, out] = co_await execute(g, decrement("apple"));
+            // nextval is not undone by a rollback: none of the statements may run.
+            db.server.query("CREATE SEQUENCE orders");
+            auto [ec, out] = co_await execute(g, decrement("apple"), sql("SELECT nextval('orders')"));
             CHECK(ec == error::lock_lost);
             CHECK_FALSE(out.message.empty());
             CHECK(g.lost());
+            CHECK(scalar(db.server, "SELECT is_called FROM orders") == "f");
         }
         SECTION("a statement unlocked the advisory lock") {
             auto g = co_await m.acquire({.lease = 10s});
