@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
         corolock::backend db{ioc.get_executor(), argv[1]};
         asio::co_spawn(ioc, sell_one(db, argc > 2 ? argv[2] : "sku-1"),
                        [&](std::exception_ptr e, int rc) {
+                           db.stop();  // ends its sessions: run() returns
                            status = rc;
                            if (!e) return;
                            try {
@@ -63,7 +64,6 @@ int main(int argc, char** argv) {
                            }
                        });
         ioc.run_for(30s);
-        db.stop();
     } catch (const std::exception& ex) {
         std::cerr << "pg_stock: " << ex.what() << "\n";
     }
