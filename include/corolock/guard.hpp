@@ -22,6 +22,7 @@ namespace corolock {
 
 class guard;
 namespace detail {
+struct guard_access;
 struct lock_state;
 class tenure;
 guard make_guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint64_t token,
@@ -94,6 +95,7 @@ public:
     boost::asio::awaitable<error_code> release();
 
 private:
+    friend struct detail::guard_access;
     friend guard detail::make_guard(std::shared_ptr<detail::lock_state>, std::uint64_t,
                                     std::uint64_t, std::shared_ptr<detail::tenure>) noexcept;
     guard(std::shared_ptr<detail::lock_state> st, std::uint64_t level, std::uint64_t token,

@@ -20,6 +20,7 @@
 #include <corolock/error.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
+#include <corolock/locked_sql.hpp>
 #include <corolock/metrics.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
@@ -167,6 +168,13 @@ public:
     // guard).
     virtual void release_in_background(const std::shared_ptr<lock_state>& st,
                                        std::uint64_t level) = 0;
+
+    // Any thread. Runs a caller's statements in one transaction with the
+    // lock of `st`'s live tenure `t` (corolock/locked_sql.hpp); completes as
+    // acquire() does. Backends without SQL answer error::invalid_argument.
+    virtual void execute_locked(const std::shared_ptr<lock_state>& st, std::shared_ptr<tenure> t,
+                                std::vector<sql_statement> statements, sql_handler handler,
+                                bool direct);
 
     // Any thread. Completes once the background clean-up begun before this
     // call is done (see core/background_work.hpp), on the handler's

@@ -8,6 +8,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdlib>
 #include <vector>
 
 namespace corolock::detail::pg {
@@ -128,31 +129,95 @@ void connection::close(error_code why) noexcept {
     turn_.cancel();
 }
 
-asio::awaitable<answer> connection::exec(statement s, clock::time_point deadline) {
+void connection::read_result(PGresult* r, bool describe, bool& first, answer& a) {
+    const auto st = PQresultStatus(r);
+    if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR) {
+        const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        if (a.sqlstate.empty()) {
+            a.sqlstate = code != nullptr ? code : "XX000";
+            a.message = scrub(PQresultErrorMessage(r), *url_);
+        }
+        return;
+    }
+    if (!first || (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK)) return;
+    first = false;
+    if (describe) {
+        a.command_tag = PQcmdStatus(r);
+        a.affected = std::strtoull(PQcmdTuples(r), nullptr, 10);
+    }
+    const int rows = PQntuples(r), cols = PQnfields(r);
+    if (describe)
+        for (int j = 0; j < cols; ++j) a.columns.emplace_back(PQfname(r, j));
+    a.rows.resize(static_cast<std::size_t>(rows));
+    for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+            auto& row = a.rows[static_cast<std::size_t>(i)];
+            if (PQgetisnull(r, i, j) != 0)
+                row.emplace_back(std::nullopt);
+            else
+                row.emplace_back(std::string(PQgetvalue(r, i, j),
+                                             static_cast<std::size_t>(PQgetlength(r, i, j))));
+        }
+}
+
+asio::awaitable<connection::turn> connection::take_turn() {
     auto self = shared_from_this();
-    answer a;
     while (busy_ && !broken_) {
         ++waiting_;
         turn_.expires_at(clock::time_point::max());
         co_await turn_.async_wait(nothrow);
         --waiting_;
     }
-    if (broken_ || conn_ == nullptr) {
+    if (broken_ || conn_ == nullptr) co_return turn{};
+    busy_ = true;
+    co_return turn{std::move(self)};
+}
+
+void connection::free_turn() noexcept {
+    busy_ = false;
+    turn_.cancel();
+}
+
+connection::transaction_state connection::transaction() const noexcept {
+    if (conn_ == nullptr || broken_) return transaction_state::unknown;
+    switch (PQtransactionStatus(conn_)) {
+    case PQTRANS_IDLE: return transaction_state::idle;
+    case PQTRANS_INTRANS: return transaction_state::open;
+    case PQTRANS_INERROR: return transaction_state::failed;
+    default: return transaction_state::unknown;
+    }
+}
+
+asio::awaitable<answer> connection::exec(statement s, clock::time_point deadline) {
+    auto held = co_await take_turn();
+    if (!held) {
+        answer a;
         a.transport = broken_ ? broken_ : error_code(error::not_connected);
         co_return a;
     }
-    busy_ = true;
-    struct free_turn {
-        connection* c;
-        ~free_turn() {
-            c->busy_ = false;
-            c->turn_.cancel();
-        }
-    } turn{this};
+    co_return co_await run(std::move(s), deadline);
+}
 
+asio::awaitable<answer> connection::exec(statement s, clock::duration bound) {
+    auto held = co_await take_turn();
+    co_return co_await exec(held, std::move(s), clock::now() + bound);
+}
+
+asio::awaitable<answer> connection::exec(const turn& held, statement s, clock::time_point deadline) {
+    if (!held || broken_ || conn_ == nullptr) {
+        answer a;
+        a.transport = broken_ ? broken_ : error_code(error::not_connected);
+        co_return a;
+    }
+    co_return co_await run(std::move(s), deadline);
+}
+
+asio::awaitable<answer> connection::run(statement s, clock::time_point deadline) {
+    auto self = shared_from_this();
+    answer a;
     std::vector<const char*> values;
     values.reserve(s.params.size());
-    for (const auto& p : s.params) values.push_back(p.c_str());
+    for (const auto& p : s.params) values.push_back(p ? p->c_str() : nullptr);
     const std::string sql(s.sql);
     if (PQsendQueryParams(conn_, sql.c_str(), static_cast<int>(values.size()), nullptr,
                           values.data(), nullptr, nullptr, 0) == 0) {
@@ -199,26 +264,15 @@ asio::awaitable<answer> connection::exec(statement s, clock::time_point deadline
         PGresult* r = PQgetResult(conn_);
         if (r == nullptr) break;
         const auto st = PQresultStatus(r);
-        if (st == PGRES_FATAL_ERROR || st == PGRES_NONFATAL_ERROR) {
-            const char* code = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-            if (a.sqlstate.empty()) {
-                a.sqlstate = code != nullptr ? code : "XX000";
-                a.message = scrub(PQresultErrorMessage(r), *url_);
-            }
-        } else if (st == PGRES_TUPLES_OK && first) {
-            first = false;
-            const int rows = PQntuples(r), cols = PQnfields(r);
-            a.rows.resize(static_cast<std::size_t>(rows));
-            for (int i = 0; i < rows; ++i)
-                for (int j = 0; j < cols; ++j) {
-                    auto& row = a.rows[static_cast<std::size_t>(i)];
-                    if (PQgetisnull(r, i, j) != 0)
-                        row.emplace_back(std::nullopt);
-                    else
-                        row.emplace_back(std::string(PQgetvalue(r, i, j),
-                                                     static_cast<std::size_t>(PQgetlength(r, i, j))));
-                }
+        if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+            // Callers' statements refuse COPY: a session in its
+            // sub-protocol cannot run another statement.
+            PQclear(r);
+            a.transport = error::unexpected_reply;
+            broke(error::unexpected_reply);
+            co_return a;
         }
+        read_result(r, s.describe, first, a);
         PQclear(r);
     }
     if (PQstatus(conn_) == CONNECTION_BAD) {

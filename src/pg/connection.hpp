@@ -32,6 +32,7 @@
 #include <string>
 
 struct pg_conn;
+struct pg_result;
 
 namespace corolock::detail::pg {
 
@@ -48,9 +49,35 @@ public:
     // Connects within `timeout`; on failure the reason (scrubbed of the
     // password) in why.
     boost::asio::awaitable<error_code> connect(clock::duration timeout, std::string& why);
+    // The connection held for a sequence of statements: the others wait
+    // until it is dropped. Empty when the connection is gone.
+    class turn {
+    public:
+        turn() = default;
+        explicit turn(std::shared_ptr<connection> c) : c_(std::move(c)) {}
+        turn(turn&& o) noexcept = default;
+        turn& operator=(turn&&) = delete;
+        ~turn() { if (c_) c_->free_turn(); }
+        explicit operator bool() const noexcept { return c_ != nullptr; }
+
+    private:
+        std::shared_ptr<connection> c_;
+    };
+    // Waits for earlier statements and turns to end, then holds the connection.
+    boost::asio::awaitable<turn> take_turn();
+
     // Runs one statement; waits for earlier ones first. A statement not
     // answered by `deadline` closes the connection (error::timeout).
     boost::asio::awaitable<answer> exec(statement s, clock::time_point deadline = clock::time_point::max());
+    // The same, bounded by `bound` from when its turn comes (a statement
+    // queued behind a caller's transaction).
+    boost::asio::awaitable<answer> exec(statement s, clock::duration bound);
+    // The same within a turn this caller holds.
+    boost::asio::awaitable<answer> exec(const turn& held, statement s, clock::time_point deadline);
+
+    // The session's transaction state after the last answer.
+    enum class transaction_state { idle, open, failed, unknown };
+    transaction_state transaction() const noexcept;
 
     // Called once when the connection breaks or is closed (not by close()).
     void on_lost(std::function<void()> f) { on_lost_ = std::move(f); }
@@ -64,6 +91,9 @@ private:
     boost::asio::awaitable<void> read_loop(std::weak_ptr<connection> weak);
     void broke(error_code why) noexcept;
     void poke() noexcept { wake_.cancel(); }
+    void free_turn() noexcept;
+    boost::asio::awaitable<answer> run(statement s, clock::time_point deadline);
+    void read_result(::pg_result* r, bool describe, bool& first, answer& a);
     void reassign_socket();
     answer collect();
 

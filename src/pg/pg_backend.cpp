@@ -190,9 +190,11 @@ void pg_backend::drain(clock::duration bound, release_handler handler, bool dire
 
 std::shared_ptr<tenure> pg_backend::on_granted(const std::shared_ptr<pg_lock_state>& st,
                                                std::shared_ptr<connection> session,
-                                               std::uint64_t level, const lease_terms& terms,
+                                               std::uint64_t level, std::uint64_t fence,
+                                               const lease_terms& terms,
                                                clock::time_point deadline) {
     auto [t, began] = add_level(*st, level, terms, deadline);
+    st->fence = fence;
     if (began) {
         st->session = std::move(session);
         const auto epoch = t->epoch;
@@ -246,11 +248,16 @@ void pg_backend::run_renewals(std::shared_ptr<pg_lock_state> st, std::uint64_t e
             co_await st->renew_timer->async_wait(nothrow);
             t = st->live();
             if (!t || t->epoch != epoch || t->lost() || stopped()) co_return;
+            // Behind a caller's transaction (execute_locked), whose answers
+            // renew as well: the deadline is read once it is this one's turn.
             auto c = st->session;
+            const auto turn = co_await c->take_turn();
+            t = st->live();
+            if (!t || t->epoch != epoch || t->lost()) co_return;
             const auto sent = clock::now();
             const auto lease = st->session_lease;
             metrics_recorder::add(metrics_.renewals_sent);
-            const auto a = co_await c->exec(renew(), t->deadline());
+            const auto a = co_await c->exec(turn, renew(), t->deadline());
             t = st->live();
             if (!t || t->epoch != epoch || t->lost()) co_return;
             if (a.ok() && clock::now() < t->deadline()) {
@@ -317,13 +324,13 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
         auto session = st->session;
         const auto epoch = st->live()->epoch;
         const auto sent = clock::now();
-        const auto a = co_await session->exec(pg::reenter(st->name), request_deadline());
+        const auto a = co_await session->exec(pg::reenter(st->name), backend->options().request_timeout);
         auto* t = st->live();
         const auto fence = decide_reenter(a);
         if (fence && t && t->epoch == epoch && !t->lost() && clock::now() < t->deadline()) {
             if (abandoned) co_return true;  // the level was never handed out
             metrics_recorder::add(backend->recorder().acquisitions);
-            auto tt = backend->on_granted(st, session, level, terms,
+            auto tt = backend->on_granted(st, session, level, *fence, terms,
                                           deadline_of(sent, st->session_lease));
             complete({}, make_guard(st, level, *fence, std::move(tt)));
             co_return true;
@@ -438,7 +445,7 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
         }
         st->session_lease = opts.lease;
         count_grant(false);
-        auto t = backend->on_granted(st, std::move(s), level, terms, deadline);
+        auto t = backend->on_granted(st, std::move(s), level, fence, terms, deadline);
         complete({}, make_guard(st, level, fence, std::move(t)));
     }
 };
@@ -457,7 +464,7 @@ asio::awaitable<void> pg_backend::release_live(std::shared_ptr<pg_lock_state> st
                                                std::shared_ptr<connection> c, bool expired,
                                                release_handler h, bool direct,
                                                background_work::job job) {
-    const auto a = co_await c->exec(pg::release(st->name), clock::now() + opts_.request_timeout);
+    const auto a = co_await c->exec(pg::release(st->name), opts_.request_timeout);
     const auto ec = decide_release(a, expired);
     if (a.ok() && a.rows.size() == 1 && !a.rows[0].empty() && a.rows[0][0] == "t")
         give_session(std::move(c));
@@ -515,6 +522,153 @@ void pg_backend::release_in_background(const std::shared_ptr<lock_state>& base,
     if (!c) return;
     asio::co_spawn(strand_, release_live(st, std::move(c), false, {}, false, work_->begin()),
                    asio::detached);
+}
+
+// ---- the caller's statements in the lock's transaction ----
+
+struct pg_backend::sql_run {
+    // The handler is moved in by construction: Asio 1.81's
+    // any_completion_handler move assignment wraps it in another, endlessly.
+    sql_run(std::shared_ptr<pg_lock_state> s, std::shared_ptr<tenure> held,
+            std::vector<sql_statement> v, sql_handler h, bool d)
+        : st(std::move(s)), t(std::move(held)), statements(std::move(v)), handler(std::move(h)),
+          direct(d) {}
+
+    std::shared_ptr<pg_lock_state> st;
+    std::shared_ptr<tenure> t;
+    std::vector<sql_statement> statements;
+    sql_handler handler;
+    bool direct = false;
+    std::shared_ptr<std::atomic<bool>> cancelled = std::make_shared<std::atomic<bool>>(false);
+    sql_outcome out;
+};
+
+void pg_backend::execute_locked(const std::shared_ptr<lock_state>& base, std::shared_ptr<tenure> t,
+                                std::vector<sql_statement> statements, sql_handler handler,
+                                bool direct) {
+    sql_outcome refused;
+    for (std::size_t i = 0; i < statements.size() && refused.message.empty(); ++i) {
+        refused.message = refuse_statement(statements[i].text, statements[i].params);
+        if (!refused.message.empty()) refused.failed_statement = i;
+    }
+    if (!refused.message.empty()) {
+        detail::complete_posted(std::move(handler), executor_, error_code(error::invalid_argument),
+                                std::move(refused));
+        return;
+    }
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    auto run = std::make_shared<sql_run>(std::static_pointer_cast<pg_lock_state>(base),
+                                         std::move(t), std::move(statements), std::move(handler),
+                                         direct);
+    // Honoured between statements: a flag the transaction reads.
+    if (slot.is_connected())
+        slot.assign([c = run->cancelled](asio::cancellation_type) { c->store(true); });
+    asio::co_spawn(strand_, run_locked(std::move(run)), asio::detached);
+}
+
+asio::awaitable<void> pg_backend::run_locked(std::shared_ptr<sql_run> run) {
+    error_code ec = error::client_stopped;
+    try {
+        if (!stopped()) ec = co_await transact(*run);
+    } catch (...) {
+        ec = error::client_stopped;
+    }
+    if (ec) run->out.results.clear();
+    if (auto slot = asio::get_associated_cancellation_slot(run->handler); slot.is_connected())
+        slot.clear();
+    detail::complete_now(std::move(run->handler), run->direct, executor_, ec, std::move(run->out));
+}
+
+asio::awaitable<error_code> pg_backend::transact(sql_run& run) {
+    auto& st = run.st;
+    auto& t = *run.t;
+    auto& out = run.out;
+    const auto live = [&] { return st->live() == &t && !t.lost(); };
+    if (!live()) co_return error::lock_lost;
+    const auto c = st->session;
+    const auto turn = co_await c->take_turn();
+    if (!turn || !live()) co_return error::lock_lost;
+    const auto fence = st->fence;
+    const auto lease = st->session_lease;
+
+    // One statement in the turn. An answer renews the lease, as a renewal
+    // does: the session's idle timer restarted when it was sent.
+    const auto step = [&](statement s) -> asio::awaitable<answer> {
+        const auto sent = clock::now();
+        auto a = co_await c->exec(turn, std::move(s), t.deadline());
+        if (!a.transport && live() && clock::now() < t.deadline())
+            t.publish_deadline(std::max(t.deadline(), deadline_of(sent, lease)));
+        co_return a;
+    };
+    // A transport failure closed the session, which loses the tenure.
+    const auto gone = [&](const answer& a) {
+        out.message = a.message;
+        return t.lost() ? error_code(error::lock_lost) : a.transport;
+    };
+    const auto roll_back = [&]() -> asio::awaitable<void> {
+        const auto r = co_await step(rollback_transaction());
+        if (!r.transport && c->transaction() != connection::transaction_state::idle && live())
+            lose_tenure(st, "a transaction could not be rolled back");
+    };
+    const auto not_held = [&]() -> asio::awaitable<error_code> {
+        co_await roll_back();
+        out.message = "the session does not hold the lock with this guard's fence";
+        if (live()) lose_tenure(st, "its session no longer holds the lock");
+        co_return error::lock_lost;
+    };
+
+    if (run.cancelled->load()) co_return asio::error::operation_aborted;
+    if (auto a = co_await step(begin_transaction()); !a.ok())
+        co_return a.transport ? gone(a) : error_of(a);
+    auto check = co_await step(locked_check(st->name, fence, lease));
+    if (check.transport) co_return gone(check);
+    if (!check.ok()) {
+        out.sqlstate = check.sqlstate;
+        out.message = check.message;
+        co_await roll_back();
+        co_return error_of(check);
+    }
+    if (!decide_locked_check(check)) co_return co_await not_held();
+
+    for (std::size_t i = 0; i < run.statements.size(); ++i) {
+        if (run.cancelled->load()) {
+            co_await roll_back();
+            co_return asio::error::operation_aborted;
+        }
+        const auto& s = run.statements[i];
+        // Built apart: g++ 12 double-frees a braced temporary in a co_await.
+        statement caller{s.text, s.params, true};
+        auto a = co_await step(std::move(caller));
+        if (a.transport) co_return gone(a);
+        if (!a.ok() || c->transaction() != connection::transaction_state::open) {
+            out.failed_statement = i;
+            out.sqlstate = a.sqlstate;
+            out.message = a.ok() ? "the statement ended corolock's transaction" : a.message;
+            co_await roll_back();
+            co_return a.ok() ? error::invalid_argument : error::server_error;
+        }
+        out.results.push_back({std::move(a.columns), std::move(a.rows), std::move(a.command_tag),
+                               a.affected});
+    }
+    if (run.cancelled->load()) {
+        co_await roll_back();
+        co_return asio::error::operation_aborted;
+    }
+    // Again: a statement may have unlocked the advisory lock.
+    check = co_await step(locked_check(st->name, fence, lease));
+    if (check.transport) co_return gone(check);
+    if (!decide_locked_check(check)) co_return co_await not_held();
+    auto done = co_await step(commit_transaction());
+    if (done.transport) {
+        out.message = "the session ended with COMMIT sent: whether it committed is unknown";
+        co_return error::connection_lost;
+    }
+    if (!done.ok() || done.command_tag != "COMMIT") {
+        out.sqlstate = done.sqlstate;
+        out.message = done.ok() ? "the server rolled the transaction back" : done.message;
+        co_return error::server_error;
+    }
+    co_return error_code{};
 }
 
 std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,

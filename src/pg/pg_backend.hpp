@@ -44,6 +44,9 @@ struct pg_lock_state final : lock_state {
     std::shared_ptr<connection> session;
     // The session's idle_session_timeout: the lease its renewals extend.
     std::chrono::steady_clock::duration session_lease{};
+    // The tenure's newest fence (its grant's or last re-entry's): what the
+    // name's row holds while the tenure lasts.
+    std::uint64_t fence = 0;
     std::unique_ptr<boost::asio::steady_timer> renew_timer, deadline_timer;
 };
 
@@ -83,6 +86,9 @@ public:
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
     void drain(clock::duration bound, release_handler handler, bool direct) override;
+    void execute_locked(const std::shared_ptr<lock_state>& st, std::shared_ptr<tenure> t,
+                        std::vector<sql_statement> statements, sql_handler handler,
+                        bool direct) override;
 
     // --- for the acquire operation, on the strand ---
     const backend_options& options() const noexcept { return opts_; }
@@ -97,7 +103,8 @@ public:
     // Begins a tenure of `st` on `session` (or joins a re-entry to it).
     std::shared_ptr<tenure> on_granted(const std::shared_ptr<pg_lock_state>& st,
                                        std::shared_ptr<connection> session, std::uint64_t level,
-                                       const lease_terms& terms, clock::time_point deadline);
+                                       std::uint64_t fence, const lease_terms& terms,
+                                       clock::time_point deadline);
     void lose_tenure(const std::shared_ptr<pg_lock_state>& st, const char* why);
     // Cancels the statement a session runs (pg_cancel_backend on another
     // session), counted as background work under `parent`.
@@ -115,6 +122,9 @@ private:
                                               std::shared_ptr<connection> c, bool expired,
                                               release_handler h, bool direct,
                                               background_work::job job);
+    struct sql_run;
+    boost::asio::awaitable<void> run_locked(std::shared_ptr<sql_run> run);
+    boost::asio::awaitable<error_code> transact(sql_run& run);
     boost::asio::awaitable<void> release_lost(std::shared_ptr<pg_lock_state> st,
                                               release_handler h, bool direct);
 

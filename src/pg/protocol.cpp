@@ -204,6 +204,66 @@ statement lock_row(std::string_view name) {
             {std::string(name)}};
 }
 
+statement begin_transaction() { return {"BEGIN", {}}; }
+
+statement locked_check(std::string_view name, std::uint64_t fence,
+                       std::chrono::steady_clock::duration lease) {
+    // $1 name, $2 $3 the key's halves, $4 the tenure's fence, $5 lease ms.
+    // idle_session_timeout again: a caller's SET of it commits with it.
+    const auto key = advisory_key(name);
+    return {"SELECT f.fence = $4::bigint AND EXISTS (SELECT 1 FROM pg_locks k "
+            "WHERE k.locktype = 'advisory' AND k.classid = $2::oid AND k.objid = $3::oid "
+            "AND k.objsubid = 1 AND k.granted AND k.pid = pg_backend_pid()), "
+            "set_config('idle_in_transaction_session_timeout', $5, true), "
+            "set_config('idle_session_timeout', $5, false) "
+            "FROM corolock_locks f WHERE f.name = $1 FOR UPDATE",
+            {std::string(name), std::to_string(key_classid(key)), std::to_string(key_objid(key)),
+             std::to_string(fence), timeout_ms(lease)}};
+}
+
+statement commit_transaction() { return {"COMMIT", {}, true}; }
+statement rollback_transaction() { return {"ROLLBACK", {}}; }
+
+bool decide_locked_check(const answer& a) {
+    return a.ok() && a.rows.size() == 1 && !a.rows[0].empty() && a.rows[0][0] == "t";
+}
+
+std::string refuse_statement(std::string_view sql,
+                             const std::vector<std::optional<std::string>>& params) {
+    const auto has_nul = [](std::string_view v) { return v.find('\0') != std::string_view::npos; };
+    if (has_nul(sql)) return "the statement's text contains a NUL byte";
+    for (const auto& p : params)
+        if (p && has_nul(*p)) return "a parameter contains a NUL byte (text values cannot)";
+    std::size_t i = 0;
+    for (int skipped = 0; skipped < 10'000 && i < sql.size(); ++skipped) {
+        if (std::isspace(static_cast<unsigned char>(sql[i])) != 0) {
+            ++i;
+        } else if (sql.substr(i, 2) == "--") {
+            i = std::min(sql.size(), sql.find('\n', i));
+        } else if (sql.substr(i, 2) == "/*") {
+            // PostgreSQL's block comments nest.
+            int depth = 0;
+            do {
+                if (sql.substr(i, 2) == "/*") ++depth, i += 2;
+                else if (sql.substr(i, 2) == "*/") --depth, i += 2;
+                else ++i;
+            } while (depth > 0 && i < sql.size());
+        } else {
+            break;
+        }
+    }
+    std::string word;
+    for (; i < sql.size() && std::isalpha(static_cast<unsigned char>(sql[i])) != 0; ++i)
+        word += static_cast<char>(std::tolower(static_cast<unsigned char>(sql[i])));
+    static constexpr std::string_view refused[] = {"begin",   "start", "commit",  "end",
+                                                   "rollback", "abort", "prepare", "copy"};
+    for (auto r : refused)
+        if (word == r)
+            return "a statement may not be " + std::string(r == "copy" ? "COPY" : "transaction control") +
+                   ": corolock runs the transaction";
+    return {};
+}
+
 error_code decide_status(const answer& sessions, const answer& row, lock_report& out) {
     out = {};
     if (!sessions.ok()) return error_of(sessions);

@@ -69,7 +69,8 @@ inline constexpr std::string_view application_prefix = "corolock:";
 
 struct statement {
     std::string_view sql;
-    std::vector<std::string> params;
+    std::vector<std::optional<std::string>> params;  // nullopt: NULL
+    bool describe = false;  // the answer keeps column names and the command tag
 };
 
 // Once per new session: READ COMMITTED, synchronous commit, no statement or
@@ -105,6 +106,22 @@ statement sessions_of(std::string_view name, bool granted_only);
 // Cancels the statement running on another session of the same user.
 statement cancel_backend(int pid);
 
+// A caller's transaction in the lock's session (corolock/locked_sql.hpp):
+// BEGIN, locked_check, the caller's statements, locked_check again, COMMIT
+// (or ROLLBACK). The check locks the name's fence row FOR UPDATE, so no
+// later holder's grant (which bumps that row) can come before this
+// transaction ends, and bounds the session's idle time inside it by the lease.
+statement begin_transaction();
+statement locked_check(std::string_view name, std::uint64_t fence,
+                       std::chrono::steady_clock::duration lease);
+statement commit_transaction();
+statement rollback_transaction();
+// Why a caller's statement is refused before it is sent (transaction
+// control, COPY, a NUL byte), or "" when it may run. Reads the first
+// keyword past blanks and comments; the transaction's state after each
+// statement is checked as well.
+std::string refuse_statement(std::string_view sql, const std::vector<std::optional<std::string>>& params);
+
 // corolock status: the sessions holding (granted) or waiting for the
 // lock's advisory key, the holder first ...
 statement lock_sessions(std::string_view name);
@@ -121,6 +138,10 @@ struct answer {
     std::string sqlstate;  // the server's error; empty: success
     std::string message;
     std::vector<std::vector<std::optional<std::string>>> rows;
+    // With statement::describe only:
+    std::vector<std::string> columns;
+    std::string command_tag;
+    std::uint64_t affected = 0;
 
     bool ok() const noexcept { return !transport && sqlstate.empty(); }
 };
@@ -165,5 +186,8 @@ error_code decide_status(const answer& sessions, const answer& row, lock_report&
 
 // The error a caller sees for a failed statement.
 error_code error_of(const answer& a);
+
+// Whether locked_check's answer says the session holds the lock with `fence`.
+bool decide_locked_check(const answer& a);
 
 }  // namespace corolock::detail::pg

@@ -127,7 +127,7 @@ public:
         for (std::size_t i = s.params.size(); i-- > 0;) {
             const auto marker = "$" + std::to_string(i + 1);
             for (auto at = sql.find(marker); at != std::string::npos; at = sql.find(marker, at))
-                sql.replace(at, marker.size(), "'" + s.params[i] + "'");
+                sql.replace(at, marker.size(), "'" + s.params[i].value_or("") + "'");
         }
         std::vector<std::string> out;
         for (const auto& row : server_.query(sql)) {

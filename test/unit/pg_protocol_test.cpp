@@ -126,3 +126,29 @@ TEST_CASE("pg statements carry their parameters in order", "[pg]") {
     CHECK(ddl_ok("42710"));
     CHECK_FALSE(ddl_ok("42501"));
 }
+
+TEST_CASE("pg locked sql: transaction control and COPY are refused before sending", "[pg][sql]") {
+    const std::vector<std::optional<std::string>> none;
+    for (const char* sql : {"COMMIT", "commit;", " \n\tEND", "ROLLBACK", "abort", "BEGIN",
+                            "start transaction", "PREPARE TRANSACTION 'x'", "COPY t FROM STDIN",
+                            "-- note\nCOMMIT", "/* a /* nested */ comment */ rollback"})
+        CHECK_FALSE(refuse_statement(sql, none).empty());
+    for (const char* sql : {"UPDATE t SET a = 1", "SELECT 'commit'", "INSERT INTO ending VALUES (1)",
+                            "WITH x AS (SELECT 1) SELECT * FROM x", "-- COMMIT\nSELECT 1",
+                            "/* rollback */ SELECT 1", "committed_rows()"})
+        CHECK(refuse_statement(sql, none).empty());
+    CHECK_FALSE(refuse_statement(std::string("SELECT $1\0", 10), none).empty());
+    CHECK_FALSE(refuse_statement("SELECT $1", {std::string("a\0b", 3)}).empty());
+    CHECK(refuse_statement("SELECT $1", {std::nullopt}).empty());
+}
+
+TEST_CASE("pg locked sql: the check holds only for an answered true", "[pg][sql]") {
+    CHECK(decide_locked_check(rows({{"t", "", ""}})));
+    CHECK_FALSE(decide_locked_check(rows({{"f", "", ""}})));
+    CHECK_FALSE(decide_locked_check(rows({})));  // no fence row
+    CHECK_FALSE(decide_locked_check(failed("40001")));
+    const auto s = locked_check("n", 7, 1500ms);
+    REQUIRE(s.params.size() == 5);
+    CHECK(s.params[3] == "7");
+    CHECK(s.params[4] == "1500");
+}
