@@ -495,6 +495,18 @@ metrics_snapshot redlock_backend::metrics() const noexcept {
 
 guard redlock_backend::on_granted(const std::shared_ptr<redlock_lock_state>& st,
                                   const lease_terms& terms, std::vector<guard> node_guards) {
+    // A rival tenure of the same name in this backend is checked before this
+    // grant is handed out. Its node guards already know what a node lost (a
+    // node client checks its held locks on reconnect, ahead of this round's
+    // try on that connection), but their lost signals reach check() through
+    // the executor, which may run this grant's completion first: two holders
+    // (docs/redlock.md, "Restarts without persistence").
+    std::vector<std::shared_ptr<redlock_lock_state>> rivals;
+    for (const auto& [id, w] : holding_)
+        if (auto other = w.lock(); other && other != st && other->name == st->name)
+            rivals.push_back(std::move(other));
+    for (const auto& other : rivals)
+        if (const auto* ot = other->live(); ot && !ot->lost()) check(other, ot->epoch);
     std::shared_ptr<tenure> t =
         st->current && st->current.use_count() == 1 ? st->current : std::make_shared<tenure>();
     t->reset(++st->tenures, terms);
