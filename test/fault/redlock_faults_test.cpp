@@ -138,7 +138,8 @@ TEST_CASE("redlock faults: a node restarted without persistence under a bare maj
     // and 3 and 4 come back, so B can take 2, 3 and 4. What stops two
     // holders here is only that A's client for node 2 checks its held locks
     // on reconnect, ahead of other traffic on that connection (B's try, in
-    // this process): A's node 2 is lost, a majority can no longer be
+    // this process), and that B's grant re-checks A's tenure before it is
+    // handed out: A's node 2 is lost, a majority can no longer be
     // confirmed, and A's lost signal has fired when B is granted. A holder
     // in another process has no such order: there B can be granted before
     // A's client reconnects (the window the docs state; a test of it through
