@@ -1,5 +1,7 @@
 #include "support/child_process.hpp"
 
+#include "support/sys_util.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -33,10 +35,6 @@ bool is_executable_file(const std::string& path) {
 void close_fd(int& fd) noexcept {
     if (fd >= 0) ::close(fd);
     fd = -1;
-}
-
-std::runtime_error sys_error(const std::string& what, int err) {
-    return std::runtime_error(what + ": " + std::strerror(err));
 }
 
 // How long the reader keeps draining after it was told to stop: a grandchild

@@ -2,6 +2,7 @@
 
 #include "support/child_process.hpp"
 #include "support/free_ports.hpp"
+#include "support/sys_util.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -32,31 +33,12 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using deadline_type = clock_type::time_point;
 
-std::runtime_error sys_error(const std::string& what, int err) {
-    return std::runtime_error(what + ": " + std::strerror(err));
-}
-
 struct fd_guard {
     int fd;
     ~fd_guard() {
         if (fd >= 0) ::close(fd);
     }
 };
-
-int ms_until(deadline_type d) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(d - clock_type::now()).count();
-    return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
-}
-
-void wait_fd(int fd, short events, deadline_type deadline) {
-    while (true) {
-        pollfd p{fd, events, 0};
-        const int r = ::poll(&p, 1, ms_until(deadline));
-        if (r > 0) return;
-        if (r == 0) throw std::runtime_error("timed out");
-        if (errno != EINTR) throw sys_error("poll", errno);
-    }
-}
 
 // Joins the chunks of a chunked body; throws on a malformed one.
 std::string dechunk(const std::string& raw) {
@@ -89,7 +71,7 @@ http_answer http_request(std::uint16_t port, const std::string& method, const st
     try {
         if (::connect(g.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
             if (errno != EINPROGRESS) throw sys_error("connect", errno);
-            wait_fd(g.fd, POLLOUT, deadline);
+            wait_fd(g.fd, POLLOUT, deadline, "connecting to etcd");
             int err = 0;
             socklen_t len = sizeof err;
             ::getsockopt(g.fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -110,7 +92,7 @@ http_answer http_request(std::uint16_t port, const std::string& method, const st
             if (n > 0) {
                 sent += static_cast<std::size_t>(n);
             } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                wait_fd(g.fd, POLLOUT, deadline);
+                wait_fd(g.fd, POLLOUT, deadline, "sending to etcd");
             } else if (n < 0 && errno != EINTR) {
                 throw sys_error("send", errno);
             }
@@ -118,7 +100,7 @@ http_answer http_request(std::uint16_t port, const std::string& method, const st
         std::string raw;
         char buf[16384];
         while (true) {
-            wait_fd(g.fd, POLLIN, deadline);
+            wait_fd(g.fd, POLLIN, deadline, "waiting for etcd");
             const ssize_t n = ::recv(g.fd, buf, sizeof buf, 0);
             if (n > 0) {
                 raw.append(buf, static_cast<std::size_t>(n));
@@ -145,13 +127,6 @@ http_answer http_request(std::uint16_t port, const std::string& method, const st
     }
 }
 
-std::string make_temp_dir() {
-    const char* env = std::getenv("TMPDIR");
-    std::string tmpl = std::string(env != nullptr && *env != '\0' ? env : "/tmp") + "/corolock-etcd-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw sys_error("etcd_server: mkdtemp", errno);
-    return std::filesystem::absolute(tmpl).string();
-}
-
 std::string peer_url(std::uint16_t port) { return "http://127.0.0.1:" + std::to_string(port); }
 
 }  // namespace
@@ -162,7 +137,7 @@ etcd_cluster::etcd_cluster(etcd_server_options opts) : opts_(std::move(opts)) {
     if (etcd_bin_.empty())
         throw std::runtime_error("etcd_server: etcd not found; put it on PATH or set COROLOCK_ETCD");
     if (opts_.members == 0) throw std::runtime_error("etcd_server: no members");
-    dir_ = make_temp_dir();
+    dir_ = make_temp_dir("etcd");
     cluster_token_ = "corolock-" + dir_.substr(dir_.rfind('-') + 1);
     members_.resize(opts_.members);
     for (std::size_t i = 0; i < members_.size(); ++i) {

@@ -1,5 +1,7 @@
 #include "support/free_ports.hpp"
 
+#include "support/sys_util.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -34,10 +36,6 @@ private:
     int fd_;
 };
 
-std::runtime_error sys_error(const std::string& what, int err) {
-    return std::runtime_error("pick_free_ports: " + what + ": " + std::strerror(err));
-}
-
 sockaddr_in loopback(std::uint16_t port) {
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -64,13 +62,13 @@ bool port_bindable(std::uint16_t port) {
 // consecutive picks differ.
 std::uint16_t port_from_kernel(std::vector<socket_fd>& held) {
     socket_fd fd;
-    if (fd.get() < 0) throw sys_error("socket", errno);
+    if (fd.get() < 0) throw sys_error("pick_free_ports: socket", errno);
     auto addr = loopback(0);
     if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-        throw sys_error("bind 127.0.0.1:0", errno);
+        throw sys_error("pick_free_ports: bind 127.0.0.1:0", errno);
     socklen_t len = sizeof addr;
     if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-        throw sys_error("getsockname", errno);
+        throw sys_error("pick_free_ports: getsockname", errno);
     held.push_back(std::move(fd));
     return ntohs(addr.sin_port);
 }

@@ -2,6 +2,7 @@
 
 #include "support/child_process.hpp"
 #include "support/free_ports.hpp"
+#include "support/sys_util.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -35,10 +36,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 using deadline_type = clock_type::time_point;
 
-std::runtime_error sys_error(const std::string& what, int err) {
-    return std::runtime_error(what + ": " + std::strerror(err));
-}
-
 // Owns one file descriptor.
 class unique_fd {
 public:
@@ -68,21 +65,6 @@ private:
 // library under test. The socket is non-blocking and every wait goes through
 // poll() against one deadline per command, so a paused or dead server costs
 // at most admin_timeout, however the bytes trickle in.
-
-int ms_until(deadline_type d) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(d - clock_type::now()).count();
-    return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
-}
-
-void wait_fd(int fd, short events, deadline_type deadline, const char* what) {
-    while (true) {
-        pollfd p{fd, events, 0};
-        const int r = ::poll(&p, 1, ms_until(deadline));
-        if (r > 0) return;  // ready, or an error the next call reports
-        if (r == 0) throw std::runtime_error(std::string("timed out ") + what);
-        if (errno != EINTR) throw sys_error("poll", errno);
-    }
-}
 
 unique_fd connect_loopback(std::uint16_t port, deadline_type deadline) {
     unique_fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
@@ -252,16 +234,6 @@ bool still_usable(int fd) {
 // ---------------------------------------------------------------------------
 // Files and processes.
 
-std::string make_temp_dir() {
-    const char* env = std::getenv("TMPDIR");
-    std::string base = env != nullptr && *env != '\0' ? env : "/tmp";
-    std::string tmpl = base + "/corolock-redis-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) throw sys_error("redis_server: mkdtemp " + tmpl, errno);
-    // redis-server resolves --logfile before it changes to --dir, so every
-    // path given to it must be absolute.
-    return std::filesystem::absolute(tmpl).string();
-}
-
 std::uintmax_t file_size_or_zero(const std::string& path) {
     std::error_code ec;
     const auto n = std::filesystem::file_size(path, ec);
@@ -350,7 +322,8 @@ redis_server::redis_server(redis_server_options opts)
     if (redis_bin_.empty())
         throw std::runtime_error(
             "redis_server: redis-server not found; put it on PATH or set COROLOCK_REDIS_SERVER");
-    dir_ = make_temp_dir();
+    // Absolute: redis-server resolves --logfile before it changes to --dir.
+    dir_ = make_temp_dir("redis");
     log_file_ = dir_ + "/redis.log";
     try {
         tls_dir_ = opts_.tls_files_from.empty() ? dir_ : opts_.tls_files_from;

@@ -1,6 +1,7 @@
 #include "support/replica_set.hpp"
 
 #include "support/async_test.hpp"
+#include "support/sys_util.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -17,11 +18,6 @@ std::size_t info_number(const std::string& info, std::string_view field) {
     return std::stoul(info.substr(at + key.size()));
 }
 
-std::size_t count_of(const std::string& text, std::string_view what) {
-    std::size_t n = 0;
-    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-    return n;
-}
 }  // namespace
 
 replica_set::replica_set(std::size_t replicas, std::chrono::milliseconds sync_timeout) {

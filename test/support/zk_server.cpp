@@ -2,6 +2,7 @@
 
 #include "support/child_process.hpp"
 #include "support/free_ports.hpp"
+#include "support/sys_util.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -26,13 +27,6 @@ namespace {
 std::string env_or(const char* name, const std::string& fallback) {
     const char* v = std::getenv(name);
     return v != nullptr && *v != '\0' ? std::string(v) : fallback;
-}
-
-std::string make_temp_dir() {
-    std::string tmpl = env_or("TMPDIR", "/tmp") + "/corolock-zk-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr)
-        throw std::runtime_error("zk_server: mkdtemp failed: errno " + std::to_string(errno));
-    return std::filesystem::absolute(tmpl).string();
 }
 
 // A four-letter word to 127.0.0.1:port; the whole answer (the server closes
@@ -71,7 +65,7 @@ zk_ensemble::zk_ensemble(zk_server_options opts) : opts_(opts) {
                                  " not found; run scripts/setup.sh (zookeeper, "
                                  "default-jre-headless)");
     if (opts_.servers == 0) throw std::runtime_error("zk_server: no servers");
-    dir_ = make_temp_dir();
+    dir_ = make_temp_dir("zk");
     servers_.resize(opts_.servers);
     try {
         const auto ports = pick_free_ports(servers_.size() * 3);
