@@ -38,7 +38,7 @@ using corolock::test::run_async;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 corolock::config config_for(const redis_server& server) {
     auto cfg = corolock::config::from_url(server.url());

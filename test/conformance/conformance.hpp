@@ -24,7 +24,7 @@ namespace corolock::test::conformance {
 
 using namespace std::chrono_literals;
 
-inline constexpr auto use_nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // A fresh server of the backend under test; fails the case if its scheme is
 // not the backend asked for.

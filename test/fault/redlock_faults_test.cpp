@@ -28,7 +28,7 @@ using clock_type = std::chrono::steady_clock;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 }  // namespace
 
 TEST_CASE("redlock faults: two of five nodes die while held and the lock stays - a third loses it",

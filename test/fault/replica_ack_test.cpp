@@ -31,7 +31,7 @@ using corolock::lock_options;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // A replica paused for the scope (SIGSTOP), resumed (SIGCONT) on the way out.
 struct paused {

@@ -38,14 +38,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-corolock::config cfg_for(const sentinel_fleet& fleet) {
-    auto cfg = corolock::config::from_url(fleet.url());
-    cfg.connect_timeout = 500ms;
-    cfg.command_timeout = 2s;
-    return cfg;
-}
+using corolock::test::use_nothrow;
 
 long long ns_of(steady::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
@@ -53,16 +46,6 @@ long long ns_of(steady::time_point t) {
 
 double ms_between(long long from_ns, long long to_ns) {
     return static_cast<double>(to_ns - from_ns) / 1e6;
-}
-
-// Makes every replica forget a lock, as a promoted replica that missed the
-// primary's last writes would (asynchronous replication): writes to a
-// replica are its own, never sent on.
-void forget_on_replicas(sentinel_fleet& fleet, const std::string& name) {
-    for (std::size_t i = 1; i < fleet.servers(); ++i) {
-        fleet.server(i).cmd({"CONFIG", "SET", "replica-read-only", "no"});
-        fleet.server(i).cmd({"DEL", lock_key(name), lock_key(name) + ":fence"});
-    }
 }
 
 struct event_log {
@@ -128,8 +111,8 @@ TEST_CASE("sentinel failover: a lock the new primary lost fires lost at once, a 
           "[sentinel][fault]") {
     sentinel_fleet fleet;
     asio::io_context ioc;
-    corolock::client holder(ioc.get_executor(), cfg_for(fleet));
-    corolock::client waiter(ioc.get_executor(), cfg_for(fleet));
+    corolock::client holder(ioc.get_executor(), quick_config_for(fleet));
+    corolock::client waiter(ioc.get_executor(), quick_config_for(fleet));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         // A long lease: the watchdog's first renewal is 20 s away, so only
         // the re-verification after the failover can tell the holder soon.
@@ -184,7 +167,7 @@ TEST_CASE("sentinel failover: SIGKILL of the primary under contention keeps I1 a
     asio::io_context ioc;
     std::vector<std::unique_ptr<corolock::client>> clients;
     for (int i = 0; i < 4; ++i)
-        clients.push_back(std::make_unique<corolock::client>(ioc.get_executor(), cfg_for(fleet)));
+        clients.push_back(std::make_unique<corolock::client>(ioc.get_executor(), quick_config_for(fleet)));
     event_log log;
     bool stop = false;
     long long killed_at = 0;

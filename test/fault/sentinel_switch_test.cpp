@@ -41,15 +41,13 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 constexpr const char* client_name = "switch-test-client";
 
 // `health`: the silence after which a connection (the subscription to a
 // Sentinel among them) is PINGed.
-corolock::config cfg_for(const sentinel_fleet& fleet, std::chrono::milliseconds health = 2s) {
-    auto cfg = corolock::config::from_url(fleet.url());
-    cfg.connect_timeout = 500ms;
-    cfg.command_timeout = 2s;
+corolock::config switch_config_for(const sentinel_fleet& fleet, std::chrono::milliseconds health = 2s) {
+    auto cfg = quick_config_for(fleet);
     cfg.health_check_interval = health;
     cfg.client_name = client_name;
     return cfg;
@@ -84,15 +82,6 @@ asio::awaitable<bool> replicated(sentinel_fleet& fleet, const std::string& name)
             if (fleet.server(i).cmd1({"HGET", lock_key(name), "owner"}).empty()) return false;
         return true;
     }, 10s);
-}
-
-// Makes every replica forget a lock, as a promoted replica that missed the
-// primary's last writes would (writes to a replica are its own).
-void forget_on_replicas(sentinel_fleet& fleet, const std::string& name) {
-    for (std::size_t i = 1; i < fleet.servers(); ++i) {
-        fleet.server(i).cmd({"CONFIG", "SET", "replica-read-only", "no"});
-        fleet.server(i).cmd({"DEL", lock_key(name), lock_key(name) + ":fence"});
-    }
 }
 
 // The server the given Sentinels all name, once it is not `old` and says it
@@ -172,8 +161,8 @@ TEST_CASE("sentinel failover: +switch-master alone moves the client off a live o
     sentinel_fleet fleet;
     const auto service = fleet.options().service;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), cfg_for(fleet));
-    corolock::client other(ioc.get_executor(), cfg_for(fleet));
+    corolock::client c(ioc.get_executor(), switch_config_for(fleet));
+    corolock::client other(ioc.get_executor(), switch_config_for(fleet));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex kept_m(c, "switch-kept"), gone_m(c, "switch-gone");
         auto kept = co_await kept_m.acquire({.lease = 60s});
@@ -213,7 +202,7 @@ TEST_CASE("sentinel failover: a -READONLY reply from a demoted primary moves the
     asio::io_context ioc;
     // No health check within the case: the subscription must stay on the
     // paused Sentinel, deaf, so that only the -READONLY reply can move it.
-    corolock::client c(ioc.get_executor(), cfg_for(fleet, 60s));
+    corolock::client c(ioc.get_executor(), switch_config_for(fleet, 60s));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex held_m(c, "readonly-held");
         auto held = co_await held_but_lost_on_replicas(fleet, held_m);
@@ -270,7 +259,7 @@ TEST_CASE("sentinel failover: a paused Sentinel is left for another that reports
     sentinel_fleet fleet;
     const auto service = fleet.options().service;
     asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), cfg_for(fleet, 300ms));
+    corolock::client c(ioc.get_executor(), switch_config_for(fleet, 300ms));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         corolock::mutex gone_m(c, "keepalive-gone");
         auto gone = co_await held_but_lost_on_replicas(fleet, gone_m);

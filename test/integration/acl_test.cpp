@@ -23,7 +23,7 @@ using corolock::error;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // The documented list (read from docs/security.md), as ACL SETUSER arguments.
 std::vector<std::string> minimal_acl(const std::string& user, bool with_time) {

@@ -22,7 +22,7 @@ using corolock::error_code;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 }  // namespace
 
 TEST_CASE("backend: a redis:// URL opens a Redis backend whose locks exclude a client's",

@@ -38,7 +38,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // How many times the server ran a command, from INFO commandstats.
 long long calls_of(const redis_server& server, const std::string& cmd) {

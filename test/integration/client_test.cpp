@@ -34,7 +34,7 @@ using corolock::reply;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 }  // namespace
 
 TEST_CASE("client: 1,000 coroutines issue 10,000 commands and each gets its own reply",

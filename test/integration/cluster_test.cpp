@@ -45,7 +45,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // A CLUSTER INFO field as a number (absent: 0, as the server leaves out
 // counters that never moved).

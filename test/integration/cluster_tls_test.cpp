@@ -32,7 +32,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // How many normal clients came in on `port` (the fixture's own connection,
 // the one running CLIENT LIST, left out).

@@ -45,7 +45,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 using clock_type = std::chrono::steady_clock;
 
 // A loopback port nobody listens on: a server's, after it stopped.

@@ -38,7 +38,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 std::string queue_key(const std::string& name) { return "corolock:{" + name + "}:queue"; }
 

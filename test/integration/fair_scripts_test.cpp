@@ -31,11 +31,11 @@ using namespace std::chrono_literals;
 using corolock::command;
 using corolock::reply;
 using namespace corolock::test;
-namespace detail = corolock::detail;
+namespace d = corolock::detail;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // A RESP2 subscriber on a blocking loopback socket: the test reads the
 // messages a release published, bounded in time.
@@ -129,7 +129,7 @@ struct fair_lock {
         : client(c), keys(name, corolock::detail::extra_keys::queue) {}
 
     corolock::client& client;
-    detail::lock_keys keys;
+    d::lock_keys keys;
 
     std::string lock() const { return std::string(keys.lock()); }
     std::string queue() const { return std::string(keys.queue()); }
@@ -139,7 +139,7 @@ struct fair_lock {
     asio::awaitable<reply> acquire(const std::string& owner, int level, std::int64_t lease_ms,
                                    std::int64_t entry_lease_ms, std::int64_t seq = 1) {
         auto [ec, r] = co_await client.async_exec(
-            command{"EVAL", detail::fair_acquire_script().source, "4", keys.lock(), keys.fence(),
+            command{"EVAL", d::fair_acquire_script().source, "4", keys.lock(), keys.fence(),
                     keys.queue(), keys.entries(), owner, lease_ms, level,
                     "1 host label", entry_lease_ms, seq},
             use_nothrow);
@@ -168,7 +168,7 @@ struct fair_lock {
     }
     asio::awaitable<reply> release(const std::string& owner, int level) {
         auto [ec, r] = co_await client.async_exec(
-            command{"EVAL", detail::fair_release_script().source, "4", keys.lock(), keys.fence(),
+            command{"EVAL", d::fair_release_script().source, "4", keys.lock(), keys.fence(),
                     keys.queue(), keys.entries(), owner, level, keys.channel()},
             use_nothrow);
         INFO(to_string(r));
@@ -191,7 +191,7 @@ struct named_grant {
 };
 named_grant grant_of(const std::string& payload) {
     INFO("message: " << payload);
-    const auto g = detail::parse_fair_grant(payload);
+    const auto g = d::parse_fair_grant(payload);
     REQUIRE(g);
     return {std::string(g->owner), g->level, g->token, g->seq};
 }
@@ -440,13 +440,13 @@ TEST_CASE("fair scripts: a fair mutex and a mutex refuse each other's key",
     run_async(ioc, [&]() -> asio::awaitable<void> {
         // A mutex holds it: the fair acquire refuses, naming the key.
         auto [ec1, plain] = co_await c.async_exec(
-            command{"EVAL", detail::acquire_script().source, "2", f.keys.lock(), f.keys.fence(),
+            command{"EVAL", d::acquire_script().source, "2", f.keys.lock(), f.keys.fence(),
                     "plain-owner", 10'000, 1, "1 host label"},
             use_nothrow);
         REQUIRE_FALSE(ec1);
         REQUIRE(plain.elements.at(0).integer == 1);
         auto [ec2, refused] = co_await c.async_exec(
-            command{"EVAL", detail::fair_acquire_script().source, "4", f.keys.lock(),
+            command{"EVAL", d::fair_acquire_script().source, "4", f.keys.lock(),
                     f.keys.fence(), f.keys.queue(), f.keys.entries(), A, 10'000, 1,
                     "", 5'000, 1},
             use_nothrow);
@@ -460,7 +460,7 @@ TEST_CASE("fair scripts: a fair mutex and a mutex refuse each other's key",
         co_await f.must_grant(A, 1, 10'000, 5'000);
         co_await f.must_grant(A, 2, 10'000, 5'000);
         auto [ec3, mutex_release] = co_await c.async_exec(
-            command{"EVAL", detail::release_script().source, "2", f.keys.lock(),
+            command{"EVAL", d::release_script().source, "2", f.keys.lock(),
                     f.keys.channel(), A, 1},
             use_nothrow);
         CHECK(ec3);

@@ -50,7 +50,7 @@ using corolock::lock_options;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // An executor that runs a function at once, in the caller, exceptions and all.
 struct inline_executor {
@@ -237,7 +237,7 @@ TEST_CASE("lock: one SUBSCRIBE per lock per process, and one waiter woken per re
                                                          }));
         }
         auto svc_waiters = [&] {
-            return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
+            return local_waiters(c);
         };
         {
             const auto awaited = co_await eventually([&] { return svc_waiters() == 1000; }, 20s);
@@ -601,7 +601,7 @@ TEST_CASE("lock: a completion handler that throws breaks neither the client nor 
     corolock::client c(ioc.get_executor(), config_for(server));
     corolock::mutex holder(c, "throws"), waiter(c, "throws");
     auto svc_waiters = [&] {
-        return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
+        return local_waiters(c);
     };
     std::optional<guard> held;
     bool called = false;
@@ -668,7 +668,7 @@ TEST_CASE("lock: a handler that throws does not cut short the completions that c
         waiter.async_acquire({.lease = 30s, .wait = 20s},
                              [&](error_code ec, guard) { waiter_answer = ec; });
         const auto awaited = co_await eventually([&] {
-            return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters() == 1;
+            return local_waiters(c) == 1;
         }, 5s);
         CHECK(awaited);
     });

@@ -29,7 +29,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 constexpr std::string_view line_prefix = "[corolock-log] ";
 
 // Each captured line must be one the logger wrote (it starts with the

@@ -35,7 +35,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // Records every event, and whether it came on the client's strand.
 struct recording_observer : corolock::observer {

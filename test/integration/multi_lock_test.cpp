@@ -34,7 +34,7 @@ using corolock::multi_lock;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // How many of `names` have a lock key on the server now.
 int held_on_server(const redis_server& server, const std::vector<std::string>& names) {

@@ -8,6 +8,7 @@
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
+#include "support/pg_locks.hpp"
 #include "support/pg_server.hpp"
 
 #include <corolock/backend.hpp>
@@ -39,25 +40,7 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
-// The sessions (pid, granted) holding or waiting for the lock `name`.
-std::vector<std::pair<std::string, bool>> lock_sessions(const pg_server& s, const std::string& name) {
-    const auto key = corolock::detail::pg::advisory_key(name);
-    const auto rows = s.query(
-        "SELECT pid::text, granted::text FROM pg_locks WHERE locktype = 'advisory' AND classid = " +
-        std::to_string(corolock::detail::pg::key_classid(key)) +
-        " AND objid = " + std::to_string(corolock::detail::pg::key_objid(key)) + " AND objsubid = 1");
-    std::vector<std::pair<std::string, bool>> out;
-    for (const auto& r : rows) out.emplace_back(*r.at(0), *r.at(1) == "true");
-    return out;
-}
-
-std::string holder_pid(const pg_server& s, const std::string& name) {
-    for (const auto& [pid, granted] : lock_sessions(s, name))
-        if (granted) return pid;
-    return {};
-}
+using corolock::test::use_nothrow;
 
 double ms(clock_type::duration d) {
     return std::chrono::duration<double, std::milli>(d).count();

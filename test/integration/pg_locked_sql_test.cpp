@@ -4,6 +4,7 @@
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
+#include "support/pg_locks.hpp"
 #include "support/pg_server.hpp"
 
 #include <corolock/backend.hpp>
@@ -36,7 +37,7 @@ using corolock::sql_statement;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // Statements built outside co_await expressions: g++ 12 cannot compile an
 // initializer_list of temporaries inside one.
@@ -60,15 +61,6 @@ auto execute(const corolock::guard& g, S&&... s) {
 
 std::string scalar(const pg_server& s, const std::string& sql) {
     return s.query(sql).at(0).at(0).value_or("NULL");
-}
-
-std::string holder_pid(const pg_server& s, const std::string& name) {
-    const auto key = corolock::detail::pg::advisory_key(name);
-    const auto rows = s.query(
-        "SELECT pid::text FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = " +
-        std::to_string(corolock::detail::pg::key_classid(key)) +
-        " AND objid = " + std::to_string(corolock::detail::pg::key_objid(key)));
-    return rows.empty() ? std::string() : rows.at(0).at(0).value_or("");
 }
 
 sql_statement decrement(const std::string& sku) {

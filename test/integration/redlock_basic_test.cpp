@@ -27,7 +27,7 @@ using corolock::error;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 using clock_type = std::chrono::steady_clock;
 }  // namespace
 

@@ -29,7 +29,7 @@ using namespace corolock::test;
 namespace d = corolock::detail;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // One semaphore's keys and the scripts run on them by EVAL.
 struct semaphore_keys {
@@ -61,13 +61,6 @@ struct semaphore_keys {
     }
 };
 
-std::int64_t at(const reply& r, std::size_t i) {
-    REQUIRE(r.type == corolock::resp3_type::array);
-    REQUIRE(r.elements.size() > i);
-    return r.elements[i].integer;
-}
-bool granted(const reply& r) { return at(r, 0) == 1; }
-
 template <class Body>
 void with_semaphore(Body body) {
     redis_server server;
@@ -86,26 +79,26 @@ TEST_CASE("semaphore scripts: grants fit the capacity, a refusal says when to re
           "[semaphore][integration]") {
     with_semaphore([](semaphore_keys& s, redis_server&) -> asio::awaitable<void> {
         const auto a = co_await s.acquire("o1", 10'000, 1, 2, 3);
-        CHECK(granted(a));
-        CHECK(at(a, 2) == 1);  // the owner's grants
-        CHECK(at(a, 4) == 1);  // a tenure began
+        CHECK(script_granted(a));
+        CHECK(script_int(a, 2) == 1);  // the owner's grants
+        CHECK(script_int(a, 4) == 1);  // a tenure began
         const auto b = co_await s.acquire("o2", 5'000, 1, 1, 3);
-        CHECK(granted(b));
+        CHECK(script_granted(b));
         // Full: another owner, and the first owner itself (no re-entry
         // privilege: its own permits count), are refused.
         const auto c = co_await s.acquire("o3", 10'000, 1, 1, 3);
-        CHECK_FALSE(granted(c));
-        CHECK(at(c, 2) == 0);  // free permits
+        CHECK_FALSE(script_granted(c));
+        CHECK(script_int(c, 2) == 0);  // free permits
         // One permit frees when o2's lease (5 s) ends, the earlier one.
-        CHECK(at(c, 3) > 0);
-        CHECK(at(c, 3) <= 5'000);
+        CHECK(script_int(c, 3) > 0);
+        CHECK(script_int(c, 3) <= 5'000);
         const auto again = co_await s.acquire("o1", 10'000, 2, 1, 3);
-        CHECK_FALSE(granted(again));
+        CHECK_FALSE(script_granted(again));
         // Two permits need o1's grant gone too: the cap is its lease end.
         const auto two = co_await s.acquire("o3", 10'000, 1, 2, 3);
-        CHECK_FALSE(granted(two));
-        CHECK(at(two, 3) > 5'000);
-        CHECK(at(two, 3) <= 10'000);
+        CHECK_FALSE(script_granted(two));
+        CHECK(script_int(two, 3) > 5'000);
+        CHECK(script_int(two, 3) <= 10'000);
         // Nothing was written by the refusals.
         const auto fields = co_await s.eval(command{"HLEN", s.key});
         CHECK(fields.integer == 4 + 2 * 2);  // kind, capacity, used, next; g:, h: per owner
@@ -125,9 +118,9 @@ TEST_CASE("semaphore scripts: tokens strictly increase and share the fence count
             std::string owner = "o";
             owner += std::to_string(level % 2);
             const auto r = co_await s.acquire(owner, 10'000, level, 1, 10);
-            REQUIRE(granted(r));
-            CHECK(at(r, 1) > last);
-            last = at(r, 1);
+            REQUIRE(script_granted(r));
+            CHECK(script_int(r, 1) > last);
+            last = script_int(r, 1);
         }
         CHECK(server.cmd1({"GET", s.fence}) == std::to_string(last));
     });
@@ -137,40 +130,40 @@ TEST_CASE("semaphore scripts: a release gives back only the owner's named grant"
           "[semaphore][integration]") {
     with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto r1 = co_await s.acquire("o1", 10'000, 1, 1, 3);
-        REQUIRE(granted(r1));
+        REQUIRE(script_granted(r1));
         const auto r2 = co_await s.acquire("o1", 10'000, 2, 1, 3);
-        REQUIRE(granted(r2));
+        REQUIRE(script_granted(r2));
         const auto r3 = co_await s.acquire("o2", 10'000, 7, 1, 3);
-        REQUIRE(granted(r3));
+        REQUIRE(script_granted(r3));
         // Another owner's level of the same number, and an unknown owner.
         auto r = co_await s.release("o2", "1");
-        CHECK(at(r, 0) == 3);  // o2 holds no level 1: already gone, nothing touched
+        CHECK(script_int(r, 0) == 3);  // o2 holds no level 1: already gone, nothing touched
         r = co_await s.release("o9", "1");
-        CHECK(at(r, 0) == 0);
+        CHECK(script_int(r, 0) == 0);
         CHECK(server.cmd1({"HGET", s.key, "g:o1"}) == "2 1/1 2/1");
         r = co_await s.release("o1", "1");
-        CHECK(at(r, 0) == 2);  // o1 still holds level 2
+        CHECK(script_int(r, 0) == 2);  // o1 still holds level 2
         r = co_await s.release("o1", "1");
-        CHECK(at(r, 0) == 3);  // a retried release
+        CHECK(script_int(r, 0) == 3);  // a retried release
         CHECK(server.cmd1({"HGET", s.key, "g:o1"}) == "1 2/1");
         CHECK(server.cmd1({"HGET", s.key, "g:o2"}) == "1 7/1");
         CHECK(server.cmd1({"HGET", s.key, "used"}) == "2");
         // Two permits are free now: o3 fits with 2, not with 3.
         const auto r4 = co_await s.acquire("o3", 10'000, 1, 3, 3);
-        CHECK_FALSE(granted(r4));
+        CHECK_FALSE(script_granted(r4));
         // "*": every grant of o1, its holder field and its lease end.
         r = co_await s.release("o1", "*");
-        CHECK(at(r, 0) == 1);
+        CHECK(script_int(r, 0) == 1);
         CHECK(server.cmd1({"HEXISTS", s.key, "g:o1"}) == "0");
         CHECK(server.cmd1({"HEXISTS", s.key, "h:o1"}) == "0");
         CHECK(server.cmd1({"ZSCORE", s.leases, "o1"}).empty());
         const auto r5 = co_await s.acquire("o3", 10'000, 1, 2, 3);
-        CHECK(granted(r5));
+        CHECK(script_granted(r5));
         // The last grant's release deletes the key; the fence counter stays.
         const auto r6 = co_await s.release("o2", "*");
-        CHECK(at(r6, 0) == 1);
+        CHECK(script_int(r6, 0) == 1);
         const auto r7 = co_await s.release("o3", "1");
-        CHECK(at(r7, 0) == 1);
+        CHECK(script_int(r7, 0) == 1);
         CHECK(server.cmd1({"EXISTS", s.key}) == "0");
         CHECK(server.cmd1({"EXISTS", s.leases}) == "0");
         CHECK(server.cmd1({"EXISTS", s.fence}) == "1");
@@ -183,18 +176,18 @@ TEST_CASE("semaphore scripts: a crashed holder's permits come back at its lease 
         // o1 takes every permit with a short lease and is never heard of
         // again; o2 keeps one permit under a long lease.
         const auto r8 = co_await s.acquire("o2", 30'000, 1, 1, 3);
-        REQUIRE(granted(r8));
+        REQUIRE(script_granted(r8));
         const auto r9 = co_await s.acquire("o1", 150, 1, 2, 3);
-        REQUIRE(granted(r9));
+        REQUIRE(script_granted(r9));
         const auto refused = co_await s.acquire("o3", 10'000, 1, 2, 3);
-        REQUIRE_FALSE(granted(refused));
-        CHECK(at(refused, 3) <= 150);
+        REQUIRE_FALSE(script_granted(refused));
+        CHECK(script_int(refused, 3) <= 150);
         // The key outlives the short lease: its TTL covers the longest one.
         CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 10'000);
         bool got = false;
         for (int i = 0; i < 100 && !got; ++i) {
             co_await sleep_for(20ms);
-            got = granted(co_await s.acquire("o3", 10'000, 1, 2, 3));
+            got = script_granted(co_await s.acquire("o3", 10'000, 1, 2, 3));
         }
         CHECK(got);
         // The expired grant and its owner's fields were pruned.
@@ -204,7 +197,7 @@ TEST_CASE("semaphore scripts: a crashed holder's permits come back at its lease 
         CHECK(server.cmd1({"HGET", s.key, "g:o2"}) == "1 1/1");
         // Its release finds nothing: the lease is over.
         const auto r10 = co_await s.release("o1", "1");
-        CHECK(at(r10, 0) == 0);
+        CHECK(script_int(r10, 0) == 0);
         const auto r11 = co_await s.renew("o1", 10'000);
         CHECK(r11.integer == 0);
     });
@@ -214,9 +207,9 @@ TEST_CASE("semaphore scripts: renewal extends every grant of the owner, never sh
           "[semaphore][integration]") {
     with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto r12 = co_await s.acquire("o1", 150, 1, 1, 2);
-        REQUIRE(granted(r12));
+        REQUIRE(script_granted(r12));
         const auto r13 = co_await s.acquire("o1", 150, 2, 1, 2);
-        REQUIRE(granted(r13));
+        REQUIRE(script_granted(r13));
         auto r = co_await s.renew("o1", 20'000);
         CHECK(r.integer == 1);
         CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 10'000);
@@ -227,8 +220,8 @@ TEST_CASE("semaphore scripts: renewal extends every grant of the owner, never sh
         CHECK(r15.integer == 1);
         co_await sleep_for(300ms);  // well past the first lease
         const auto refused = co_await s.acquire("o2", 1'000, 1, 1, 2);
-        CHECK_FALSE(granted(refused));
-        CHECK(at(refused, 3) > 10'000);
+        CHECK_FALSE(script_granted(refused));
+        CHECK(script_int(refused, 3) > 10'000);
         CHECK(server.cmd1({"HGET", s.key, "g:o1"}) == "2 1/1 2/1");
         const auto r16 = co_await s.renew("o2", 20'000);
         CHECK(r16.integer == 0);
@@ -269,7 +262,7 @@ TEST_CASE("semaphore scripts: bad input and other kinds are refused, naming the 
         CHECK(server.cmd1({"HGET", s.key, "owner"}) == "m1");
         server.cmd({"DEL", s.key});
         const auto r17 = co_await s.acquire("o1", 10'000, 1, 1, 3);
-        REQUIRE(granted(r17));
+        REQUIRE(script_granted(r17));
         r = co_await s.eval(command{"EVAL", d::acquire_script().source, 2, s.key, s.fence, "m1",
                                     1'000, 1, "1 host test"});
         CHECK_THAT(r.str, Catch::StartsWith("WRONGTYPE"));
@@ -316,11 +309,11 @@ TEST_CASE("semaphore scripts: more than 64 ended owners are pruned over several 
         // second is ample, also under ASan on a busy machine, where 100 ms
         // was not.
         const auto keep = co_await s.acquire("keep", 30'000, 1, 1, 151);
-        REQUIRE(granted(keep));
+        REQUIRE(script_granted(keep));
         const auto first_end = std::chrono::steady_clock::now() + 1000ms;
         for (int i = 0; i < 150; ++i) {
             const auto r = co_await s.acquire("dead" + std::to_string(i), 1000, 1, 1, 151);
-            REQUIRE(granted(r));
+            REQUIRE(script_granted(r));
         }
         REQUIRE(std::chrono::steady_clock::now() < first_end);
         CHECK(server.cmd1({"HGET", s.key, "used"}) == "151");
@@ -330,22 +323,22 @@ TEST_CASE("semaphore scripts: more than 64 ended owners are pruned over several 
         // owners left (86) do not free all 151 permits asked for: "keep"
         // would, at its lease end.
         auto r = co_await s.acquire("new", 30'000, 1, 151, 151);
-        CHECK_FALSE(granted(r));
-        CHECK(at(r, 3) == 1);
+        CHECK_FALSE(script_granted(r));
+        CHECK(script_int(r, 3) == 1);
         CHECK(server.cmd1({"ZCARD", s.leases}) == "87");
         CHECK(server.cmd1({"HGET", s.key, "used"}) == "87");
         r = co_await s.acquire("new", 30'000, 1, 151, 151);
-        CHECK_FALSE(granted(r));
-        CHECK(at(r, 3) == 1);
+        CHECK_FALSE(script_granted(r));
+        CHECK(script_int(r, 3) == 1);
         CHECK(server.cmd1({"ZCARD", s.leases}) == "23");
         // The third drops the last 22: only "keep" holds on, until its end.
         r = co_await s.acquire("new", 30'000, 1, 151, 151);
-        CHECK_FALSE(granted(r));
-        CHECK(at(r, 3) > 20'000);
+        CHECK_FALSE(script_granted(r));
+        CHECK(script_int(r, 3) > 20'000);
         CHECK(server.cmd1({"ZCARD", s.leases}) == "1");
         CHECK(server.cmd1({"HGET", s.key, "used"}) == "1");
         r = co_await s.acquire("new", 30'000, 1, 150, 151);
-        CHECK(granted(r));
+        CHECK(script_granted(r));
         CHECK(server.cmd1({"ZCARD", s.leases}) == "2");
         CHECK(server.cmd1({"HGET", s.key, "used"}) == "151");
         CHECK(server.cmd1({"HLEN", s.key}) == "8");  // kind, capacity, used, next; g:, h: x2
@@ -362,7 +355,7 @@ TEST_CASE("semaphore scripts: a refusal's wait cap is the lease end that frees e
         const auto b1 = co_await s.acquire("b", 10'000, 1, 2, 10);
         const auto a = co_await s.acquire("a", 5'000, 1, 3, 10);
         const auto b2 = co_await s.acquire("b", 10'000, 2, 1, 10);
-        REQUIRE((granted(c) && granted(b1) && granted(a) && granted(b2)));
+        REQUIRE((script_granted(c) && script_granted(b1) && script_granted(a) && script_granted(b2)));
         struct want {
             std::int64_t permits, above, at_most;
         };
@@ -371,10 +364,10 @@ TEST_CASE("semaphore scripts: a refusal's wait cap is the lease end that frees e
                              want{10, 19'000, 20'000}}) {
             const auto r = co_await s.acquire("x", 1'000, 1, w.permits, 10);
             INFO(w.permits << " permits");
-            CHECK_FALSE(granted(r));
-            CHECK(at(r, 2) == 0);
-            CHECK(at(r, 3) > w.above);
-            CHECK(at(r, 3) <= w.at_most);
+            CHECK_FALSE(script_granted(r));
+            CHECK(script_int(r, 2) == 0);
+            CHECK(script_int(r, 3) > w.above);
+            CHECK(script_int(r, 3) <= w.at_most);
         }
     });
 }
@@ -384,19 +377,19 @@ TEST_CASE("semaphore scripts: no script shortens either key's TTL",
     with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto ttl = [&](const std::string& key) { return std::stoll(server.cmd1({"PTTL", key})); };
         const auto first = co_await s.acquire("long", 60'000, 1, 1, 5);
-        REQUIRE(granted(first));
+        REQUIRE(script_granted(first));
         CHECK(ttl(s.key) > 50'000);
         CHECK(ttl(s.leases) > 50'000);
         // A shorter grant of another owner, a shorter re-entry, a shorter
         // renewal and a release leave both TTLs covering the longest lease.
         const auto other = co_await s.acquire("short", 1'000, 1, 1, 5);
-        REQUIRE(granted(other));
+        REQUIRE(script_granted(other));
         const auto again = co_await s.acquire("long", 1'000, 2, 1, 5);
-        REQUIRE(granted(again));
+        REQUIRE(script_granted(again));
         const auto renewed = co_await s.renew("short", 500);
         CHECK(renewed.integer == 1);
         const auto released = co_await s.release("short", "1");
-        CHECK(at(released, 0) == 1);
+        CHECK(script_int(released, 0) == 1);
         CHECK(ttl(s.key) > 50'000);
         CHECK(ttl(s.leases) > 50'000);
         CHECK(ttl(s.leases) >= ttl(s.key) - 50);

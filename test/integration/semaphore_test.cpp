@@ -33,23 +33,8 @@ using corolock::semaphore;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
-template <class Body>
-void with_client(Body body, std::chrono::seconds limit = 20s) {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
-    run_async(ioc, [&]() -> asio::awaitable<void> {
-        co_await wait_connected(c);
-        co_await body(c, server);
-    }, limit);
-    c.stop();
-}
-
-std::size_t local_waiters(corolock::client& c) {
-    return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
-}
 }  // namespace
 
 TEST_CASE("semaphore: N holders at once; the next waits and a release wakes it",

@@ -24,7 +24,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 corolock::config quick(const std::string& url) {
     auto cfg = corolock::config::from_url(url);

@@ -25,7 +25,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 // The laddr= of the CLIENT LIST line of the client named `name`, or "".
 std::string local_address_of(redis_server& s, const std::string& name) {

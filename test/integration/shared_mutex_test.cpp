@@ -32,25 +32,10 @@ using corolock::shared_mutex;
 using namespace corolock::test;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 // Long leases: a waiter woken only by its wait cap would take 30 s.
 const corolock::lock_options long_lease{.lease = 30s, .wait = 20s};
 
-template <class Body>
-void with_client(Body body, std::chrono::seconds limit = 25s) {
-    redis_server server;
-    asio::io_context ioc;
-    corolock::client c(ioc.get_executor(), config_for(server));
-    run_async(ioc, [&]() -> asio::awaitable<void> {
-        co_await wait_connected(c);
-        co_await body(c, server);
-    }, limit);
-    c.stop();
-}
-
-std::size_t local_waiters(corolock::client& c) {
-    return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
-}
 
 // An acquire's outcome, filled by its handler.
 struct outcome {

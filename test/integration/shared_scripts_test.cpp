@@ -30,7 +30,7 @@ using namespace corolock::test;
 namespace d = corolock::detail;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 enum class level_kind { exclusive, shared };
 
@@ -73,14 +73,6 @@ struct shared_keys {
     }
 };
 
-std::int64_t at(const reply& r, std::size_t i) {
-    if (r.is_error()) FAIL("error reply: " << r.str);
-    REQUIRE(r.type == corolock::resp3_type::array);
-    REQUIRE(r.elements.size() > i);
-    return r.elements[i].integer;
-}
-bool granted(const reply& r) { return at(r, 0) == 1; }
-
 template <class Body>
 void with_shared(Body body) {
     redis_server server;
@@ -99,40 +91,40 @@ TEST_CASE("shared scripts: readers overlap, a writer excludes readers and writer
           "[shared][integration]") {
     with_shared([](shared_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto r1 = co_await s.read("r1", 1);
-        REQUIRE(granted(r1));
-        CHECK(at(r1, 4) == 1);  // a tenure began
+        REQUIRE(script_granted(r1));
+        CHECK(script_int(r1, 4) == 1);  // a tenure began
         const auto r2 = co_await s.read("r2", 1);
-        CHECK(granted(r2));
+        CHECK(script_granted(r2));
         const auto again = co_await s.read("r1", 2);  // re-entry
-        CHECK(granted(again));
-        CHECK(at(again, 2) == 2);
-        CHECK(at(again, 4) == 0);
+        CHECK(script_granted(again));
+        CHECK(script_int(again, 2) == 2);
+        CHECK(script_int(again, 4) == 0);
         // A writer waits for both readers; its cap is the last reader's end.
         const auto w = co_await s.acquire("w1", level_kind::exclusive, 10'000, 1, false);
-        CHECK_FALSE(granted(w));
-        CHECK(at(w, 2) == 2);  // live readers
-        CHECK(at(w, 3) > 9'000);
+        CHECK_FALSE(script_granted(w));
+        CHECK(script_int(w, 2) == 2);  // live readers
+        CHECK(script_int(w, 3) > 9'000);
         CHECK(server.cmd1({"ZCARD", s.readers}) == "2");
         const auto got1 = co_await s.release("r1", "1");
-        CHECK(at(got1, 0) == 2);
+        CHECK(script_int(got1, 0) == 2);
         const auto got2 = co_await s.release("r1", "2");
-        CHECK(at(got2, 0) == 1);
+        CHECK(script_int(got2, 0) == 1);
         const auto got3 = co_await s.release("r2", "1");
-        CHECK(at(got3, 0) == 1);
+        CHECK(script_int(got3, 0) == 1);
         CHECK(server.cmd1({"EXISTS", s.key}) == "0");
         CHECK(server.cmd1({"EXISTS", s.readers}) == "0");
         // A writer excludes readers and other writers, and re-enters.
         const auto got4 = co_await s.write("w1", 1, 5'000);
-        REQUIRE(granted(got4));
+        REQUIRE(script_granted(got4));
         const auto rr = co_await s.read("r1", 3);
-        CHECK_FALSE(granted(rr));
-        CHECK(at(rr, 3) > 4'000);
-        CHECK(at(rr, 3) <= 5'000);
+        CHECK_FALSE(script_granted(rr));
+        CHECK(script_int(rr, 3) > 4'000);
+        CHECK(script_int(rr, 3) <= 5'000);
         const auto got5 = co_await s.write("w2", 1);
-        CHECK_FALSE(granted(got5));
+        CHECK_FALSE(script_granted(got5));
         const auto wr = co_await s.write("w1", 2);
-        CHECK(granted(wr));
-        CHECK(at(wr, 2) == 2);
+        CHECK(script_granted(wr));
+        CHECK(script_int(wr, 2) == 2);
         // Both keys carry a TTL covering the longest lease.
         CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 9'000);
     });
@@ -142,35 +134,35 @@ TEST_CASE("shared scripts: a waiting writer holds back new readers, with prefere
           "[shared][integration]") {
     with_shared([](shared_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto got6 = co_await s.read("r1", 1);
-        REQUIRE(granted(got6));
+        REQUIRE(script_granted(got6));
         // A try (no mark) holds back nobody.
         const auto got7 = co_await s.acquire("w1", level_kind::exclusive, 10'000, 1, false);
-        CHECK_FALSE(granted(got7));
+        CHECK_FALSE(script_granted(got7));
         const auto got8 = co_await s.read("r2", 1);
-        CHECK(granted(got8));
+        CHECK(script_granted(got8));
         // A waiting writer marks itself: its cap is a third of the marker's
         // lease, so that it renews the marker in time.
         const auto w = co_await s.write("w1", 2);
-        CHECK_FALSE(granted(w));
-        CHECK(at(w, 3) <= 667);
+        CHECK_FALSE(script_granted(w));
+        CHECK(script_int(w, 3) <= 667);
         CHECK_THAT(server.cmd1({"HGET", s.key, "ww"}), Catch::StartsWith("w1 "));
         // New readers wait for it; readers in already re-enter.
         const auto r3 = co_await s.read("r3", 1);
-        CHECK_FALSE(granted(r3));
-        CHECK(at(r3, 3) <= 2'000);
+        CHECK_FALSE(script_granted(r3));
+        CHECK(script_int(r3, 3) <= 2'000);
         const auto got9 = co_await s.read("r1", 2);
-        CHECK(granted(got9));
+        CHECK(script_granted(got9));
         // A handle without the preference ignores the marker.
         const auto got10 = co_await s.acquire("r4", level_kind::shared, 10'000, 1, true, false);
-        CHECK(granted(got10));
+        CHECK(script_granted(got10));
         co_await s.release("r4", "*");
         // The last reader's release announces; the writer gets in and its
         // marker goes.
         co_await s.release("r1", "*");
         const auto last = co_await s.release("r2", "*");
-        CHECK(at(last, 0) == 1);
+        CHECK(script_int(last, 0) == 1);
         const auto got11 = co_await s.write("w1", 3);
-        CHECK(granted(got11));
+        CHECK(script_granted(got11));
         CHECK(server.cmd1({"HEXISTS", s.key, "ww"}) == "0");
     });
 }
@@ -179,18 +171,18 @@ TEST_CASE("shared scripts: a crashed reader's share ends at its lease end, other
           "[shared][integration]") {
     with_shared([](shared_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto got12 = co_await s.read("long", 1, 5'000);
-        REQUIRE(granted(got12));
+        REQUIRE(script_granted(got12));
         const auto got13 = co_await s.read("crashed", 1, 300);
-        REQUIRE(granted(got13));
+        REQUIRE(script_granted(got13));
         const auto long_end = server.cmd1({"ZSCORE", s.readers, "long"});
         co_await sleep_for(400ms);
         // The crashed reader is gone (pruned by another owner's script); the
         // long one is untouched and still holds back a writer, with its own
         // lease end as the cap.
         const auto w = co_await s.acquire("w1", level_kind::exclusive, 10'000, 1, false);
-        CHECK_FALSE(granted(w));
-        CHECK(at(w, 2) == 1);
-        CHECK(at(w, 3) > 4'000);
+        CHECK_FALSE(script_granted(w));
+        CHECK(script_int(w, 2) == 1);
+        CHECK(script_int(w, 3) > 4'000);
         CHECK(server.cmd1({"ZSCORE", s.readers, "long"}) == long_end);
         CHECK(server.cmd1({"ZSCORE", s.readers, "crashed"}).empty());
         CHECK(server.cmd1({"HEXISTS", s.key, "r:crashed"}) == "0");
@@ -209,15 +201,15 @@ TEST_CASE("shared scripts: a dead waiting writer stops holding readers back at i
           "[shared][integration]") {
     with_shared([](shared_keys& s, redis_server&) -> asio::awaitable<void> {
         const auto got16 = co_await s.read("r1", 1);
-        REQUIRE(granted(got16));
+        REQUIRE(script_granted(got16));
         const auto w = co_await s.acquire("w1", level_kind::exclusive, 10'000, 1, true, true, 300);
-        REQUIRE_FALSE(granted(w));
-        CHECK(at(w, 3) <= 100);
+        REQUIRE_FALSE(script_granted(w));
+        CHECK(script_int(w, 3) <= 100);
         const auto got17 = co_await s.read("r2", 1);
-        CHECK_FALSE(granted(got17));
+        CHECK_FALSE(script_granted(got17));
         co_await sleep_for(400ms);
         const auto got18 = co_await s.read("r2", 2);
-        CHECK(granted(got18));
+        CHECK(script_granted(got18));
     });
 }
 
@@ -225,16 +217,16 @@ TEST_CASE("shared scripts: a writer giving up takes its marker back and wakes re
           "[shared][integration]") {
     with_shared([](shared_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto got19 = co_await s.read("r1", 1);
-        REQUIRE(granted(got19));
+        REQUIRE(script_granted(got19));
         const auto got20 = co_await s.write("w1", 1);
-        REQUIRE_FALSE(granted(got20));
+        REQUIRE_FALSE(script_granted(got20));
         const auto got21 = co_await s.read("r2", 1);
-        REQUIRE_FALSE(granted(got21));
+        REQUIRE_FALSE(script_granted(got21));
         const auto gone = co_await s.release("w1", "1");
-        CHECK(at(gone, 0) == 0);  // it held nothing
+        CHECK(script_int(gone, 0) == 0);  // it held nothing
         CHECK(server.cmd1({"HEXISTS", s.key, "ww"}) == "0");
         const auto got22 = co_await s.read("r2", 2);
-        CHECK(granted(got22));
+        CHECK(script_granted(got22));
     });
 }
 
@@ -242,30 +234,30 @@ TEST_CASE("shared scripts: releases are owner- and level-checked",
           "[shared][integration]") {
     with_shared([](shared_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto got23 = co_await s.write("w1", 1);
-        REQUIRE(granted(got23));
+        REQUIRE(script_granted(got23));
         // Another owner touches nothing, whatever level it names.
         const auto got24 = co_await s.release("other", "1");
-        CHECK(at(got24, 0) == 0);
+        CHECK(script_int(got24, 0) == 0);
         const auto got25 = co_await s.release("other", "*");
-        CHECK(at(got25, 0) == 0);
+        CHECK(script_int(got25, 0) == 0);
         CHECK(server.cmd1({"HGET", s.key, "writer"}) == "w1");
         const auto got26 = co_await s.release("w1", "9");
-        CHECK(at(got26, 0) == 3);
+        CHECK(script_int(got26, 0) == 3);
         const auto got27 = co_await s.renew("other", 1'000);
         CHECK((got27).integer == 0);
         const auto r = co_await s.release("w1", "1");
-        CHECK(at(r, 0) == 1);
+        CHECK(script_int(r, 0) == 1);
         CHECK(server.cmd1({"EXISTS", s.key}) == "0");
         // A reader's release is checked the same way.
         const auto got28 = co_await s.read("r1", 4);
-        REQUIRE(granted(got28));
+        REQUIRE(script_granted(got28));
         const auto got29 = co_await s.release("r2", "4");
-        CHECK(at(got29, 0) == 0);
+        CHECK(script_int(got29, 0) == 0);
         CHECK(server.cmd1({"ZCARD", s.readers}) == "1");
         const auto got30 = co_await s.release("r1", "4");
-        CHECK(at(got30, 0) == 1);
+        CHECK(script_int(got30, 0) == 1);
         const auto got31 = co_await s.release("r1", "4");
-        CHECK(at(got31, 0) == 0);
+        CHECK(script_int(got31, 0) == 0);
     });
 }
 
@@ -282,9 +274,9 @@ TEST_CASE("shared scripts: tokens strictly increase across readers and writers",
                 r = co_await s.write(owner, level);
             else
                 r = co_await s.read(owner, level);
-            REQUIRE(granted(r));
-            CHECK(at(r, 1) > last);
-            last = at(r, 1);
+            REQUIRE(script_granted(r));
+            CHECK(script_int(r, 1) > last);
+            last = script_int(r, 1);
             co_await s.release(owner, "*");
         }
         CHECK(server.cmd1({"GET", s.fence}) == std::to_string(last));
@@ -295,32 +287,32 @@ TEST_CASE("shared scripts: an upgrade is refused, a downgrade leaves no gap",
           "[shared][integration]") {
     with_shared([](shared_keys& s, redis_server& server) -> asio::awaitable<void> {
         const auto got32 = co_await s.read("r1", 1);
-        REQUIRE(granted(got32));
+        REQUIRE(script_granted(got32));
         const auto up = co_await s.write("r1", 2);
-        CHECK(at(up, 0) == -1);
+        CHECK(script_int(up, 0) == -1);
         CHECK(server.cmd1({"HEXISTS", s.key, "ww"}) == "0");
         co_await s.release("r1", "*");
         // The writer takes a share (granted though another writer waits),
         // then lets go of its exclusive level: other writers stay out.
         const auto got33 = co_await s.write("w1", 1);
-        REQUIRE(granted(got33));
+        REQUIRE(script_granted(got33));
         const auto got34 = co_await s.write("w2", 1);
-        REQUIRE_FALSE(granted(got34));
+        REQUIRE_FALSE(script_granted(got34));
         const auto share = co_await s.read("w1", 2);
-        REQUIRE(granted(share));
-        CHECK(at(share, 2) == 2);
+        REQUIRE(script_granted(share));
+        CHECK(script_int(share, 2) == 2);
         const auto got35 = co_await s.release("w1", "1");
-        CHECK(at(got35, 0) == 2);
+        CHECK(script_int(got35, 0) == 2);
         CHECK(server.cmd1({"HEXISTS", s.key, "writer"}) == "0");
         const auto got36 = co_await s.write("w2", 2);
-        CHECK_FALSE(granted(got36));
+        CHECK_FALSE(script_granted(got36));
         // A re-entry of the downgraded owner is a share, not the writer's.
         const auto got37 = co_await s.write("w1", 3);
-        CHECK(at(got37, 0) == -1);
+        CHECK(script_int(got37, 0) == -1);
         const auto got38 = co_await s.release("w1", "2");
-        CHECK(at(got38, 0) == 1);
+        CHECK(script_int(got38, 0) == 1);
         const auto got39 = co_await s.write("w2", 3);
-        CHECK(granted(got39));
+        CHECK(script_granted(got39));
     });
 }
 
@@ -341,7 +333,7 @@ TEST_CASE("shared scripts: other kinds on the name are refused, and refuse it",
         // A shared mutex, held by a writer or by readers, seen by the others.
         for (const auto k : {level_kind::exclusive, level_kind::shared}) {
             const auto got40 = co_await s.acquire("o1", k, 10'000, 1);
-            REQUIRE(granted(got40));
+            REQUIRE(script_granted(got40));
             r = co_await s.eval(command{"EVAL", d::acquire_script().source, 2, s.key, s.fence,
                                         "m1", 1'000, 1, "1 host test"});
             CHECK_THAT(r.str, Catch::StartsWith("WRONGTYPE"));

@@ -47,7 +47,7 @@ using namespace corolock::test;
 using steady = std::chrono::steady_clock;
 
 namespace {
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 
 long long pttl_ms(const redis_server& server, const std::string& name) {
     return std::stoll(server.cmd1({"PTTL", lock_key(name)}));
@@ -498,7 +498,7 @@ TEST_CASE("tenure: a woken waiter that is cancelled passes its wake-up on",
                                                          [&](error_code ec, guard) { first_result = ec; }));
         // The first waiter is registered before the second: it is the one woken.
         auto waiters = [&] {
-            return corolock::detail::lock_service::of(*waiter_client.impl())->waiters().total_waiters();
+            return local_waiters(waiter_client);
         };
         const bool first_waits = co_await eventually([&] { return waiters() == 1; }, 5000ms);
         CHECK(first_waits);

@@ -7,8 +7,10 @@
 // into a local, then check the local.
 #pragma once
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -18,6 +20,10 @@
 #include <thread>
 
 namespace corolock::test {
+
+// The completion token of the cases that check an error: co_await yields
+// (error_code, results...) instead of throwing.
+inline constexpr auto use_nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
 
 template <class F>
 void run_async(boost::asio::io_context& ioc, F&& body,

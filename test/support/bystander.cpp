@@ -53,7 +53,7 @@ asio::awaitable<void> bystander::end(const redis_server& server, clock::time_poi
 }
 
 asio::awaitable<void> bystander::stream() {
-    constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+    using corolock::test::use_nothrow;
     for (int i = 0; i < 100'000 && !stop_; ++i) {
         ++sent_;
         auto [ec, r] = co_await client_.async_exec(command{"INCR", counter_}, use_nothrow);

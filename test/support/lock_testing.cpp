@@ -1,5 +1,7 @@
 #include "support/lock_testing.hpp"
 
+#include "redis/lock_service.hpp"
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -69,6 +71,17 @@ std::string wait_for_line(child_process& p, const std::string& prefix,
         std::this_thread::sleep_for(5ms);
     }
     return {};
+}
+
+std::size_t local_waiters(corolock::client& c) {
+    return corolock::detail::lock_service::of(*c.impl())->waiters().total_waiters();
+}
+
+std::int64_t script_int(const corolock::reply& r, std::size_t i) {
+    if (r.is_error()) FAIL("error reply: " << r.str);
+    REQUIRE(r.type == corolock::resp3_type::array);
+    REQUIRE(r.elements.size() > i);
+    return r.elements[i].integer;
 }
 
 }  // namespace corolock::test

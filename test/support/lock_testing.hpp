@@ -4,14 +4,18 @@
 
 #include <corolock/client.hpp>
 #include <corolock/config.hpp>
+#include <corolock/reply.hpp>
 
 #include "support/async_test.hpp"
 #include "support/child_process.hpp"
 #include "support/redis_server.hpp"
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace corolock::test {
@@ -63,5 +67,29 @@ boost::asio::awaitable<void> wait_connected(corolock::client& c,
 // limit for it; empty when none came.
 std::string wait_for_line(child_process& p, const std::string& prefix,
                           std::chrono::milliseconds limit);
+
+// Runs body(client, server) on a fresh redis-server and a connected
+// config_for() client, within `limit`.
+template <class Body>
+void with_client(Body body, std::chrono::seconds limit = std::chrono::seconds(25)) {
+    redis_server server;
+    boost::asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> boost::asio::awaitable<void> {
+        co_await wait_connected(c);
+        co_await body(c, server);
+    }, limit);
+    c.stop();
+}
+
+// How many acquires wait on the client's unlock channels (all locks).
+std::size_t local_waiters(corolock::client& c);
+
+// Field i of a lock script's array reply, as an integer; fails the test on
+// an error reply or a shorter array.
+std::int64_t script_int(const corolock::reply& r, std::size_t i);
+
+// Whether a semaphore or shared-lock script reply is a grant (field 0 is 1).
+inline bool script_granted(const corolock::reply& r) { return script_int(r, 0) == 1; }
 
 }  // namespace corolock::test

@@ -40,7 +40,7 @@ using namespace corolock::test;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
+using corolock::test::use_nothrow;
 constexpr int io_thread_count = 4;
 
 // Coroutines spawned on the io_context, counted, with their exceptions kept

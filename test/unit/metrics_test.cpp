@@ -80,7 +80,7 @@ bool is_number(const std::string& v) {
 
 // Every line is a HELP, a TYPE, or a sample `name{labels} value`; every
 // sample belongs to a family whose TYPE came first.
-exposition parse(const std::string& text) {
+exposition parse_exposition(const std::string& text) {
     exposition out;
     REQUIRE_FALSE(text.empty());
     REQUIRE(text.back() == '\n');
@@ -224,7 +224,7 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
 
     const auto text = corolock::to_prometheus(m);
     INFO(text);
-    const auto e = parse(text);
+    const auto e = parse_exposition(text);
     CHECK(value_of(e, "corolock_acquisitions_total") == "7");
     CHECK(value_of(e, "corolock_contended_acquisitions_total") == "2");
     CHECK(value_of(e, "corolock_renewals_total") == "11");
@@ -258,7 +258,7 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
 }
 
 TEST_CASE("metrics: an empty snapshot renders zeros", "[metrics]") {
-    const auto e = parse(corolock::to_prometheus({}));
+    const auto e = parse_exposition(corolock::to_prometheus({}));
     check_histogram(e, "corolock_acquire_wait_seconds", 0);
     CHECK(value_of(e, "corolock_acquire_wait_seconds_sum") == "0");
     CHECK(value_of(e, "corolock_acquisitions_total") == "0");
@@ -270,7 +270,7 @@ TEST_CASE("metrics: labels go on every sample, escaped and valid UTF-8", "[metri
         {"client", odd}, {"job", "nightly"}, {"bad-name", "x"}, {"le", "y"}, {"__x", "z"}};
     const auto text = corolock::to_prometheus({}, labels);
     INFO(text);
-    const auto e = parse(text);
+    const auto e = parse_exposition(text);
     for (const auto& s : e.samples) {
         INFO(s.name);
         CHECK(s.labels.at("client") == "a\"b\\c\nd\xEF\xBF\xBD\xc3\xa9");

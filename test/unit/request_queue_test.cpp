@@ -1,5 +1,7 @@
 #include "redis/request_queue.hpp"
 
+#include "support/reply_build.hpp"
+
 #include <boost/asio/io_context.hpp>
 
 #include <catch2/catch.hpp>
@@ -13,6 +15,7 @@ using corolock::error_code;
 using corolock::reply;
 using corolock::resp3_type;
 using namespace corolock::detail;
+using corolock::test::replies::simple;
 using clock_type = request_queue::clock;
 using namespace std::chrono_literals;
 
@@ -64,14 +67,7 @@ void run_all(completions& done) {
     done.clear();
 }
 
-reply simple(std::string s) {
-    reply r;
-    r.type = resp3_type::simple_string;
-    r.str = std::move(s);
-    return r;
-}
-
-reply push(std::initializer_list<std::string> parts) {
+reply push_message(std::initializer_list<std::string> parts) {
     reply r;
     r.type = resp3_type::push;
     for (const auto& p : parts) {
@@ -204,10 +200,10 @@ TEST_CASE("request_queue: pushes go to pub/sub unless they confirm a subscribe",
     q.push("GET", rec.handler("get"), opts());
     q.stage();
     q.on_write_done();
-    CHECK(q.on_reply(push({"message", "ch", "x"}), done) == request_queue::match_result::push);
-    CHECK(q.on_reply(push({"subscribe", "ch", "1"}), done) == request_queue::match_result::matched);
+    CHECK(q.on_reply(push_message({"message", "ch", "x"}), done) == request_queue::match_result::push);
+    CHECK(q.on_reply(push_message({"subscribe", "ch", "1"}), done) == request_queue::match_result::matched);
     // A message while a normal request waits is still a push.
-    CHECK(q.on_reply(push({"message", "ch", "y"}), done) == request_queue::match_result::push);
+    CHECK(q.on_reply(push_message({"message", "ch", "y"}), done) == request_queue::match_result::push);
     CHECK(q.on_reply(simple("value"), done) == request_queue::match_result::matched);
     rec.run(done);
     CHECK(rec.results["sub"].second.elements.at(0).str == "subscribe");

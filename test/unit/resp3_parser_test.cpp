@@ -2,6 +2,7 @@
 // malformed input, limits, recovery, and the rendering of replies for logs.
 #include "redis/resp3_parser.hpp"
 
+#include "support/reply_build.hpp"
 #include "support/reply_equal.hpp"
 
 #include <catch2/catch.hpp>
@@ -18,49 +19,10 @@ using corolock::reply;
 using corolock::resp3_type;
 using corolock::detail::parser_limits;
 using corolock::detail::resp3_parser;
+using namespace corolock::test::replies;
 using namespace std::string_literals;
 
 namespace {
-
-// Builders for expected values.
-reply node(resp3_type t, std::string s = {}, std::vector<reply> el = {}) {
-    reply r;
-    r.type = t;
-    r.str = std::move(s);
-    r.elements = std::move(el);
-    return r;
-}
-reply bulk(std::string s) { return node(resp3_type::bulk_string, std::move(s)); }
-reply simple(std::string s) { return node(resp3_type::simple_string, std::move(s)); }
-reply integer(std::int64_t v) {
-    reply r = node(resp3_type::integer);
-    r.integer = v;
-    return r;
-}
-reply boolean(bool b) {
-    reply r = node(resp3_type::boolean);
-    r.integer = b ? 1 : 0;
-    return r;
-}
-reply dbl(std::string text, double v) {
-    reply r = node(resp3_type::double_type, std::move(text));
-    r.number = v;
-    return r;
-}
-reply verbatim(std::string format, std::string text) {
-    reply r = node(resp3_type::verbatim_string, std::move(text));
-    r.format = std::move(format);
-    return r;
-}
-reply nil() { return node(resp3_type::null); }
-reply arr(std::vector<reply> el) { return node(resp3_type::array, {}, std::move(el)); }
-reply map(std::vector<reply> kv) { return node(resp3_type::map, {}, std::move(kv)); }
-reply set(std::vector<reply> el) { return node(resp3_type::set, {}, std::move(el)); }
-reply push(std::vector<reply> el) { return node(resp3_type::push, {}, std::move(el)); }
-reply with_attrs(reply r, std::vector<reply> attrs) {
-    r.attributes = std::move(attrs);
-    return r;
-}
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 

@@ -4,40 +4,22 @@
 #include "redis/cluster/slot_map.hpp"
 #include "redis/scripts.hpp"
 
+#include "support/reply_build.hpp"
+
 #include <catch2/catch.hpp>
 
 using namespace corolock;
 using namespace corolock::detail::cluster;
+using namespace corolock::test::replies;
 using namespace std::chrono_literals;
 
 namespace {
 
-reply str(std::string s) {
-    reply r;
-    r.type = resp3_type::bulk_string;
-    r.str = std::move(s);
-    return r;
-}
-reply num(std::int64_t v) {
-    reply r;
-    r.type = resp3_type::integer;
-    r.integer = v;
-    return r;
-}
-reply agg(resp3_type t, std::vector<reply> e) {
-    reply r;
-    r.type = t;
-    r.elements = std::move(e);
-    return r;
-}
-reply arr(std::vector<reply> e) { return agg(resp3_type::array, std::move(e)); }
-reply map(std::vector<reply> e) { return agg(resp3_type::map, std::move(e)); }
-
 reply shard_node(std::string ip, std::int64_t port, std::string role, std::string health,
                  resp3_type t = resp3_type::map) {
-    return agg(t, {str("id"), str("0123"), str("port"), num(port), str("ip"), str(ip),
-                   str("endpoint"), str(ip), str("role"), str(std::move(role)),
-                   str("replication-offset"), num(42), str("health"), str(std::move(health))});
+    return node(t, {}, {bulk("id"), bulk("0123"), bulk("port"), integer(port), bulk("ip"), bulk(ip),
+                   bulk("endpoint"), bulk(ip), bulk("role"), bulk(std::move(role)),
+                   bulk("replication-offset"), integer(42), bulk("health"), bulk(std::move(health))});
 }
 
 }  // namespace
@@ -89,14 +71,14 @@ TEST_CASE("cluster: addresses", "[cluster]") {
 TEST_CASE("cluster: the slot map from CLUSTER SHARDS", "[cluster]") {
     // Two shards; the first had a failover: its old primary failed.
     const auto shards = arr({
-        map({str("slots"), arr({num(0), num(5460), num(10923), num(10925)}), str("nodes"),
+        map({bulk("slots"), arr({integer(0), integer(5460), integer(10923), integer(10925)}), bulk("nodes"),
              arr({shard_node("10.0.0.1", 7000, "master", "failed"),
                   shard_node("10.0.0.4", 7003, "master", "online"),
                   shard_node("10.0.0.5", 7004, "replica", "online")})}),
-        map({str("slots"), arr({num(5461), num(10922)}), str("nodes"),
+        map({bulk("slots"), arr({integer(5461), integer(10922)}), bulk("nodes"),
              arr({shard_node("10.0.0.2", 7001, "replica", "online"),
                   shard_node("10.0.0.3", 7002, "master", "online")})}),
-        map({str("slots"), arr({}), str("nodes"),  // serves nothing
+        map({bulk("slots"), arr({}), bulk("nodes"),  // serves nothing
              arr({shard_node("10.0.0.9", 7009, "master", "online")})}),
     });
     slot_map m;
@@ -118,9 +100,9 @@ TEST_CASE("cluster: the slot map from CLUSTER SHARDS", "[cluster]") {
 
 TEST_CASE("cluster: CLUSTER SHARDS in RESP2 form, TLS port, unknown endpoint", "[cluster]") {
     auto node = shard_node("", 7000, "master", "online", resp3_type::array);
-    node.elements.push_back(str("tls-port"));
-    node.elements.push_back(num(8000));
-    const auto shards = arr({arr({str("slots"), arr({num(0), num(16383)}), str("nodes"),
+    node.elements.push_back(bulk("tls-port"));
+    node.elements.push_back(integer(8000));
+    const auto shards = arr({arr({bulk("slots"), arr({integer(0), integer(16383)}), bulk("nodes"),
                                   arr({node})})});
     slot_map m;
     std::string why;
@@ -135,14 +117,14 @@ TEST_CASE("cluster: malformed CLUSTER SHARDS replies are refused", "[cluster]") 
     slot_map m;
     m.assign(1, {"keep", 1});
     std::string why;
-    CHECK_FALSE(slot_map::from_shards(str("x"), false, "", m, why));
-    CHECK_FALSE(slot_map::from_shards(arr({map({str("slots"), arr({num(0)})})}), false, "", m, why));
+    CHECK_FALSE(slot_map::from_shards(bulk("x"), false, "", m, why));
+    CHECK_FALSE(slot_map::from_shards(arr({map({bulk("slots"), arr({integer(0)})})}), false, "", m, why));
     CHECK_FALSE(slot_map::from_shards(
-        arr({map({str("slots"), arr({num(5), num(1)}), str("nodes"),
+        arr({map({bulk("slots"), arr({integer(5), integer(1)}), bulk("nodes"),
                   arr({shard_node("h", 1, "master", "online")})})}),
         false, "", m, why));
     CHECK_FALSE(slot_map::from_shards(
-        arr({map({str("slots"), arr({num(0), num(16384)}), str("nodes"),
+        arr({map({bulk("slots"), arr({integer(0), integer(16384)}), bulk("nodes"),
                   arr({shard_node("h", 1, "master", "online")})})}),
         false, "", m, why));
     CHECK_FALSE(why.empty());
@@ -151,9 +133,9 @@ TEST_CASE("cluster: malformed CLUSTER SHARDS replies are refused", "[cluster]") 
 
 TEST_CASE("cluster: the slot map from CLUSTER SLOTS", "[cluster]") {
     const auto slots = arr({
-        arr({num(0), num(8191), arr({str("10.0.0.1"), num(7000), str("id1")}),
-             arr({str("10.0.0.4"), num(7003), str("id4")})}),
-        arr({num(8192), num(16383), arr({str("?"), num(7001), str("id2")})}),
+        arr({integer(0), integer(8191), arr({bulk("10.0.0.1"), integer(7000), bulk("id1")}),
+             arr({bulk("10.0.0.4"), integer(7003), bulk("id4")})}),
+        arr({integer(8192), integer(16383), arr({bulk("?"), integer(7001), bulk("id2")})}),
     });
     slot_map m;
     std::string why;
@@ -161,7 +143,7 @@ TEST_CASE("cluster: the slot map from CLUSTER SLOTS", "[cluster]") {
     CHECK(*m.primary_of(8191) == node_address{"10.0.0.1", 7000});
     CHECK(*m.primary_of(8192) == node_address{"seed", 7001});
     CHECK(m.covers_all());
-    CHECK_FALSE(slot_map::from_slots(arr({arr({num(0), num(1)})}), "", m, why));
+    CHECK_FALSE(slot_map::from_slots(arr({arr({integer(0), integer(1)})}), "", m, why));
 }
 
 TEST_CASE("cluster: redirection errors", "[cluster]") {

@@ -13,7 +13,7 @@ using corolock::reply;
 
 namespace {
 
-reply parse(std::string_view bytes) {
+reply parse_reply(std::string_view bytes) {
     corolock::detail::resp3_parser p(corolock::detail::parser_limits{1 << 20, 8, 1024, 1 << 20});
     corolock::error_code ec;
     p.consume(bytes, ec);
@@ -25,18 +25,18 @@ reply parse(std::string_view bytes) {
 }  // namespace
 
 TEST_CASE("sentinel: get-master-addr-by-name replies", "[unit][sentinel]") {
-    auto ok = sentinel::parse_master_addr(parse("*2\r\n$9\r\n127.0.0.1\r\n$4\r\n7001\r\n"));
+    auto ok = sentinel::parse_master_addr(parse_reply("*2\r\n$9\r\n127.0.0.1\r\n$4\r\n7001\r\n"));
     CHECK(ok.result == sentinel::master_addr::status::ok);
     CHECK(ok.ep == endpoint{"127.0.0.1", 7001});
 
     // RESP3 null and RESP2 nil array: the Sentinel monitors no such name.
     for (std::string_view nil : {"_\r\n", "*-1\r\n"}) {
-        auto unknown = sentinel::parse_master_addr(parse(nil));
+        auto unknown = sentinel::parse_master_addr(parse_reply(nil));
         CHECK(unknown.result == sentinel::master_addr::status::unknown_service);
         CHECK(unknown.why == "service unknown");
     }
 
-    auto refused = sentinel::parse_master_addr(parse("-NOAUTH Authentication required.\r\n"));
+    auto refused = sentinel::parse_master_addr(parse_reply("-NOAUTH Authentication required.\r\n"));
     CHECK(refused.result == sentinel::master_addr::status::refused);
     CHECK(refused.why == "NOAUTH Authentication required.");
 
@@ -47,7 +47,7 @@ TEST_CASE("sentinel: get-master-addr-by-name replies", "[unit][sentinel]") {
                                  "*2\r\n$0\r\n\r\n$4\r\n7001\r\n",
                                  "*2\r\n$9\r\n127.0.0.1\r\n$3\r\n7x1\r\n"}) {
         INFO(bad);
-        auto r = sentinel::parse_master_addr(parse(bad));
+        auto r = sentinel::parse_master_addr(parse_reply(bad));
         CHECK(r.result == sentinel::master_addr::status::bad_reply);
         CHECK_THAT(r.why, Catch::StartsWith("unexpected reply"));
     }
@@ -55,17 +55,17 @@ TEST_CASE("sentinel: get-master-addr-by-name replies", "[unit][sentinel]") {
 
 TEST_CASE("sentinel: ROLE says whether the server is the primary", "[unit][sentinel]") {
     std::string role;
-    CHECK(sentinel::role_is_master(parse("*3\r\n$6\r\nmaster\r\n:3129659\r\n*0\r\n"), role));
+    CHECK(sentinel::role_is_master(parse_reply("*3\r\n$6\r\nmaster\r\n:3129659\r\n*0\r\n"), role));
     CHECK(role == "master");
     CHECK_FALSE(sentinel::role_is_master(
-        parse("*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:9538\r\n$9\r\nconnected\r\n:3167038\r\n"),
+        parse_reply("*5\r\n$5\r\nslave\r\n$9\r\n127.0.0.1\r\n:9538\r\n$9\r\nconnected\r\n:3167038\r\n"),
         role));
     CHECK(role == "slave");
-    CHECK_FALSE(sentinel::role_is_master(parse("*2\r\n$8\r\nsentinel\r\n*0\r\n"), role));
+    CHECK_FALSE(sentinel::role_is_master(parse_reply("*2\r\n$8\r\nsentinel\r\n*0\r\n"), role));
     CHECK(role == "sentinel");
-    CHECK_FALSE(sentinel::role_is_master(parse("-NOPERM no ROLE for you\r\n"), role));
+    CHECK_FALSE(sentinel::role_is_master(parse_reply("-NOPERM no ROLE for you\r\n"), role));
     CHECK(role == "ROLE: NOPERM no ROLE for you");
-    CHECK_FALSE(sentinel::role_is_master(parse("+master\r\n"), role));
+    CHECK_FALSE(sentinel::role_is_master(parse_reply("+master\r\n"), role));
     CHECK_THAT(role, Catch::StartsWith("unexpected ROLE reply"));
 }
 
@@ -73,31 +73,31 @@ TEST_CASE("sentinel: +switch-master messages of our service only", "[unit][senti
     const std::string payload = "mymaster 127.0.0.1 7001 127.0.0.1 7002";
     const std::string push = ">3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$" +
                              std::to_string(payload.size()) + "\r\n" + payload + "\r\n";
-    auto ep = sentinel::parse_switch_master(parse(push), "mymaster");
+    auto ep = sentinel::parse_switch_master(parse_reply(push), "mymaster");
     REQUIRE(ep);
     CHECK(*ep == endpoint{"127.0.0.1", 7002});
     // RESP2 delivers the same message as an array.
     std::string resp2 = push;  // not "*" + ...: g++ 12's false -Wrestrict at -O3
     resp2[0] = '*';
-    CHECK(sentinel::parse_switch_master(parse(resp2), "mymaster"));
-    CHECK_FALSE(sentinel::parse_switch_master(parse(push), "other"));
-    CHECK_FALSE(sentinel::parse_switch_master(parse(push), "mymaste"));
+    CHECK(sentinel::parse_switch_master(parse_reply(resp2), "mymaster"));
+    CHECK_FALSE(sentinel::parse_switch_master(parse_reply(push), "other"));
+    CHECK_FALSE(sentinel::parse_switch_master(parse_reply(push), "mymaste"));
 
     auto message = [](std::string_view channel, std::string_view text) {
         return ">3\r\n$7\r\nmessage\r\n$" + std::to_string(channel.size()) + "\r\n" +
                std::string(channel) + "\r\n$" + std::to_string(text.size()) + "\r\n" +
                std::string(text) + "\r\n";
     };
-    CHECK_FALSE(sentinel::parse_switch_master(parse(message("+sdown", payload)), "mymaster"));
+    CHECK_FALSE(sentinel::parse_switch_master(parse_reply(message("+sdown", payload)), "mymaster"));
     for (std::string_view bad : {"mymaster 127.0.0.1 7001 127.0.0.1", "mymaster a b c d e",
                                  "mymaster 127.0.0.1 7001 127.0.0.1 7002 extra", ""}) {
         INFO(bad);
-        CHECK_FALSE(sentinel::parse_switch_master(parse(message("+switch-master", bad)),
+        CHECK_FALSE(sentinel::parse_switch_master(parse_reply(message("+switch-master", bad)),
                                                   "mymaster"));
     }
     // The subscription's confirmation is no switch.
     CHECK_FALSE(sentinel::parse_switch_master(
-        parse(">3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"), "mymaster"));
+        parse_reply(">3\r\n$9\r\nsubscribe\r\n$14\r\n+switch-master\r\n:1\r\n"), "mymaster"));
 }
 
 TEST_CASE("sentinel: a demoted primary's READONLY", "[unit][sentinel]") {
