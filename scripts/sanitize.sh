@@ -50,7 +50,7 @@ asan_build() {
   local all=OFF
   [ "${ASAN_ALL:-0}" = 1 ] && all=ON
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
-    -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
+    -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
   # Only the programs these tests run: not the corolock tool (the cli_shell
   # scripts, left out below, are its only tests) nor the examples other
   # than the demo.
@@ -86,7 +86,7 @@ tsan_build() {
   echo "sanitize: building for TSan in $dir"
   # Only what the two tiers need: the examples, tools and benchmarks are
   # single-threaded programs ASan already covers.
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON \
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON \
     -DCOROLOCK_LINKER="$linker" -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF -DCOROLOCK_BUILD_BENCH=OFF
   cmake --build "$dir" -j "$jobs" --target corolock_unit_tests corolock_threads_tests
 }
