@@ -366,15 +366,19 @@ asio::awaitable<cycle_figures> timed_cycles(corolock::backend& b, std::string pr
                             cycles ? cpu * 1e6 / static_cast<double>(cycles) : NAN};
 }
 
+// Every connection up, the scripts loaded on every node (R1, R3).
+asio::awaitable<void> warm_up(corolock::backend& single, corolock::backend& quorum, std::string prefix) {
+    co_await cycle_for(single, 1, prefix + ":s:", now_ns() + 200'000'000);
+    co_await cycle_for(quorum, 1, prefix + ":r:", now_ns() + 300'000'000);
+}
+
 asio::awaitable<void> redlock_cycles(std::vector<std::string> urls, double seconds,
                                      bool redlock_first) {
     auto ex = co_await asio::this_coro::executor;
     corolock::backend single(ex, urls.front());
     auto quorum = corolock::backend::redlock(ex, urls);
     const auto id = run_id();
-    // Warm-up: every connection up, the scripts loaded on every node.
-    co_await cycle_for(single, 1, "bench:r1:warm:" + id + ":s:", now_ns() + 200'000'000);
-    co_await cycle_for(quorum, 1, "bench:r1:warm:" + id + ":r:", now_ns() + 300'000'000);
+    co_await warm_up(single, quorum, "bench:r1:warm:" + id);
     cycle_figures one, many;
     if (redlock_first) {
         many = co_await timed_cycles(quorum, "bench:r1:" + id + ":r:", seconds);
@@ -562,8 +566,7 @@ asio::awaitable<void> redlock_fanout(std::vector<std::string> urls, double secon
     corolock::backend single(ex, proxied.back());
     auto quorum = corolock::backend::redlock(ex, proxied);
     const auto id = run_id();
-    co_await cycle_for(single, 1, "bench:r3:warm:" + id + ":s:", now_ns() + 200'000'000);
-    co_await cycle_for(quorum, 1, "bench:r3:warm:" + id + ":r:", now_ns() + 300'000'000);
+    co_await warm_up(single, quorum, "bench:r3:warm:" + id);
     phase_samples one, many;
     const auto run = [&](corolock::backend& b, const char* side, phase_samples& out) {
         const auto end = now_ns() + static_cast<std::int64_t>(seconds * 1e9);
