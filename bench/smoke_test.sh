@@ -4,16 +4,19 @@
 # every scenario ok. It checks that the benchmark still works, never how
 # fast anything is: speed is scripts/bench.sh's business.
 #
-#   bench/smoke_test.sh SOURCE_DIR BENCH_BINARY [ETCD_BENCH [PG_BENCH [ZK_BENCH]]]
+#   bench/smoke_test.sh SOURCE_DIR BENCH_BINARY [ETCD_BENCH [PG_BENCH [ZK_BENCH [TOPOLOGY_BENCH]]]]
 #
 # Each backend's program given (not "-") whose server is found also runs
 # once in smoke mode against a throwaway server of its own (scripts/lib).
+# TOPOLOGY_BENCH, when given, runs RedLock's R3 once on three throwaway
+# servers: its figures are printed, never judged.
 set -euo pipefail
 src=$1
 bench=$2
 bench_etcd=${3:-}
 bench_pg=${4:-}
 bench_zk=${5:-}
+bench_topology=${6:-}
 work=$(mktemp -d)
 # shellcheck source=../scripts/lib/throwaway_redis.sh
 source "$src/scripts/lib/throwaway_redis.sh"
@@ -114,3 +117,29 @@ if not d.get("ok") or any(d.get(k) is None for k in need) or not d.get("handoffs
 print(f"bench smoke: {sys.argv[2]} scenarios ok ({d['handoffs']:.0f} handoffs)")
 PY
 done
+
+# RedLock's R3 (scripts/lib/redlock_bench.sh runs it in rounds): it runs and
+# reports both sides and its ratios. The ratio and its WARN are printed for
+# the reader; a loaded machine must not fail this entry.
+if [[ -n $bench_topology && $bench_topology != - ]]; then
+  # shellcheck source=../scripts/lib/redlock_bench.sh
+  source "$src/scripts/lib/redlock_bench.sh"
+  trap 'redlock_nodes_stop; throwaway_etcd_stop; throwaway_pg_stop; throwaway_zk_stop; cleanup' EXIT
+  mkdir -p "$work/redlock"
+  redlock_nodes_start "$work/redlock" 3
+  timeout 60 "$bench_topology" --redlock "$(redlock_urls 3)" --fanout --seconds 0.3 >"$work/r3.tsv"
+  redlock_nodes_stop
+  python3 - "$work/r3.tsv" <<'PY'
+import math, sys
+d = dict(line.rstrip("\n").split("\t") for line in open(sys.argv[1]))
+need = ("redlock_cycles", "single_cycles", "redlock_over_single_p50", "sequential_over_single",
+        "fanout_warn_above", "fanout_warn")
+missing = [k for k in need if k not in d]
+if missing or float(d["redlock_cycles"]) < 1 or float(d["single_cycles"]) < 1 \
+        or not math.isfinite(float(d["redlock_over_single_p50"])):
+    sys.exit(f"bench smoke: R3 incomplete (missing {missing}): {d}")
+note = " WARN: over the bound" if d["fanout_warn"] != "0" else ""
+print(f"bench smoke: R3 ok on 3 nodes: RedLock / slowest single node {float(d['redlock_over_single_p50']):.2f}"
+      f" (sequential would be {d['sequential_over_single']}, bound {d['fanout_warn_above']}){note}")
+PY
+fi

@@ -41,10 +41,23 @@
 //       seconds on a RedLock over URLS, then S/4 on the single-node mutex of
 //       the first server. Prints percentiles of both. FILE: the RedLock
 //       handoffs' CDF, for the plot (FILE.single: the single node's).
+//   corolock_bench_topology --redlock URLS --fanout --seconds S [--redlock-first 1]
+//       R3: the fan-out under per-node latency: every node behind a
+//       fault_proxy that holds its replies, 2 ms more per node (2, 4, 6 ms
+//       on 3 nodes). One coroutine cycling on fresh names, S seconds on the
+//       single-node mutex of the slowest node (through its proxy) and S on
+//       a RedLock over all of them, as R1. Prints each side's cycle p50 and
+//       mean and acquire and release p50, their ratios, what a sequential
+//       fan-out would cost (sum / slowest delay), and fanout_warn 1 (and a
+//       WARN on stderr) when the cycle ratio exceeds fanout_warn_above; the
+//       exit status does not depend on it. URLS: redis://127.0.0.1:PORT.
 //
 // Output: "key<TAB>value" lines on stdout. Everything talks to 127.0.0.1.
 #include "process.hpp"
 
+#include "redlock/quorum.hpp"
+
+#include "support/fault_proxy.hpp"
 #include "support/sentinel_fleet.hpp"
 
 #include <corolock/corolock.hpp>
@@ -71,6 +84,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -117,9 +131,15 @@ std::string run_id() { return std::to_string(::getpid()) + "-" + std::to_string(
 // ---------------------------------------------------------------------------
 // C1: uncontended cycles over names spread across the primaries.
 
+// Each cycle's acquire call -> grant and release call -> answer (R3).
+struct phase_samples {
+    std::vector<double> acquire_us, release_us;
+};
+
 struct cycler {
     std::uint64_t cycles = 0;
     std::string error;
+    phase_samples* phases = nullptr;  // when set, every cycle's phases go there
 };
 
 asio::awaitable<void> cycle_loop(corolock::backend& b, std::string prefix, std::int64_t end_ns,
@@ -127,25 +147,33 @@ asio::awaitable<void> cycle_loop(corolock::backend& b, std::string prefix, std::
     const corolock::lock_options opts{.lease = 30s, .wait = 10s};
     for (std::uint64_t i = 0; i < 100'000'000 && now_ns() < end_ns; ++i) {
         corolock::mutex m{b, prefix + std::to_string(i)};
+        const auto t0 = now_ns();
         auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
         if (ec) {
             out.error = "acquire: " + ec.message();
             co_return;
         }
+        const auto t1 = now_ns();
         auto [rec] = co_await g.async_release(use_nothrow);
         if (rec) {
             out.error = "release: " + rec.message();
             co_return;
         }
+        if (out.phases) {
+            out.phases->acquire_us.push_back(static_cast<double>(t1 - t0) / 1e3);
+            out.phases->release_us.push_back(static_cast<double>(now_ns() - t1) / 1e3);
+        }
         ++out.cycles;
     }
 }
 
-// Runs n cycle loops until end_ns; the cycles done, or throws.
+// Runs n cycle loops until end_ns; the cycles done, or throws. `phases`:
+// every cycle's phase times, for one loop (n == 1).
 asio::awaitable<std::uint64_t> cycle_for(corolock::backend& b, std::size_t n, std::string prefix,
-                                         std::int64_t end_ns) {
+                                         std::int64_t end_ns, phase_samples* phases = nullptr) {
     auto ex = co_await asio::this_coro::executor;
     std::vector<cycler> results(n);
+    if (n == 1) results.front().phases = phases;
     auto left = std::make_shared<std::size_t>(n);
     for (std::size_t i = 0; i < n; ++i)
         asio::co_spawn(ex, cycle_loop(b, prefix + std::to_string(i) + ":", end_ns, results[i]),
@@ -338,15 +366,19 @@ asio::awaitable<cycle_figures> timed_cycles(corolock::backend& b, std::string pr
                             cycles ? cpu * 1e6 / static_cast<double>(cycles) : NAN};
 }
 
+// Every connection up, the scripts loaded on every node (R1, R3).
+asio::awaitable<void> warm_up(corolock::backend& single, corolock::backend& quorum, std::string prefix) {
+    co_await cycle_for(single, 1, prefix + ":s:", now_ns() + 200'000'000);
+    co_await cycle_for(quorum, 1, prefix + ":r:", now_ns() + 300'000'000);
+}
+
 asio::awaitable<void> redlock_cycles(std::vector<std::string> urls, double seconds,
                                      bool redlock_first) {
     auto ex = co_await asio::this_coro::executor;
     corolock::backend single(ex, urls.front());
     auto quorum = corolock::backend::redlock(ex, urls);
     const auto id = run_id();
-    // Warm-up: every connection up, the scripts loaded on every node.
-    co_await cycle_for(single, 1, "bench:r1:warm:" + id + ":s:", now_ns() + 200'000'000);
-    co_await cycle_for(quorum, 1, "bench:r1:warm:" + id + ":r:", now_ns() + 300'000'000);
+    co_await warm_up(single, quorum, "bench:r1:warm:" + id);
     cycle_figures one, many;
     if (redlock_first) {
         many = co_await timed_cycles(quorum, "bench:r1:" + id + ":r:", seconds);
@@ -477,6 +509,105 @@ asio::awaitable<void> redlock_handoff(std::vector<std::string> urls, double seco
     write_cdf(data_file, quorum_us, "R2: RedLock on " + n + " nodes, two clients taking turns");
     if (!data_file.empty())
         write_cdf(data_file + ".single", single_us, "R2: the single-node mutex, two clients taking turns");
+}
+
+// ---------------------------------------------------------------------------
+// R3: the fan-out under per-node latency. Node i (from 1) answers through a
+// fault_proxy that holds each reply i x fanout_step: a round trip to it
+// costs that much more, far above the client's CPU per cycle.
+
+constexpr auto fanout_step = 2ms;
+// A RedLock cycle over this times the slowest single node's is flagged: a
+// concurrent fan-out sits near 1, a sequential one at sum/max (2 and 3).
+constexpr double fanout_warn_above = 1.5;
+
+// The port of a redis://127.0.0.1:PORT URL.
+std::uint16_t port_of(const std::string& url) {
+    const std::string head = "redis://127.0.0.1:";
+    if (url.rfind(head, 0) != 0) throw std::invalid_argument("R3 needs " + head + "PORT URLs: " + url);
+    return static_cast<std::uint16_t>(std::stoi(url.substr(head.size())));
+}
+
+double mean(const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? NAN : sum / static_cast<double>(v.size());
+}
+
+std::vector<double> cycle_us(const phase_samples& p) {
+    std::vector<double> out(p.acquire_us.size());
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = p.acquire_us[i] + p.release_us[i];
+    return out;
+}
+
+void put_phases(const std::string& prefix, const phase_samples& p) {
+    const auto cycles = cycle_us(p);
+    put(prefix + "cycles", static_cast<double>(cycles.size()));
+    put(prefix + "cycle_p50_us", percentile(cycles, 0.5));
+    put(prefix + "cycle_mean_us", mean(cycles));
+    put(prefix + "acquire_p50_us", percentile(p.acquire_us, 0.5));
+    put(prefix + "release_p50_us", percentile(p.release_us, 0.5));
+}
+
+asio::awaitable<void> redlock_fanout(std::vector<std::string> urls, double seconds, bool redlock_first) {
+    auto ex = co_await asio::this_coro::executor;
+    using delay_ms = std::chrono::duration<double, std::milli>;
+    std::vector<std::unique_ptr<corolock::test::fault_proxy>> proxies;
+    std::vector<std::string> proxied;
+    std::vector<double> delays;
+    for (std::size_t i = 0; i < urls.size(); ++i) {
+        const auto d = fanout_step * static_cast<int>(i + 1);
+        proxies.push_back(std::make_unique<corolock::test::fault_proxy>(port_of(urls[i])));
+        proxies.back()->set_delay(corolock::test::fault_proxy::direction::to_client, d);
+        proxied.push_back(proxies.back()->url());
+        delays.push_back(delay_ms(d).count());
+    }
+    // The single node is the slowest one, through its proxy.
+    corolock::backend single(ex, proxied.back());
+    auto quorum = corolock::backend::redlock(ex, proxied);
+    const auto id = run_id();
+    co_await warm_up(single, quorum, "bench:r3:warm:" + id);
+    phase_samples one, many;
+    const auto run = [&](corolock::backend& b, const char* side, phase_samples& out) {
+        const auto end = now_ns() + static_cast<std::int64_t>(seconds * 1e9);
+        return cycle_for(b, 1, "bench:r3:" + id + side, end, &out);
+    };
+    if (redlock_first) {
+        co_await run(quorum, ":r:", many);
+        co_await run(single, ":s:", one);
+    } else {
+        co_await run(single, ":s:", one);
+        co_await run(quorum, ":r:", many);
+    }
+    quorum.stop();
+    single.stop();
+
+    put("nodes", static_cast<double>(urls.size()));
+    for (std::size_t i = 0; i < delays.size(); ++i)
+        put("node" + std::to_string(i + 1) + "_reply_delay_ms", delays[i]);
+    const double slowest = delays.back();
+    const double sum = std::accumulate(delays.begin(), delays.end(), 0.0);
+    const auto m = corolock::detail::redlock_quorum::majority_of(urls.size());
+    put_phases("single_", one);
+    put_phases("redlock_", many);
+    const double ratio = percentile(cycle_us(many), 0.5) / percentile(cycle_us(one), 0.5);
+    put("redlock_over_single_p50", ratio);
+    put("redlock_over_single_mean", mean(cycle_us(many)) / mean(cycle_us(one)));
+    put("redlock_acquire_over_single_p50",
+        percentile(many.acquire_us, 0.5) / percentile(one.acquire_us, 0.5));
+    put("redlock_release_over_single_p50",
+        percentile(many.release_us, 0.5) / percentile(one.release_us, 0.5));
+    // What the same cycle would cost with the nodes asked one after
+    // another, and an acquire that answered at the majority's slowest.
+    put("sequential_over_single", sum / slowest);
+    put("majority_acquire_over_single", delays[m - 1] / slowest);
+    put("fanout_warn_above", fanout_warn_above);
+    const bool warn = !(ratio <= fanout_warn_above);
+    put("fanout_warn", warn ? 1 : 0);
+    if (warn)
+        std::cerr << "corolock_bench_topology: WARN R3 on " << urls.size()
+                  << " nodes: RedLock cycle p50 / slowest single node = " << ratio << " > "
+                  << fanout_warn_above << ": the fan-out does not look concurrent\n";
 }
 
 // ---------------------------------------------------------------------------
@@ -621,7 +752,8 @@ int main(int argc, char** argv) {
     std::vector<std::string> flags;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--cycles" || a == "--handoff" || a == "--worker" || a == "--sentinel") {
+        if (a == "--cycles" || a == "--handoff" || a == "--fanout" || a == "--worker" ||
+            a == "--sentinel") {
             flags.push_back(a.substr(2));
         } else if (a.rfind("--", 0) == 0 && i + 1 < argc) {
             opt[a.substr(2)] = argv[++i];
@@ -648,8 +780,10 @@ int main(int argc, char** argv) {
                 asio::co_spawn(ioc, redlock_cycles(urls, seconds, num("redlock-first", 0) != 0), done);
             else if (has("handoff"))
                 asio::co_spawn(ioc, redlock_handoff(urls, seconds, opt["data"]), done);
+            else if (has("fanout"))
+                asio::co_spawn(ioc, redlock_fanout(urls, seconds, num("redlock-first", 0) != 0), done);
             else
-                throw std::invalid_argument("--redlock with --cycles or --handoff");
+                throw std::invalid_argument("--redlock with --cycles, --handoff or --fanout");
             ioc.run_for(std::chrono::seconds(static_cast<int>(seconds) * 2 + 60));
             if (error) std::rethrow_exception(error);
             return 0;

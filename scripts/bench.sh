@@ -5,16 +5,16 @@
 #
 #   scripts/bench.sh                 # full run (about 140 seconds after the build,
 #                                    # about 100 more for the topology scenarios
-#                                    # and 65 more for RedLock's)
+#                                    # and 90 more for RedLock's)
 #   scripts/bench.sh --quick         # shorter scenarios, for a first look
 #   scripts/bench.sh --update-docs   # also copy the plots to docs/plots/
 #   BUILD_DIR=out JOBS=2 scripts/bench.sh
 #   COROLOCK_BENCH_S1_CPUS=shared scripts/bench.sh   # S1's CPU placement (below)
 #   scripts/bench.sh --topology      # only the Redis Cluster and Sentinel
 #                                    # scenarios C1, C2, T1 (about 100 s)
-#                                    # and RedLock's R1, R2 (about 65 s)
-#   scripts/bench.sh --redlock       # only the RedLock scenarios R1, R2
-#   scripts/bench.sh --no-topology   # everything but C1, C2, T1, R1, R2
+#                                    # and RedLock's R1, R2, R3 (about 90 s)
+#   scripts/bench.sh --redlock       # only the RedLock scenarios R1, R2, R3
+#   scripts/bench.sh --no-topology   # everything but C1, C2, T1, R1, R2, R3
 #   scripts/bench.sh --backends      # only the etcd, PostgreSQL and ZooKeeper
 #                                    # backends against their own servers
 #                                    # (about 30 s each)

@@ -15,6 +15,13 @@
 #     lock (each starts waiting while the other holds), on a RedLock of 3
 #     and of 5 nodes, then on the single-node mutex; percentiles, over PING
 #     p50 on the first node (a redis-benchmark sample beside each run).
+#  R3 the fan-out under per-node latency: each node behind a reply-delaying
+#     proxy of its own (the delays are corolock_bench_topology's), one
+#     coroutine cycling on a RedLock of 3 and of 5 nodes and on the
+#     single-node mutex of the slowest, in rounds (the order alternates);
+#     the medians of the rounds' cycle p50 ratios, beside what a sequential
+#     fan-out would cost. A ratio over the program's bound is printed as a
+#     WARN and kept in the JSON; it fails nothing.
 
 # shellcheck shell=bash disable=SC2154 # mode, build_dir, run_dir, bench, plots...: bench.sh's
 
@@ -25,6 +32,7 @@ redlock_nodes_stop() {
   local pid
   for pid in "${REDLOCK_PIDS[@]}"; do stop_pid "$pid"; done
   REDLOCK_PIDS=()
+  REDLOCK_PORTS=()
 }
 
 redlock_flush() {
@@ -32,24 +40,45 @@ redlock_flush() {
   for p in "${REDLOCK_PORTS[@]}"; do timeout 30 redis-cli -p "$p" FLUSHALL >/dev/null; done
 }
 
+# Starts COUNT throwaway redis-servers in DIR/node1... (REDLOCK_PORTS,
+# REDLOCK_PIDS); a throwaway server the caller runs keeps its REDIS_PID.
+redlock_nodes_start() {
+  local dir=$1 count=$2 i status=0 caller_pid=$REDIS_PID caller_port=$REDIS_PORT
+  for i in $(seq "$count"); do
+    mkdir -p "$dir/node$i"
+    throwaway_redis_start "$dir/node$i" || { status=1; break; }
+    REDLOCK_PIDS+=("$REDIS_PID")
+    REDLOCK_PORTS+=("$REDIS_PORT")
+  done
+  REDIS_PID=$caller_pid
+  REDIS_PORT=$caller_port
+  ((status == 0)) || redlock_nodes_stop
+  return "$status"
+}
+
+# The URLs of the first COUNT nodes, comma-separated.
+redlock_urls() {
+  local i
+  for i in $(seq 0 $(($1 - 1))); do printf 'redis://127.0.0.1:%s\n' "${REDLOCK_PORTS[$i]}"; done | paste -sd,
+}
+
+# A "key<TAB>value" file as JSON members (nan as null).
+redlock_tsv_json() {
+  awk -F'\t' '{ printf "%s\"%s\": %s", (NR > 1 ? ", " : ""), $1, ($2 == "nan" || $2 == "-nan" ? "null" : $2) }' "$1"
+}
+
 run_redlock() {
   local dir=$run_dir/redlock out=$build_dir/bench-redlock-results.json
-  local rounds seconds r2_seconds n_c1 n_ping i n round sha urls json=()
+  local rounds seconds r2_seconds r3_rounds r3_seconds n_c1 n_ping i n round sha urls json=()
   case $mode in
-    full)  rounds=5 seconds=1   r2_seconds=8 n_c1=10000 n_ping=10000 ;;
-    quick) rounds=3 seconds=1   r2_seconds=4 n_c1=5000  n_ping=5000 ;;
-    smoke) rounds=1 seconds=0.3 r2_seconds=1 n_c1=500   n_ping=500 ;;
+    full)  rounds=5 seconds=1   r2_seconds=8 r3_rounds=3 r3_seconds=2   n_c1=10000 n_ping=10000 ;;
+    quick) rounds=3 seconds=1   r2_seconds=4 r3_rounds=2 r3_seconds=1   n_c1=5000  n_ping=5000 ;;
+    smoke) rounds=1 seconds=0.3 r2_seconds=1 r3_rounds=1 r3_seconds=0.3 n_c1=500   n_ping=500 ;;
   esac
   rm -rf "$dir"
   mkdir -p "$dir"
   trap 'redlock_nodes_stop; throwaway_redis_stop' EXIT
-  for i in 1 2 3 4 5; do
-    mkdir -p "$dir/node$i"
-    throwaway_redis_start "$dir/node$i" || { redlock_nodes_stop; return 1; }
-    REDLOCK_PIDS+=("$REDIS_PID")
-    REDLOCK_PORTS+=("$REDIS_PORT")
-    REDIS_PID=""
-  done
+  redlock_nodes_start "$dir" 5 || return 1
   echo "bench: RedLock nodes on ports ${REDLOCK_PORTS[*]} (pids ${REDLOCK_PIDS[*]})"
   for i in "${REDLOCK_PORTS[@]}"; do sha=$("$bench" --port "$i" --load-acquire-script); done
   local acquire=(EVALSHA "$sha" 2 'corolock:{__rand_int__}' 'corolock:{__rand_int__}:fence' owner 30000 1
@@ -57,7 +86,7 @@ run_redlock() {
   local first=${REDLOCK_PORTS[0]}
 
   for n in 3 5; do
-    urls=$(for i in $(seq 0 $((n - 1))); do printf 'redis://127.0.0.1:%s\n' "${REDLOCK_PORTS[$i]}"; done | paste -sd,)
+    urls=$(redlock_urls "$n")
     # R1 in rounds beside an EVALSHA sample on the first node; both orders alternate.
     echo "bench: R1 (RedLock on $n nodes, uncontended cycles) in $rounds rounds, each beside a 1-client EVALSHA sample"
     local over_single=() over_eval=() r1_rl=() r1_single=() r1_eval=()
@@ -107,8 +136,35 @@ run_redlock() {
         "(PING p50 ${ping_us:-n/a} us)"
     done
     local r2
-    r2=$(awk -F'\t' '{ printf "%s\"%s\": %s", (NR > 1 ? ", " : ""), $1, ($2 == "nan" || $2 == "-nan" ? "null" : $2) }' "$dir/r2.n$n.tsv")
-    json+=("\"n$n\": {\"r1\": {\"redlock_over_single_median\": ${m_single:-null}, \"redlock_over_half_evalsha_c1_median\": ${m_eval:-null}, \"redlock_cycles_per_s_median\": ${m_rl:-null}, \"single_cycles_per_s_median\": ${m_one:-null}, \"evalsha_c1_ops_per_s_median\": ${m_ev:-null}, \"round_ratios_over_single\": [$(IFS=,; echo "${over_single[*]}")]}, \"r2\": {$r2, \"ping_p50_us\": ${ping_us:-null}}}")
+    r2=$(redlock_tsv_json "$dir/r2.n$n.tsv")
+
+    # R3: rounds, the order alternating; each round's figures kept whole.
+    echo "bench: R3 (RedLock on $n nodes, fan-out under per-node reply delays) in $r3_rounds rounds of ${r3_seconds} s a side"
+    local r3_ratios=() r3_rounds_json=() r3_tsv
+    for round in $(seq "$r3_rounds"); do
+      r3_tsv=$dir/r3.n$n.$round.tsv
+      redlock_flush
+      timeout 120 "$bench_topology" --redlock "$urls" --fanout --seconds "$r3_seconds" \
+        --redlock-first $((round % 2)) >"$r3_tsv" || echo "bench: R3 round $round failed" >&2
+      [[ -s $r3_tsv ]] || continue
+      r3_ratios+=("$(topology_value "$r3_tsv" redlock_over_single_p50)")
+      r3_rounds_json+=("{$(redlock_tsv_json "$r3_tsv")}")
+      echo "bench:   R3 round $round: cycle p50 RedLock $(topology_value "$r3_tsv" redlock_cycle_p50_us) us," \
+        "slowest single node $(topology_value "$r3_tsv" single_cycle_p50_us) us;" \
+        "acquire p50 $(topology_value "$r3_tsv" redlock_acquire_p50_us) / $(topology_value "$r3_tsv" single_acquire_p50_us) us," \
+        "release p50 $(topology_value "$r3_tsv" redlock_release_p50_us) / $(topology_value "$r3_tsv" single_release_p50_us) us"
+    done
+    local m_r3 seq_r3 warn_r3 r3_warn=false
+    m_r3=$(printf '%s\n' "${r3_ratios[@]}" | topology_median)
+    [[ -s ${r3_tsv:-} ]] && seq_r3=$(topology_value "$r3_tsv" sequential_over_single) &&
+      warn_r3=$(topology_value "$r3_tsv" fanout_warn_above)
+    echo "bench:   R3 RedLock / slowest single node, cycle p50 = ${m_r3:-n/a} (median of ${#r3_ratios[@]} rounds;" \
+      "a sequential fan-out: ${seq_r3:-n/a})"
+    if [[ -n $m_r3 && -n ${warn_r3:-} ]] && awk -v r="$m_r3" -v w="$warn_r3" 'BEGIN { exit !(r > w) }'; then
+      r3_warn=true
+      echo "bench: WARN R3 on $n nodes: RedLock / slowest single node $m_r3 > $warn_r3: the fan-out does not look concurrent" >&2
+    fi
+    json+=("\"n$n\": {\"r1\": {\"redlock_over_single_median\": ${m_single:-null}, \"redlock_over_half_evalsha_c1_median\": ${m_eval:-null}, \"redlock_cycles_per_s_median\": ${m_rl:-null}, \"single_cycles_per_s_median\": ${m_one:-null}, \"evalsha_c1_ops_per_s_median\": ${m_ev:-null}, \"round_ratios_over_single\": [$(IFS=,; echo "${over_single[*]}")]}, \"r2\": {$r2, \"ping_p50_us\": ${ping_us:-null}}, \"r3\": {\"redlock_over_single_p50_median\": ${m_r3:-null}, \"warn\": $r3_warn, \"rounds\": [$(IFS=,; echo "${r3_rounds_json[*]}")]}}")
     [[ $n = 3 ]] && redlock_ping_us=$ping_us
   done
   redlock_nodes_stop
@@ -141,5 +197,5 @@ EOF
 
   printf '{"mode": "%s", %s}\n' "$mode" "$(IFS=,; echo "${json[*]}")" >"$out"
   echo "bench: RedLock results in $out"
-  [[ -s $dir/r2.n3.tsv && -s $dir/r2.n5.tsv ]]
+  [[ -s $dir/r2.n3.tsv && -s $dir/r2.n5.tsv && -s $dir/r3.n3.1.tsv && -s $dir/r3.n5.1.tsv ]]
 }
