@@ -8,6 +8,7 @@
 #include "support/history.hpp"
 #include "support/lock_testing.hpp"
 #include "support/sentinel_fleet.hpp"
+#include "support/sentinel_testing.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

@@ -19,6 +19,7 @@
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
 #include "support/sentinel_fleet.hpp"
+#include "support/sentinel_testing.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>

@@ -1,6 +1,4 @@
 #include "support/sentinel_fleet.hpp"
-
-#include "support/lock_testing.hpp"
 #include "support/sys_util.hpp"
 
 #include <algorithm>
@@ -164,20 +162,6 @@ std::size_t sentinel_fleet::wait_for_failover(std::size_t old_primary,
             throw std::runtime_error("sentinel_fleet: no failover within " +
                                      std::to_string(limit.count()) + " ms: " + last);
         std::this_thread::sleep_for(50ms);
-    }
-}
-
-corolock::config quick_config_for(const sentinel_fleet& fleet) {
-    auto cfg = corolock::config::from_url(fleet.url());
-    cfg.connect_timeout = std::chrono::milliseconds(500);
-    cfg.command_timeout = std::chrono::seconds(2);
-    return cfg;
-}
-
-void forget_on_replicas(sentinel_fleet& fleet, const std::string& name) {
-    for (std::size_t i = 1; i < fleet.servers(); ++i) {
-        fleet.server(i).cmd({"CONFIG", "SET", "replica-read-only", "no"});
-        fleet.server(i).cmd({"DEL", lock_key(name), lock_key(name) + ":fence"});
     }
 }
 

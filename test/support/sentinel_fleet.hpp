@@ -8,8 +8,6 @@
 
 #include "support/redis_server.hpp"
 
-#include <corolock/config.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -82,14 +80,5 @@ private:
     std::vector<std::unique_ptr<redis_server>> servers_;
     std::vector<std::unique_ptr<redis_server>> sentinels_;
 };
-
-// The fleet's URL with a short connect (500 ms) and command (2 s) timeout,
-// so that a failover costs a test seconds, not the production defaults.
-corolock::config quick_config_for(const sentinel_fleet& fleet);
-
-// Makes every replica forget a lock, as a promoted replica that missed the
-// primary's last writes would (asynchronous replication): writes to a
-// replica are its own, never sent on.
-void forget_on_replicas(sentinel_fleet& fleet, const std::string& name);
 
 }  // namespace corolock::test
