@@ -3,8 +3,8 @@
 #   1. AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer):
 #      every tier but fault, acl, the cli scripts and package (ASAN_ALL=1:
 #      all of them, and the benchmarks' smoke test), in ./build-asan.
-#   2. ThreadSanitizer: the unit tests and the threads tier (several threads
-#      running one io_context), in ./build-tsan.
+#   2. ThreadSanitizer: the threads tier (several threads running one
+#      io_context), in ./build-tsan.
 # Any report fails the run: the sanitizers are built to abort on the first.
 #
 #   scripts/sanitize.sh            # both
@@ -84,17 +84,19 @@ asan_test() {
 tsan_build() {
   local dir=$tsan_dir
   echo "sanitize: building for TSan in $dir"
-  # Only what the two tiers need: the examples, tools and benchmarks are
-  # single-threaded programs ASan already covers.
+  # Only the threads tier: the examples, tools and benchmarks are
+  # single-threaded programs ASan already covers, and so is the unit tier
+  # (no unit test starts a thread; the one that hands an answer to Asio's
+  # system executor is left out under TSan, see docs/reliability.md).
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON \
     -DCOROLOCK_LINKER="$linker" -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF -DCOROLOCK_BUILD_BENCH=OFF
-  cmake --build "$dir" -j "$jobs" --target corolock_unit_tests corolock_threads_tests
+  cmake --build "$dir" -j "$jobs" --target corolock_threads_tests
 }
 
 tsan_test() {
   local dir=$tsan_dir
-  echo "sanitize: TSan, unit and threads tiers, in $dir"
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" -L '^(unit|threads)$')
+  echo "sanitize: TSan, the threads tier, in $dir"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" -L '^threads$')
 }
 
 case "$which" in
