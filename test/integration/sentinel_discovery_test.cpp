@@ -7,6 +7,7 @@
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
 #include "support/sentinel_fleet.hpp"
+#include "support/sentinel_testing.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
@@ -26,12 +27,6 @@ namespace {
 
 using corolock::test::use_nothrow;
 
-corolock::config quick(const std::string& url) {
-    auto cfg = corolock::config::from_url(url);
-    cfg.connect_timeout = 500ms;
-    cfg.command_timeout = 2s;
-    return cfg;
-}
 
 }  // namespace
 
@@ -42,7 +37,7 @@ TEST_CASE("sentinel: locks through the primary the Sentinels name, or none: no_p
     asio::io_context ioc;
 
     {  // a lock through a redis+sentinel:// URL lives on the primary
-        corolock::client c(ioc.get_executor(), quick(fleet.url()));
+        corolock::client c(ioc.get_executor(), quick_config(fleet.url()));
         corolock::backend by_url(ioc.get_executor(), fleet.url());
         CHECK(by_url.scheme() == "redis+sentinel");
         run_async(ioc, [&]() -> asio::awaitable<void> {
@@ -67,7 +62,7 @@ TEST_CASE("sentinel: locks through the primary the Sentinels name, or none: no_p
     }
 
     {  // a service no Sentinel knows fails with no_primary, naming each Sentinel
-        corolock::client c(ioc.get_executor(), quick(fleet.url("no-such-service")));
+        corolock::client c(ioc.get_executor(), quick_config(fleet.url("no-such-service")));
         run_async(ioc, [&]() -> asio::awaitable<void> {
             corolock::mutex m(c, "sentinel-lock");
             auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 2s}, use_nothrow);
@@ -91,7 +86,7 @@ TEST_CASE("sentinel: locks through the primary the Sentinels name, or none: no_p
                                std::to_string(fleet.server(1).port()), "1"});
         REQUIRE(fleet.sentinel(0).cmd({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "decoy"}).at(1) ==
                 std::to_string(fleet.server(1).port()));
-        corolock::client c(ioc.get_executor(), quick(fleet.url("decoy", {0, 1})));
+        corolock::client c(ioc.get_executor(), quick_config(fleet.url("decoy", {0, 1})));
         run_async(ioc, [&]() -> asio::awaitable<void> {
             corolock::mutex m(c, "decoy-lock");
             auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 2s}, use_nothrow);

@@ -1,4 +1,4 @@
-// What the Sentinel fault tests share on top of the fleet (kept out of
+// What the Sentinel tests share on top of the fleet (kept out of
 // sentinel_fleet.cpp, which the topology benchmark compiles without the
 // test support library).
 #pragma once
@@ -14,14 +14,18 @@
 
 namespace corolock::test {
 
-// The fleet's URL with a short connect (500 ms) and command (2 s) timeout,
-// so that a failover costs a test seconds, not the production defaults.
-inline corolock::config quick_config_for(const sentinel_fleet& fleet) {
-    auto cfg = corolock::config::from_url(fleet.url());
+// A Sentinel URL with a short connect (500 ms) and command (2 s) timeout,
+// so that a failover or a wrong service name costs a test seconds, not the
+// production defaults.
+inline corolock::config quick_config(const std::string& url) {
+    auto cfg = corolock::config::from_url(url);
     cfg.connect_timeout = std::chrono::milliseconds(500);
     cfg.command_timeout = std::chrono::seconds(2);
     return cfg;
 }
+
+// quick_config() of the fleet's URL.
+inline corolock::config quick_config_for(const sentinel_fleet& fleet) { return quick_config(fleet.url()); }
 
 // Makes every replica forget a lock, as a promoted replica that missed the
 // primary's last writes would (asynchronous replication): writes to a

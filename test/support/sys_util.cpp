@@ -17,12 +17,18 @@ std::runtime_error sys_error(const std::string& what, int err) {
     return std::runtime_error(what + ": " + std::strerror(err));
 }
 
+namespace {
+
+// Whole milliseconds from now until `deadline`, rounded up, clamped to
+// [0, INT_MAX]: a poll(2) timeout that never wakes before the deadline.
 int ms_until(std::chrono::steady_clock::time_point deadline) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(
                           deadline - std::chrono::steady_clock::now())
                           .count();
     return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
 }
+
+}  // namespace
 
 void wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline, const char* what) {
     while (true) {

@@ -14,10 +14,6 @@ namespace corolock::test {
 // `what: strerror(err)`.
 std::runtime_error sys_error(const std::string& what, int err);
 
-// Whole milliseconds from now until `deadline`, rounded up, clamped to
-// [0, INT_MAX]: a poll(2) timeout that never wakes before the deadline.
-int ms_until(std::chrono::steady_clock::time_point deadline);
-
 // Waits until fd is ready for `events` (poll(2) flags) or has an error the
 // next call will report; throws "timed out <what>" at the deadline.
 void wait_fd(int fd, short events, std::chrono::steady_clock::time_point deadline, const char* what);
