@@ -1118,7 +1118,8 @@ struct handoff_shared {
 template <class Lock>
 asio::awaitable<void> handoff_task(corolock::client& c, const std::string& name, int self,
                                    handoff_shared& sh, clock::time_point end,
-                                   std::vector<double>& us, std::string& error) {
+                                   std::vector<double>& us, std::vector<double>& release_us,
+                                   std::string& error) {
     Lock m{c, name};
     corolock::lock_options opts;
     opts.lease = 10s;
@@ -1139,20 +1140,28 @@ asio::awaitable<void> handoff_task(corolock::client& c, const std::string& name,
             corolock::command ping{"PING"};
             co_await exec(c, std::move(ping));
         }
-        sh.released_ns.store(mono_ns());
+        const auto release_called = mono_ns();
+        sh.released_ns.store(release_called);
         auto [rec] = co_await g.async_release(use_nothrow);
         if (rec) {
             error = "release: " + rec.message();
             co_return;
         }
+        release_us.push_back(static_cast<double>(mono_ns() - release_called) / 1e3);
     }
 }
 
+// The handoffs, and the holders' release calls (the release's round trip,
+// which the handoff contains: the rest is the waiter's side).
+struct handoff_times {
+    summary handoff, release;
+};
+
 template <class Lock>
-summary measure_handoff(const options& o, const std::string& name, clock::duration run,
-                        std::string& error) {
+handoff_times measure_handoff(const options& o, const std::string& name, clock::duration run,
+                              std::string& error) {
     handoff_shared sh;
-    std::vector<double> us[2];
+    std::vector<double> us[2], release_us[2];
     std::string errors[2];
     const auto end = clock::now() + run;
     std::vector<std::thread> threads;
@@ -1163,7 +1172,8 @@ summary measure_handoff(const options& o, const std::string& name, clock::durati
             asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
                 corolock::command ping{"PING"};
                 co_await exec(c, std::move(ping));
-                co_await handoff_task<Lock>(c, name, t, sh, end, us[t], errors[t]);
+                co_await handoff_task<Lock>(c, name, t, sh, end, us[t], release_us[t],
+                                            errors[t]);
                 c.stop();
             }, asio::detached);
             ioc.run_for(run + 20s);
@@ -1173,7 +1183,8 @@ summary measure_handoff(const options& o, const std::string& name, clock::durati
     for (const auto& e : errors)
         if (!e.empty()) error += e + "; ";
     us[0].insert(us[0].end(), us[1].begin(), us[1].end());
-    return summarize(std::move(us[0]));
+    release_us[0].insert(release_us[0].end(), release_us[1].begin(), release_us[1].end());
+    return {summarize(std::move(us[0])), summarize(std::move(release_us[0]))};
 }
 
 asio::awaitable<void> scenario_fair_handoff(const options& o, metrics& m) {
@@ -1211,14 +1222,16 @@ asio::awaitable<void> scenario_fair_handoff(const options& o, metrics& m) {
         return s.n > 0 ? static_cast<double>(v) / static_cast<double>(s.n) : 0.0;
     };
     add_summary(m, "ping", ping);
-    add_summary(m, "fair_handoff", fair);
-    add_summary(m, "mutex_handoff", plain);
-    m.number("fair_scripts_per_handoff", per_handoff(delta(stats_0, stats_1, "evalsha"), fair));
-    m.number("fair_script_us_per_handoff", per_handoff(delta(stats_0, stats_1, "evalsha:usec"), fair));
-    m.number("mutex_scripts_per_handoff", per_handoff(delta(stats_1, stats_2, "evalsha"), plain));
-    m.number("mutex_script_us_per_handoff", per_handoff(delta(stats_1, stats_2, "evalsha:usec"), plain));
-    m.number("fair_over_ping_p50", ping.p50 > 0 ? fair.p50 / ping.p50 : 0);
-    m.number("mutex_over_ping_p50", ping.p50 > 0 ? plain.p50 / ping.p50 : 0);
+    add_summary(m, "fair_handoff", fair.handoff);
+    add_summary(m, "mutex_handoff", plain.handoff);
+    add_summary(m, "fair_release", fair.release);
+    add_summary(m, "mutex_release", plain.release);
+    m.number("fair_scripts_per_handoff", per_handoff(delta(stats_0, stats_1, "evalsha"), fair.handoff));
+    m.number("fair_script_us_per_handoff", per_handoff(delta(stats_0, stats_1, "evalsha:usec"), fair.handoff));
+    m.number("mutex_scripts_per_handoff", per_handoff(delta(stats_1, stats_2, "evalsha"), plain.handoff));
+    m.number("mutex_script_us_per_handoff", per_handoff(delta(stats_1, stats_2, "evalsha:usec"), plain.handoff));
+    m.number("fair_over_ping_p50", ping.p50 > 0 ? fair.handoff.p50 / ping.p50 : 0);
+    m.number("mutex_over_ping_p50", ping.p50 > 0 ? plain.handoff.p50 / ping.p50 : 0);
     if (!error.empty()) m.text("errors", error);
 }
 
