@@ -95,11 +95,21 @@ local function take_ended(leases, now)
   return dead
 end
 
-local function extend(lock, leases, ms)
+-- Extends the hash's TTL to at least `ms` and the set's to at least the
+-- hash's. new_set: the set was just written and may be new (no TTL yet)
+-- or left of an expired hash (only ended leases), so it gets the hash's
+-- TTL. hash_only: the set holds no live lease (a semaphore's sole owner
+-- keeps its lease end in the hash), so it is left alone.
+local function extend(lock, leases, ms, new_set, hash_only)
   local ttl = redis.call('PTTL', lock)
   if ttl < ms then
     redis.call('PEXPIRE', lock, ms)
     ttl = ms
+  end
+  if hash_only then return end
+  if new_set then
+    redis.call('PEXPIRE', leases, ttl)
+    return
   end
   local rttl = redis.call('PTTL', leases)  -- -2: no such key
   if rttl ~= -2 and rttl < ttl then redis.call('PEXPIRE', leases, ttl) end
@@ -242,9 +252,16 @@ constexpr std::string_view describe_lua = R"lua(
 local MAX_OWNERS = MAX_LISTED_OWNERS
 local function describe_semaphore(r, now_us)
   local now = math.floor(now_us / 1000)
-  r[10] = tonumber(redis.call('HGET', KEYS[1], 'capacity')) or 0
+  local f = redis.call('HMGET', KEYS[1], 'capacity', 'sole', 'next')
+  r[10] = tonumber(f[1]) or 0
   r[4] = 0
-  local live = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES')
+  -- A sole owner's lease end is `next`; from a second owner on, the set's.
+  local live = {}
+  if f[2] then
+    if (tonumber(f[3]) or 0) > now then live = {f[2], f[3]} end
+  else
+    live = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES')
+  end
   for i = 1, #live, 1000 do
     local fields = {}
     for j = i, math.min(i + 999, #live), 2 do

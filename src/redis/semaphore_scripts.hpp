@@ -5,9 +5,12 @@
 //   corolock:{NAME}         hash: kind = "semaphore", capacity,
 //                           used = the permits of every owner in the hash,
 //                           next = at most the soonest lease end (server ms),
+//                           sole = the owner while it is the only one (its
+//                           lease end is then `next`, and not in the set),
 //                           g:<owner> = "<permits> <level>/<permits> ...",
 //                           h:<owner> = "<since µs> <pid> <host> <label>"
-//   corolock:{NAME}:leases  zset: owner -> its lease end (server ms)
+//   corolock:{NAME}:leases  zset: owner -> its lease end (server ms), from
+//                           the second owner on
 //   corolock:{NAME}:fence   the fence counter, shared with every kind
 //   corolock:{NAME}:unlock  the channel; a release publishes "*<free permits>"
 //

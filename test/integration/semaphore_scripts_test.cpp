@@ -379,11 +379,13 @@ TEST_CASE("semaphore scripts: no script shortens either key's TTL",
         const auto first = co_await s.acquire("long", 60'000, 1, 1, 5);
         REQUIRE(script_granted(first));
         CHECK(ttl(s.key) > 50'000);
-        CHECK(ttl(s.leases) > 50'000);
-        // A shorter grant of another owner, a shorter re-entry, a shorter
-        // renewal and a release leave both TTLs covering the longest lease.
+        CHECK(ttl(s.leases) == -2);  // a sole owner: no set
+        // A shorter grant of another owner (which writes the set), a
+        // shorter re-entry, a shorter renewal and a release leave both TTLs
+        // covering the longest lease.
         const auto other = co_await s.acquire("short", 1'000, 1, 1, 5);
         REQUIRE(script_granted(other));
+        CHECK(ttl(s.leases) > 50'000);
         const auto again = co_await s.acquire("long", 1'000, 2, 1, 5);
         REQUIRE(script_granted(again));
         const auto renewed = co_await s.renew("short", 500);
@@ -398,5 +400,131 @@ TEST_CASE("semaphore scripts: no script shortens either key's TTL",
         CHECK(longer.integer == 1);
         CHECK(ttl(s.key) > 110'000);
         CHECK(ttl(s.leases) > 110'000);
+    });
+}
+
+TEST_CASE("semaphore scripts: a sole owner's lease end is the hash's, until a second owner",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        const auto server_ms = [&] {
+            const auto t = server.cmd({"TIME"});
+            return std::stoll(t.at(0)) * 1000 + std::stoll(t.at(1)) / 1000;
+        };
+        // One owner: its lease end is `next`, `sole` names it, no set.
+        auto before = server_ms();
+        const auto a = co_await s.acquire("o1", 20'000, 1, 2, 5);
+        REQUIRE(script_granted(a));
+        CHECK(script_int(a, 4) == 1);
+        CHECK(server.cmd1({"HGET", s.key, "sole"}) == "o1");
+        const auto end_1 = std::stoll(server.cmd1({"HGET", s.key, "next"}));
+        CHECK(end_1 >= before + 20'000);
+        CHECK(end_1 <= server_ms() + 20'000);
+        CHECK(server.cmd1({"EXISTS", s.leases}) == "0");
+        // Its re-entry and renewal move `next`, still without a set.
+        const auto again = co_await s.acquire("o1", 25'000, 2, 1, 5);
+        REQUIRE(script_granted(again));
+        CHECK(script_int(again, 2) == 2);
+        CHECK(script_int(again, 4) == 0);
+        const auto end_2 = std::stoll(server.cmd1({"HGET", s.key, "next"}));
+        CHECK(end_2 > end_1);
+        const auto renewed = co_await s.renew("o1", 40'000);
+        CHECK(renewed.integer == 1);
+        const auto end_3 = std::stoll(server.cmd1({"HGET", s.key, "next"}));
+        CHECK(end_3 >= end_2 + 10'000);
+        CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 35'000);
+        CHECK(server.cmd1({"EXISTS", s.leases}) == "0");
+        // Full (3 of 5 held): a refusal's wait cap is the sole owner's end.
+        const auto refused = co_await s.acquire("o2", 10'000, 1, 3, 5);
+        CHECK_FALSE(script_granted(refused));
+        CHECK(script_int(refused, 2) == 2);
+        CHECK(script_int(refused, 3) > 35'000);
+        CHECK(script_int(refused, 3) <= 40'000);
+        // A second owner: both lease ends are in the set, `sole` is gone,
+        // and `next` is the sooner end.
+        before = server_ms();
+        const auto b = co_await s.acquire("o2", 10'000, 1, 2, 5);
+        REQUIRE(script_granted(b));
+        CHECK(script_int(b, 2) == 1);
+        CHECK(script_int(b, 4) == 1);
+        CHECK(server.cmd1({"HEXISTS", s.key, "sole"}) == "0");
+        CHECK(std::stoll(server.cmd1({"ZSCORE", s.leases, "o1"})) == end_3);
+        const auto end_b = std::stoll(server.cmd1({"ZSCORE", s.leases, "o2"}));
+        CHECK(end_b >= before + 10'000);
+        CHECK(std::stoll(server.cmd1({"HGET", s.key, "next"})) == end_b);
+        CHECK(std::stoll(server.cmd1({"PTTL", s.leases})) > 35'000);
+        CHECK(server.cmd1({"HGET", s.key, "used"}) == "5");
+        // Releases from there on go through the set: o1 leaves it.
+        auto r = co_await s.release("o1", "*");
+        CHECK(script_int(r, 0) == 1);
+        CHECK(server.cmd1({"ZSCORE", s.leases, "o1"}).empty());
+        CHECK(server.cmd1({"HGET", s.key, "used"}) == "2");
+        r = co_await s.release("o2", "1");
+        CHECK(script_int(r, 0) == 1);
+        CHECK(server.cmd1({"EXISTS", s.key}) == "0");
+        CHECK(server.cmd1({"EXISTS", s.leases}) == "0");
+    });
+}
+
+TEST_CASE("semaphore scripts: a sole owner's release and its lease end free everything",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        // Its only grant: the release deletes the hash and publishes every
+        // permit free. Another owner's or another level's release touches
+        // nothing.
+        const auto a = co_await s.acquire("o1", 10'000, 4, 2, 3);
+        REQUIRE(script_granted(a));
+        auto r = co_await s.release("o2", "4");
+        CHECK(script_int(r, 0) == 0);
+        r = co_await s.release("o1", "5");
+        CHECK(script_int(r, 0) == 3);
+        CHECK(server.cmd1({"HGET", s.key, "g:o1"}) == "2 4/2");
+        r = co_await s.release("o1", "4");
+        CHECK(script_int(r, 0) == 1);
+        CHECK(server.cmd1({"EXISTS", s.key}) == "0");
+        // Two grants: the first release keeps the other; "*" frees both.
+        const auto first = co_await s.acquire("o1", 10'000, 1, 1, 3);
+        REQUIRE(script_granted(first));
+        const auto second = co_await s.acquire("o1", 10'000, 2, 1, 3);
+        REQUIRE(script_granted(second));
+        r = co_await s.release("o1", "1");
+        CHECK(script_int(r, 0) == 2);
+        CHECK(server.cmd1({"HGET", s.key, "g:o1"}) == "1 2/1");
+        CHECK(server.cmd1({"HGET", s.key, "used"}) == "1");
+        CHECK(server.cmd1({"HGET", s.key, "sole"}) == "o1");
+        const auto third = co_await s.acquire("o1", 10'000, 3, 1, 3);
+        REQUIRE(script_granted(third));
+        r = co_await s.release("o1", "*");
+        CHECK(script_int(r, 0) == 1);
+        CHECK(server.cmd1({"EXISTS", s.key}) == "0");
+        // A crashed sole owner: once its lease (`next`) ends, its grants are
+        // gone. The next acquire finds all permits free and deletes the old
+        // hash; the old owner's release and renewal find nothing.
+        const auto dead_grant = co_await s.acquire("dead", 150, 1, 3, 3);
+        REQUIRE(script_granted(dead_grant));
+        const auto refused = co_await s.acquire("o2", 10'000, 1, 1, 3);
+        REQUIRE_FALSE(script_granted(refused));
+        CHECK(script_int(refused, 3) <= 150);
+        co_await sleep_for(300ms);
+        const auto b = co_await s.acquire("o2", 10'000, 1, 3, 3);
+        CHECK(script_granted(b));
+        CHECK(server.cmd1({"HGET", s.key, "sole"}) == "o2");
+        CHECK(server.cmd1({"HEXISTS", s.key, "g:dead"}) == "0");
+        CHECK(server.cmd1({"HEXISTS", s.key, "h:dead"}) == "0");
+        CHECK(server.cmd1({"HGET", s.key, "used"}) == "3");
+        const auto late_release = co_await s.release("dead", "1");
+        CHECK(script_int(late_release, 0) == 0);
+        const auto late_renew = co_await s.renew("dead", 10'000);
+        CHECK(late_renew.integer == 0);
+        CHECK(server.cmd1({"HGET", s.key, "used"}) == "3");
+        // The same with nobody coming: the dead owner's own late release
+        // deletes what is left.
+        const auto emptied = co_await s.release("o2", "*");
+        CHECK(script_int(emptied, 0) == 1);
+        const auto dead_again = co_await s.acquire("dead", 150, 1, 1, 3);
+        REQUIRE(script_granted(dead_again));
+        co_await sleep_for(300ms);
+        const auto later_release = co_await s.release("dead", "1");
+        CHECK(script_int(later_release, 0) == 0);
+        CHECK(server.cmd1({"EXISTS", s.key}) == "0");
     });
 }
