@@ -237,7 +237,8 @@ return 1
 // describe() returns {kind, held (0/1), owner or '', pttl, levels, last
 // token, holder or '', server time in µs, queued, capacity, permits in use,
 // holder count, owners}, read-only. kind: the hash's `kind` field, 'mutex'
-// without one ('fair' when only a fair queue is left). A semaphore reports
+// without one ('fair' when only a fair queue is left; 'semaphore' for a
+// sole owner's semaphore, whose kind is sole_semaphore_kind). A semaphore reports
 // its live owners only (lease end after the server's time): levels is their
 // grants, pttl the longest lease left, and owners lists up to MAX_OWNERS
 // {owner, grants, permits, lease left ms, holder or ''}, soonest lease end
@@ -316,7 +317,8 @@ local function describe()
   local r = {kind or 'mutex', 0, owner, redis.call('PTTL', KEYS[1]), 0, last, '', now_us,
              queued, 0, 0, 0, {}}
   if not kind and queued > 0 then r[1] = 'fair' end
-  if kind == 'semaphore' then
+  if kind == 'semaphore' or kind == SOLE_SEMAPHORE_KIND then
+    r[1] = 'semaphore'
     describe_semaphore(r, now_us)
   elseif not kind or kind == 'fair' then
     if owner ~= '' then
@@ -402,6 +404,9 @@ std::string describing(std::string_view body) {
     constexpr auto at = describe_lua.find(placeholder);
     static_assert(at != std::string_view::npos);
     return std::string(base_fields_lua)
+        .append("local SOLE_SEMAPHORE_KIND = '")
+        .append(sole_semaphore_kind)
+        .append("'\n")
         .append(describe_lua.substr(0, at))
         .append(std::to_string(max_listed_lock_owners))
         .append(describe_lua.substr(at + placeholder.size()))

@@ -30,8 +30,14 @@ std::string_view token_minting_lua() noexcept;
 // shared mutex's readers, a semaphore's owners): server_now() -> µs, ms;
 // num(n); wrong_type(key, what); take_ended(set, now) -> up to PRUNE_LIMIT
 // (64) owners whose lease ended, removed from the set; extend(hash, set,
-// ms): both keys live at least ms more, never shortened.
+// ms[, new_set, hash_only]): both keys live at least ms more, never
+// shortened.
 std::string_view lease_set_lua() noexcept;
+// The `kind` of a semaphore's hash while one owner holds it (its lease end
+// is then the hash's; semaphore_scripts.hpp). Its own value, not
+// "semaphore", so that scripts from before that layout refuse such a hash
+// (WRONGTYPE) instead of miscounting it; status reports it as a semaphore.
+inline constexpr std::string_view sole_semaphore_kind = "sole semaphore";
 // The same source announcing with SPUBLISH instead of PUBLISH (a cluster).
 std::string sharded_publish(std::string source);
 

@@ -69,7 +69,7 @@ end
 -- Second value: a WRONGTYPE reply when the key is another kind's; nothing
 -- is touched then.
 local function load(lock, leases, now, me, v)
-  if v[1] ~= 'semaphore' then
+  if v[1] ~= 'semaphore' and v[1] ~= SOLE_KIND then
     if v[1] then return nil, wrong_type(lock, 'a corolock ' .. v[1] .. ', not a semaphore') end
     if v[6] then return nil, wrong_type(lock, 'a corolock mutex, not a semaphore') end
     if redis.call('HLEN', lock) > 0 then
@@ -78,7 +78,7 @@ local function load(lock, leases, now, me, v)
     return nil
   end
   local s = {capacity = tonumber(v[2]) or 0, used = tonumber(v[3]) or 0,
-             next = tonumber(v[4]) or 0, mine = v[5], sole = v[7]}
+             next = tonumber(v[4]) or 0, mine = v[5], sole = v[1] == SOLE_KIND and v[7]}
   -- Grants of mine beside another sole owner: never written together.
   if s.sole and s.sole ~= me then s.mine = nil end
   if s.next > now then return s end
@@ -172,7 +172,7 @@ local grant = ' ' .. ARGV[3] .. '/' .. num(permits)
 -- no set is written (one left of an expired hash holds only ended leases).
 local function create(now_us, now)
   local token = mint_token(KEYS[3], now_us)
-  redis.call('HSET', KEYS[1], 'kind', 'semaphore', 'capacity', num(capacity),
+  redis.call('HSET', KEYS[1], 'kind', SOLE_KIND, 'capacity', num(capacity),
              'used', num(permits), 'next', num(now + lease), 'sole', owner,
              'g:' .. owner, num(permits) .. grant,
              'h:' .. owner, num(now_us) .. ' ' .. (ARGV[6] or ''))
@@ -204,7 +204,10 @@ if mine then
   grants = num((tonumber(held) or 0) + permits) .. (rest or '') .. grant
   for _ in string.gmatch(rest or '', '/') do levels = levels + 1 end
 end
-local fields = {'kind', 'semaphore', 'capacity', num(capacity), 'used', num(s.used + permits),
+-- The kind stays the sole owner's only while the grant is the sole owner's.
+local kind = 'semaphore'
+if s.sole and mine then kind = SOLE_KIND end
+local fields = {'kind', kind, 'capacity', num(capacity), 'used', num(s.used + permits),
                 'g:' .. owner, grants}
 if not mine then
   fields[#fields + 1] = 'h:' .. owner
@@ -213,7 +216,8 @@ end
 local moved = not ends or ends < now + lease
 if moved then ends = now + lease end
 if s.sole and not mine then
-  -- A second owner: the first one's lease end moves into the set.
+  -- A second owner: the first one's lease end moves into the set, and the
+  -- kind becomes 'semaphore' (fields, above).
   redis.call('ZADD', KEYS[2], num(s.next), s.sole, num(ends), owner)
   redis.call('HDEL', KEYS[1], 'sole')
   if ends < s.next then
@@ -250,7 +254,7 @@ constexpr std::string_view release_head_lua = R"lua(
 local owner = ARGV[1] or ''
 local v = read(KEYS[1], owner)
 local _, now = server_now()
-if v[1] == 'semaphore' and v[7] == owner and (tonumber(v[4]) or 0) > now and v[2] then
+if v[1] == SOLE_KIND and v[7] == owner and (tonumber(v[4]) or 0) > now and v[2] then
   local level = string.match(v[5] or '', '^%d+ (%d+)/%d+$')
   if level and (ARGV[2] == '*' or level == ARGV[2]) then
     redis.call('DEL', KEYS[1], KEYS[2])
@@ -324,7 +328,9 @@ std::string head() {
     lib += lease_set_lua();
     lib += "local MAX_CAPACITY = ";
     lib += std::to_string(max_semaphore_capacity);
-    lib += '\n';
+    lib += "\nlocal SOLE_KIND = '";
+    lib += sole_semaphore_kind;
+    lib += "'\n";
     lib += semaphore_head_lua;
     return lib;
 }

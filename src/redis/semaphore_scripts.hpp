@@ -2,7 +2,9 @@
 // semaphore") describes the same layout; keep the two in step.
 //
 // A semaphore named NAME shares the mutex's key names (hash tag {NAME}):
-//   corolock:{NAME}         hash: kind = "semaphore", capacity,
+//   corolock:{NAME}         hash: kind = "semaphore" (or sole_semaphore_kind
+//                           while `sole` is set, which older scripts refuse),
+//                           capacity,
 //                           used = the permits of every owner in the hash,
 //                           next = at most the soonest lease end (server ms),
 //                           sole = the owner while it is the only one (its

@@ -5,10 +5,12 @@
 #include <corolock/client.hpp>
 #include "redis/scripts.hpp"
 #include "redis/semaphore_scripts.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
+#include "support/sys_util.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
@@ -54,6 +56,12 @@ struct semaphore_keys {
         co_return co_await eval(
             command{"EVAL", d::semaphore_release_script().source, 3, key, leases, channel, owner,
                     level});
+    }
+    // The status script's description (scripts.cpp, describe): {kind, held,
+    // ..., holder count (12), owners (13)}.
+    asio::awaitable<reply> status() {
+        co_return co_await eval(command{"EVAL", d::status_script().source, 4, key, fence,
+                                        key + ":entries", leases});
     }
     asio::awaitable<reply> renew(std::string owner, std::int64_t lease_ms) {
         co_return co_await eval(
@@ -416,6 +424,8 @@ TEST_CASE("semaphore scripts: a sole owner's lease end is the hash's, until a se
         REQUIRE(script_granted(a));
         CHECK(script_int(a, 4) == 1);
         CHECK(server.cmd1({"HGET", s.key, "sole"}) == "o1");
+        // A kind of its own, which scripts from before this layout refuse.
+        CHECK(server.cmd1({"HGET", s.key, "kind"}) == d::sole_semaphore_kind);
         const auto end_1 = std::stoll(server.cmd1({"HGET", s.key, "next"}));
         CHECK(end_1 >= before + 20'000);
         CHECK(end_1 <= server_ms() + 20'000);
@@ -447,6 +457,7 @@ TEST_CASE("semaphore scripts: a sole owner's lease end is the hash's, until a se
         CHECK(script_int(b, 2) == 1);
         CHECK(script_int(b, 4) == 1);
         CHECK(server.cmd1({"HEXISTS", s.key, "sole"}) == "0");
+        CHECK(server.cmd1({"HGET", s.key, "kind"}) == "semaphore");
         CHECK(std::stoll(server.cmd1({"ZSCORE", s.leases, "o1"})) == end_3);
         const auto end_b = std::stoll(server.cmd1({"ZSCORE", s.leases, "o2"}));
         CHECK(end_b >= before + 10'000);
@@ -526,5 +537,100 @@ TEST_CASE("semaphore scripts: a sole owner's release and its lease end free ever
         const auto later_release = co_await s.release("dead", "1");
         CHECK(script_int(later_release, 0) == 0);
         CHECK(server.cmd1({"EXISTS", s.key}) == "0");
+    });
+}
+
+TEST_CASE("semaphore scripts: a sole owner's corners: shorter re-entry, longer second owner",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        const auto next = [&] { return std::stoll(server.cmd1({"HGET", s.key, "next"})); };
+        const auto a = co_await s.acquire("o1", 20'000, 1, 1, 5);
+        REQUIRE(script_granted(a));
+        const auto end_1 = next();
+        // A shorter re-entry moves nothing back, and answers the lease left.
+        const auto shorter = co_await s.acquire("o1", 1'000, 2, 1, 5);
+        REQUIRE(script_granted(shorter));
+        CHECK(next() == end_1);
+        CHECK(script_int(shorter, 3) > 15'000);
+        CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 15'000);
+        // Status sees the sole owner as any semaphore's.
+        auto st = co_await s.status();
+        REQUIRE(st.elements.size() == 13);
+        CHECK(st.elements[0].str == "semaphore");
+        CHECK(st.elements[1].integer == 1);      // held
+        CHECK(st.elements[10].integer == 2);     // permits in use
+        CHECK(st.elements[11].integer == 1);     // holder count
+        REQUIRE(st.elements[12].elements.size() == 1);
+        CHECK(st.elements[12].elements[0].elements[0].str == "o1");
+        // A second owner with a longer lease: `next` stays the first's end.
+        const auto b = co_await s.acquire("o2", 60'000, 1, 1, 5);
+        REQUIRE(script_granted(b));
+        CHECK(next() == end_1);
+        CHECK(std::stoll(server.cmd1({"ZSCORE", s.leases, "o1"})) == end_1);
+        CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 55'000);
+        CHECK(std::stoll(server.cmd1({"PTTL", s.leases})) > 55'000);
+        // The shared mutex's scripts refuse a sole owner's semaphore by kind.
+        const auto out_2 = co_await s.release("o2", "*");
+        REQUIRE(script_int(out_2, 0) == 1);
+        const auto out_1 = co_await s.release("o1", "*");
+        REQUIRE(script_int(out_1, 0) == 1);
+        const auto c = co_await s.acquire("o3", 20'000, 1, 1, 5);
+        REQUIRE(script_granted(c));
+        const auto shared = co_await s.eval(
+            command{"EVAL", d::shared_acquire_script().source, 3, s.key, s.leases, s.fence, "r1",
+                    10'000, 1, "1 host test", "s", 0});
+        CHECK(shared.is_error());
+        CHECK_THAT(shared.str, Catch::StartsWith("WRONGTYPE") &&
+                                   Catch::Contains("a corolock sole semaphore, not a shared mutex"));
+        // Once the sole owner's lease (`next`) has passed, status reports it
+        // free, even while the key lingers (kept here by hand).
+        const auto brief = co_await s.acquire("o3", 1, 2, 1, 5);  // re-entry: no shorter
+        REQUIRE(script_granted(brief));
+        const auto out_3 = co_await s.release("o3", "*");
+        REQUIRE(script_int(out_3, 0) == 1);
+        const auto gone = co_await s.acquire("o4", 100, 1, 1, 5);
+        REQUIRE(script_granted(gone));
+        server.cmd({"PEXPIRE", s.key, "60000"});
+        co_await sleep_for(250ms);
+        st = co_await s.status();
+        REQUIRE(st.elements.size() == 13);
+        CHECK(st.elements[0].str == "semaphore");
+        CHECK(st.elements[1].integer == 0);
+        CHECK(st.elements[11].integer == 0);
+        // The sharded release announces with SPUBLISH on both its paths.
+        const auto& sharded = d::semaphore_release_script(true).source;
+        CHECK(sharded.find("redis.call('PUBLISH'") == std::string::npos);
+        CHECK(count_of(sharded, "redis.call('SPUBLISH'") == 2);
+    });
+}
+
+TEST_CASE("semaphore scripts: a set left of an expired hash frees no permits",
+          "[semaphore][integration]") {
+    with_semaphore([](semaphore_keys& s, redis_server& server) -> asio::awaitable<void> {
+        // Lease ends of owners long gone (their hash expired), with a long TTL.
+        server.cmd({"ZADD", s.leases, "1000", "ghost1", "2000", "ghost2"});
+        server.cmd({"PEXPIRE", s.leases, "1000000"});
+        const auto a = co_await s.acquire("o1", 30'000, 1, 2, 3);
+        REQUIRE(script_granted(a));
+        CHECK(server.cmd1({"ZCARD", s.leases}) == "2");  // a sole owner leaves the set alone
+        // A second owner writes the set: it gets the hash's TTL.
+        const auto b = co_await s.acquire("o2", 150, 1, 1, 3);
+        REQUIRE(script_granted(b));
+        const auto hash_ttl = std::stoll(server.cmd1({"PTTL", s.key}));
+        const auto set_ttl = std::stoll(server.cmd1({"PTTL", s.leases}));
+        CHECK(set_ttl <= hash_ttl + 50);
+        CHECK(set_ttl >= hash_ttl - 50);
+        // o2's lease ends: the prune drops it and the ghosts; only o2's
+        // permit comes back.
+        co_await sleep_for(300ms);
+        const auto c = co_await s.acquire("o3", 30'000, 1, 1, 3);
+        REQUIRE(script_granted(c));
+        CHECK(server.cmd1({"HGET", s.key, "used"}) == "3");
+        CHECK(server.cmd1({"ZSCORE", s.leases, "ghost1"}).empty());
+        CHECK(server.cmd1({"ZSCORE", s.leases, "ghost2"}).empty());
+        CHECK(server.cmd1({"ZSCORE", s.leases, "o2"}).empty());
+        CHECK(server.cmd1({"ZCARD", s.leases}) == "2");  // o1 and o3
+        const auto full = co_await s.acquire("o4", 30'000, 1, 1, 3);
+        CHECK_FALSE(script_granted(full));
     });
 }
