@@ -251,14 +251,15 @@ return 1
 // Second value: a WRONGTYPE reply for a kind this version does not know.
 constexpr std::string_view describe_lua = R"lua(
 local MAX_OWNERS = MAX_LISTED_OWNERS
-local function describe_semaphore(r, now_us)
+local function describe_semaphore(r, now_us, sole_kind)
   local now = math.floor(now_us / 1000)
   local f = redis.call('HMGET', KEYS[1], 'capacity', 'sole', 'next')
   r[10] = tonumber(f[1]) or 0
   r[4] = 0
-  -- A sole owner's lease end is `next`; from a second owner on, the set's.
+  -- A sole owner's lease end is `next` (the semaphore scripts' rule: its
+  -- kind and a `sole` field); from a second owner on, the set's.
   local live = {}
-  if f[2] then
+  if sole_kind and f[2] then
     if (tonumber(f[3]) or 0) > now then live = {f[2], f[3]} end
   else
     live = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES')
@@ -319,7 +320,7 @@ local function describe()
   if not kind and queued > 0 then r[1] = 'fair' end
   if kind == 'semaphore' or kind == SOLE_SEMAPHORE_KIND then
     r[1] = 'semaphore'
-    describe_semaphore(r, now_us)
+    describe_semaphore(r, now_us, kind == SOLE_SEMAPHORE_KIND)
   elseif not kind or kind == 'fair' then
     if owner ~= '' then
       r[2], r[12] = 1, 1
