@@ -278,7 +278,10 @@ private:
     clock::duration backoff_{};
     std::minstd_rand rng_;
     error_code last_connect_error_;
-    std::string last_connect_diagnostic_;
+    std::string last_connect_diagnostic_;  // the attempt in progress's, then the failure's
+    // last_connect_error_'s diagnostic, kept while a new attempt (which
+    // clears last_connect_diagnostic_) runs: the cause connect_window names.
+    std::string last_failure_diagnostic_;
     // The last attempt failed in a way retrying cannot fix (credentials,
     // database index, certificate, server version).
     bool last_connect_permanent_ = false;

@@ -635,6 +635,7 @@ client_impl::awaitable<void> client_impl::run() {
         } else {
             last_connect_error_ = {};
             last_connect_diagnostic_.clear();
+            last_failure_diagnostic_.clear();
             last_connect_permanent_ = false;
             fail_fast_ = false;
             ever_connected_ = true;
@@ -711,6 +712,7 @@ void client_impl::close_socket() noexcept {
 void client_impl::on_connect_failure(error_code ec) {
     last_connect_error_ = ec;
     if (last_connect_diagnostic_.empty()) last_connect_diagnostic_ = describe_cause(ec);
+    last_failure_diagnostic_ = last_connect_diagnostic_;
     // Retrying cannot fix these, nor a failed handshake (SELECT of a
     // database the server lacks) or no primary after one of them. (A server
     // that is fixed meanwhile is still found: the reconnecting goes on.)
@@ -748,7 +750,9 @@ client_impl::awaitable<void> client_impl::connect_window() {
     window_passed_ = true;
     const auto ms =
         std::chrono::duration_cast<std::chrono::milliseconds>(cfg_.connect_timeout).count();
-    std::string cause = last_connect_error_ ? last_connect_diagnostic_
+    // The last failed attempt's cause: a retry may be under way, and it
+    // clears last_connect_diagnostic_ when it starts.
+    std::string cause = last_connect_error_ ? last_failure_diagnostic_
                                             : "the first attempt is still connecting";
     logger_->warn("no connection to {} within {} ms ({}): commands fail with never_connected "
                   "until one succeeds",
