@@ -9,6 +9,8 @@
 //   main.cpp        dispatch
 #pragma once
 
+#include "core/listed_locks.hpp"
+
 #include <corolock/admin.hpp>
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
@@ -229,14 +231,24 @@ struct store_lock_status {
     std::int64_t session_pid = 0;       // pg: the holding session's server process
 };
 
+using store_lock_list = detail::listed_locks<store_lock_status>;
+
 // ZooKeeper's or PostgreSQL's admin (zk/zk_admin.hpp, pg/pg_admin.hpp)
-// behind run's first look and status, with the tool's short bounds.
+// behind run's first look, status, list and break, with the tool's short
+// bounds.
 class store_admin {
 public:
     virtual ~store_admin() = default;
     // Success once the service answered (a session, or a connection).
     virtual boost::asio::awaitable<error_code> connect() = 0;
     virtual boost::asio::awaitable<std::tuple<error_code, store_lock_status>> status(
+        std::string name) = 0;
+    // The locks held whose name matches the glob (empty: every name).
+    virtual boost::asio::awaitable<std::tuple<error_code, store_lock_list>> list(
+        std::string pattern) = 0;
+    // Removes the holder of `name`; answers what it removed (held false:
+    // nothing was held).
+    virtual boost::asio::awaitable<std::tuple<error_code, store_lock_status>> break_lock(
         std::string name) = 0;
     // The cause of the last failure, in words (never the password).
     virtual std::string last_error() const = 0;

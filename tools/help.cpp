@@ -18,7 +18,7 @@ Usage:
   corolock list [OPTIONS] [--json] [PATTERN]
   corolock break [OPTIONS] NAME
   corolock help [COMMAND]
-  corolock --help | --version
+  corolock --help | --version | -V
 
 Commands:
   run     Hold the lock NAME while COMMAND runs (a distributed flock(1)).
@@ -40,7 +40,7 @@ Options every command takes:
                   (etcds://...[?ca_file=PATH] for TLS) for run, status, list,
                   break. Or ZooKeeper: zk://host:port[,...][/root], or
                   PostgreSQL: postgresql://[user[:pass]@]host[:port]/db
-                  (postgres:// too), for run and status.
+                  (postgres:// too), for run, status, list, break.
   --password-file FILE  The password: the first line of FILE. Overrides the
                   URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
   --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
@@ -270,7 +270,7 @@ with SCAN (never KEYS), @LIST_STEP@ per step, and stops after @LIST_TIME@,
 more. A lock taken or released meanwhile may or may not be shown. Read-only.
 
 Text output: a header, then one line per lock, tab-separated:
-  NAME  HOLDER (host:pid)  SINCE  HELD FOR  TTL  LABEL
+  NAME  HOLDER (host:pid)  SINCE  HELD FOR  TTL  LABEL  WAITERS  KIND  PERMITS
 with control bytes escaped (tabs too, so the columns are safe to cut).
 
 Options:
@@ -281,8 +281,12 @@ Options:
                   Or etcd://host:port[,...]: the keys under the URL's prefix
                   are read in pages of 100 at one revision and matched
                   against PATTERN here; text output adds a WAITERS column,
-                  TTL is in whole seconds (see docs/cli.md). Not offered on
-                  zk:// or postgresql:// yet (a usage error, 64).
+                  TTL is in whole seconds (see docs/cli.md). Or
+                  zk://host:port[,...][/root]: the lock directories under
+                  the root, each read as status reads it (TTL is '-': the
+                  holder's session is its lease); or postgresql://...:
+                  the names of corolock_locks, each read as status reads
+                  it.
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
@@ -315,8 +319,11 @@ corolock run and --on-lost kill its COMMAND is then stopped and run exits 70.
 
 Options:
   --url URL       Redis to use (default: $REDIS_URL, else @URL@).
-                  Or etcd://host:port[,...] (see 'corolock help'). Not
-                  offered on zk:// or postgresql:// yet (a usage error, 64).
+                  Or etcd://host:port[,...] (see 'corolock help'), or
+                  zk://host:port[,...][/root]: deletes the holder's node; or
+                  postgresql://...: ends the holder's session
+                  (pg_terminate_backend). Either way the holder is told at
+                  once.
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
   --tls-server-name NAME, --tls-insecure  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).

@@ -1,7 +1,10 @@
 // corolock status and corolock break: one script run each on Redis, a
-// range (and a lease look-up or revoke) on etcd; corolock list: SCAN and a
-// script per lock on Redis (every primary of a Cluster), paged ranges and a
-// lease look-up per lock on etcd.
+// range (and a lease look-up or revoke) on etcd, a listing of the lock's
+// directory (and a delete) on ZooKeeper, pg_locks and the name's row (and
+// a pg_terminate_backend) on PostgreSQL; corolock list: SCAN and a script
+// per lock on Redis (every primary of a Cluster), paged ranges and a lease
+// look-up per lock on etcd, the lock directories (ZooKeeper) or the names
+// of corolock_locks (PostgreSQL) and a status of each.
 #include "cli.hpp"
 
 #include "etcd/etcd_admin.hpp"
@@ -194,63 +197,140 @@ int etcd_status(const status_options& o) {
     });
 }
 
-// status on ZooKeeper or PostgreSQL: the admin's own session or
-// connection, then one read of the lock (store_admin).
-int store_status(const status_options& o) {
+// The JSON object of one lock on ZooKeeper or PostgreSQL, shared by status
+// --json and list --json.
+std::string store_status_json(std::string_view name, bool zk, const store_lock_status& st) {
+    std::string line = "{\"name\":" + json_string(name) + ",\"backend\":" +
+                       (zk ? "\"zk\"" : "\"postgresql\"") +
+                       ",\"kind\":\"mutex\",\"held\":" + (st.held ? "true" : "false") +
+                       ",\"owner\":" + json_string(st.held ? st.owner : "") +
+                       ",\"last_token\":" + std::to_string(st.last_token) +
+                       holder_json(st.held ? st.holder : std::nullopt, true) +
+                       ",\"waiters\":" + std::to_string(st.waiters);
+    if (zk) line += ",\"node\":" + (st.held ? json_string(st.node) : std::string("null"));
+    else line += ",\"session_pid\":" + (st.held ? std::to_string(st.session_pid) : std::string("null"));
+    return line + "}";
+}
+
+// Runs body(admin) on ZooKeeper's or PostgreSQL's admin once it has its own
+// session or connection; `doing` names the command in a failure's report.
+int with_store(const common_options& o, const std::string& doing,
+               const std::function<asio::awaitable<int>(store_admin&)>& body) {
     return with_service<store_admin>(
-        [&](const asio::any_io_executor& ex) { return make_store_admin(ex, o.common); },
-        [&o](store_admin& a) -> asio::awaitable<int> {
-            const std::string doing = "status of lock '" + o.name + "'";
+        [&](const asio::any_io_executor& ex) { return make_store_admin(ex, o); },
+        [&](store_admin& a) -> asio::awaitable<int> {
             if (auto ec = co_await a.connect(); ec)
-                co_return report_redis_failure(o.common, doing, ec, a.last_error());
-            auto [ec, st] = co_await a.status(o.name);
-            if (ec) co_return report_redis_failure(o.common, doing, ec, a.last_error());
-            const bool zk = o.common.kind == url_kind::zk;
-            // ZooKeeper: the holder's wall clock wrote since; PostgreSQL: the server's.
-            const char* clocks = zk ? ", by the hosts' clocks" : "";
-            if (o.json) {
-                std::string line = "{\"name\":" + json_string(o.name) + ",\"backend\":" +
-                                   (zk ? "\"zk\"" : "\"postgresql\"") +
-                                   ",\"kind\":\"mutex\",\"held\":" + (st.held ? "true" : "false") +
-                                   ",\"owner\":" + json_string(st.held ? st.owner : "") +
-                                   ",\"last_token\":" + std::to_string(st.last_token) +
-                                   holder_json(st.held ? st.holder : std::nullopt, true) +
-                                   ",\"waiters\":" + std::to_string(st.waiters);
-                if (zk) line += ",\"node\":" + (st.held ? json_string(st.node) : std::string("null"));
-                else line += ",\"session_pid\":" + (st.held ? std::to_string(st.session_pid) : std::string("null"));
-                line += "}\n";
-                std::fputs(line.c_str(), stdout);
-                co_return exit_status::ok;
-            }
-            std::printf("lock:       %s\n", printable(o.name).c_str());
-            std::printf("kind:       mutex\n");
-            std::printf("held:       %s\n", st.held ? "yes" : "no");
-            if (st.held) {
-                std::printf("owner:      %s\n", printable(st.owner).c_str());
-                if (const auto& h = st.holder) {
-                    std::printf("holder:     %s\n", holder_text(*h).c_str());
-                    std::printf("label:      %s\n", printable(h->label).c_str());
-                    std::printf("since:      %s (held for %s%s)\n", format_time(h->since).c_str(),
-                                format_held_for(h->held_for).c_str(), clocks);
-                } else {
-                    std::printf("holder:     unknown (not recorded)\n");
-                }
-                if (zk) std::printf("node:       %s\n", printable(st.node).c_str());
-                else std::printf("session:    server pid %lld\n", static_cast<long long>(st.session_pid));
-            }
-            // ZooKeeper keeps no token for a free lock; PostgreSQL's row does.
-            if (st.held || !zk)
-                std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
-            std::printf("waiters:    %zu\n", st.waiters);
-            co_return exit_status::ok;
+                co_return report_redis_failure(o, doing, ec, a.last_error());
+            co_return co_await body(a);
         });
 }
 
-// list and break are not offered on ZooKeeper or PostgreSQL yet.
-int refuse_on_store(const common_options& o, std::string_view command) {
-    report_error(std::string(command) + " is not offered on " + std::string(service_name(o)) +
-                 " yet: run and status are (list and break work on Redis and etcd)");
-    return exit_status::usage;
+// status on ZooKeeper or PostgreSQL: one read of the lock (store_admin).
+int store_status(const status_options& o) {
+    const std::string doing = "status of lock '" + o.name + "'";
+    return with_store(o.common, doing, [&](store_admin& a) -> asio::awaitable<int> {
+        auto [ec, st] = co_await a.status(o.name);
+        if (ec) co_return report_redis_failure(o.common, doing, ec, a.last_error());
+        const bool zk = o.common.kind == url_kind::zk;
+        // ZooKeeper: the holder's wall clock wrote since; PostgreSQL: the server's.
+        const char* clocks = zk ? ", by the hosts' clocks" : "";
+        if (o.json) {
+            const std::string line = store_status_json(o.name, zk, st) + "\n";
+            std::fputs(line.c_str(), stdout);
+            co_return exit_status::ok;
+        }
+        std::printf("lock:       %s\n", printable(o.name).c_str());
+        std::printf("kind:       mutex\n");
+        std::printf("held:       %s\n", st.held ? "yes" : "no");
+        if (st.held) {
+            std::printf("owner:      %s\n", printable(st.owner).c_str());
+            if (const auto& h = st.holder) {
+                std::printf("holder:     %s\n", holder_text(*h).c_str());
+                std::printf("label:      %s\n", printable(h->label).c_str());
+                std::printf("since:      %s (held for %s%s)\n", format_time(h->since).c_str(),
+                            format_held_for(h->held_for).c_str(), clocks);
+            } else {
+                std::printf("holder:     unknown (not recorded)\n");
+            }
+            if (zk) std::printf("node:       %s\n", printable(st.node).c_str());
+            else std::printf("session:    server pid %lld\n", static_cast<long long>(st.session_pid));
+        }
+        // ZooKeeper keeps no token for a free lock; PostgreSQL's row does.
+        if (st.held || !zk)
+            std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
+        std::printf("waiters:    %zu\n", st.waiters);
+        co_return exit_status::ok;
+    });
+}
+
+// break on ZooKeeper (the holder's node deleted) or PostgreSQL (the
+// holder's session ended): zk/zk_admin.hpp, pg/pg_admin.hpp.
+int store_break(const break_options& o) {
+    const std::string doing = "break lock '" + o.name + "'";
+    return with_store(o.common, doing, [&](store_admin& a) -> asio::awaitable<int> {
+        auto [ec, removed] = co_await a.break_lock(o.name);
+        if (ec) {
+            const int status = report_redis_failure(o.common, doing, ec, a.last_error());
+            if (ec == error::connection_lost || ec == error::timeout)
+                report_error("the break may or may not have happened; check with "
+                             "'corolock status'");
+            co_return status;
+        }
+        if (removed.held && o.common.kind == url_kind::zk)
+            std::printf("removed lock %s held by %s (deleted its node %s)\n",
+                        printable(o.name).c_str(), printable(removed.owner).c_str(),
+                        printable(removed.node).c_str());
+        else if (removed.held)
+            std::printf("removed lock %s held by %s (ended its session, server pid %lld)\n",
+                        printable(o.name).c_str(), printable(removed.owner).c_str(),
+                        static_cast<long long>(removed.session_pid));
+        else
+            std::printf("lock %s was not held\n", printable(o.name).c_str());
+        if (removed.held && removed.waiters > 0)
+            std::printf("%zu waiters keep their places; the first takes the lock\n",
+                        removed.waiters);
+        co_return exit_status::ok;
+    });
+}
+
+// list on ZooKeeper (every lock directory under the root) or PostgreSQL
+// (every name of corolock_locks), each lock read as status reads it.
+int store_list(const list_options& o) {
+    const bool zk = o.common.kind == url_kind::zk;
+    return with_store(o.common, "list locks", [&](store_admin& a) -> asio::awaitable<int> {
+        auto [ec, list] = co_await a.list(o.pattern);
+        if (ec) co_return report_redis_failure(o.common, "list locks", ec, a.last_error());
+        if (o.json) {
+            std::string out = "{\"locks\":[";
+            for (std::size_t i = 0; i < list.locks.size(); ++i) {
+                if (i > 0) out += ',';
+                out += store_status_json(list.locks[i].name, zk, list.locks[i].status);
+            }
+            out += std::string("],\"truncated\":") + (list.truncated ? "true" : "false") +
+                   ",\"backend\":" + (zk ? "\"zk\"" : "\"postgresql\"") + "}\n";
+            std::fputs(out.c_str(), stdout);
+        } else {
+            // Redis's columns; every lock is a mutex, and its lease is its
+            // holder's session (no TTL the admin can read).
+            std::printf("%s\n", list_header);
+            for (const auto& [name, st] : list.locks) {
+                std::string holder = "-", since = "-", held_for = "-", label = "-";
+                if (const auto& h = st.holder) {
+                    holder = holder_text(*h);
+                    since = format_time(h->since);
+                    held_for = format_held_for(h->held_for);
+                    label = printable(h->label);
+                }
+                std::printf("%s\t%s\t%s\t%s\t-\t%s\t%zu\tmutex\t-\n", printable(name).c_str(),
+                            holder.c_str(), since.c_str(), held_for.c_str(), label.c_str(),
+                            st.waiters);
+            }
+        }
+        if (list.truncated)
+            report_warning("the listing stopped at a bound (time or locks); there may be more "
+                           "held locks");
+        co_return exit_status::ok;
+    });
 }
 
 int etcd_break(const break_options& o) {
@@ -532,7 +612,7 @@ int status_command(const status_options& o) {
 
 int break_command(const break_options& o) {
     if (o.common.kind == url_kind::etcd) return etcd_break(o);
-    if (!o.common.redis()) return refuse_on_store(o.common, "break");
+    if (!o.common.redis()) return store_break(o);
     return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await first_check(c); reach)
             co_return report_redis_failure(o.common, "break lock '" + o.name + "'", reach,
@@ -577,7 +657,7 @@ int break_command(const break_options& o) {
 
 int list_command(const list_options& o) {
     if (o.common.kind == url_kind::etcd) return etcd_list(o);
-    if (!o.common.redis()) return refuse_on_store(o.common, "list");
+    if (!o.common.redis()) return store_list(o);
     return with_redis(o.common, [&o](auto& c) -> asio::awaitable<int> {
         if (const error_code reach = co_await first_check(c); reach)
             co_return report_redis_failure(o.common, "list locks", reach, cause_of(c));

@@ -78,23 +78,6 @@ asio::awaitable<error_code> check_reachable(client& c, asio::cancellation_slot s
     co_return ec;
 }
 
-int exit_status_for(const error_code& ec) {
-    if (!ec) return exit_status::ok;
-    if (ec == error::wait_timeout || ec == error::lock_held) return exit_status::not_acquired;
-    if (ec == error::invalid_argument || ec == error::invalid_url) return exit_status::usage;
-    if (ec == error::no_permission) return exit_status::remote_error;
-    if (ec == error::timeout || ec == error::not_connected || ec == error::connection_lost ||
-        ec == error::connect_timeout || ec == error::resolve_failed ||
-        ec == error::tls_handshake_failed || ec == error::auth_failed ||
-        ec == error::handshake_failed || ec == error::never_connected ||
-        ec == error::server_too_old || ec == error::no_primary)
-        return exit_status::unavailable;
-    if (ec.category() != error_category()) return exit_status::unavailable;  // socket errors
-    if (ec == error::client_stopped) return exit_status::os_error;
-    // server_error, wrong_type, no_script, protocol errors, unexpected replies.
-    return exit_status::remote_error;
-}
-
 // Messages name locks, owners, commands and server text: every byte that
 // could end the line or drive the terminal is escaped (printable.hpp).
 void report_error(std::string_view message) {

@@ -80,7 +80,7 @@ enum class condition {
     timeout = 1,        // connect_timeout, timeout, wait_timeout, drain_timeout,
                         // asio timed_out
     connection_failure, // connection_lost, not_connected, never_connected,
-                        // resolve/connect/TLS failures
+                        // resolve/connect/TLS failures, no_primary, cluster_down
     lock_unavailable,   // lock_held, wait_timeout
     lease_gone,         // not_owner, expired, lock_lost
 };

@@ -73,6 +73,24 @@ std::size_t unlock_waiters::wake_all(std::string_view channel, std::uint64_t fre
     return n;
 }
 
+std::size_t unlock_waiters::wake_writers(std::string_view channel, std::uint64_t ms) {
+    auto it = find_channel(channels_, channel);
+    if (it == channels_.end()) return 0;
+    std::size_t n = 0;
+    // Neither wake() nor defer() may add or remove waiters.
+    for (waiter* w : it->second) {
+        if (w->woken) continue;
+        if (w->yields) {
+            if (w->defer) w->defer(w->context, ms);
+            continue;
+        }
+        w->woken = true;
+        ++n;
+        if (w->wake) w->wake(w->context);
+    }
+    return n;
+}
+
 void unlock_waiters::wake_one_per_channel() {
     // wake() may not add or remove waiters (callers defer that work), so the
     // map is stable while we walk it.
@@ -91,15 +109,29 @@ std::size_t unlock_waiters::waiter_count(std::string_view channel) const {
     return it == channels_.end() ? 0 : it->second.size();
 }
 
-std::uint64_t wake_all_count(std::string_view payload) noexcept {
-    constexpr auto none = std::numeric_limits<std::uint64_t>::max();
-    if (payload.size() < 2 || payload.size() > 20) return none;
+namespace {
+
+// Decimal digits (at most 19, so no overflow), or nullopt.
+std::optional<std::uint64_t> digits(std::string_view s) noexcept {
+    if (s.empty() || s.size() > 19) return std::nullopt;
     std::uint64_t n = 0;
-    for (char ch : payload.substr(1)) {
-        if (ch < '0' || ch > '9') return none;
+    for (char ch : s) {
+        if (ch < '0' || ch > '9') return std::nullopt;
         n = n * 10 + static_cast<std::uint64_t>(ch - '0');
     }
     return n;
+}
+
+}  // namespace
+
+std::uint64_t wake_all_count(std::string_view payload) noexcept {
+    if (payload.empty()) return std::numeric_limits<std::uint64_t>::max();
+    return digits(payload.substr(1)).value_or(std::numeric_limits<std::uint64_t>::max());
+}
+
+std::optional<std::uint64_t> writers_wake_ms(std::string_view payload) noexcept {
+    if (payload.size() < 3 || payload.substr(0, 2) != "*w") return std::nullopt;
+    return digits(payload.substr(2));
 }
 
 }  // namespace corolock::detail

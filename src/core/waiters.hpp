@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <limits>
 #include <list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -52,6 +53,11 @@ public:
         // How many permits the waiter asks for (1 for a lock): a release that
         // frees some wakes only the waiters that fit (wake_all).
         std::uint32_t need = 1;
+        // A reader that yields to writers (a shared mutex with writer
+        // preference): wake_writers() does not wake it but calls defer()
+        // with how long it cannot get in.
+        bool yields = false;
+        void (*defer)(void* context, std::uint64_t ms) noexcept = nullptr;
     };
 
     // Returns true when w is the channel's first waiter: subscribe now.
@@ -70,6 +76,12 @@ public:
     // later smaller one may still fit). Returns how many it woke.
     std::size_t wake_all(std::string_view channel,
                          std::uint64_t free = std::numeric_limits<std::uint64_t>::max());
+    // A release after which readers that yield cannot get in for `ms`
+    // more (a waiting writer's marker, or a writer holds): wakes the
+    // channel's waiters not woken already that do not yield, and tells
+    // each yielding one (defer) that it need not try for `ms`. Returns how
+    // many it woke.
+    std::size_t wake_writers(std::string_view channel, std::uint64_t ms);
     // After a reconnect messages may have been lost: wake one per channel.
     void wake_one_per_channel();
     // Every channel with waiters (to re-subscribe after a reconnect).
@@ -89,5 +101,8 @@ private:
 // The count a wake-all release message carries: "*<free permits>" gives
 // the permits, a bare or unreadable "*..." no bound (everyone tries).
 std::uint64_t wake_all_count(std::string_view payload) noexcept;
+// A shared mutex's "*w<ms>" (wake_writers): the ms; nullopt for any other
+// payload, which wake_all() handles (an unreadable one wakes everyone).
+std::optional<std::uint64_t> writers_wake_ms(std::string_view payload) noexcept;
 
 }  // namespace corolock::detail

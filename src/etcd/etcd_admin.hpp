@@ -86,11 +86,6 @@ struct admin_lock_list {
     std::int64_t revision = 0;  // the store's revision every page was read at
 };
 
-// Whether text matches a Redis glob (as SCAN MATCH): * any run of bytes,
-// ? one byte, [abc] [a-z] [^abc] a class, a backslash escapes the next
-// byte; every other byte matches itself. Time |pattern| * |text| at most.
-bool glob_match(std::string_view pattern, std::string_view text) noexcept;
-
 // The lock name and owner id of a key's tail after the backend's prefix
 // ("<len>:<name>/<owner>"); false when the tail has another shape.
 bool split_lock_key(std::string_view tail, std::string_view& name, std::string_view& owner) noexcept;

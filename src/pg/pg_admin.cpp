@@ -1,5 +1,6 @@
 #include "pg/pg_admin.hpp"
 
+#include "core/glob_match.hpp"
 #include "core/holder_record.hpp"
 #include "core/inner_executor.hpp"
 
@@ -8,6 +9,7 @@
 
 #include <libpq-fe.h>
 
+#include <set>
 #include <utility>
 
 namespace corolock::detail::pg {
@@ -73,19 +75,107 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
     return asio::co_spawn(
         strand_,
         [this, name = std::move(name)]() -> asio::awaitable<std::tuple<error_code, admin_lock_status>> {
-            using result = std::tuple<error_code, admin_lock_status>;
+            co_return co_await read_status(name, connection::clock::now() + request_timeout_);
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::read_status(
+    const std::string& name, connection::clock::time_point deadline) {
+    using result = std::tuple<error_code, admin_lock_status>;
+    if (!conn_ || !conn_->usable()) co_return result{error::not_connected, {}};
+    const answer sessions = co_await conn_->exec(lock_sessions(name), deadline);
+    const answer row = co_await conn_->exec(lock_row(name), deadline);
+    admin_lock_status st;
+    if (auto ec = decide_status(sessions, row, st.report); ec) {
+        why_ = scrub(!sessions.ok() ? sessions.message : row.message, *url_);
+        co_return result{ec, {}};
+    }
+    if (st.report.held && !st.report.holder.empty())
+        st.holder = parse_holder_record(st.report.holder, st.report.server_now_us);
+    co_return result{error_code{}, std::move(st)};
+}
+
+asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(lock_list_options o) {
+    return asio::co_spawn(
+        strand_,
+        [this, o = std::move(o)]() mutable -> asio::awaitable<std::tuple<error_code, admin_lock_list>> {
+            using result = std::tuple<error_code, admin_lock_list>;
+            using steady = connection::clock;
             if (!conn_ || !conn_->usable()) co_return result{error::not_connected, {}};
-            const auto deadline = connection::clock::now() + request_timeout_;
-            const answer sessions = co_await conn_->exec(lock_sessions(name), deadline);
-            const answer row = co_await conn_->exec(lock_row(name), deadline);
-            admin_lock_status st;
-            if (auto ec = decide_status(sessions, row, st.report); ec) {
-                why_ = scrub(!sessions.ok() ? sessions.message : row.message, *url_);
-                co_return result{ec, {}};
+            o = with_list_defaults(std::move(o), 1000);  // names read 1000 a page
+            const auto end = steady::now() + o.max_time;
+            admin_lock_list out;
+            const answer keys = co_await conn_->exec(granted_keys(), steady::now() + request_timeout_);
+            if (!keys.ok()) {
+                why_ = scrub(keys.message, *url_);
+                co_return result{error_of(keys), std::move(out)};
             }
-            if (st.report.held && !st.report.holder.empty())
-                st.holder = parse_holder_record(st.report.holder, st.report.server_now_us);
-            co_return result{error_code{}, std::move(st)};
+            std::set<std::pair<std::string, std::string>> granted;  // (classid, objid)
+            for (const auto& row : keys.rows)
+                if (row.size() == 2 && row[0] && row[1]) granted.emplace(*row[0], *row[1]);
+            if (granted.empty()) co_return result{error_code{}, std::move(out)};
+            // The names page by page (count_per_step, max_steps), and each
+            // whose key is granted read as status() reads it; the bounds are
+            // looked at between reads, each read has its own.
+            std::string after;
+            for (std::size_t step = 0;; ++step) {
+                if (step == o.max_steps || steady::now() >= end) {
+                    out.truncated = true;
+                    break;
+                }
+                const answer names = co_await conn_->exec(lock_names(after, o.count_per_step),
+                                                          steady::now() + request_timeout_);
+                // 42P01: the table was never made, so no lock was ever taken.
+                if (!names.ok() && names.sqlstate == "42P01") break;
+                if (!names.ok()) {
+                    why_ = scrub(names.message, *url_);
+                    co_return result{error_of(names), std::move(out)};
+                }
+                for (const auto& row : names.rows) {
+                    if (row.empty() || !row[0]) continue;
+                    after = *row[0];
+                    if (!o.pattern.empty() && !glob_match(o.pattern, after)) continue;
+                    const auto key = advisory_key(after);
+                    if (!granted.count({std::to_string(key_classid(key)),
+                                        std::to_string(key_objid(key))}))
+                        continue;
+                    if (steady::now() >= end || out.locks.size() == o.max_locks) {
+                        out.truncated = true;
+                        co_return result{error_code{}, std::move(out)};
+                    }
+                    auto [ec, st] = co_await read_status(after, steady::now() + request_timeout_);
+                    if (ec) co_return result{ec, std::move(out)};
+                    if (st.report.held) out.locks.push_back({after, std::move(st)});
+                }
+                if (names.rows.size() < o.count_per_step) break;  // the last page
+            }
+            co_return result{error_code{}, std::move(out)};
+        },
+        asio::use_awaitable);
+}
+
+asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(std::string name) {
+    return asio::co_spawn(
+        strand_,
+        [this, name = std::move(name)]() -> asio::awaitable<std::tuple<error_code, admin_lock_status>> {
+            using result = std::tuple<error_code, admin_lock_status>;
+            // A re-entry or a new tenure between the read and the break
+            // changes the fence: read again, a few times at most.
+            for (int attempt = 0; attempt < 3; ++attempt) {
+                const auto deadline = connection::clock::now() + request_timeout_;
+                auto [ec, st] = co_await read_status(name, deadline);
+                if (ec || !st.report.held) co_return result{ec, admin_lock_status{}};
+                const answer ended = co_await conn_->exec(
+                    terminate_holder(name, st.report.pid, st.report.fence), deadline);
+                if (!ended.ok()) {
+                    why_ = scrub(ended.message, *url_);
+                    co_return result{error_of(ended), admin_lock_status{}};
+                }
+                if (decide_terminated(ended)) co_return result{error_code{}, std::move(st)};
+            }
+            why_ = "the lock changed hands (or was re-entered) at every try; try again";
+            co_return result{error::lock_held, admin_lock_status{}};
         },
         asio::use_awaitable);
 }

@@ -204,6 +204,33 @@ statement lock_row(std::string_view name) {
             {std::string(name)}};
 }
 
+statement lock_names(std::string_view after, std::size_t limit) {
+    return {"SELECT name FROM corolock_locks WHERE name COLLATE \"C\" > $1 "
+            "ORDER BY name COLLATE \"C\" LIMIT $2::bigint",
+            {std::string(after), std::to_string(limit)}};
+}
+
+statement granted_keys() {
+    return {"SELECT classid, objid FROM pg_locks "
+            "WHERE locktype = 'advisory' AND objsubid = 1 AND granted",
+            {}};
+}
+
+statement terminate_holder(std::string_view name, int pid, std::uint64_t fence) {
+    // $1 name, $2 $3 the key's halves, $4 the fence read, $5 the pid.
+    const auto key = advisory_key(name);
+    return {"SELECT pg_terminate_backend(k.pid) FROM pg_locks k "
+            "JOIN corolock_locks f ON f.name = $1 AND f.fence = $4::bigint "
+            "WHERE k.locktype = 'advisory' AND k.classid = $2::oid AND k.objid = $3::oid "
+            "AND k.objsubid = 1 AND k.granted AND k.pid = $5::int",
+            {std::string(name), std::to_string(key_classid(key)), std::to_string(key_objid(key)),
+             std::to_string(fence), std::to_string(pid)}};
+}
+
+bool decide_terminated(const answer& a) {
+    return a.ok() && a.rows.size() == 1 && !a.rows[0].empty() && a.rows[0][0] == "t";
+}
+
 statement begin_transaction() { return {"BEGIN", {}}; }
 
 statement locked_check(std::string_view name, std::uint64_t fence,

@@ -128,6 +128,17 @@ statement lock_sessions(std::string_view name);
 // ... and the name's row with the server's clock now, in microseconds (an
 // error 42P01 when the table was never made: no lock was ever taken).
 statement lock_row(std::string_view name);
+// Up to `limit` names with a row after `after` (empty: from the first), in
+// byte order (42P01 when the table was never made), and the advisory keys
+// granted now, as (classid, objid) rows: list reads the keys once, then
+// the names page by page, and looks at those whose key is granted.
+statement lock_names(std::string_view after, std::size_t limit);
+statement granted_keys();
+// Ends the session `pid` (pg_terminate_backend) only if it still holds the
+// name's advisory key and the name's fence is still `fence`: the tenure
+// status read, and no later one. One row "t" when it was ended, none when
+// that tenure is over.
+statement terminate_holder(std::string_view name, int pid, std::uint64_t fence);
 
 // ---- answers ----
 
@@ -186,6 +197,9 @@ error_code decide_status(const answer& sessions, const answer& row, lock_report&
 
 // The error a caller sees for a failed statement.
 error_code error_of(const answer& a);
+
+// Whether terminate_holder's answer says the session was ended.
+bool decide_terminated(const answer& a);
 
 // Whether locked_check's answer says the session holds the lock with `fence`.
 bool decide_locked_check(const answer& a);

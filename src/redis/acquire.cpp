@@ -98,6 +98,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     clock::time_point sent{};
     clock::time_point started{};   // the first step, for the wait-time metric
     clock::time_point woken_at{};  // the last wake-up, for the handoff metric ({}: none)
+    // A deferral (on_defer) that came while no wait was pending: the next
+    // wait ends no later ({}: none).
+    clock::time_point deferred_until{};
     // What the current attempt asked the server for: the lease (a re-entry
     // asks for at least its tenure's), and the tenure it re-entered (0: none).
     clock::duration granted{};
@@ -182,6 +185,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         waiter.wake = &acquire_op::on_wake;
         waiter.context = this;
         waiter.need = req.permits;
+        waiter.yields = detail::reader_yields(st->spec, req);
+        waiter.defer = &acquire_op::on_defer;
         svc->register_stop_hook(*this);
         auto f = observe();
         started = f.now;
@@ -351,6 +356,24 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         }
     }
 
+    // A release let writers in while this reader cannot get in for `ms`
+    // more: no try before then, but none later either (a waiting writer
+    // may be gone, and its marker end with no message).
+    static void on_defer(void* context, std::uint64_t ms) noexcept {
+        auto* op = static_cast<acquire_op*>(context);
+        const auto until = clock::now() + std::chrono::milliseconds(
+                                              std::min<std::uint64_t>(ms, 86'400'000));
+        if (op->waiting) {
+            op->wait_pos = op->svc->hasten_wait(op->wait_pos, until);
+            return;
+        }
+        // An attempt in flight: its refusal's cap may predate the release
+        // (replies and messages can come by different paths on a cluster),
+        // so the next wait ends by then too.
+        if (op->deferred_until == clock::time_point{} || until < op->deferred_until)
+            op->deferred_until = until;
+    }
+
     // A fair mutex's release handed the lock to this owner. Only this operation's current level, granted after this
     // operation began and not in the future, is its grant: anything else is
     // an earlier operation's of the same handle, whose give-back frees it.
@@ -400,6 +423,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // Waits for a wake-up, the timer's expiry, or cancellation; a wake-up
     // that came while no wait was pending counts.
     void wait_until(clock::time_point until) {
+        if (deferred_until != clock::time_point{}) {
+            until = std::min(until, deferred_until);
+            deferred_until = {};
+        }
         if (wake_pending) {
             wake_pending = false;
             resume_soon();

@@ -2,6 +2,7 @@
 
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
+#include "core/listed_locks.hpp"
 #include "redis/client_impl.hpp"
 #include "redis/cluster/cluster_router.hpp"
 #include "redis/redis_backend.hpp"
@@ -372,16 +373,10 @@ namespace {
 class list_op : public std::enable_shared_from_this<list_op> {
 public:
     list_op(std::shared_ptr<client_impl> impl, lock_list_options o, lock_list_handler h)
-        : impl_(std::move(impl)), options_(std::move(o)),
+        : impl_(std::move(impl)), options_(with_list_defaults(std::move(o))),
           op_(std::make_shared<admin_op<lock_list>>(std::move(h), impl_->get_executor())) {
-        using defaults = lock_list_defaults;
-        if (options_.count_per_step == 0) options_.count_per_step = defaults::count_per_step;
         // A lock-only client's replies are capped at 1024 elements.
         options_.count_per_step = std::min<std::size_t>(options_.count_per_step, 1000);
-        if (options_.max_steps == 0) options_.max_steps = defaults::max_steps;
-        if (options_.max_locks == 0) options_.max_locks = defaults::max_locks;
-        if (options_.max_time <= std::chrono::steady_clock::duration::zero())
-            options_.max_time = defaults::max_time;
         match_ = "corolock:{" + (options_.pattern.empty() ? std::string("*") : options_.pattern) + "}";
     }
     list_op(const list_op&) = delete;

@@ -463,6 +463,23 @@ lock_service::wait_list::iterator lock_service::add_wait(clock::time_point until
     return pos;
 }
 
+lock_service::wait_list::iterator lock_service::hasten_wait(wait_list::iterator pos,
+                                                            clock::time_point until) noexcept {
+    if (until >= pos->first) return pos;
+    // Re-keyed in place: extracting and inserting a node allocates nothing.
+    auto node = waits_.extract(pos);
+    node.key() = until;
+    const auto moved = waits_.insert(std::move(node));
+    try {
+        arm_wait_timer();
+    } catch (...) {
+        // Only the timer's wait can fail (allocation). The next add_wait()
+        // arms it again, and on_wait_timer() ends every wait that is due.
+        wait_timer_armed_ = false;
+    }
+    return moved;
+}
+
 std::shared_ptr<lock_service::wait_target> lock_service::remove_wait(wait_list::iterator pos) noexcept {
     auto target = std::move(pos->second);
     waits_.erase(pos);
@@ -581,9 +598,14 @@ void lock_service::on_push(const reply& r) {
     }
     // A payload that starts with '*' comes from a release that may let
     // several waiters in: "*<free permits>" (a semaphore) wakes the local
-    // waiters that fit, a bare "*" (readers) every one.
+    // waiters that fit, a bare "*" (readers) every one, and "*w<ms>" (a
+    // shared mutex whose readers with writer preference cannot get in for
+    // ms more) every one but those readers.
     if (!payload.empty() && payload.front() == '*') {
-        waiters_.wake_all(channel, wake_all_count(payload));
+        if (const auto ms = writers_wake_ms(payload))
+            waiters_.wake_writers(channel, *ms);
+        else
+            waiters_.wake_all(channel, wake_all_count(payload));
         return;
     }
     // Our own release's message comes just before its reply: wait for the

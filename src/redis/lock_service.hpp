@@ -187,6 +187,8 @@ public:
     // Takes a wait out before its time (a wake-up, cancellation) and hands
     // back its target, which the list no longer keeps alive.
     std::shared_ptr<wait_target> remove_wait(wait_list::iterator pos) noexcept;
+    // Moves a wait's time to `until` if that is sooner. Returns its new position.
+    wait_list::iterator hasten_wait(wait_list::iterator pos, clock::time_point until) noexcept;
 
     // Acquire operations to abandon on stop(). Unregistering an operation
     // that is not registered does nothing.

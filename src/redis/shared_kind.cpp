@@ -20,7 +20,7 @@ public:
         if (!req.shared)
             out.arg(std::string_view("x"));
         else
-            out.arg(std::string_view(st.spec.writer_preference ? "s" : "r"));
+            out.arg(std::string_view(reader_yields(st.spec, req) ? "s" : "r"));
         out.arg(writer_marks(st.spec, req) ? fair_entry_lease(lease).count() : std::int64_t{0});
     }
     // The mutex's shape; {-1, ...} is a refused upgrade.

@@ -211,19 +211,23 @@ return {1, token, levels, ends - now, created}
 // Returns {status, receivers}: 1 the owner's last level released, 2 a level
 // released and the owner holds others, 3 that level was gone already (a
 // retry), 0 the owner holds nothing (its lease ended). The owner's waiting
-// marker goes in every case (a writer that gave up). "*" is published, and
-// its receivers returned, when that may let others in: the writer's last
-// level went, the last reader left, or the marker went.
+// marker goes in every case (a writer that gave up). A message is
+// published, and its receivers returned, when that may let others in: the
+// writer's last level went, the last reader left, or the marker went (a
+// waiting writer may then take it); not while a writer still holds, unless
+// the marker went. It is "*w<ms>" when readers that yield to waiting
+// writers cannot get in for <ms> more (another owner's marker lives, or a
+// writer holds): those need not try before then, the others wake. Else "*".
 constexpr std::string_view release_lua = R"lua(
 local me = ARGV[1] or ''
 local _, now = server_now()
 local s, bad = load(KEYS[1], KEYS[2], now, me)
 if bad then return bad end
-local wake = false
+local wake, unmarked = false, false
 if s.wait_owner == me then
   redis.call('HDEL', KEYS[1], 'ww')
   s.wait_owner = nil
-  wake = true
+  wake, unmarked = true, true
 end
 local status = 0
 if s.writer == me or s.mine then
@@ -257,7 +261,17 @@ if s.writer == me or s.mine then
 end
 if is_free(s) then redis.call('DEL', KEYS[1], KEYS[2]) end
 if not wake then return {status, 0} end
-return {status, redis.call('PUBLISH', KEYS[3], '*')}
+local message = '*'
+if s.writer then
+  -- Nobody gets in while a writer holds, but a waiting writer may take the
+  -- marker just given up: writers wake, readers need not try before the
+  -- writer's lease end.
+  if not unmarked then return {status, 0} end
+  message = '*w' .. num(s.wend - now)
+elseif s.wait_owner then
+  message = '*w' .. num(s.wait_end - now)
+end
+return {status, redis.call('PUBLISH', KEYS[3], message)}
 )lua";
 
 // KEYS[1] lock hash, KEYS[2] leases zset (the readers')

@@ -12,7 +12,11 @@
 //   corolock:{NAME}:leases   zset: reader owner -> its lease end (server ms)
 //   corolock:{NAME}:fence    the fence counter, shared with every kind
 //   corolock:{NAME}:unlock   the channel; a release that may let others in
-//                            publishes "*" (every local waiter wakes)
+//                            publishes "*" (every local waiter wakes), or
+//                            "*w<ms>" when readers with writer preference
+//                            cannot get in for <ms> more (a waiting writer's
+//                            marker, or a writer holds): the others wake, and
+//                            those wait at most <ms> more before trying
 //
 // Each owner (handle) has one lease end: its reader entry's score, and `we`
 // while it writes. Every script first drops what ended: the writer when `we`
@@ -49,6 +53,13 @@ const script& shared_renew_script();
 inline bool writer_marks(const lock_spec& spec, const acquire_request& req) noexcept {
     return spec.kind == lock_spec::kind_t::shared_mutex && spec.writer_preference &&
            !req.shared && req.waits;
+}
+
+// Whether a shared acquire of a handle with `spec` yields to a waiting
+// writer's marker ("s" above, not "r"): such a reader is held back while
+// the marker lives, so a "*w<ms>" release does not wake it.
+inline bool reader_yields(const lock_spec& spec, const acquire_request& req) noexcept {
+    return spec.kind == lock_spec::kind_t::shared_mutex && spec.writer_preference && req.shared;
 }
 
 // A waiting writer's marker has the lease of a fair mutex's queue entry

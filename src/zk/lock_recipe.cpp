@@ -14,10 +14,12 @@ constexpr std::size_t sequence_digits = 10;  // the ensemble's %010d
 bool plain(unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; }
 }  // namespace
 
+std::string locks_root(std::string_view root) { return std::string(root) + "/locks"; }
+
 std::string lock_dir(std::string_view root, std::string_view name) {
     static constexpr char hex[] = "0123456789ABCDEF";
-    std::string out(root);
-    out += "/locks/";
+    std::string out = locks_root(root);
+    out += '/';
     // "." and ".." are not node names: a leading '.' is escaped too.
     for (std::size_t i = 0; i < name.size(); ++i) {
         const auto c = static_cast<unsigned char>(name[i]);

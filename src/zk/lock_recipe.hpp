@@ -24,6 +24,8 @@ namespace corolock::detail::zk {
 // digits, '-', '_' and '.' are written %XX, so every name is one node name
 // ("a/b" and "a%2Fb" stay apart: '%' itself is escaped).
 std::string lock_dir(std::string_view root, std::string_view name);
+// The directory of every lock's directory: <root>/locks.
+std::string locks_root(std::string_view root);
 // The inverse of lock_dir's escaping (for listing); nullopt when malformed.
 std::optional<std::string> unescape_name(std::string_view node);
 

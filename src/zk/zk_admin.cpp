@@ -1,5 +1,6 @@
 #include "zk/zk_admin.hpp"
 
+#include "core/glob_match.hpp"
 #include "core/holder_record.hpp"
 #include "core/inner_executor.hpp"
 #include "core/logging.hpp"
@@ -65,27 +66,55 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
     return asio::co_spawn(strand_, read_status(std::move(name)), asio::use_awaitable);
 }
 
+// The requests are not cancellable one by one: at the bound the session
+// is closed, which completes them with ZCLOSING. Over when they are
+// answered (on destruction, or at fail()): a timer completion already
+// queued then does nothing (all of it runs on the strand).
+class admin::request_bound {
+public:
+    explicit request_bound(admin& a)
+        : admin_(a), timer_(std::make_shared<asio::steady_timer>(a.strand_, a.request_timeout_)) {
+        timer_->async_wait([timer = timer_, state = state_, s = a.session_](error_code ec) {
+            if (ec || state->over) return;
+            state->timed_out = true;
+            s->stop();
+        });
+    }
+    ~request_bound() { end(); }
+    request_bound(const request_bound&) = delete;
+    request_bound& operator=(const request_bound&) = delete;
+
+    // The error of a request that failed with rc; its cause in last_error().
+    error_code fail(int rc) {
+        end();
+        if (state_->timed_out) {
+            admin_.why_ = "no answer within " + ms_text(admin_.request_timeout_);
+            return error::timeout;
+        }
+        admin_.why_ = zerror(rc);
+        return error_of(rc);
+    }
+
+private:
+    struct state {
+        bool timed_out = false;
+        bool over = false;
+    };
+    void end() noexcept {
+        state_->over = true;
+        timer_->cancel();
+    }
+
+    admin& admin_;
+    std::shared_ptr<asio::steady_timer> timer_;
+    std::shared_ptr<state> state_ = std::make_shared<state>();
+};
+
 asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::read_status(std::string name) {
     using result = std::tuple<error_code, admin_lock_status>;
     if (!session_ || session_->stopped()) co_return result{error::not_connected, {}};
-    // The requests are not cancellable one by one: at the bound the session
-    // is closed, which completes them with ZCLOSING.
-    auto bound = std::make_shared<asio::steady_timer>(strand_, request_timeout_);
-    auto timed_out = std::make_shared<bool>(false);
-    bound->async_wait([bound, timed_out, s = session_](error_code ec) {
-        if (ec) return;
-        *timed_out = true;
-        s->stop();
-    });
-    auto fail = [&](int rc) {
-        bound->cancel();
-        if (*timed_out) {
-            why_ = "no answer within " + ms_text(request_timeout_);
-            return result{error::timeout, {}};
-        }
-        why_ = zerror(rc);
-        return result{error_of(rc), {}};
-    };
+    request_bound bound(*this);
+    auto fail = [&](int rc) { return result{bound.fail(rc), {}}; };
     const auto dir = lock_dir(opts_.root, name);
     // The holder may release between the listing and the read: then the
     // directory is listed again, a few times at most.
@@ -114,11 +143,69 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::read_status(st
         st.czxid = stat.czxid;
         st.mzxid = stat.mzxid;
         for (std::size_t i = 1; i < line.size(); ++i) st.waiters.push_back(line[i].second);
-        bound->cancel();
         co_return result{error_code{}, std::move(st)};
     }
-    bound->cancel();
     co_return result{error_code{}, admin_lock_status{}};
+}
+
+asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(lock_list_options o) {
+    return asio::co_spawn(strand_, read_list(std::move(o)), asio::use_awaitable);
+}
+
+asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::read_list(lock_list_options o) {
+    using result = std::tuple<error_code, admin_lock_list>;
+    using steady = std::chrono::steady_clock;
+    if (!session_ || session_->stopped()) co_return result{error::not_connected, {}};
+    o = with_list_defaults(std::move(o));
+    const auto deadline = steady::now() + o.max_time;
+    admin_lock_list out;
+    // The lock directories under the root, by name.
+    std::vector<std::string> names;
+    {
+        request_bound bound(*this);
+        auto [rc, children, stat] = co_await ask<int, std::vector<std::string>, node_stat>(
+            strand_, [&](auto h) { session_->children(locks_root(opts_.root), std::move(h)); });
+        (void)stat;
+        if (rc == ZNONODE) co_return result{error_code{}, std::move(out)};  // nothing made yet
+        if (rc != ZOK) co_return result{bound.fail(rc), {}};
+        for (const auto& c : children) {
+            auto name = unescape_name(c);
+            if (!name) continue;  // not a directory corolock made
+            if (!o.pattern.empty() && !glob_match(o.pattern, *name)) continue;
+            names.push_back(std::move(*name));
+        }
+    }
+    std::sort(names.begin(), names.end());
+    for (auto& name : names) {
+        if (steady::now() >= deadline || out.locks.size() == o.max_locks) {
+            out.truncated = true;
+            break;
+        }
+        auto [ec, st] = co_await read_status(name);
+        if (ec) co_return result{ec, std::move(out)};
+        if (st.held) out.locks.push_back({std::move(name), std::move(st)});
+    }
+    co_return result{error_code{}, std::move(out)};
+}
+
+asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(std::string name) {
+    return asio::co_spawn(
+        strand_,
+        [this, name = std::move(name)]() -> asio::awaitable<std::tuple<error_code, admin_lock_status>> {
+            using result = std::tuple<error_code, admin_lock_status>;
+            auto [ec, st] = co_await read_status(name);
+            if (ec || !st.held) co_return result{ec, admin_lock_status{}};
+            // The node read, and only it: a later holder's node has another
+            // sequence number.
+            request_bound bound(*this);
+            auto [rc] = co_await ask<int>(strand_, [&](auto h) {
+                session_->remove(lock_dir(opts_.root, name) + "/" + st.node, std::move(h));
+            });
+            if (rc == ZNONODE) co_return result{error_code{}, admin_lock_status{}};  // released meanwhile
+            if (rc != ZOK) co_return result{bound.fail(rc), admin_lock_status{}};
+            co_return result{error_code{}, std::move(st)};
+        },
+        asio::use_awaitable);
 }
 
 }  // namespace corolock::detail::zk

@@ -1,6 +1,6 @@
-// Operator tools for locks on ZooKeeper: whether the ensemble answers, and
-// one lock's state. Behind `corolock run`'s first look and `corolock
-// status` with a zk:// URL. Private to corolock's own layers (the CLI); the
+// Operator tools for locks on ZooKeeper: whether the ensemble answers, one
+// lock's state, the locks held, and breaking one. Behind `corolock run`'s
+// first look and `corolock status`, `list` and `break` with a zk:// URL. Private to corolock's own layers (the CLI); the
 // node layout is lock_recipe.hpp's.
 //
 // It opens a session of its own (session.hpp). The session's creation is
@@ -14,9 +14,11 @@
 // re-entry, whichever came last).
 #pragma once
 
+#include "core/listed_locks.hpp"
 #include "zk/session.hpp"
 #include "zk/url.hpp"
 
+#include <corolock/admin.hpp>
 #include <corolock/lock_holder.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -45,6 +47,9 @@ struct admin_lock_status {
     std::vector<std::string> waiters;  // the other contenders' nodes, in line
 };
 
+// list()'s answer, by name.
+using admin_lock_list = listed_locks<admin_lock_status>;
+
 class admin {
 public:
     // Every request, and the wait for a session, is bounded by
@@ -61,14 +66,31 @@ public:
     // The lock's directory and its holder's node. Read-only. After connect().
     boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> status(std::string name);
 
+    // The locks held now whose name matches options.pattern (a Redis glob,
+    // core/glob_match.hpp): the lock directories under the root, then
+    // status() of each, by name, within options.max_locks and max_time
+    // (zero: lock_list_defaults; the SCAN bounds do not apply). Not one
+    // consistent view: each lock is read when its turn comes. Read-only.
+    boost::asio::awaitable<std::tuple<error_code, admin_lock_list>> list(lock_list_options options);
+    // Deletes the holder's node as status() read it (the lowest contender;
+    // a later holder's node is another node), so the next contender in line
+    // takes the lock. The holder's backend is told at once by its watch of
+    // the node (lost signal), but whatever it is doing then is no longer
+    // protected: for holders known to be dead. Answers the status read,
+    // held false when nothing was held or it was released meanwhile.
+    boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> break_lock(std::string name);
+
     // The cause of the last failure, in words.
     const std::string& last_error() const noexcept { return why_; }
     // Closes the session. Idempotent; never throws.
     void stop() noexcept;
 
 private:
+    class request_bound;
     boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> read_status(
         std::string name);
+    boost::asio::awaitable<std::tuple<error_code, admin_lock_list>> read_list(
+        lock_list_options options);
 
     session::strand_type strand_;
     zk_options opts_;

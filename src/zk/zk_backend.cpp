@@ -120,6 +120,16 @@ void zk_backend::on_session_event(session::event e) {
         for (auto& [id, weak] : holding)
             if (auto st = weak.lock()) lose_tenure(st, "the ZooKeeper session expired");
     }
+    if (e == session::event::expired) undeleted_.clear();  // its nodes went with it
+    if (e == session::event::connected) {
+        // Node watches that could not be set while the connection was down,
+        // and deletes that went unanswered: again now that the session answers.
+        auto holding = holding_;
+        for (auto& [id, weak] : holding)
+            if (auto st = weak.lock()) watch_node(st);
+        auto undeleted = std::exchange(undeleted_, {});
+        for (auto& [path, generation] : undeleted) delete_in_background(path, generation);
+    }
     if (e != session::event::suspended) {
         auto waiters = waiters_;
         for (auto& [id, poke] : waiters) poke();
@@ -165,10 +175,50 @@ std::shared_ptr<tenure> zk_backend::on_granted(const std::shared_ptr<zk_lock_sta
     st->levels.push_back(level);
     st->held.fetch_add(1, std::memory_order_acq_rel);
     arm_deadline(st, t->epoch);
+    watch_node(st);
     return t;
 }
 
+void zk_backend::watch_node(const std::shared_ptr<zk_lock_state>& st) {
+    auto* t = st->live();
+    if (!t || st->node_watched || st->node.empty() || stopped() ||
+        st->generation != session_->generation())
+        return;
+    st->node_watched = true;
+    // The tenure whose node this is, while it lasts.
+    auto current = [weak = std::weak_ptr<zk_lock_state>(st), epoch = t->epoch,
+                    path = st->node]() -> std::shared_ptr<zk_lock_state> {
+        auto s = weak.lock();
+        if (!s) return nullptr;
+        const auto* live = s->live();
+        if (!live || live->epoch != epoch || s->node != path) return nullptr;
+        return s;
+    };
+    auto self = shared_from_this();
+    session_->watch_data(
+        st->node,
+        [this, self, current](int rc, node_stat) {
+            asio::post(strand_, [this, self, current, rc] {
+                auto s = current();
+                if (!s || rc == ZOK) return;
+                s->node_watched = false;  // not set: again at the next connection
+                if (rc == ZNONODE) lose_tenure(s, "its node was deleted (corolock break, or by hand)");
+            });
+        },
+        // Changed (a re-entry's write), deleted, or the session ended: look
+        // again (a node that is gone answers ZNONODE).
+        [this, self, current] {
+            asio::post(strand_, [this, self, current] {
+                auto s = current();
+                if (!s) return;
+                s->node_watched = false;
+                watch_node(s);
+            });
+        });
+}
+
 void zk_backend::end_tenure(const std::shared_ptr<zk_lock_state>& st) noexcept {
+    st->node_watched = false;  // a watch still set fires for nobody
     st->levels.clear();
     st->held.store(0, std::memory_order_release);
     if (st->deadline_timer) st->deadline_timer->cancel();
@@ -221,15 +271,22 @@ void zk_backend::delete_attempt(std::string path, std::uint64_t generation,
     session_->remove(path, [this, self = shared_from_this(), path, generation, job,
                             tries](int rc) mutable {
         // A lost answer: the node may still be there while its session
-        // lives. Try again, a few times, a little later.
-        if (unanswered(rc) && tries < 20 && !stopped() && generation == session_->generation()) {
-            auto timer = std::make_shared<asio::steady_timer>(strand_);
-            timer->expires_after(std::chrono::milliseconds(100));
-            timer->async_wait([this, self, timer, path = std::move(path), generation, job,
-                               tries](error_code) mutable {
-                delete_attempt(std::move(path), generation, job, tries + 1);
-            });
-            return;
+        // lives. Try again, a few times, a little later; after that, at each
+        // reconnection of the same session (an outage without a quorum can
+        // outlast any fixed run of tries, and the session outlives it).
+        if (unanswered(rc) && !stopped() && generation == session_->generation()) {
+            if (tries < 20) {
+                auto timer = std::make_shared<asio::steady_timer>(strand_);
+                timer->expires_after(std::chrono::milliseconds(100));
+                timer->async_wait([this, self, timer, path = std::move(path), generation, job,
+                                   tries](error_code) mutable {
+                    delete_attempt(std::move(path), generation, job, tries + 1);
+                });
+                return;
+            }
+            log().warn("zookeeper: no answer to deleting {}; trying again once reconnected",
+                       escaped{path});
+            undeleted_.emplace(std::move(path), generation);
         }
         work_->end(job);
     });
@@ -349,7 +406,13 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
                                                   std::move(tt)));
             }
             if (unanswered(rc) || rc == ZCLOSING) co_return complete(error_of(rc), {});
-            // The node is gone: its tenure is lost. Take a new one below.
+            // The node is gone (or the deadline passed): its tenure is lost,
+            // told now if its node watch has not told it yet, so that the
+            // grant below begins a tenure of its own. Take a new one below.
+            if (t && t->epoch == epoch && !t->lost())
+                backend->lose_tenure(st, rc == ZNONODE ? "its node was gone at a re-entry"
+                                         : rc == ZOK   ? "its deadline passed at a re-entry"
+                                                       : "a re-entry's write to its node failed");
         }
 
         waiter_id = backend->add_waiter([weak = weak_from_this()] {

@@ -53,6 +53,7 @@ struct zk_lock_state final : lock_state {
     // With the watchdog off: the lease's own end (max() with it on).
     clock::time_point lease_end = clock::time_point::max();
     std::unique_ptr<boost::asio::steady_timer> deadline_timer;
+    bool node_watched = false;  // a data watch is set on `node`
 };
 
 class zk_backend final : public lock_backend, public std::enable_shared_from_this<zk_backend> {
@@ -104,11 +105,16 @@ public:
     // Makes the directories above and of a lock (the lock's as a container).
     void make_dirs(const std::string& dir, std::function<void(int rc)> done);
 
+    // The live tenure of `st` is lost (once): the lost signal, its node deleted.
+    void lose_tenure(const std::shared_ptr<zk_lock_state>& st, const char* why);
+
 private:
     void on_session_event(session::event e);
-    void lose_tenure(const std::shared_ptr<zk_lock_state>& st, const char* why);
     void end_tenure(const std::shared_ptr<zk_lock_state>& st) noexcept;
     void arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t epoch);
+    // Watches the live tenure's node: deleted by anyone else (corolock
+    // break, or by hand), the tenure is lost at once, not at the release.
+    void watch_node(const std::shared_ptr<zk_lock_state>& st);
     void delete_attempt(std::string path, std::uint64_t generation, background_work::job job,
                         int tries);
 
@@ -125,6 +131,9 @@ private:
     std::map<std::uint64_t, std::weak_ptr<zk_lock_state>> holding_;
     std::map<std::uint64_t, std::function<void()>> waiters_;
     std::uint64_t next_waiter_ = 1;
+    // Nodes (path -> session generation) whose delete went unanswered
+    // through every try: deleted again at the next (re)connection.
+    std::map<std::string, std::uint64_t> undeleted_;
 };
 
 // A started ZooKeeper backend for `url`. Throws system_error (invalid_url).

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
@@ -160,12 +161,14 @@ TEST_CASE_METHOD(admin_fixture, "cli: admin: break removes the lock and wakes a 
         CHECK(removed.owner == holder.owner_id());
         CHECK(removed.levels == 1);
 
-        for (int i = 0; i < 200 && !woke; ++i) {
+        for (int i = 0; i < 500 && !woke; ++i) {
             asio::steady_timer t(ioc, 10ms);
             co_await t.async_wait(asio::use_awaitable);
         }
         REQUIRE(woke);
-        CHECK(woke_at - broke_at < 1s);  // the lease had 30 s left
+        // Loose: unwoken, the waiter would sleep to its 10 s wait cap (the
+        // lease had 30 s left); 3 s still proves the break's message woke it.
+        CHECK(woke_at - broke_at < 3s);
 
         // Break again once the waiter's release has completed: nothing is
         // left to remove.
@@ -677,7 +680,9 @@ TEST_CASE_METHOD(admin_fixture, "cli: admin: break of a semaphore frees every pe
         CHECK(removed.holder_count == 1);
         co_await wait_for_flag(ioc, woke);
         REQUIRE(woke);
-        CHECK(woke_at - broke_at < 1s);
+        // Loose: unwoken, the waiter would sleep to its cap (the holder's 30 s
+        // lease; its wait is 20 s); 3 s still proves the break's message woke it.
+        CHECK(woke_at - broke_at < 3s);
         auto [rec] = co_await g.async_release(use_nothrow);
         CHECK(rec == error::expired);
         c.stop();
@@ -694,11 +699,14 @@ TEST_CASE_METHOD(admin_fixture, "cli: admin: break of a fair mutex keeps the que
         std::vector<int> order;
         bool first_in = false;
         std::chrono::steady_clock::time_point first_at;
+        std::uint64_t handoffs_at_first = 0;
         auto wait_in = [&](corolock::fair_mutex& m, int id) -> asio::awaitable<void> {
             auto w = co_await m.acquire({.lease = 30s, .wait = 20s});
             order.push_back(id);
             if (id == 1) {
                 first_at = std::chrono::steady_clock::now();
+                // The grant is counted before its caller resumes.
+                handoffs_at_first = c.metrics().handoff.count();
                 first_in = true;
                 co_await corolock::test::sleep_for(100ms);  // the second must not get in meanwhile
             }
@@ -709,6 +717,7 @@ TEST_CASE_METHOD(admin_fixture, "cli: admin: break of a fair mutex keeps the que
         asio::co_spawn(ioc, wait_in(second, 2), asio::detached);
         co_await corolock::test::sleep_for(200ms);
 
+        const auto handoffs_before = c.metrics().handoff.count();
         const auto broke_at = std::chrono::steady_clock::now();
         auto [ec, removed] = co_await corolock::async_break_lock(c, "fbrk", use_nothrow);
         REQUIRE_FALSE(ec);
@@ -718,9 +727,21 @@ TEST_CASE_METHOD(admin_fixture, "cli: admin: break of a fair mutex keeps the que
         CHECK(removed.queued == 2);
         co_await wait_for_flag(ioc, first_in);
         REQUIRE(first_in);
-        // A waiter's own retry comes within a third of its entry lease
-        // (667 ms); the break's message wakes it well before.
-        CHECK(first_at - broke_at < 200ms);
+        // Which wake-up let the head in: a grant whose attempt followed an
+        // unlock message counts as a handoff (metrics_snapshot::handoff); one
+        // by the waiter's own retry (every third of its 2 s entry lease,
+        // 667 ms) does not. No time bound can tell those two apart (the retry
+        // may come at any moment after the break), so the check is the metric.
+        // The one benign exception: a retry that happened to be sent between
+        // the break and its message (a window of about a round trip) is
+        // granted as it arrives, with no handoff; it lands at once, so it is
+        // allowed only when the grant came within 100 ms of the break.
+        const bool by_message = handoffs_at_first == handoffs_before + 1;
+        INFO("handoffs before the break " << handoffs_before << ", at the head's grant "
+                                          << handoffs_at_first);
+        CHECK((by_message || first_at - broke_at < 100ms));
+        // Loose sanity bound: well below the 20 s wait and the 30 s lease.
+        CHECK(first_at - broke_at < 3s);
         for (int i = 0; i < 500 && order.size() < 2; ++i) co_await corolock::test::sleep_for(10ms);
         CHECK(order == std::vector<int>{1, 2});
         auto [rec] = co_await g.async_release(use_nothrow);
@@ -902,7 +923,9 @@ TEST_CASE_METHOD(admin_fixture, "cli: admin: status, release_owner and break of 
         CHECK(removed.holder_count == 1);
         co_await wait_for_flag(ioc, wrote);
         REQUIRE(wrote);
-        CHECK(wrote_at - broke_at < 1s);
+        // Loose: unwoken, the writer would sleep to its cap (the readers' 30 s
+        // leases; its wait is 20 s); 3 s still proves the break's message woke it.
+        CHECK(wrote_at - broke_at < 3s);
         CHECK(server.cmd({"EXISTS", "corolock:{rw}:leases"}).at(0) == "0");
         auto [rec] = co_await a1.async_release(use_nothrow);
         CHECK(rec == error::expired);

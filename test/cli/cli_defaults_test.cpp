@@ -6,6 +6,7 @@
 #include <corolock/config.hpp>
 #include <corolock/lock_options.hpp>
 
+#include <boost/asio/error.hpp>
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -115,6 +116,30 @@ TEST_CASE("cli help: the overview lists every exit status", "[unit][cli]") {
         CHECK(contains(overview, "\n  " + std::to_string(code) + "  "));
     }
     CHECK(contains(overview, "\n  " + std::to_string(status::signal_base) + "+N"));
+}
+
+TEST_CASE("cli: a service that cannot be used exits 69, a server's refusal 76", "[unit][cli]") {
+    namespace status = cli::exit_status;
+    using corolock::error;
+    for (error e : {error::timeout, error::not_connected, error::connection_lost,
+                    error::connect_timeout, error::resolve_failed, error::tls_handshake_failed,
+                    error::auth_failed, error::handshake_failed, error::never_connected,
+                    error::server_too_old, error::no_primary, error::cluster_down}) {
+        const corolock::error_code ec = e;
+        INFO(ec.message());
+        CHECK(cli::exit_status_for(ec) == status::unavailable);
+    }
+    CHECK(cli::exit_status_for(boost::asio::error::connection_refused) == status::unavailable);
+    for (error e : {error::server_error, error::wrong_type, error::no_permission,
+                    error::unexpected_reply}) {
+        const corolock::error_code ec = e;
+        INFO(ec.message());
+        CHECK(cli::exit_status_for(ec) == status::remote_error);
+    }
+    CHECK(cli::exit_status_for(error::wait_timeout) == status::not_acquired);
+    CHECK(cli::exit_status_for(error::lock_held) == status::not_acquired);
+    CHECK(cli::exit_status_for(error::invalid_url) == status::usage);
+    CHECK(cli::exit_status_for(error::client_stopped) == status::os_error);
 }
 
 TEST_CASE("cli: run takes a redis+sentinel:// URL, and COMMAND gets it without secrets",

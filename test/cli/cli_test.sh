@@ -292,7 +292,8 @@ group_multi() {
   expect_true "multi: mc was never taken" lock_absent mc
   spawn 30 "$bin" run --url "$url" --wait 20 mc mb ma -- touch "$tmp_dir/ran-multi-wait"
   local waiter=$last_pid
-  sleep 0.5
+  # It took ma and waits for mb (subscribed to mb's unlock channel).
+  expect_true "multi: the waiter waits for mb" wait_until 10 has_waiter mb
   expect_true "multi: the waiter has not run while mb is held" [ ! -e "$tmp_dir/ran-multi-wait" ]
   kill -TERM "$holder" 2>/dev/null
   reap "$holder"
@@ -529,10 +530,11 @@ group_loss() {
   local start elapsed
   # --on-lost kill (the default): the child gets SIGTERM, run exits 70.
   spawn 60 "$bin" run --url "$url" --lease 1s lost1 -- \
-    sh -c "trap 'echo term >\"$tmp_dir/lost1-term\"; exit 0' TERM; $(long_child 30)"
+    sh -c "trap 'echo term >\"$tmp_dir/lost1-term\"; exit 0' TERM; : >\"$tmp_dir/lost1-ready\"; $(long_child 30)"
   local runner=$last_pid
   if wait_until 10 lock_exists lost1; then pass "loss: holder acquired"; else fail "loss: holder acquired"; fi
-  sleep 0.5
+  # The child's trap is set (it says so after setting it).
+  expect_true "loss: the child set its trap" wait_until 10 test -e "$tmp_dir/lost1-ready"
   start=$(now_ms)
   rcli DEL "corolock:{lost1}" >/dev/null
   reap "$runner"
@@ -542,10 +544,11 @@ group_loss() {
   expect_true "loss: noticed within a renewal period or two (${elapsed} ms < 3000)" [ "$elapsed" -lt 3000 ]
 
   # A child that ignores SIGTERM gets SIGKILL after --grace.
-  spawn 60 "$bin" run --url "$url" --lease 1s --grace 1s lost2 -- sh -c "trap '' TERM; $(long_child 30)"
+  spawn 60 "$bin" run --url "$url" --lease 1s --grace 1s lost2 -- \
+    sh -c "trap '' TERM; : >\"$tmp_dir/lost2-ready\"; $(long_child 30)"
   runner=$last_pid
   expect_true "loss: second holder acquired" wait_until 10 lock_exists lost2
-  sleep 0.3
+  expect_true "loss: the second child set its trap" wait_until 10 test -e "$tmp_dir/lost2-ready"
   start=$(now_ms)
   rcli DEL "corolock:{lost2}" >/dev/null
   reap "$runner"
@@ -555,10 +558,11 @@ group_loss() {
 
   # --on-lost ignore: a warning, and the child runs to its end.
   spawn 60 "$bin" run --url "$url" --lease 1s --on-lost ignore lost3 -- \
-    sh -c "$(long_child 2); echo done >\"$tmp_dir/lost3-done\"; exit 4"
+    sh -c ": >\"$tmp_dir/lost3-ready\"; $(long_child 2); echo done >\"$tmp_dir/lost3-done\"; exit 4"
   runner=$last_pid
   expect_true "loss: third holder acquired" wait_until 10 lock_exists lost3
-  sleep 0.3
+  # The loss comes while the child runs (it says so when it starts).
+  expect_true "loss: the third child started" wait_until 10 test -e "$tmp_dir/lost3-ready"
   rcli DEL "corolock:{lost3}" >/dev/null
   wait "$runner" 2>/dev/null
   last_status=$?
@@ -647,21 +651,22 @@ group_signals() {
   # SIGTERM to corolock reaches the child; the child's status is passed on,
   # and the lock is released afterwards.
   spawn 60 "$bin" run --url "$url" sig1 -- \
-    sh -c "trap 'echo term >\"$tmp_dir/sig1-term\"; exit 0' TERM; $(long_child 30)"
+    sh -c "trap 'echo term >\"$tmp_dir/sig1-term\"; exit 0' TERM; : >\"$tmp_dir/sig1-ready\"; $(long_child 30)"
   local runner=$last_pid
   expect_true "signals: holder acquired" wait_until 10 lock_exists sig1
-  sleep 0.2
+  expect_true "signals: the child set its trap" wait_until 10 test -e "$tmp_dir/sig1-ready"
   signal_corolock TERM "$runner"
   reap "$runner"
   expect_status "signals: SIGTERM forwarded; run exits with the child's status" 0 "$last_status"
   expect_true "signals: the child's TERM trap ran" test -s "$tmp_dir/sig1-term"
   expect_true "signals: the lock is gone afterwards" lock_absent sig1
 
-  # A child that does not trap SIGTERM dies of it: 128+15.
-  spawn 60 "$bin" run --url "$url" sig2 -- sleep 30
+  # A child that does not trap SIGTERM dies of it: 128+15. It says when it
+  # runs, then becomes `sleep 30`.
+  spawn 60 "$bin" run --url "$url" sig2 -- sh -c ": >\"$tmp_dir/sig2-ready\"; exec sleep 30"
   runner=$last_pid
   expect_true "signals: second holder acquired" wait_until 10 lock_exists sig2
-  sleep 0.2
+  expect_true "signals: the second child runs" wait_until 10 test -e "$tmp_dir/sig2-ready"
   signal_corolock TERM "$runner"
   reap "$runner"
   expect_status "signals: child killed by the forwarded SIGTERM" 143 "$last_status"
@@ -736,15 +741,21 @@ group_flock() {
 
   signal_corolock TERM "$holder"
   reap "$holder"
-  # A holder for about a second, and a -v waiter that gets the lock after it.
-  spawn 60 "$bin" run --url "$url" fl2 -- sleep 1
+  # A holder until it is told to end (not for a fixed second, which a slow
+  # start of the waiter could outlast), and a -v waiter that gets the lock
+  # after it: the holder ends once the waiter says it waits.
+  spawn 60 "$bin" run --url "$url" fl2 -- sleep 30
   holder=$last_pid
-  expect_true "flock: short holder acquired" wait_until 10 lock_exists fl2
-  cl 20 run --url "$url" -v fl2 -- true
-  expect_status "flock: -v waiter ran" 0 "$last_status"
-  expect_match "flock: -v: waiting until free" "lock 'fl2' is held by [^ ]+:[0-9]+ since .*label 'sleep 1'.*waiting until it is free" "$tmp_dir/err"
-  expect_match "flock: -v: acquired after waiting" "acquired lock 'fl2' \(token [0-9]+, lease 30s\) after waiting [0-9]+\.[0-9]{3} s" "$tmp_dir/err"
+  expect_true "flock: second holder acquired" wait_until 10 lock_exists fl2
+  spawn 30 "$bin" run --url "$url" -v fl2 -- true 2>"$tmp_dir/fl2-err"
+  local waiter=$last_pid
+  expect_true "flock: -v waiter says it waits" wait_until 10 grep -q "waiting until it is free" "$tmp_dir/fl2-err"
+  signal_corolock TERM "$holder"
   reap "$holder"
+  reap "$waiter"
+  expect_status "flock: -v waiter ran" 0 "$last_status" "$(cat "$tmp_dir/fl2-err")"
+  expect_match "flock: -v: waiting until free" "lock 'fl2' is held by [^ ]+:[0-9]+ since .*label 'sleep 30'.*waiting until it is free" "$tmp_dir/fl2-err"
+  expect_match "flock: -v: acquired after waiting" "acquired lock 'fl2' \(token [0-9]+, lease 30s\) after waiting [0-9]+\.[0-9]{3} s" "$tmp_dir/fl2-err"
 
   # -vv: each renewal (lease 300ms: one every 100 ms).
   cl 20 run --url "$url" -vv --lease 300ms fl3 -- sleep 0.6
@@ -797,10 +808,10 @@ group_job() {
 
   # Forwarded signals reach the whole group: the grandchild's trap runs.
   spawn 60 "$bin" run --url "$url" job3 -- \
-    sh -c "( trap 'echo term >\"$tmp_dir/job3-gc\"; exit 0' TERM; $(long_child 30) ) & wait"
+    sh -c "( trap 'echo term >\"$tmp_dir/job3-gc\"; exit 0' TERM; : >\"$tmp_dir/job3-ready\"; $(long_child 30) ) & wait"
   runner=$last_pid
   expect_true "job: third holder acquired" wait_until 10 lock_exists job3
-  sleep 0.3
+  expect_true "job: the grandchild set its trap" wait_until 10 test -e "$tmp_dir/job3-ready"
   signal_corolock TERM "$runner"
   reap "$runner"
   expect_true "job: SIGTERM to corolock reached the grandchild" wait_until 5 test -s "$tmp_dir/job3-gc"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of the corolock command-line tool over PostgreSQL: run and
-# status with a postgresql:// URL (list and break are refused), against a
+# End-to-end tests of the corolock command-line tool over PostgreSQL: run,
+# status, list and break with a postgresql:// URL, against a
 # throwaway server that this script makes (initdb) and starts on a free
 # loopback port, as test/support/pg_server.cpp does (as root, as the user
 # postgres or nobody).
@@ -71,6 +71,7 @@ service=PostgreSQL
 over="over pg"
 backend=postgresql
 holder_re='^session: +server pid [0-9]+$'
+removed_re='\(ended its session, server pid [0-9]+\)'
 
 url_cases() {
   cl 10 run --url "postgresql://corolock:s3cret@127.0.0.1:5432/postgres?nosuchoption=1" r3 -- true

@@ -1,15 +1,16 @@
-# The cases zk_cli_test.sh and pg_cli_test.sh share: run and status over a
-# lock service other than Redis and etcd (list and break refused). Sourced
-# after lib.sh, once the script has set:
+# The cases zk_cli_test.sh and pg_cli_test.sh share: run, status, list and
+# break over a lock service other than Redis and etcd. Sourced after lib.sh,
+# once the script has set:
 #
 #   url        the running server's URL
 #   service    its name in messages: ZooKeeper, PostgreSQL
 #   over       "over zk", "over pg": in the case names
 #   backend    status --json's backend field: zk, postgresql
 #   holder_re  the status line naming where the holder is (node, session)
+#   removed_re what break prints after "held by OWNER " (node, session)
 #
-# and defined url_cases (the backend's malformed URLs) and dead_url PORT
-# (a URL of the service on a port nobody listens on).
+# and defined url_cases (the backend's malformed URLs) and dead_url PORT (a
+# URL of the service on a port nobody listens on).
 
 # status of NAME, quietly, into $tmp_dir/st.
 st() { timeout 10 "$bin" status --url "$url" "$1" >"$tmp_dir/st" 2>&1; }
@@ -100,17 +101,63 @@ group_inspect() {
   expect_true "status --json: pid" [ "$(json_field "$tmp_dir/out" pid)" = "$holder_pid" ]
   expect_true "status --json: backend" [ "$(json_field "$tmp_dir/out" backend)" = "\"$backend\"" ]
 
-  cl 10 list --url "$url"
-  expect_status "list $over is refused" 64 "$last_status"
-  expect_match "list: says what is offered" "list is not offered on $service yet: run and status are" "$tmp_dir/err"
-  cl 10 break --url "$url" ins
-  expect_status "break $over is refused" 64 "$last_status"
-  expect_true "break: the lock is still held" is_held ins
+  list_break_while_held ins "$holder_pid"
 
   signal_corolock TERM "$holder"
   reap "$holder"
   expect_status "status: the holder ends on SIGTERM" 143 "$last_status"
   expect_true "status: free after the holder ended" wait_until 10 is_free ins
+
+  list_break_after
+}
+
+# list and break while NAME is held by the run on HOLDER_PID (which still
+# holds it after).
+list_break_while_held() {  # NAME HOLDER_PID
+  local name=$1 holder_pid=$2
+  cl 10 list --url "$url"
+  expect_status "list $over" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "list: the header" '^NAME	HOLDER	SINCE	HELD FOR	TTL	LABEL	WAITERS	KIND	PERMITS$' "$tmp_dir/out"
+  expect_match "list: the held lock, its holder, no TTL, no waiters, a mutex" \
+    "^$name	$host:$holder_pid	[0-9T:.-]+Z	[0-9.]+s	-	sh -c echo .*	0	mutex	-\$" "$tmp_dir/out"
+  expect_true "list: only the held lock (r1, r2, ... are free)" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
+  cl 10 list --url "$url" 'other*'
+  expect_status "list $over with a pattern" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "list: a pattern that matches nothing: the header only" [ "$(wc -l <"$tmp_dir/out")" -eq 1 ]
+  cl 10 list --url "$url" --json "${name:0:2}*"
+  expect_status "list --json $over" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "list --json: the lock, its pid, not truncated" [ "$(json_eval "$tmp_dir/out" \
+    '[l["name"] for l in j["locks"]] == ["'"$name"'"] and j["locks"][0]["pid"] == '"$holder_pid"' and j["truncated"] is False and j["backend"] == "'"$backend"'"')" = True ]
+  cl 10 break --url "$url" "$name-free"
+  expect_status "break $over of a free lock" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "break: says it was not held" "^lock $name-free was not held\$" "$tmp_dir/out"
+}
+
+# break: the holder's node (ZooKeeper) or session (PostgreSQL) goes, the
+# holder is told at once (its run ends with 70, its command terminated),
+# and the waiter in line takes the lock.
+list_break_after() {
+  spawn 60 "$bin" run --url "$url" brk -- \
+    sh -c "trap 'echo >\"$tmp_dir/brk-term\"; exit 143' TERM
+           echo \$COROLOCK_TOKEN >'$tmp_dir/brk-token'; $(long_child 40)"
+  local holder=$last_pid
+  expect_true "break: holder acquired" wait_until 15 test -s "$tmp_dir/brk-token"
+  spawn 60 "$bin" run --url "$url" brk -- sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/brk-next'"
+  local waiter=$last_pid
+  expect_true "break: a waiter in line" wait_until 15 has_waiters brk 1
+  cl 10 break --url "$url" brk
+  expect_status "break $over of a held lock" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "break: says what it removed" "^removed lock brk held by [0-9a-f]{32} $removed_re\$" "$tmp_dir/out"
+  expect_match "break: the waiter keeps its place" '^1 waiters keep their places; the first takes the lock$' "$tmp_dir/out"
+  # Told at once (a watch of its node, its session's end), not when its
+  # command ends (40 s).
+  expect_true "break: the holder's command is terminated at once" wait_until 10 test -e "$tmp_dir/brk-term"
+  reap "$waiter"
+  expect_status "break: the waiter got the lock" 0 "$last_status"
+  expect_cond "break: the waiter's token is higher" \
+    '[ "$(cat "$tmp_dir/brk-next")" -gt "$(cat "$tmp_dir/brk-token")" ]'
+  reap "$holder"
+  expect_status "break: the broken holder's run is told: lost (70)" 70 "$last_status" "$(cat "$tmp_dir/err")"
 }
 
 # Runs the GROUPs given (run exclusion inspect, default all) against the

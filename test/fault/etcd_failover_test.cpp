@@ -64,29 +64,41 @@ TEST_CASE("etcd: the leader killed while locks are held and waited on",
                                            cluster_url(cluster, leader + 1)};
 
     // Two names, three workers each, cycling for long enough to span the
-    // kill, the election and a good run after it.
+    // kill, the election and a good run after it. The workers' duration is
+    // fixed when they start (lock_worker's DURATION_MS): the kill comes as
+    // soon as both names cycle, so most of it lies after the kill.
     const auto lease = 2000ms;
     std::vector<std::unique_ptr<fleet>> fleets;
     for (const char* name : {"failover:a", "failover:b"}) {
         fleets.push_back(std::make_unique<fleet>(
             resource,
-            fleet_options{.workers = 3, .lease = lease, .hold = 120ms, .duration = 9000ms,
+            fleet_options{.workers = 3, .lease = lease, .hold = 120ms, .duration = 12000ms,
                           .name = name, .urls = urls, .separate_resource = true},
             seed));
     }
     for (auto& f : fleets) f->start();
 
-    // Let both names cycle, then kill the leader while a worker of the
-    // first name is inside its critical section (its fellows wait).
-    std::this_thread::sleep_for(2500ms);
-    const auto victim = fleets[0]->worker_in_section(5s);
-    REQUIRE(victim);
+    // Both names cycle: each has passed its lock around (three grants).
+    const bool cycling = wait_for_grants(fleets, 3, 0, 30s);
+    REQUIRE(cycling);
+    // Whom to kill, known before the moment comes (the query takes a
+    // while, and a section lasts 60 to 120 ms); then the kill at once when
+    // a worker of the first name is inside its critical section and
+    // another waits for the lock.
     const std::size_t killed = cluster.leader();
+    const auto victim = worker_in_section_with_waiter(*fleets[0], 10s);
+    REQUIRE(victim);
     const long long killed_at = mono_ns();
     cluster.kill9(killed);
     // The survivors elect a new leader (bounded by the cluster's start timeout).
     const std::size_t new_leader = cluster.leader();
     CHECK(new_leader != killed);
+
+    // Waiters get through: each name is granted again after the kill. Wait
+    // for it (bounded; it gives up once a name's workers have all ended)
+    // rather than count on the run lasting long enough.
+    const bool granted_again = wait_for_grants(fleets, 1, killed_at, 60s);
+    CHECK(granted_again);
 
     long cycles = 0;
     for (auto& f : fleets) cycles += f->finish();

@@ -33,6 +33,11 @@ TEST_CASE("fair: a holder paused past its lease is lost in time and fenced off",
     const long long pid = f.worker(victim->index).pid();
     const long long paused_at = victim->at;
     std::this_thread::sleep_for(f.options().lease + 1000ms);
+    // Another holder writes (bounded) before the resume: the late write is
+    // refused only then (fault_fleet.hpp, wrote_after_section).
+    const auto next = f.worker_in_section(5s, {victim->index});
+    REQUIRE(next);
+    REQUIRE(f.wrote_after_section(*next, 5s));
     const long long resumed_at = mono_ns();
     f.resume(victim->index);
     f.finish();
@@ -78,7 +83,11 @@ TEST_CASE("fair: a holder or a queued waiter killed with kill -9 does not stop t
     // its lease if the lock was handed to it before its entry expired.
     const double after_ms = ms_of(next - killed_at);
     std::cout << "fair kill -9: next holder " << after_ms << " ms after the kills" << std::endl;
-    CHECK(after_ms <= static_cast<double>(3 * f.options().lease.count() + 300));
+    // Loose (half a lease on top of those three, as the other kill tests):
+    // a busy machine delays the next holder's log; a queue stuck behind its
+    // dead entries (never freed) would take the rest of the run.
+    const auto lease_ms = f.options().lease.count();
+    CHECK(after_ms <= static_cast<double>(3 * lease_ms + lease_ms / 2));
 }
 
 TEST_CASE("fair: a redis-server restart while held and queued for hangs nobody",

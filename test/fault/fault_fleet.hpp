@@ -18,9 +18,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -107,6 +109,10 @@ struct fleet_options {
     // The workers take a corolock::multi_lock on the comma-separated names
     // in `name` (multi-cycle), the odd-numbered workers in reverse order.
     bool multi = false;
+    // A pause of rest/2 to rest after each release (lock_worker --rest),
+    // for a test that needs a given waiter to take the lock: without it, a
+    // worker that releases can win every race (the mutex is not fair).
+    std::chrono::milliseconds rest{0};
 };
 
 class fleet {
@@ -128,6 +134,20 @@ public:
         for (int i = 0; i < opts_.workers; ++i) start_one();
     }
 
+    // As start(), but only worker `last` cycles for the whole duration; the
+    // others stop `alone_for` earlier, so it has the lock to itself at the
+    // end. For a test that needs that worker to acquire again after a
+    // fault: the mutex is not fair (docs/safety.md, "What corolock does not
+    // do"), and a waiter can lose every race to two workers taking turns
+    // for longer than its wait.
+    void start_with_last(std::size_t last, std::chrono::milliseconds alone_for) {
+        REQUIRE(alone_for < opts_.duration);
+        for (int i = 0; i < opts_.workers; ++i)
+            start_one(static_cast<std::size_t>(i) == last
+                          ? std::nullopt
+                          : std::optional<std::chrono::milliseconds>(opts_.duration - alone_for));
+    }
+
     // One more worker (the soak test replaces killed ones), cycling for
     // `duration` (default: the fleet's).
     std::size_t start_one(std::optional<std::chrono::milliseconds> duration = std::nullopt) {
@@ -139,6 +159,7 @@ public:
             std::to_string(seed_ + i)};
         if (opts_.separate_resource) argv.push_back("--resource=" + server_.url());
         if (!opts_.semaphore.empty()) argv.push_back("--semaphore=" + opts_.semaphore);
+        if (opts_.rest.count() > 0) argv.push_back("--rest=" + std::to_string(opts_.rest.count()));
         workers_.push_back(std::make_unique<child_process>(std::move(argv)));
         const auto line = wait_for_line(*workers_.back(), "running", 10s);
         INFO(workers_.back()->output());
@@ -157,19 +178,72 @@ public:
     // test still checks afterwards, from the history, that it held the lock.
     std::optional<std::size_t> worker_in_section(std::chrono::milliseconds limit,
                                                  const std::vector<std::size_t>& skip = {}) {
-        return worker_whose_last_line(limit, skip, [](const std::string& line) {
-            return line.find("\"ev\":\"increment_ok\"") != std::string::npos;
-        });
+        return worker_whose_last_line(limit, skip, in_section);
     }
 
     // A shared mutex's reader now inside its section (its log's last event
     // is a reader's acquire_ok), waiting up to limit for one.
     std::optional<std::size_t> reader_in_section(std::chrono::milliseconds limit,
                                                  const std::vector<std::size_t>& skip = {}) {
-        return worker_whose_last_line(limit, skip, [](const std::string& line) {
-            return line.find("\"ev\":\"acquire_ok\"") != std::string::npos &&
-                   line.find("\"shared\":1") != std::string::npos;
-        });
+        return worker_whose_last_line(limit, skip, reader_in);
+    }
+
+    // Worker i's acquire and release events, the last `max_lines` of them,
+    // one JSON line each: for a failure's message.
+    std::string history_of(std::size_t i, std::size_t max_lines = 60) const {
+        std::deque<std::string> kept;
+        std::ifstream in(dir_.file("worker-" + std::to_string(i) + ".jsonl"));
+        for (std::string line; std::getline(in, line);) {
+            if (line.find("\"ev\":\"acquire_") == std::string::npos &&
+                line.find("\"ev\":\"release_") == std::string::npos)
+                continue;
+            kept.push_back(std::move(line));
+            if (kept.size() > max_lines) kept.pop_front();
+        }
+        std::string out;
+        for (const auto& line : kept) out += line + "\n";
+        return out;
+    }
+
+    // The oracle answered the write of the section worker i is in (its
+    // latest increment_ok): its log has write_accepted or write_rejected
+    // with that token (either way the oracle holds that token or a higher
+    // one), waiting up to limit. False on timeout, or when the write failed
+    // or the tenure was lost first. The pause tests wait so for a section
+    // that began after the paused holder's lease (the lock excludes it
+    // before): its token is higher, so the paused holder's late write is
+    // refused only once this one landed.
+    bool wrote_after_section(std::size_t i, std::chrono::milliseconds limit) const {
+        const auto lines = [&] {
+            std::vector<std::string> out;
+            std::ifstream in(dir_.file("worker-" + std::to_string(i) + ".jsonl"));
+            for (std::string line; std::getline(in, line);)
+                if (!line.empty()) out.push_back(line);
+            return out;
+        };
+        std::string token;  // ",\"token\":N," of the section's increment_ok
+        for (const auto& line : lines())
+            if (line.find("\"ev\":\"increment_ok\"") != std::string::npos) {
+                const auto at = line.find(",\"token\":");
+                const auto end = line.find(',', at + 1);
+                if (at != std::string::npos && end != std::string::npos)
+                    token = line.substr(at, end - at + 1);
+            }
+        if (token.empty()) return false;
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < deadline) {
+            for (const auto& line : lines()) {
+                if (line.find(token) == std::string::npos) continue;
+                if (line.find("\"ev\":\"write_accepted\"") != std::string::npos ||
+                    line.find("\"ev\":\"write_rejected\"") != std::string::npos)
+                    return true;
+                if (line.find("\"ev\":\"write_failed\"") != std::string::npos ||
+                    line.find("\"ev\":\"lost\"") != std::string::npos)
+                    return false;
+            }
+            std::this_thread::sleep_for(5ms);
+        }
+        return false;
     }
 
     // Stops (SIGSTOP) a worker inside the pause of its critical section,
@@ -185,21 +259,13 @@ public:
     };
     std::optional<paused_worker> pause_in_section(std::chrono::milliseconds limit,
                                                   const std::vector<std::size_t>& skip = {}) {
-        const auto deadline = std::chrono::steady_clock::now() + limit;
-        for (int attempt = 0; attempt < 50; ++attempt) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                deadline - std::chrono::steady_clock::now());
-            if (left <= 0ms) break;
-            const auto i = worker_in_section(left, skip);
-            if (!i) break;
-            const long long at = mono_ns();
-            pause(*i);
-            if (last_line(*i).find("\"ev\":\"increment_ok\"") != std::string::npos)
-                return paused_worker{*i, at};
-            resume(*i);
-            std::this_thread::sleep_for(10ms);
-        }
-        return std::nullopt;
+        return pause_when(limit, skip, in_section);
+    }
+    // The same for a shared mutex's reader inside its section: still so
+    // once stopped, so that it did not release in between.
+    std::optional<paused_worker> pause_reader_in_section(std::chrono::milliseconds limit,
+                                                         const std::vector<std::size_t>& skip = {}) {
+        return pause_when(limit, skip, reader_in);
     }
 
     // SIGSTOP, logged (before the signal, so the logged pause covers the
@@ -277,6 +343,35 @@ public:
     }
 
 private:
+    // A worker's last log line while inside its section: a writer's (or a
+    // mutex holder's) after its increment, a reader's after its grant.
+    static bool in_section(const std::string& line) {
+        return line.find("\"ev\":\"increment_ok\"") != std::string::npos;
+    }
+    static bool reader_in(const std::string& line) {
+        return line.find("\"ev\":\"acquire_ok\"") != std::string::npos &&
+               line.find("\"shared\":1") != std::string::npos;
+    }
+    // Stops a worker whose last line satisfies pred both before and after
+    // the stop; another is tried when the first had moved on, up to limit.
+    template <class Pred>
+    std::optional<paused_worker> pause_when(std::chrono::milliseconds limit,
+                                            const std::vector<std::size_t>& skip, Pred pred) {
+        const auto deadline = std::chrono::steady_clock::now() + limit;
+        for (int attempt = 0; attempt < 50; ++attempt) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                deadline - std::chrono::steady_clock::now());
+            if (left <= 0ms) break;
+            const auto i = worker_whose_last_line(left, skip, pred);
+            if (!i) break;
+            const long long at = mono_ns();
+            pause(*i);
+            if (pred(last_line(*i))) return paused_worker{*i, at};
+            resume(*i);
+            std::this_thread::sleep_for(10ms);
+        }
+        return std::nullopt;
+    }
     template <class Pred>
     std::optional<std::size_t> worker_whose_last_line(std::chrono::milliseconds limit,
                                                       const std::vector<std::size_t>& skip,
@@ -389,6 +484,43 @@ inline std::set<long long> acquired_after(const history::check_result& r, long l
     for (const auto& h : r.holder_list)
         if (h.acquire_ok > t) pids.insert(h.pid);
     return pids;
+}
+
+// The processes whose first acquire invoked after t was answered by the
+// server: granted, or refused until its wait ended (wait_timeout). A
+// transport error, or no answer before the log ends, is no answer. The
+// mutex is not fair (docs/safety.md): a live waiter may lose every race of
+// its wait, so "answered" is what a test can ask of each worker.
+inline std::set<long long> answered_after(const std::vector<history::event>& evs, long long t) {
+    std::map<long long, const history::event*> first;  // pid -> its first acquire_invoked after t
+    for (const auto& e : evs)
+        if (e.ev == "acquire_invoked" && e.t > t) {
+            auto [it, inserted] = first.try_emplace(e.pid, &e);
+            if (!inserted && e.t < it->second->t) it->second = &e;
+        }
+    std::set<long long> pids;
+    for (const auto& [pid, invoked] : first) {
+        const history::event* outcome = nullptr;
+        for (const auto& e : evs)
+            if (e.pid == pid && e.task == invoked->task && e.t >= invoked->t &&
+                (e.ev == "acquire_ok" || e.ev == "acquire_failed") && (!outcome || e.t < outcome->t))
+                outcome = &e;
+        if (outcome && (outcome->ev == "acquire_ok" || outcome->error == "wait_timeout"))
+            pids.insert(pid);
+    }
+    return pids;
+}
+
+// How many times, after t, the lock passed from one process to another.
+inline int handovers_after(const history::check_result& r, long long t) {
+    std::vector<const history::holder_info*> held;
+    for (const auto& h : r.holder_list) held.push_back(&h);
+    std::sort(held.begin(), held.end(),
+              [](const auto* a, const auto* b) { return a->acquire_ok < b->acquire_ok; });
+    int n = 0;
+    for (std::size_t i = 1; i < held.size(); ++i)
+        n += held[i]->acquire_ok > t && held[i]->pid != held[i - 1]->pid ? 1 : 0;
+    return n;
 }
 
 // Restarts `server` under a running fleet, logged as the harness's

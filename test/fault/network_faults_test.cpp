@@ -38,9 +38,11 @@ namespace {
 
 // lock_worker's backoff cap (reconnect_max), and how late a reconnect may be
 // on top of it here: the HELLO round trip, the worker's scheduling and the
-// proxy's, on a loaded two-core machine.
+// proxy's, on a loaded two-core machine. Loose (cap + margin = 1 s, five
+// backoff caps): the failure it tells apart is a client that only notices at
+// its 2 s command/connect timeout or health check, or never.
 constexpr auto backoff_cap = 200ms;
-constexpr auto reconnect_margin = 200ms;
+constexpr auto reconnect_margin = 800ms;
 
 long long ns_of(fault_proxy::clock::time_point t) {
     // steady_clock is CLOCK_MONOTONIC here (lock_worker checks it too).
@@ -175,10 +177,14 @@ TEST_CASE("network: a holder partitioned from redis is told it lost the lock bef
         attempts_during += ns_of(c.accepted_at) > cut_at && ns_of(c.accepted_at) < heal_at ? 1 : 0;
     if (long_cut) CHECK(attempts_during >= 1);  // it was reconnecting when the partition healed
     const double recovery_ms = ms_of(*reconnected - heal_at);
+    // Loose (1 s): by its backoff, not by a 2 s timeout; see reconnect_margin.
     CHECK(recovery_ms <= static_cast<double>((backoff_cap + reconnect_margin).count()));
-    // And it can acquire again.
+    // And it gets through to the server again: its next acquire is granted,
+    // or refused to the end of its wait (the mutex is not fair, and a live
+    // waiter can lose every race for seconds: docs/safety.md).
     const auto* again = first_acquire_after(r, heal_at, -1, pid);
-    REQUIRE(again);
+    INFO("the victim's history:\n" << f.history_of(*victim));
+    CHECK((again != nullptr || answered_after(f.events(), heal_at).count(pid) == 1));
 
     std::cout << "partition of " << partition.count() << " ms (" << attempts_during
               << " connection attempts during it): lost fired "
@@ -186,7 +192,10 @@ TEST_CASE("network: a holder partitioned from redis is told it lost the lock bef
               << ms_of(expiry_bound - held->lost) << " ms before the earliest server expiry; "
               << "next holder " << ms_of(next->acquire_ok - cut_at) << " ms after the cut; "
               << "reconnected " << recovery_ms << " ms after the heal (cap " << backoff_cap.count()
-              << " ms); acquired again " << ms_of(again->acquire_ok - heal_at) << " ms after the heal"
+              << " ms); "
+              << (again ? "acquired again " + std::to_string(ms_of(again->acquire_ok - heal_at)) +
+                              " ms after the heal"
+                        : std::string("refused after the heal, not granted again"))
               << std::endl;
 }
 
@@ -204,7 +213,9 @@ TEST_CASE("network: a lost reply to an acquire is resolved or expires", "[fault]
             seed);
     // Cached, so the reply that is lost is the script's result, not a NOSCRIPT.
     load_lock_scripts(server);
-    f.start();
+    // Worker 0 cycles 3 s after the others stop: whether it takes the lock
+    // again must not depend on winning races it may lose for seconds.
+    f.start_with_last(0, 3000ms);
     const long long pid = f.worker(0).pid();
     // A silent connection takes the client a command timeout and a health
     // check to give up on, so it gets one lost reply; a reset one gets three.
@@ -233,12 +244,15 @@ TEST_CASE("network: a lost reply to an acquire is resolved or expires", "[fault]
         const auto* next = first_acquire_after(r, t);
         REQUIRE(next);
         const double gap_ms = ms_of(next->acquire_ok - t);
-        CHECK(gap_ms <= static_cast<double>((lease + 300ms).count()));
+        // Loose (lease + lease/2): the ambiguous key expires at the lease end;
+        // still below the 2 s command timeout and far from an orphaned lock.
+        CHECK(gap_ms <= static_cast<double>((lease + lease / 2).count()));
         std::cout << "acquire reply lost (" << (dark ? "silent" : "reset") << "): next acquisition "
                   << gap_ms << " ms later by " << (next->pid == pid ? "the same" : "another")
                   << " worker" << std::endl;
     }
     // The worker whose reply was lost went on taking the lock afterwards.
+    INFO("worker 0's history:\n" << f.history_of(0));
     CHECK(first_acquire_after(r, dropped_at.back(), -1, pid) != nullptr);
 }
 
@@ -246,11 +260,16 @@ TEST_CASE("network: a retried release after a lost reply never removes a newer h
           "[fault][network]") {
     const auto seed = fault_seed("release reply lost");
     redis_server server;
-    proxy_set proxies(server, 4);
+    // Two workers: worker 1 is the newer holder the retried release must
+    // not remove. It rests after each release, so worker 0 (which waits
+    // all along) is the only waiter then and gets its turn: with more
+    // workers, or none resting, the unfair mutex lets the others take turns
+    // past any bound (the CI failure of the change that never landed).
+    proxy_set proxies(server, 2);
     fault_proxy& proxy = proxies[0];  // worker 0's replies get lost
     fleet f(server,
-            {.workers = 4, .lease = 1000ms, .hold = 300ms, .duration = 9000ms, .name = "lostrel",
-             .urls = proxies.urls()},
+            {.workers = 2, .lease = 1000ms, .hold = 300ms, .duration = 14000ms, .name = "lostrel",
+             .urls = proxies.urls(), .rest = 300ms},
             seed);
     // Cached, so the reply that is lost is the release's result, not a
     // NOSCRIPT (after which the client rightly re-sends and releases).
@@ -262,7 +281,9 @@ TEST_CASE("network: a retried release after a lost reply never removes a newer h
     int newer_seen = 0;
     for (int round = 0; round < 2; ++round) {
         std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));
-        REQUIRE(f.worker_in_section(6s, {1, 2, 3}));
+        // Worker 0's turn comes at worker 1's next release (above); the
+        // bound only stops a broken run.
+        REQUIRE(f.worker_in_section(20s, {1}));
         armed_at.push_back(mono_ns());
         // The release runs on the server (the lock is deleted, waiters are
         // told), its reply is lost with the connection, and the client
@@ -461,11 +482,22 @@ TEST_CASE("network: connection resets, SCRIPT FLUSH and CLIENT KILL TYPE pubsub 
     if (fault == flush) CHECK(noscript >= 1);  // EVALSHA failed and fell back to EVAL
     else CHECK(noscript == 0);
     if (fault == kill_pubsub) CHECK(killed >= 1);
-    // Waiters got through after the last fault: every worker took the lock again.
+    // Waiters got through after the last fault. Every worker's next acquire
+    // was answered by the server: granted, or refused to the end of its wait,
+    // since the mutex is not fair and a live waiter can lose every race
+    // while two others take turns (docs/safety.md). And the lock kept
+    // passing between processes, which waiters woken only by their TTL cap
+    // (unlock messages lost for good) would hardly ever see: the releaser
+    // takes it again at once when nobody else is subscribed.
     const auto after = acquired_after(r, last_fault);
-    CHECK(after.size() == f.size());
+    const auto answered = answered_after(f.events(), last_fault);
+    const int handovers = handovers_after(r, last_fault);
+    CHECK(answered.size() == f.size());
+    CHECK(after.size() >= 2);
+    CHECK(handovers >= 5);
     std::cout << names[fault] << ": " << injected << " faults (" << mid_command
               << " resets with a command unanswered, " << noscript << " NOSCRIPT, " << killed
               << " pubsub connections killed); " << cycles << " cycles; " << after.size()
-              << " workers acquired after the last fault" << std::endl;
+              << " workers acquired after the last fault, " << handovers
+              << " handovers between them" << std::endl;
 }

@@ -56,16 +56,22 @@ TEST_CASE("shared: a reader and a writer paused past their lease are lost in tim
     fleet f(server, rw_fleet("rw-paused"), seed);
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 300ms, 800ms));
-    const auto reader = f.reader_in_section(5s);
-    REQUIRE(reader);
+    const auto paused_reader = f.pause_reader_in_section(5s);
+    REQUIRE(paused_reader);
+    const std::optional<std::size_t> reader = paused_reader->index;
     const long long reader_pid = f.worker(*reader).pid();
-    const long long reader_paused_at = mono_ns();
-    f.pause(*reader);
+    const long long reader_paused_at = paused_reader->at;
     const auto writer = f.pause_in_section(8s, {*reader});
     REQUIRE(writer);
     const long long writer_pid = f.worker(writer->index).pid();
     const long long writer_paused_at = writer->at;
     std::this_thread::sleep_for(f.options().lease + draw(f.rng(), 800ms, 1200ms));
+    // Another writer writes (bounded) before the resume: the late write is
+    // refused only then (fault_fleet.hpp, wrote_after_section). Under load
+    // the few cycles of the pause may all have been readers'.
+    const auto next_writer = f.worker_in_section(5s, {*reader, writer->index});
+    REQUIRE(next_writer);
+    REQUIRE(f.wrote_after_section(*next_writer, 5s));
     const long long resumed_at = mono_ns();
     f.resume(*reader);
     f.resume(writer->index);

@@ -4,6 +4,8 @@
 // (idle_session_timeout) and the lost signal fires before it frees the lock;
 // a holder's backend terminated, or the whole server restarted, is reported
 // at once and the next holder's fence is strictly larger.
+#include "pg/pg_admin.hpp"
+#include "pg/pg_backend.hpp"
 #include "pg/protocol.hpp"
 
 #include "support/async_test.hpp"
@@ -30,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -142,8 +145,11 @@ TEST_CASE("pg: a waiter waits in the server's lock queue and a release wakes it 
         REQUIRE(woke);
         const double handoff = ms(*granted_at - released_at);
         std::cout << "pg handoff: " << handoff << " ms after the release (lease 30 s)" << std::endl;
-        // A waiter polling at a third of its lease would wait up to 10 s.
-        CHECK(handoff < 200.0);
+        // The mechanism is shown above (the session waits in the server's lock
+        // queue). Loose bound: a waiter polling at a third of its lease would
+        // come ~10 s after its first try (wait 20 s, lease 30 s); 3 s still
+        // tells the queue's wake-up from that on a busy machine.
+        CHECK(handoff < 3000.0);
         CHECK(token > g1.token());
         a.stop();
         b.stop();
@@ -172,6 +178,90 @@ TEST_CASE("pg: a holder whose backend is terminated is told at once; the next fe
     }, 30s);
 }
 
+// corolock list and break's admin (pg/pg_admin.hpp): the held names only,
+// page by page and within the bounds; a break ends exactly the holder's
+// session, which is told at once, and the waiter in the queue takes over.
+TEST_CASE("pg: the admin lists the held locks page by page and breaks one", "[pg]") {
+    pg_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url()), b(ioc.get_executor(), server.url());
+    corolock::detail::pg::backend_options po;
+    std::string why;
+    REQUIRE_FALSE(corolock::detail::pg::parse_url(server.url(), po, why));
+    corolock::detail::pg::admin operator_tool(ioc.get_executor(), po.url, 5000ms);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const auto connected = co_await operator_tool.connect();  // no co_await in a Catch macro
+        REQUIRE_FALSE(connected);
+        // Five names with rows, three of them held.
+        std::vector<corolock::mutex> locks;
+        for (const char* n : {"ls-a", "ls-b", "ls-c", "ls-d", "other"}) locks.emplace_back(a, n);
+        std::vector<corolock::guard> held;
+        for (auto& m : locks) held.push_back(co_await m.acquire({.lease = 30s}));
+        {
+            const auto [rec] = co_await held[1].async_release(use_nothrow);  // ls-b
+            CHECK_FALSE(rec);
+            const auto [rec2] = co_await held[3].async_release(use_nothrow);  // ls-d
+            CHECK_FALSE(rec2);
+        }
+        auto names = [](const corolock::detail::pg::admin_lock_list& l) {
+            std::vector<std::string> out;
+            for (const auto& x : l.locks) out.push_back(x.name);
+            return out;
+        };
+        corolock::lock_list_options paged;
+        paged.count_per_step = 2;  // three pages of names
+        auto [ec, all] = co_await operator_tool.list(paged);
+        REQUIRE_FALSE(ec);
+        CHECK(names(all) == std::vector<std::string>{"ls-a", "ls-c", "other"});
+        CHECK_FALSE(all.truncated);
+        CHECK(all.locks.front().status.report.pid > 0);
+        corolock::lock_list_options glob;
+        glob.pattern = "ls-*";
+        auto [gec, some] = co_await operator_tool.list(glob);
+        REQUIRE_FALSE(gec);
+        CHECK(names(some) == std::vector<std::string>{"ls-a", "ls-c"});
+        corolock::lock_list_options few;
+        few.max_locks = 1;
+        auto [fec, one] = co_await operator_tool.list(few);
+        REQUIRE_FALSE(fec);
+        CHECK(names(one) == std::vector<std::string>{"ls-a"});
+        CHECK(one.truncated);
+        corolock::lock_list_options short_pages;
+        short_pages.count_per_step = 1;
+        short_pages.max_steps = 2;  // "ls-a", "ls-b": stops before "ls-c"
+        auto [sec, cut] = co_await operator_tool.list(short_pages);
+        REQUIRE_FALSE(sec);
+        CHECK(names(cut) == std::vector<std::string>{"ls-a"});
+        CHECK(cut.truncated);
+
+        // A waiter queues for ls-c; the break ends its holder's session only.
+        corolock::mutex waiter(b, "ls-c");
+        std::optional<corolock::guard> next;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            next.emplace(co_await waiter.acquire({.lease = 30s, .wait = 20s}));
+        }, asio::detached);
+        co_await sleep_for(300ms);
+        CHECK_FALSE(next);
+        auto [bec, removed] = co_await operator_tool.break_lock("ls-c");
+        REQUIRE_FALSE(bec);
+        CHECK(removed.report.held);
+        CHECK(removed.report.waiting == 1);
+        const bool broken_lost = co_await lost_within(held[2], 3s);
+        CHECK(broken_lost);
+        for (int i = 0; i < 300 && !next; ++i) co_await sleep_for(10ms);
+        REQUIRE(next);
+        CHECK(next->token() > held[2].token());
+        CHECK_FALSE(held[0].lost());  // ls-a, on another session, untouched
+        CHECK_FALSE(held[4].lost());
+        auto [nec, none] = co_await operator_tool.break_lock("ls-b");
+        CHECK_FALSE(nec);
+        CHECK_FALSE(none.report.held);
+        operator_tool.stop();
+        a.stop();
+        b.stop();
+    }, 60s);
+}
+
 TEST_CASE("pg: a holder that stops renewing loses the lock on the server within its lease",
           "[pg][lease]") {
     pg_server server;
@@ -197,7 +287,10 @@ TEST_CASE("pg: a holder that stops renewing loses the lock on the server within 
                   << " ms after the frozen holder's acquire was sent (lease " << lease.count()
                   << " ms); its deadline " << ms(g1->lease_deadline() - sent) << " ms" << std::endl;
         CHECK(granted_at - sent >= lease);
-        CHECK(granted_at - sent <= lease + 500ms);
+        // The server's idle timeout frees it at the lease end. Loose (lease + 1 s):
+        // PostgreSQL's backends share the busy CPUs too; a lock the server never
+        // freed would leave the waiter to fail at its 5 s wait end.
+        CHECK(granted_at - sent <= lease + 1000ms);
         CHECK(g1->lease_deadline() <= granted_at);  // its window ended first
         CHECK(g2.token() > g1->token());
         {

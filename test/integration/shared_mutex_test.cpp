@@ -4,6 +4,7 @@
 // signal and other kinds on the name.
 #include <corolock/corolock.hpp>
 #include "redis/lock_service.hpp"
+#include "redis/shared_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
@@ -140,6 +141,53 @@ TEST_CASE("shared_mutex: a waiting writer holds back new readers; without prefer
             CHECK_FALSE(*wo.ec);
             co_await wo.g.release();
         }
+    });
+}
+
+TEST_CASE("shared_mutex: a reader sleeps through a writer's turn, and a dead writer's marker "
+          "holds it back only for the marker's lease",
+          "[shared][integration]") {
+    with_client([](corolock::client& c, redis_server& server) -> asio::awaitable<void> {
+        // The reader on a client of its own, to count what it sends: no
+        // health-check PING within the test.
+        auto cfg = plain_config_for(server);
+        cfg.health_check_interval = 60s;
+        corolock::client rc(co_await asio::this_coro::executor, cfg);
+        co_await wait_connected(rc);
+        const std::string name = "rw:defer";
+        const std::string key = lock_key(name);
+        shared_mutex writer(c, name), reader(rc, name);
+        auto warm = co_await reader.acquire_shared(long_lease);  // its scripts are loaded
+        co_await warm.release();
+        auto held = co_await writer.acquire(long_lease);
+        outcome ro;
+        reader.async_acquire_shared(long_lease, ro.handler());
+        // Waiting, with its attempt after subscribing answered.
+        const bool waiting = co_await eventually(
+            [&] { return local_waiters(rc) == 1 && rc.stats().queued == 0; }, 5s);
+        REQUIRE(waiting);
+        // A writer marks itself waiting and dies: its marker lives 2 s.
+        const auto marked_at = std::chrono::steady_clock::now();
+        server.cmd({"EVAL", std::string(corolock::detail::shared_acquire_script().source), "3", key,
+                    key + ":leases", key + ":fence", "dead", "30000", "1", "1 host test", "x",
+                    "2000"});
+        REQUIRE(server.cmd1({"HEXISTS", key, "ww"}) == "1");
+        const auto sent = rc.stats().commands_sent;
+        const auto released = co_await held.release();
+        CHECK_FALSE(released);
+        const auto released_at = std::chrono::steady_clock::now();
+        // Only writers may get in now: the reader is not woken to try.
+        co_await sleep_for(300ms);
+        CHECK(rc.stats().commands_sent == sent);
+        CHECK_FALSE(ro.ec);
+        // It gets in once the marker ended, not at the holder's 30 s lease end.
+        const bool in = co_await eventually([&] { return ro.ec.has_value(); }, 10s);
+        REQUIRE(in);
+        CHECK_FALSE(*ro.ec);
+        CHECK(std::chrono::steady_clock::now() - marked_at >= 1900ms);
+        CHECK(std::chrono::steady_clock::now() - released_at < 5s);
+        co_await ro.g.release();
+        rc.stop();
     });
 }
 

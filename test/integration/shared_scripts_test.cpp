@@ -11,6 +11,7 @@
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
+#include "support/subscriber.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
@@ -164,6 +165,74 @@ TEST_CASE("shared scripts: a waiting writer holds back new readers, with prefere
         const auto got11 = co_await s.write("w1", 3);
         CHECK(script_granted(got11));
         CHECK(server.cmd1({"HEXISTS", s.key, "ww"}) == "0");
+    });
+}
+
+TEST_CASE("shared scripts: while another writer's marker lives, a release lets only writers in",
+          "[shared][integration]") {
+    with_shared([](shared_keys& s, redis_server& server) -> asio::awaitable<void> {
+        subscriber sub(server, s.channel);
+        // The ms of a "*w<ms>" message; -1 for any other.
+        const auto held_back_ms = [](const std::string& m) -> long long {
+            return m.rfind("*w", 0) == 0 ? std::stoll(m.substr(2)) : -1;
+        };
+        // While a marker of 2 s lives: what is left of it.
+        const auto writers_only = [&](const std::string& m) {
+            const auto ms = held_back_ms(m);
+            return ms > 0 && ms <= 2'000;
+        };
+        const auto r1 = co_await s.read("r1", 1);
+        REQUIRE(script_granted(r1));
+        const auto w1 = co_await s.write("w1", 1);
+        REQUIRE_FALSE(script_granted(w1));  // marked
+        // The last reader leaves while w1's marker lives.
+        co_await s.release("r1", "*");
+        const auto m1 = sub.message();
+        CHECK(writers_only(m1));
+        const auto got1 = co_await s.write("w1", 2);
+        REQUIRE(script_granted(got1));
+        // w2 marks behind w1; w1's last level goes.
+        const auto w2 = co_await s.write("w2", 1);
+        REQUIRE_FALSE(script_granted(w2));
+        co_await s.release("w1", "*");
+        const auto m2 = sub.message();
+        CHECK(writers_only(m2));
+        // w2 gives up: its marker goes, nobody holds, so everyone may try.
+        co_await s.release("w2", "*");
+        CHECK(sub.message() == "*");
+        // While a writer holds nobody gets in, so its release of a share
+        // (half of a downgrade) announces nothing...
+        const auto got3 = co_await s.write("w3", 1);
+        REQUIRE(script_granted(got3));
+        const auto share = co_await s.read("w3", 2);
+        REQUIRE(script_granted(share));
+        const auto unshared = co_await s.release("w3", "2");
+        CHECK(script_int(unshared, 0) == 2);
+        CHECK(script_int(unshared, 1) == 0);  // no receivers: nothing published
+        CHECK(sub.message(300ms).empty());
+        // ... but a marker given up lets another waiting writer take it:
+        // writers wake, and readers need not try before w3's lease end.
+        const auto w4 = co_await s.write("w4", 1);
+        REQUIRE_FALSE(script_granted(w4));
+        co_await s.release("w4", "*");
+        const auto m4 = held_back_ms(sub.message());
+        CHECK(m4 > 5'000);
+        CHECK(m4 <= 10'000);
+        // Without a marker the writer's release lets everyone in.
+        co_await s.release("w3", "*");
+        CHECK(sub.message() == "*");
+        // A marker left by a writer that died holds back for its lease only:
+        // the announcement says how long that still is.
+        const auto r5 = co_await s.read("r5", 1);
+        REQUIRE(script_granted(r5));
+        const auto dead = co_await s.acquire("dead", level_kind::exclusive, 10'000, 1, true, true,
+                                             1'000);
+        REQUIRE_FALSE(script_granted(dead));
+        co_await s.release("r5", "*");
+        const auto m5 = held_back_ms(sub.message());
+        CHECK(m5 > 0);
+        CHECK(m5 <= 1'000);
+        CHECK_THAT(server.cmd1({"HGET", s.key, "ww"}), Catch::StartsWith("dead "));
     });
 }
 

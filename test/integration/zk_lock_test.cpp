@@ -10,6 +10,7 @@
 #include "support/async_test.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/zk_server.hpp"
+#include "zk/zk_admin.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -261,6 +262,66 @@ TEST_CASE("zk: a stopped backend's nodes go with its session at once", "[zk][int
             const auto rc_ = co_await next->release();
             CHECK_FALSE(rc_);
         }
+        b.stop();
+    }, 30s);
+}
+
+// The holder watches its own node: deleted by anyone else (corolock
+// break, zkCli), the holder is told lost at once, and through re-entries
+// (each a write to the node, which fires the watch, set again after) too.
+TEST_CASE("zk: a holder whose node is deleted by someone else is told at once",
+          "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url());
+    corolock::backend b(ioc.get_executor(), server.url());
+    corolock::detail::zk::zk_options zo;
+    std::string why;
+    REQUIRE_FALSE(corolock::detail::zk::parse_url(server.url(), zo, why));
+    corolock::detail::zk::admin operator_tool(ioc.get_executor(), zo, 5000ms);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        REQUIRE_FALSE(co_await operator_tool.connect());
+        corolock::mutex holder(a, "broken"), waiter(b, "broken");
+        auto g = co_await holder.acquire({.wait = 10s});
+        auto again = co_await holder.acquire({.wait = 10s});  // a re-entry: the node written
+        std::optional<guard> next;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            next.emplace(co_await waiter.acquire({.wait = 20s}));
+        }, asio::detached);
+        co_await sleep_for(300ms);
+        CHECK_FALSE(next);
+        CHECK_FALSE(g.lost());
+
+        auto [ec, removed] = co_await operator_tool.break_lock("broken");
+        REQUIRE_FALSE(ec);
+        CHECK(removed.held);
+        CHECK(removed.waiters.size() == 1);
+        const auto broken_at = clock_type::now();
+        auto [lec] = co_await g.async_until_lost(nothrow);
+        CHECK(lec == error::lock_lost);
+        const auto told_after = clock_type::now() - broken_at;
+        INFO("told after "
+             << std::chrono::duration_cast<std::chrono::milliseconds>(told_after).count() << " ms");
+        // A watch's notification: far under the session timeout (10 s) the
+        // deadline would otherwise take, and no release needed.
+        CHECK(told_after < 2s);
+        CHECK(g.lost());
+        CHECK(again.lost());
+        for (int i = 0; i < 200 && !next; ++i) co_await sleep_for(10ms);
+        REQUIRE(next);
+        CHECK(next->token() > again.token());
+        {
+            const auto [rec] = co_await again.async_release(nothrow);
+            CHECK(rec);  // never success after a loss
+            const auto rc_ = co_await next->release();
+            CHECK_FALSE(rc_);
+        }
+        // Nothing held: break says so.
+        auto [fec, none] = co_await operator_tool.break_lock("broken");
+        CHECK_FALSE(fec);
+        CHECK_FALSE(none.held);
+        operator_tool.stop();
+        a.stop();
         b.stop();
     }, 30s);
 }

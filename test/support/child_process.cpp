@@ -223,8 +223,18 @@ std::string child_process::output() const {
 }
 
 bool child_process::running() {
-    std::lock_guard lock(mu_);
-    return !try_reap_locked();
+    std::unique_lock lock(mu_);
+    if (!try_reap_locked()) return true;
+    await_output_locked(lock);
+    return false;
+}
+
+void child_process::await_output_locked(std::unique_lock<std::mutex>& lock) {
+    // Once, after an exit of its own (a killed child's last words matter
+    // less); a grandchild holding the pipe open holds us a second at most.
+    if (!waited_for_output_ && status_ && WIFEXITED(*status_))
+        read_all_cv_.wait_for(lock, drain_limit, [this] { return read_all_; });
+    waited_for_output_ = true;
 }
 
 bool child_process::signal(int sig) {
@@ -266,12 +276,7 @@ std::optional<int> child_process::wait_for(std::chrono::milliseconds limit) {
         {
             std::unique_lock lock(mu_);
             if (try_reap_locked()) {
-                // Once, after an exit of its own (a killed child's last
-                // words matter less); a grandchild holding the pipe open
-                // holds us a second at most.
-                if (!waited_for_output_ && WIFEXITED(*status_))
-                    read_all_cv_.wait_for(lock, drain_limit, [this] { return read_all_; });
-                waited_for_output_ = true;
+                await_output_locked(lock);
                 return status_;
             }
         }

@@ -51,7 +51,9 @@ public:
     // Everything the child wrote so far (a copy; safe from any thread).
     std::string output() const;
 
-    // True until the child has exited (reaps it when it has).
+    // True until the child has exited (reaps it when it has). When it
+    // returns false for a child that exited by itself, output() holds all
+    // it wrote (as after wait_for()).
     bool running();
 
     // Sends sig to the child. Returns false, sending nothing, once the child
@@ -86,6 +88,10 @@ public:
 
 private:
     bool try_reap_locked();  // waitpid(WNOHANG); call with mu_ held
+    // After the child was reaped: the first time, if it exited by itself,
+    // waits (at most a second) until the reader met the pipe's end, so that
+    // output() holds all it wrote. `lock` holds mu_.
+    void await_output_locked(std::unique_lock<std::mutex>& lock);
     void read_output();
 
     pid_t pid_ = -1;
@@ -97,7 +103,7 @@ private:
 
     std::condition_variable read_all_cv_;  // with mu_
     bool read_all_ = false;                 // the reader met the pipe's end (mu_)
-    bool waited_for_output_ = false;        // wait_for waited for it once (mu_)
+    bool waited_for_output_ = false;        // await_output_locked ran (mu_)
     std::atomic<bool> stop_reading_{false};
     std::thread reader_;
 };

@@ -151,11 +151,13 @@ etcd_cluster::etcd_cluster(etcd_server_options opts) : opts_(std::move(opts)) {
     try {
         if (opts_.tls) generate_tls_files();
         // Another process can take a port between our check and etcd's bind:
-        // start again on new ports.
-        for (int attempt = 0; attempt < 3; ++attempt) {
+        // start again on new ports, a bounded number of times.
+        constexpr int attempts = 5;
+        for (int attempt = 0; attempt < attempts; ++attempt) {
             if (start_all(clock_type::now() + opts_.start_timeout)) return;
         }
-        throw std::runtime_error("etcd_server: ports kept being taken\n" + log_tail(0));
+        throw std::runtime_error("etcd_server: ports kept being taken, attempt after attempt\n" +
+                                 log_tail(0));
     } catch (...) {
         for (std::size_t i = 0; i < members_.size(); ++i) drop(i);
         std::error_code ec;
@@ -225,9 +227,10 @@ void etcd_cluster::launch(std::size_t i, bool existing) {
         "--initial-cluster", initial,
         "--initial-cluster-state", existing ? "existing" : "new",
         "--initial-cluster-token", cluster_token_,
-        // Fast elections on loopback; small snapshots; quiet.
-        "--heartbeat-interval", "20",
-        "--election-timeout", "200",
+        // Elections a busy machine does not set off (etcd_server_options);
+        // small snapshots; quiet.
+        "--heartbeat-interval", std::to_string(opts_.heartbeat_ms),
+        "--election-timeout", std::to_string(opts_.election_timeout_ms),
         "--snapshot-count", "5000",
         "--logger", "zap",
         "--log-level", "error",

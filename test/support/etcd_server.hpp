@@ -4,9 +4,11 @@
 // Each member is a real `etcd` (from $COROLOCK_ETCD, else PATH) with free
 // loopback client and peer ports and a data directory in a private temporary
 // directory; the constructor returns once every member reports healthy (the
-// cluster has a leader). post() is a small blocking HTTP client, independent
-// of the library under test, for the gateway's /v3/... calls. Members are
-// stopped, killed, paused and resumed by PID.
+// cluster has a leader: GET /health answers "true"), starting again on new
+// ports (a bounded number of times) when one was taken before its bind.
+// post() is a small blocking HTTP client, independent of the library under
+// test, for the gateway's /v3/... calls. Members are stopped, killed,
+// paused and resumed by PID.
 //
 // Lifecycle calls belong to the thread that owns the object; post() may be
 // called from any thread.
@@ -31,6 +33,18 @@ struct etcd_server_options {
     std::chrono::milliseconds admin_timeout{5'000};   // bound on each post()
     int auth_token_ttl_seconds = 0;                   // --auth-token-ttl; 0: etcd's default
     bool tls = false;  // also serve TLS (a test CA's certificate for 127.0.0.1, not localhost) on tls_endpoint()
+    // Raft timing (--heartbeat-interval, --election-timeout). The defaults
+    // ride out a busy machine: a leader's heartbeats may stall for half a
+    // second before a follower calls an election (a spurious one fails
+    // requests and moves leases), where the former 20/200 ms gave way at a
+    // fifth of that. Not more: etcd wants the election timeout at least 5
+    // heartbeats, and raises every lease to its smallest TTL,
+    // ceil((3 * election/heartbeat / 2) * heartbeat) in whole seconds: at
+    // 100/600 ms that is 1 s, so a 1 s lease stays 1 s (the conformance
+    // cases' expiry bounds and lock_server's expiry_slack count on it); at
+    // 100/1000 ms it would be 2 s.
+    int heartbeat_ms = 100;
+    int election_timeout_ms = 600;
     std::vector<std::string> extra_args;              // appended to every member's command line
 };
 

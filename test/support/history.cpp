@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -382,6 +383,24 @@ void check_window_tokens(const std::string& lock, const std::vector<holder*>& hs
 }  // namespace
 
 // ---- Public pieces ---------------------------------------------------------
+
+long long default_observe_slack_ns() {
+    constexpr long long fallback_ms = 250;
+    const char* env = std::getenv("COROLOCK_LOST_ALLOWANCE_MS");
+    if (env == nullptr || *env == '\0') return fallback_ms * 1'000'000;
+    const std::string text(env);
+    long long value_ms = -1;
+    std::size_t used = 0;
+    try {
+        value_ms = std::stoll(text, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (used != text.size() || value_ms < 0 || value_ms > 3'600'000)
+        throw std::invalid_argument("COROLOCK_LOST_ALLOWANCE_MS=\"" + text +
+                                    "\": expected a whole number of ms from 0 to 3600000");
+    return value_ms * 1'000'000;
+}
 
 std::string to_json(const event& e) {
     std::string out = "{\"ev\":";
@@ -913,7 +932,8 @@ check_result check_history(const std::vector<event>& input, const check_options&
             r.lost_minus_deadline_max_ns = std::max(r.lost_minus_deadline_max_ns, late);
             if (h.lost > expiry + slack && (h.release_invoked < 0 || h.release_invoked > expiry + slack)) {
                 violation("I5", "lost signal of " + h.who() + " fired " + ms(h.lost - expiry) +
-                                    " after the earliest server-side expiry");
+                                    " after the earliest server-side expiry (allowance for the" +
+                                    " worker's log: " + ms(slack) + ")");
             }
         } else if (h.release_invoked < 0 || h.release_invoked > expiry + slack) {
             const auto seen = last_seen.find(h.pid);

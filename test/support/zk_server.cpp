@@ -9,12 +9,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace corolock::test {
@@ -55,6 +58,36 @@ std::string four_letters(std::uint16_t port, const char* word) {
     return out;
 }
 
+// Whether another socket is bound to 127.0.0.1:port: a bind with
+// SO_REUSEADDR (as ZooKeeper binds) fails with EADDRINUSE only then.
+bool port_taken(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    const int err = errno;
+    ::close(fd);
+    return rc != 0 && err == EADDRINUSE;
+}
+
+// A server's output saying it could not bind one of its ports (the client
+// port: it exits; the election port: it exits after a few tries; the
+// quorum port of a server elected leader: it logs and stays up, leading
+// nothing).
+bool says_address_in_use(const std::string& out) {
+    return out.find("Address already in use") != std::string::npos ||
+           out.find("BindException") != std::string::npos;
+}
+
+std::string tail_of(const std::string& s, std::size_t max_bytes = 4096) {
+    return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
+}
+
 }  // namespace
 
 zk_ensemble::zk_ensemble(zk_server_options opts) : opts_(opts) {
@@ -68,20 +101,15 @@ zk_ensemble::zk_ensemble(zk_server_options opts) : opts_(opts) {
     dir_ = make_temp_dir("zk");
     servers_.resize(opts_.servers);
     try {
-        const auto ports = pick_free_ports(servers_.size() * 3);
-        for (std::size_t i = 0; i < servers_.size(); ++i) {
-            servers_[i].client_port = ports[3 * i];
-            servers_[i].peer_port = ports[3 * i + 1];
-            servers_[i].election_port = ports[3 * i + 2];
-        }
-        for (std::size_t i = 0; i < servers_.size(); ++i) {
-            write_config(i);
-            launch(i);
-        }
-        if (!wait_serving(opts_.start_timeout))
-            throw std::runtime_error("zk_server: not serving within " +
-                                     std::to_string(opts_.start_timeout.count()) + " ms\n" +
-                                     log_tail(0));
+        // Another process can take a port between pick_free_ports' check
+        // and a server's bind: each such loss costs one more attempt, on
+        // new ports (as redis_server and etcd_cluster do).
+        constexpr int attempts = 5;
+        std::string why;
+        for (int attempt = 0; attempt < attempts; ++attempt)
+            if (start_all(clock_type::now() + opts_.start_timeout, why)) return;
+        throw std::runtime_error("zk_server: ports kept being taken, attempt after attempt\n" +
+                                 why);
     } catch (...) {
         for (std::size_t i = 0; i < servers_.size(); ++i) drop(i);
         std::error_code ec;
@@ -96,12 +124,80 @@ zk_ensemble::~zk_ensemble() {
     std::filesystem::remove_all(dir_, ec);
 }
 
+// One attempt: new ports, fresh data directories, every server launched;
+// true once each of them serves clients (its "srvr" answer reports a mode:
+// a protocol answer, not a pause). False, with every server dropped and
+// `why` set, when a server could not bind one of its ports; throws when a
+// server exits for another reason or they do not serve by the deadline.
+bool zk_ensemble::start_all(clock_type::time_point deadline, std::string& why) {
+    const auto ports = pick_free_ports(servers_.size() * 3);
+    for (std::size_t i = 0; i < servers_.size(); ++i) {
+        servers_[i].client_port = ports[3 * i];
+        servers_[i].peer_port = ports[3 * i + 1];
+        servers_[i].election_port = ports[3 * i + 2];
+        std::error_code ec;
+        std::filesystem::remove_all(dir_ + "/s" + std::to_string(i + 1), ec);
+    }
+    for (std::size_t i = 0; i < servers_.size(); ++i) {
+        write_config(i);
+        launch(i);
+    }
+    const auto drop_all = [&] {
+        for (std::size_t k = 0; k < servers_.size(); ++k) drop(k);
+    };
+    auto nap = 5ms;
+    while (true) {
+        bool all = true;
+        for (std::size_t i = 0; i < servers_.size(); ++i) {
+            auto& s = servers_[i];
+            // running() first: once it reports an exit, output() is complete.
+            const bool alive = s.proc->running();
+            const std::string out = s.proc->output();
+            const bool ports_lost = says_address_in_use(out) ||
+                                    (!alive && (port_taken(s.client_port) ||
+                                                port_taken(s.peer_port) ||
+                                                port_taken(s.election_port)));
+            if (ports_lost) {
+                std::ostringstream msg;
+                msg << "server " << i << " could not bind its ports (" << s.client_port << ", "
+                    << s.peer_port << ", " << s.election_port << "):\n" << tail_of(out);
+                why = msg.str();
+                drop_all();
+                return false;
+            }
+            if (!alive) {
+                std::ostringstream msg;
+                msg << "zk_server: server " << i << " exited during startup:\n" << tail_of(out);
+                drop_all();
+                throw std::runtime_error(msg.str());
+            }
+            all = all && mode(i).has_value();
+        }
+        if (all) return true;
+        const auto now = clock_type::now();
+        if (now >= deadline) {
+            std::ostringstream msg;
+            msg << "zk_server: not serving within " << opts_.start_timeout.count() << " ms\n"
+                << log_tail(0);
+            drop_all();
+            throw std::runtime_error(msg.str());
+        }
+        std::this_thread::sleep_for(std::min<clock_type::duration>(nap, deadline - now));
+        nap = std::min(nap * 2, std::chrono::milliseconds(50));
+    }
+}
+
 void zk_ensemble::write_config(std::size_t i) const {
     const auto data = dir_ + "/s" + std::to_string(i + 1);
     std::filesystem::create_directories(data);
     std::ofstream cfg(data + "/zoo.cfg");
     cfg << "tickTime=" << opts_.tick_ms << "\n"
-        << "initLimit=20\nsyncLimit=5\n"
+        // Generous limits for a follower to sync (10 s) and to stay in step
+        // (3 s) with the leader: a busy machine that stalls a server for a
+        // second must not end the leadership (a spurious election). A
+        // killed server's connections close at once, so failover does not
+        // wait for them.
+        << "initLimit=50\nsyncLimit=15\n"
         << "dataDir=" << data << "\n"
         << "clientPort=" << servers_[i].client_port << "\n"
         << "clientPortAddress=127.0.0.1\n"

@@ -4,10 +4,13 @@
 // Each server is a real ZooKeeper (Debian's zookeeper.jar, run by java:
 // $COROLOCK_ZOOKEEPER_JAR and $COROLOCK_JAVA override where they are) with
 // a zoo.cfg of its own in a private temporary directory: free loopback
-// ports, the admin server off, a short tick (so session timeouts and
-// elections are quick). The constructor returns once every server serves
-// clients (the four-letter word "srvr" reports a mode). Servers are
-// stopped, killed, paused and resumed by PID.
+// ports, the admin server off, a short tick (so session timeouts are
+// quick), generous sync limits (so a busy machine does not cause
+// elections). The constructor returns once every server serves clients
+// (the four-letter word "srvr" reports a mode); when a port was taken
+// before a server could bind it, it starts them all again on new ports (a
+// bounded number of times). Servers are stopped, killed, paused and
+// resumed by PID.
 #pragma once
 
 #include <sys/types.h>
@@ -74,6 +77,9 @@ private:
         std::unique_ptr<child_process> proc;
         bool paused = false;
     };
+    // One start on new ports: true once every server serves; false (all
+    // dropped, `why` set) when a server could not bind a port.
+    bool start_all(std::chrono::steady_clock::time_point deadline, std::string& why);
     void write_config(std::size_t i) const;
     void launch(std::size_t i);
     void drop(std::size_t i) noexcept;

@@ -1,6 +1,8 @@
 // What `corolock list` over etcd matches and how it reads keys
 // (src/etcd/etcd_admin.hpp), without a server: the glob is Redis's (SCAN
-// MATCH), matched by the client because etcd matches no patterns.
+// MATCH, src/core/glob_match.hpp), matched by the client because etcd (and
+// ZooKeeper) match no patterns.
+#include "core/glob_match.hpp"
 #include "etcd/etcd_admin.hpp"
 #include "etcd/etcd_backend.hpp"
 
@@ -8,7 +10,7 @@
 
 #include <string>
 
-using corolock::detail::etcd::glob_match;
+using corolock::detail::glob_match;
 using corolock::detail::etcd::lock_prefix;
 using corolock::detail::etcd::split_lock_key;
 

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -114,6 +117,14 @@ void require_message(const h::check_result& r, const std::string& inv, const std
 h::check_options counted(long long value) {
     h::check_options o;
     o.counters["L"] = value;
+    return o;
+}
+
+// Options with an explicit allowance for a worker's late log (observe_slack),
+// so that the I5 cases below neither follow the default nor the environment.
+h::check_options allowance(long long ms) {
+    h::check_options o;
+    o.observe_slack_ns = ms * 1'000'000;
     return o;
 }
 
@@ -411,7 +422,30 @@ TEST_CASE("history: I5 catches a lost signal after the server-side expiry", "[hi
     b.acquire(100, 1, 0, 1);       // deadline 988, server expiry >= 1000
     b.add("lost", 100, 1, 1100);   // 98 ms too late
     b.release(100, 1, 1101, 1102, "expired");
-    require_only(h::check_history(b.evs), "I5");
+    SECTION("beyond the allowance for the worker's log: caught") {
+        require_only(h::check_history(b.evs, allowance(20)), "I5");
+    }
+    SECTION("within it: the log may have been late, not the signal") {
+        const auto r = h::check_history(b.evs, allowance(250));
+        INFO(r.report());
+        CHECK(r.ok());
+    }
+}
+
+TEST_CASE("history: the allowance for a late log defaults to 250 ms, or COROLOCK_LOST_ALLOWANCE_MS",
+          "[history]") {
+    const char* was = std::getenv("COROLOCK_LOST_ALLOWANCE_MS");
+    const std::optional<std::string> saved = was ? std::optional<std::string>(was) : std::nullopt;
+    ::unsetenv("COROLOCK_LOST_ALLOWANCE_MS");
+    CHECK(h::check_options{}.observe_slack_ns == 250'000'000);
+    ::setenv("COROLOCK_LOST_ALLOWANCE_MS", "40", 1);
+    CHECK(h::check_options{}.observe_slack_ns == 40'000'000);
+    ::setenv("COROLOCK_LOST_ALLOWANCE_MS", "40ms", 1);
+    CHECK_THROWS_AS(h::default_observe_slack_ns(), std::invalid_argument);
+    if (saved)
+        ::setenv("COROLOCK_LOST_ALLOWANCE_MS", saved->c_str(), 1);
+    else
+        ::unsetenv("COROLOCK_LOST_ALLOWANCE_MS");
 }
 
 TEST_CASE("history: I5 catches a lease that ran out without a lost signal", "[history]") {
@@ -419,7 +453,7 @@ TEST_CASE("history: I5 catches a lease that ran out without a lost signal", "[hi
     b.acquire(100, 1, 0, 1);
     b.increment(100, 1, 2, 3);
     b.release(100, 1, 1500, 1501, "expired");  // no lost in between
-    require_only(h::check_history(b.evs), "I5");
+    require_only(h::check_history(b.evs, allowance(20)), "I5");
 }
 
 TEST_CASE("history: I5 exempts a holder whose process was stopped at its deadline", "[history]") {
@@ -439,7 +473,7 @@ TEST_CASE("history: I5 exempts a holder whose process was stopped at its deadlin
         c.fault("resumed", 100, 200);
         c.add("lost", 100, 1, 2001);
         c.release(100, 1, 2002, 2003, "expired");
-        require_only(h::check_history(c.evs), "I5");
+        require_only(h::check_history(c.evs, allowance(20)), "I5");
     }
 }
 

@@ -21,7 +21,10 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
+#include <string>
+#include <utility>
 
 using namespace corolock::detail;
 using namespace std::chrono_literals;
@@ -166,6 +169,57 @@ TEST_CASE("unlock_waiters: a release of k permits wakes only the waiters that fi
     CHECK(wake_all_count("*2x") == none);
     CHECK(wake_all_count("*-1") == none);
     CHECK(wake_all_count("*123456789012345678901") == none);
+}
+
+TEST_CASE("unlock_waiters: a release that lets only writers in defers the readers that yield",
+          "[waiters]") {
+    unlock_waiters w;
+    std::vector<std::string> events;
+    struct who {
+        std::string name;
+        std::vector<std::string>* log;
+    };
+    const auto wake = [](void* ctx) noexcept {
+        auto* x = static_cast<who*>(ctx);
+        x->log->push_back("wake " + x->name);
+    };
+    const auto defer = [](void* ctx, std::uint64_t ms) noexcept {
+        auto* x = static_cast<who*>(ctx);
+        x->log->push_back("defer " + x->name + " " + std::to_string(ms));
+    };
+    who r{"reader", &events}, wr{"writer", &events}, b{"bold", &events}, t{"trying", &events};
+    unlock_waiters::waiter reader, writer, bold_reader, trying_reader;
+    for (auto [x, ctx] : {std::pair{&reader, &r}, std::pair{&writer, &wr},
+                          std::pair{&bold_reader, &b}, std::pair{&trying_reader, &t}}) {
+        x->wake = wake;
+        x->defer = defer;
+        x->context = ctx;
+        w.add(*x, "rw");
+    }
+    reader.yields = true;
+    trying_reader.yields = true;
+    trying_reader.woken = true;  // woken already, its try under way: left alone
+    // The writer and the reader without writer preference are woken; the
+    // reader that yields is told how long it is held back.
+    CHECK(w.wake_writers("rw", 1500) == 2);
+    CHECK(events == std::vector<std::string>{"defer reader 1500", "wake writer", "wake bold"});
+    // A release that lets all in still wakes it.
+    events.clear();
+    CHECK(w.wake_all("rw") == 1);
+    CHECK(events == std::vector<std::string>{"wake reader"});
+    CHECK(w.wake_writers("none", 10) == 0);
+
+    // The message: "*w<ms>", and nothing else.
+    CHECK(writers_wake_ms("*w1500") == std::optional<std::uint64_t>(1500));
+    CHECK(writers_wake_ms("*w0") == std::optional<std::uint64_t>(0));
+    CHECK_FALSE(writers_wake_ms("*w").has_value());
+    CHECK_FALSE(writers_wake_ms("*").has_value());
+    CHECK_FALSE(writers_wake_ms("*15").has_value());
+    CHECK_FALSE(writers_wake_ms("*w1x").has_value());
+    CHECK_FALSE(writers_wake_ms("*w12345678901234567890").has_value());
+    // Read as a wake-all count, "*w<ms>" has none: an older client wakes
+    // everyone on it.
+    CHECK(wake_all_count("*w1500") == std::numeric_limits<std::uint64_t>::max());
 }
 
 TEST_CASE("unlock_waiters: after a reconnect one waiter per channel gets a fresh try",

@@ -29,6 +29,11 @@
 //       after a short pause. Prints "running PID" at start and "done N"
 //       (completed cycles) at the end; exits 0. fair-cycle: the same with a
 //       corolock::fair_mutex.
+//       With the option --rest=MS (anywhere on the command line) a worker
+//       pauses MS/2 to MS after each release before it acquires again, so
+//       that a waiter gets the lock it was woken for: the plain mutex is not
+//       fair (docs/safety.md), and without a rest a worker that releases and
+//       at once waits again can win every race for as long as the run lasts.
 //       With the option --semaphore=K/N (anywhere on the command line) the
 //       lock is a corolock::semaphore of N permits, of which each cycle
 //       takes K; acquire_ok then carries "permits" and "capacity".
@@ -217,6 +222,7 @@ struct cycle_worker {
     bool fair = false;  // mode fair-cycle: a corolock::fair_mutex
     bool rw = false;    // mode rw-cycle: a corolock::shared_mutex
     bool multi = false; // mode multi-cycle: a corolock::multi_lock on the names in `name`
+    std::chrono::milliseconds rest{0};  // --rest=MS: the pause after a release
 
     template <class Duration>
     static asio::awaitable<void> pause_for(Duration d) {
@@ -462,6 +468,10 @@ struct cycle_worker {
             else
                 co_await (section(g, holding) && watch(g, holding));
             ++cycles;
+            if (rest.count() > 0) {
+                std::uniform_int_distribution<long> spread(rest.count() / 2, rest.count());
+                co_await pause_for(std::chrono::milliseconds(spread(rng)));
+            }
         }
     }
 };
@@ -479,6 +489,21 @@ std::string take_resource_option(std::vector<std::string>& args) {
         }
     }
     return url;
+}
+
+// The option --rest=MS, taken out of the arguments wherever it is (0: absent).
+std::chrono::milliseconds take_rest_option(std::vector<std::string>& args) {
+    static const std::string flag = "--rest=";
+    std::chrono::milliseconds rest{0};
+    for (auto it = args.begin(); it != args.end();) {
+        if (it->rfind(flag, 0) == 0) {
+            rest = std::chrono::milliseconds(std::stol(it->substr(flag.size())));
+            it = args.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return rest;
 }
 
 // The option --semaphore=K/N: K permits of a semaphore of N (0/0: absent).
@@ -531,6 +556,7 @@ int main(int argc, char** argv_in) {
     std::vector<std::string> args(argv_in, argv_in + argc);
     const std::string resource_url = take_resource_option(args);
     const auto [sem_permits, sem_capacity] = take_semaphore_option(args);
+    const auto rest = take_rest_option(args);
     argc = static_cast<int>(args.size());
     std::vector<char*> argv_list;
     for (auto& a : args) argv_list.push_back(a.data());
@@ -676,6 +702,7 @@ int main(int argc, char** argv_in) {
                        std::mt19937(static_cast<std::mt19937::result_type>(seed * 7919 + ::getpid())),
                        0};
         w.permits = sem_permits;
+        w.rest = rest;
         w.capacity = sem_capacity;
         w.fair = mode == "fair-cycle";
         w.rw = mode == "rw-cycle";
