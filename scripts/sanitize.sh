@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs corolock's tests under the sanitizers:
 #   1. AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer):
-#      every tier but fault, acl, the cli scripts and package (ASAN_ALL=1:
-#      all of them, and the benchmarks' smoke test), in ./build-asan.
+#      the unit and integration tiers, the gate's run (ASAN_ALL=1: every
+#      tier, and the benchmarks' smoke test, as scripts/extended.sh runs it),
+#      in ./build-asan.
 #   2. ThreadSanitizer: the threads tier (several threads running one
 #      io_context), in ./build-tsan.
 # Any report fails the run: the sanitizers are built to abort on the first.
@@ -12,12 +13,12 @@
 #   scripts/sanitize.sh tsan       # only TSan
 #   scripts/sanitize.sh asan-build # one half of a run: build only, or run
 #   scripts/sanitize.sh asan-test  # an existing build's tests only (the same
-#                                  # for tsan-build, tsan-test); .ci/run
-#                                  # builds beside scripts/test.sh's tests
+#                                  # for tsan-build, tsan-test)
 #   JOBS=4 scripts/sanitize.sh     # build and ctest parallelism
 #   LINKER=bfd scripts/sanitize.sh # another linker (-fuse-ld=; default lld)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/lib/tiers.sh
 
 # lld: the linker these builds use (see linker= below).
 COROLOCK_EXTRA_PACKAGES="lld ${COROLOCK_EXTRA_PACKAGES:-}" scripts/setup.sh
@@ -51,36 +52,26 @@ asan_build() {
   [ "${ASAN_ALL:-0}" = 1 ] && all=ON
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
     -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
-  # Only the programs these tests run: not the corolock tool (the cli_shell
-  # scripts, left out below, are its only tests) nor the examples other
-  # than the demo.
-  local target=corolock_test_programs
+  # Only the programs the gate's run starts (asan_test below): the unit and
+  # integration tiers' and the worker.
+  local target=corolock_unit_integration_programs
   [ "${ASAN_ALL:-0}" = 1 ] && target=all
   cmake --build "$dir" -j "$jobs" --target "$target"
 }
 
 asan_test() {
   local dir=$asan_dir
-  echo "sanitize: ASan + UBSan, every tier but fault, acl and the cli scripts, in $dir"
-  # The fault tier (the longest under ASan), the acl entry (the
-  # integration tier again, as a restricted user) and the cli scripts
-  # (cli_shell: the tool end to end, about 150 s under ASan; the library
-  # paths they drive run in the integration and conformance tiers, and the
-  # cli's Catch tests stay) are left out here to keep CI within its budget
-  # (docs/reliability.md, "CI time"). So is the package tier (it builds and
-  # installs a consumer project: nothing for ASan to see). So is the
-  # conformance suite on every backend but Redis (on etcd, ZooKeeper and
-  # PostgreSQL about 155 s together), on RedLock (about 18 s in Release)
-  # and on the Sentinel and Cluster fleets (about 40 s): each of those has
-  # integration tests that run its library code here (RedLock's URL parser
-  # in its unit tests), and the suite's own code runs on Redis. ASAN_ALL=1
-  # runs everything.
-  local exclude=(-LE '^(fault|acl|cli_shell|package)$'
-    -E '^conformance (etcd|zk|postgresql|redlock|sentinel|cluster):')
-  [ "${ASAN_ALL:-0}" = 1 ] && exclude=()
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" "${exclude[@]}")
+  # The gate's run: the unit and integration tiers (every backend's and
+  # topology's integration tests, which run the library's code paths and
+  # the worker processes they start), without the extended run's tests
+  # (scripts/lib/tiers.sh). ASAN_ALL=1 (scripts/extended.sh) runs every
+  # tier: fault, acl, the conformance suite on every backend, the cli
+  # tests and scripts, threads, demo and package.
+  local selection=(-L "$asan_gate_labels" -LE "$gate_excluded_labels")
+  [ "${ASAN_ALL:-0}" = 1 ] && selection=()
+  echo "sanitize: ASan + UBSan, ${selection[*]:-every tier}, in $dir"
+  run_ctest "$dir" junit-asan.xml -j "$jobs" "${selection[@]}"
 }
-
 tsan_build() {
   local dir=$tsan_dir
   echo "sanitize: building for TSan in $dir"
@@ -96,7 +87,7 @@ tsan_build() {
 tsan_test() {
   local dir=$tsan_dir
   echo "sanitize: TSan, the threads tier, in $dir"
-  (cd "$dir" && ctest --output-on-failure -j "$jobs" -L '^threads$')
+  run_ctest "$dir" junit-tsan.xml -j "$jobs" -L '^threads$'
 }
 
 case "$which" in

@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Builds corolock and runs its whole test suite: unit tests, integration
-# tests against throwaway redis-servers the tests start themselves on free
-# loopback ports, and the packaging test.
+# Builds corolock and runs the gate's tests: the unit tier, the integration
+# tiers against throwaway servers the tests start themselves on free
+# loopback ports (Redis, Sentinel, Cluster, RedLock, etcd, ZooKeeper,
+# PostgreSQL), one case of each fault class, the conformance suite on every
+# backend, the CLI scripts and the packaging test. What the gate leaves out
+# (long fault variants, the soak, the benchmarks' smoke test) runs in
+# scripts/extended.sh; scripts/lib/tiers.sh says which. ctest writes
+# BUILD_DIR/junit.xml; a failed test's whole output and the seed that
+# replays it are printed at the end.
 #
 #   scripts/test.sh                  # Release build in ./build
 #   BUILD_TYPE=Debug scripts/test.sh # another build type
 #   BUILD_DIR=out scripts/test.sh    # another build folder
 #   scripts/test.sh -R lock          # extra arguments go to ctest
+#   TESTS=extended scripts/test.sh   # the extended run's tests instead
+#   TESTS=all scripts/test.sh        # both
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,5 +39,11 @@ cmake --build "$build_dir" -j "$jobs"
 # fault tier, the Sentinel and Cluster fleets, the cli scripts and the other
 # multi-process tests are marked RUN_SERIAL in test/CMakeLists.txt, so ctest
 # runs them one by one.
-cd "$build_dir"
-ctest --output-on-failure -j "$jobs" "$@"
+source scripts/lib/tiers.sh
+case "${TESTS:-gate}" in
+  gate) selection=(-LE "$gate_excluded_labels"); junit=junit.xml ;;
+  extended) selection=(-L "$extended_labels"); junit=junit-extended.xml ;;
+  all) selection=(); junit=junit-all.xml ;;
+  *) echo "test.sh: TESTS is gate, extended or all, not '$TESTS'" >&2; exit 2 ;;
+esac
+run_ctest "$build_dir" "$junit" -j "$jobs" "${selection[@]}" "$@"
