@@ -401,15 +401,26 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     // The resume after a handoff: the grant, measured from the seq's time
-    // (docs/safety.md, "The handoff deadline"); one already past its
-    // deadline is given back, and the wait goes on with a fresh level.
+    // (docs/safety.md, "The handoff deadline"). A handoff is never a
+    // re-entry: the fair scripts queue only an owner that does not hold the
+    // lock. So a live tenure here lost its key behind the holder (it is lost
+    // now, its guards told), and a tenure lost since the attempt was sent
+    // (sent_epoch) ended before this grant: the grant joins neither. It is
+    // given back, as one past its deadline is, and the wait goes on with a
+    // fresh level.
     void on_handed_off() {
+        bool crossed = sent_epoch != 0 && st->lost_epoch >= sent_epoch;
+        if (st->live()) {
+            svc->lose_tenure(st, "its key was removed behind the holder (found by a handoff)");
+            crossed = true;
+        }
         granted = machine.lease();
         sent_epoch = 0;
         const auto f = observe();
-        if (detail::watchdog_schedule::deadline_for(sent, granted) <= f.now) {
-            st->client().log().info("acquire {}: a handoff came after its deadline; giving it back",
-                                    escaped{st->name});
+        const bool late = detail::watchdog_schedule::deadline_for(sent, granted) <= f.now;
+        if (crossed || late) {
+            st->client().log().info("acquire {}: a handoff {}; giving it back", escaped{st->name},
+                                    late ? "came after its deadline" : "crossed a lost tenure");
             svc->release_in_background(st, level, /*give_back=*/true, cleanup);
             level = st->next_level++;
             perform(machine.on_wait(f));

@@ -54,8 +54,9 @@ public:
                                    script_args& out) const noexcept = 0;
     virtual error_code parse_acquire_reply(const reply& r, acquire_reply& out) const noexcept = 0;
 
-    // Release: one level, or every level of the owner (nullopt; the clean-up
-    // after a lost tenure). Owner-checked. The reply is
+    // Release: one level, or every level of the owner (nullopt). Owner-
+    // checked. The clean-up after a lost tenure names each of its own levels
+    // (lock_service::lose_tenure), never every level. The reply is
     // {release_status, receivers of the unlock message}.
     virtual const script& release_script(bool sharded) const noexcept = 0;
     virtual void release_arguments(const redis_lock_state& st, std::optional<std::uint64_t> level,

@@ -694,7 +694,7 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     impl_.metrics().add(impl_.metrics().leases_lost);
     t->mark_lost(clock::now());
     st->lost_epoch = t->epoch;
-    st->levels.clear();
+    const auto levels = std::exchange(st->levels, {});
     st->held.store(0, std::memory_order_release);
     schedule_.remove(st->watch_id);
     unwatch(st->watch_id);
@@ -702,18 +702,22 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     notify(impl_.event_observer(), impl_.log(), "on_lost",
            [&](observer& o) { o.on_lost(st->name, why); });
     // If the lease was only presumed lost (renewals unconfirmed), the key may
-    // still be ours: remove it, owner-checked, so it cannot outlive us. It is
-    // queued now, so it reaches the server before any later re-acquire; it
-    // goes by source (EVAL), because a NOSCRIPT answer to EVALSHA would send
-    // it again behind whatever was queued meanwhile, a re-acquire included,
-    // and it would then remove that.
-    auto job = work_->begin();
-    script_args a;
-    st->kind().release_arguments(*st, std::nullopt, a);
-    run_script(
-        st->kind().release_script(impl_.sharded_pubsub()), a.keys(), a.args(), true,
-        [work = work_, job](error_code, reply) mutable { work->end(job); },
-        /*by_source=*/true);
+    // still be ours: remove it, owner-checked, so it cannot outlive us. Each
+    // of the tenure's own levels, never all of the owner's: a grant the owner
+    // got since (a fair mutex's handoff to a queued re-entry, run on the
+    // server before this) is not this tenure's to remove. It is queued now,
+    // so it reaches the server before any later re-acquire; it goes by
+    // source (EVAL), because a NOSCRIPT answer to EVALSHA would send it
+    // again behind whatever was queued meanwhile.
+    for (const auto level : levels) {
+        auto job = work_->begin();
+        script_args a;
+        st->kind().release_arguments(*st, level, a);
+        run_script(
+            st->kind().release_script(impl_.sharded_pubsub()), a.keys(), a.args(), true,
+            [work = work_, job](error_code, reply) mutable { work->end(job); },
+            /*by_source=*/true);
+    }
 }
 
 void lock_service::on_watchdog_tick() {

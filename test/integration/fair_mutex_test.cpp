@@ -5,9 +5,11 @@
 #include <corolock/fair_mutex.hpp>
 
 #include "core/watchdog_schedule.hpp"
+#include "redis/fair_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/child_process.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
@@ -22,6 +24,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -260,6 +263,131 @@ TEST_CASE("fair_mutex: deleting the key behind the holder fires until_lost",
         CHECK(g.lost());
     });
     c.stop();
+}
+
+// Issue 43, item 1. H holds; its key is removed behind it (break, eviction);
+// W takes the lock; H re-enters through the same handle and queues; W's
+// release hands the lock to H. That grant is not a re-entry of H's first
+// tenure (the fair scripts queue only an owner that does not hold): the
+// first guard is told it lost the lock, and the grant starts a tenure of
+// its own, never joined to the lost one.
+TEST_CASE("fair_mutex: a handoff to a re-entry after the key was removed never joins the lost tenure",
+          "[fair][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), config_for(server));
+    corolock::client c2(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const std::string name = "fair-rejoin";
+        corolock::fair_mutex h(c, name), w(c2, name);
+        // Long leases: no renewal comes before the handoff, so only the
+        // handoff itself can tell H that its first tenure is gone.
+        auto g1 = co_await h.acquire({.lease = 30s});
+        server.cmd({"DEL", lock_key(name)});  // removed behind the holder
+        auto gw = co_await w.acquire({.lease = 30s});
+        std::optional<guard> g2;
+        error_code ec2;
+        h.async_acquire({.lease = 30s, .wait = 20s}, [&](error_code ec, guard g) {
+            ec2 = ec;
+            g2 = std::move(g);
+        });
+        const bool queued_h = co_await eventually(
+            [&] { return queued(server, name) == std::vector<std::string>{h.owner_id()}; }, 5s);
+        REQUIRE(queued_h);
+        co_await gw.release();  // hands the lock to H's queued re-entry
+        const bool answered = co_await eventually([&] { return g2.has_value(); }, 15s);
+        REQUIRE(answered);
+        REQUIRE_FALSE(ec2);
+        // The first guard was told, at the latest when the grant came.
+        CHECK(g1.lost());
+        // The new guard holds a tenure of its own, with a fresh token, and
+        // the server agrees that H holds.
+        CHECK_FALSE(g2->lost());
+        CHECK(g2->token() > gw.token());
+        CHECK(server.cmd1({"HGET", lock_key(name), "owner"}) == h.owner_id());
+        const auto released = co_await g2->release();
+        CHECK_FALSE(released);
+        CHECK(server.cmd1({"EXISTS", lock_key(name)}) == "0");
+    }, 40s);
+    c.stop();
+    c2.stop();
+}
+
+// Issue 43, item 1, the race. H's tenure is lost while W holds (its key was
+// removed behind it; its next renewal finds W's), so H sends the clean-up of
+// that tenure; W's release hands the lock to H's queued re-entry before the
+// clean-up reaches the server (the proxy holds it back); X queued after H.
+// H must not take that grant while the clean-up is undecided, and the
+// clean-up must remove only the lost tenure's own level: removing all of
+// H's would hand the lock on to X while H's client counts it held.
+TEST_CASE("fair_mutex: a lost tenure's clean-up never removes a grant handed to it since",
+          "[fair][integration]") {
+    redis_server server;
+    fault_proxy proxy(server.port());
+    asio::io_context ioc;
+    auto hcfg = config_for(server);
+    hcfg.port = proxy.port();
+    // No command timeout while H's requests are held back: its connection
+    // stays up, so the handoff's message reaches it and what it sends waits
+    // behind the clean-up until the proxy lets it through.
+    hcfg.command_timeout = 20s;
+    corolock::client hc(ioc.get_executor(), hcfg);
+    corolock::client wc(ioc.get_executor(), config_for(server));
+    corolock::client xc(ioc.get_executor(), config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const std::string name = "fair-cleanup";
+        corolock::fair_mutex h(hc, name), w(wc, name), x(xc, name);
+        auto g1 = co_await h.acquire({.lease = 1500ms});  // renewed every 500 ms
+        server.cmd({"DEL", lock_key(name)});
+        auto gw = co_await w.acquire({.lease = 30s});
+        std::optional<guard> g2, gx;
+        h.async_acquire({.lease = 30s, .wait = 25s}, [&](error_code, guard g) { g2 = std::move(g); });
+        const bool h_queued = co_await eventually(
+            [&] { return queued(server, name) == std::vector<std::string>{h.owner_id()}; }, 5s);
+        REQUIRE(h_queued);
+        x.async_acquire({.lease = 30s, .wait = 25s}, [&](error_code, guard g) { gx = std::move(g); });
+        const bool x_queued = co_await eventually(
+            [&] { return queued(server, name).size() == 2; }, 5s);
+        REQUIRE(x_queued);
+        // The clean-up is the fair release script, sent by source (EVAL)
+        // with H's owner id: from it on, nothing of H's reaches the server
+        // until resume().
+        const std::string owner = h.owner_id();
+        const auto& release = corolock::detail::fair_release_script(false);
+        proxy.pause_at_next([owner, &release](const fault_proxy::command_args& a) {
+            return a.size() > 1 && (a[0] == "EVAL" || a[0] == "eval") && a[1] == release.source &&
+                   std::find(a.begin(), a.end(), owner) != a.end();
+        });
+        const bool lost = co_await eventually([&] { return g1.lost(); }, 10s);
+        REQUIRE(lost);
+        const bool held = co_await eventually([&] { return !proxy.pause_armed(); }, 5s);
+        REQUIRE(held);
+        // W's release hands the lock to H's entry, on the server, before
+        // H's clean-up runs there.
+        co_await gw.release();
+        const bool handed = co_await eventually(
+            [&] { return server.cmd1({"HGET", lock_key(name), "owner"}) == h.owner_id(); }, 5s);
+        REQUIRE(handed);
+        // H's client hears of the grant: it gives it back (a second request
+        // held behind the clean-up), or, wrongly, takes it.
+        const bool answered = co_await eventually(
+            [&] { return g2.has_value() || proxy.unanswered().size() >= 2; }, 5s);
+        CHECK(answered);
+        CHECK_FALSE(g2.has_value());
+        proxy.resume(fault_proxy::direction::to_server);
+        // X gets the lock in turn; at that moment H holds nothing.
+        const bool x_granted = co_await eventually([&] { return gx.has_value(); }, 20s);
+        REQUIRE(x_granted);
+        CHECK_FALSE((g2.has_value() && !g2->lost()));
+        CHECK(server.cmd1({"HGET", lock_key(name), "owner"}) == x.owner_id());
+        co_await gx->release();
+        const bool h_granted = co_await eventually([&] { return g2.has_value(); }, 20s);
+        CHECK(h_granted);
+        if (g2) co_await g2->release();
+    }, 60s);
+    hc.stop();
+    wc.stop();
+    xc.stop();
 }
 
 TEST_CASE("fair_mutex: a try leaves no entry, and a mutex and a fair mutex refuse each other",

@@ -181,6 +181,11 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
             command_args args;
             for (const auto& e : r.elements) args.push_back(e.str);
             const auto n = replies_expected(args);
+            auto& pause_rule = proxy.pause_at_;
+            if (pause_rule && (!*pause_rule || (*pause_rule)(args))) {
+                pause_rule.reset();
+                proxy.settings_.paused[0] = true;  // before this command is written
+            }
             pending.push_back(pending_command{std::move(args), n});
             forward(0, std::move(bytes));
             return;
@@ -458,6 +463,14 @@ void fault_proxy::drop_next_reply(after_drop after, command_matcher match, std::
 
 bool fault_proxy::drop_armed() const {
     return on_loop([&] { return drop_.has_value(); });
+}
+
+void fault_proxy::pause_at_next(command_matcher match) {
+    on_loop([&] { pause_at_ = std::move(match); });
+}
+
+bool fault_proxy::pause_armed() const {
+    return on_loop([&] { return pause_at_.has_value(); });
 }
 
 std::size_t fault_proxy::inject_to_client(std::string bytes) {

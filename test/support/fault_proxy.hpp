@@ -162,6 +162,14 @@ public:
                          std::function<void()> on_drop = {});
     bool drop_armed() const;
 
+    // Arms the proxy to pause the client->server direction (as
+    // pause(direction::to_server)) at the next command, on any connection,
+    // that `match` accepts: that command and every later one wait until
+    // resume(). For a test that must hold back one request exactly, such as
+    // a clean-up the client sends on its own. Arming again replaces the rule.
+    void pause_at_next(command_matcher match);
+    bool pause_armed() const;
+
     // Queues bytes for the client of every open connection, between two
     // frames (after whatever is queued already); returns how many got them.
     std::size_t inject_to_client(std::string bytes);
@@ -209,6 +217,7 @@ private:
     // Everything below lives on the proxy's thread.
     settings settings_;
     std::optional<drop_rule> drop_;
+    std::optional<command_matcher> pause_at_;
     std::map<std::uint64_t, std::shared_ptr<connection>> connections_;
     std::uint64_t next_id_ = 1;
     statistics stats_;
