@@ -37,14 +37,22 @@ void replace_all(std::string& text, const std::string& what) {
         text.replace(at, what.size(), "***");
 }
 
+// The server's time in microseconds: the floor of every fence, as of the
+// Redis tokens (max(last + 1, server time in µs), docs/safety.md): a lock
+// row lost (deleted, or a failover to a standby behind) does not make the
+// next fence repeat one handed out before, given a server clock that does
+// not step back.
+#define COROLOCK_PG_NOW_US "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+
 // The upsert that mints a fence, fed by the CTE "l" (got: the lock was
 // taken by this statement). $1 name, $3 holder argument. Its row's holder
 // record starts with the server's time, as the Redis hash's does.
-#define COROLOCK_PG_FENCE                                                                  \
-    "f AS (INSERT INTO corolock_locks AS t (name, fence, holder) "                         \
-    "SELECT $1, 1, (extract(epoch FROM clock_timestamp()) * 1000000)::bigint || ' ' || $3 " \
-    "FROM l WHERE l.got "                                                                  \
-    "ON CONFLICT (name) DO UPDATE SET fence = t.fence + 1, holder = EXCLUDED.holder "      \
+#define COROLOCK_PG_FENCE                                                                   \
+    "f AS (INSERT INTO corolock_locks AS t (name, fence, holder) "                          \
+    "SELECT $1, n.us, n.us || ' ' || $3 FROM l, (SELECT " COROLOCK_PG_NOW_US " AS us) n "   \
+    "WHERE l.got "                                                                          \
+    "ON CONFLICT (name) DO UPDATE SET fence = GREATEST(t.fence + 1, EXCLUDED.fence), "      \
+    "holder = EXCLUDED.holder "                                                             \
     "RETURNING t.fence) "
 
 }  // namespace
@@ -144,7 +152,8 @@ statement try_acquire(std::string_view name, std::chrono::steady_clock::duration
     return {"WITH l AS (SELECT pg_try_advisory_lock($2::bigint) AS got), " COROLOCK_PG_FENCE
             "SELECT l.got, (SELECT fence FROM f), "
             "set_config('idle_session_timeout', CASE WHEN l.got THEN $4 ELSE '0' END, false), "
-            "set_config('application_name', $5, false) FROM l",
+            "set_config('application_name', $5, false), "
+            "set_config('lock_timeout', '0', false) FROM l",
             {std::string(name), std::to_string(advisory_key(name)), std::string(holder),
              timeout_ms(lease), application_name(owner_id)}};
 }
@@ -157,15 +166,20 @@ statement wait_setup(std::optional<std::chrono::steady_clock::duration> wait,
 
 statement wait_acquire(std::string_view name, std::chrono::steady_clock::duration lease,
                        std::string_view holder) {
+    // lock_timeout (wait_setup's) bounded the wait only: once held it is
+    // 0 again, or the caller's locked statements would time out their own
+    // lock waits after the acquire's wait.
     return {"WITH l AS (SELECT true AS got FROM pg_advisory_lock($2::bigint)), " COROLOCK_PG_FENCE
             "SELECT l.got, (SELECT fence FROM f), "
-            "set_config('idle_session_timeout', $4, false) FROM l",
+            "set_config('idle_session_timeout', $4, false), "
+            "set_config('lock_timeout', '0', false) FROM l",
             {std::string(name), std::to_string(advisory_key(name)), std::string(holder),
              timeout_ms(lease)}};
 }
 
 statement reenter(std::string_view name) {
-    return {"UPDATE corolock_locks SET fence = fence + 1 WHERE name = $1 RETURNING fence",
+    return {"UPDATE corolock_locks SET fence = GREATEST(fence + 1, " COROLOCK_PG_NOW_US ") "
+            "WHERE name = $1 RETURNING fence",
             {std::string(name)}};
 }
 

@@ -156,6 +156,50 @@ TEST_CASE("pg: a waiter waits in the server's lock queue and a release wakes it 
     }, 30s);
 }
 
+// Issue 43: the fence restarted at 1 when its row was lost (deleted by hand,
+// or a failover to a standby that had not seen it), so a stale holder's
+// token could equal or beat a newer one's. Its floor is the server's time in
+// microseconds, as the Redis tokens' is: a lost row never makes a fence
+// repeat or go back.
+TEST_CASE("pg: a lost lock row does not make the next fence repeat or go back", "[pg]") {
+    pg_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(a, "ledger");
+        auto g1 = co_await m.acquire({.lease = 5s});
+        const auto t1 = g1.token();
+        auto g1b = co_await m.acquire({.lease = 5s});  // a re-entry mints one too
+        CHECK(g1b.token() > t1);
+        const auto t1b = g1b.token();
+        {
+            const auto rec = co_await g1b.release();
+            CHECK_FALSE(rec);
+        }
+        {
+            const auto rec = co_await g1.release();
+            CHECK_FALSE(rec);
+        }
+        server.query("DELETE FROM corolock_locks WHERE name = 'ledger'");  // the row is lost
+        auto g2 = co_await m.acquire({.lease = 5s});
+        CHECK(g2.token() > t1b);
+        // And a re-entry after its row was lost, in the same tenure.
+        server.query("DELETE FROM corolock_locks WHERE name = 'ledger'");
+        server.query("INSERT INTO corolock_locks (name, fence) VALUES ('ledger', 1)");
+        auto g2b = co_await m.acquire({.lease = 5s});
+        CHECK(g2b.token() > g2.token());
+        {
+            const auto rec = co_await g2b.release();
+            CHECK_FALSE(rec);
+        }
+        {
+            const auto rec = co_await g2.release();
+            CHECK_FALSE(rec);
+        }
+        a.stop();
+    }, 30s);
+}
+
 TEST_CASE("pg: a holder whose backend is terminated is told at once; the next fence is larger",
           "[pg][lost]") {
     pg_server server;

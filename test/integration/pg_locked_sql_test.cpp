@@ -124,6 +124,33 @@ TEST_CASE("pg sql: statements commit with the lock, with their rows", "[pg][sql]
     }, 30s);
 }
 
+// Issue 43: the acquire's wait went to the session as its lock_timeout and
+// stayed there while the lock was held, so the caller's statements that wait
+// for a row lock failed with 55P03 after that wait. Held, the session's
+// lock_timeout is 0 again (the server's default: wait as long as it takes).
+TEST_CASE("pg sql: the acquire's wait is not the locked statements' lock_timeout", "[pg][sql]") {
+    stock_db db;
+    run_async(db.ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(db.a, "stock:apple");
+        auto g = co_await m.acquire({.lease = 10s, .wait = 1500ms});
+        auto [ec, out] = co_await execute(g, sql("SHOW lock_timeout"));
+        REQUIRE_FALSE(ec);
+        REQUIRE(out.results.size() == 1);
+        REQUIRE(out.results[0].rows.size() == 1);
+        CHECK(out.results[0].rows[0][0] == "0");
+        co_await release_cleanly(g);
+        // Nor after a try on a pooled session that had waited before.
+        auto t = co_await m.try_acquire({.lease = 10s});
+        REQUIRE(t);
+        auto [ec2, out2] = co_await execute(*t, sql("SHOW lock_timeout"));
+        REQUIRE_FALSE(ec2);
+        REQUIRE(out2.results.size() == 1);
+        REQUIRE(out2.results[0].rows.size() == 1);
+        CHECK(out2.results[0].rows[0][0] == "0");
+        co_await release_cleanly(*t);
+    }, 30s);
+}
+
 TEST_CASE("pg sql: a lost lock makes the statements fail and commits nothing", "[pg][sql][lost]") {
     stock_db db;
     run_async(db.ioc, [&]() -> asio::awaitable<void> {
