@@ -139,7 +139,14 @@ public:
     void start() {
         if (done_) return;  // abandoned before it started
         if (auto* t = st->live(); t && !t->lost()) {
-            // A re-entry joins the live tenure: no round.
+            // A re-entry joins the live tenure, with no round, while its
+            // deadline holds: check() first loses a tenure whose quorum
+            // deadline has passed (its timer may not have run yet), and the
+            // re-entry then takes a round of its own instead of a guard that
+            // is lost at birth.
+            be->check(st, t->epoch);
+        }
+        if (auto* t = st->live(); t && !t->lost()) {
             const auto level = st->next_level++;
             st->levels.push_back(level);
             st->held.fetch_add(1, std::memory_order_acq_rel);

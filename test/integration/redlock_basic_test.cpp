@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -60,6 +61,31 @@ TEST_CASE("redlock: a majority grants - a second owner is refused - release free
         auto [ec3, g3] = co_await b.async_try_acquire({.lease = 5s}, use_nothrow);
         CHECK_FALSE(ec3);
         co_await g3.release();
+    }, 30s);
+}
+
+// Issue 43: a re-entry joined the live tenure without looking at its
+// deadline, so while the quorum check's timer had not run yet (a busy or
+// frozen process) it could hand out a guard whose deadline had passed. The
+// io thread is blocked past the deadline here (the frozen process), so the
+// re-entry runs before that timer.
+TEST_CASE("redlock: a re-entry after the tenure's deadline never returns an expired guard",
+          "[redlock][integration]") {
+    redlock_fleet f(3);
+    asio::io_context ioc;
+    auto locks = corolock::backend::redlock(ioc.get_executor(), f.urls());
+    corolock::mutex a(locks, "rl:late-reentry");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto g = co_await a.acquire({.lease = 600ms, .watchdog = false});
+        std::this_thread::sleep_for(g.lease_deadline() - clock_type::now() + 50ms);
+        auto [ec, g2] = co_await a.async_acquire({.lease = 2s, .wait = 5s, .watchdog = false},
+                                                 use_nothrow);
+        const auto now = clock_type::now();
+        CHECK(g.lost());  // the first tenure ended at its deadline
+        REQUIRE_FALSE(ec);
+        CHECK(g2.lease_deadline() > now);
+        CHECK_FALSE(g2.lost());
+        co_await g2.release();
     }, 30s);
 }
 
