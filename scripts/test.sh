@@ -29,8 +29,14 @@ jobs=${JOBS:-$(nproc)}
 # the hardening check.
 # The test programs as unity sources: about half their compile time
 # (COROLOCK_UNITY_TESTS in CMakeLists.txt).
+source scripts/lib/tiers.sh
+case "${TESTS:-gate}" in
+  gate) run_args=("${gate_cmake_args[@]}") ;;
+  extended | all) run_args=("${extended_cmake_args[@]}") ;;
+  *) echo "test.sh: TESTS is gate, extended or all, not '$TESTS'" >&2; exit 2 ;;
+esac
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
-  -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON ${CMAKE_ARGS:-}
+  -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON "${run_args[@]}" ${CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "$jobs"
 
 # The unit, integration and conformance (redis, etcd) tests run in
@@ -39,11 +45,9 @@ cmake --build "$build_dir" -j "$jobs"
 # fault tier, the Sentinel and Cluster fleets, the cli scripts and the other
 # multi-process tests are marked RUN_SERIAL in test/CMakeLists.txt, so ctest
 # runs them one by one.
-source scripts/lib/tiers.sh
 case "${TESTS:-gate}" in
   gate) selection=(-LE "$gate_excluded_labels"); junit=junit.xml ;;
   extended) selection=(-L "$extended_labels"); junit=junit-extended.xml ;;
   all) selection=(); junit=junit-all.xml ;;
-  *) echo "test.sh: TESTS is gate, extended or all, not '$TESTS'" >&2; exit 2 ;;
 esac
 run_ctest "$build_dir" "$junit" -j "$jobs" "${selection[@]}" "$@"

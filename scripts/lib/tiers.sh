@@ -10,6 +10,12 @@
 # smoke test (bench/ measures speed; a test never asserts it).
 gate_excluded_labels='^(extended|bench)$'
 
+# CMake options of the Release build each run makes (scripts/test.sh): the
+# gate leaves the benchmarks out (bench/ measures speed; the extended run
+# builds them and runs their smoke test).
+gate_cmake_args=(-DCOROLOCK_BUILD_BENCH=OFF)
+extended_cmake_args=(-DCOROLOCK_BUILD_BENCH=ON)
+
 # ctest label regex of the extended run's own tests (the same set).
 extended_labels=$gate_excluded_labels
 
