@@ -559,7 +559,11 @@ void redlock_backend::check(const std::shared_ptr<redlock_lock_state>& st, std::
                                                          : t->terms.lease / 4;
     if (!st->check_timer) st->check_timer = std::make_unique<asio::steady_timer>(strand_);
     st->check_timer->expires_at(std::min(d, now + period));
-    st->check_timer->async_wait([self = shared_from_this(), st, epoch](error_code) {
+    // A wait this call's expires_at() cancelled is no check of its own: the
+    // new wait replaces it (otherwise each cancelled handler would check and
+    // re-arm, cancelling the next, for as long as the lock is held).
+    st->check_timer->async_wait([self = shared_from_this(), st, epoch](error_code ec) {
+        if (ec == asio::error::operation_aborted) return;
         self->check(st, epoch);
     });
 }
