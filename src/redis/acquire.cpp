@@ -105,6 +105,10 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // asks for at least its tenure's), and the tenure it re-entered (0: none).
     clock::duration granted{};
     std::uint64_t sent_epoch = 0;
+    // The handle's tenure live when a fair handoff's message was delivered
+    // (its epoch; 0: none), read in message order: one started since (a
+    // sibling acquire's reply handled before the posted resume) is not it.
+    std::uint64_t live_at_handoff = 0;
     // Abandoned before the machine finished (a script may be in flight and
     // grant): background clean-up until it finishes, so that a drain waits
     // for the give-back too.
@@ -391,6 +395,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
             return;
         }
         op->handoff = true;
+        op->live_at_handoff = op->st->live() ? op->st->live()->epoch : 0;
         op->sent = seq_time;
         op->token = g.token;
         try {
@@ -403,15 +408,18 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The resume after a handoff: the grant, measured from the seq's time
     // (docs/safety.md, "The handoff deadline"). A handoff is never a
     // re-entry: the fair scripts queue only an owner that does not hold the
-    // lock. So a live tenure here lost its key behind the holder (it is lost
-    // now, its guards told), and a tenure lost since the attempt was sent
-    // (sent_epoch) ended before this grant: the grant joins neither. It is
-    // given back, as one past its deadline is, and the wait goes on with a
-    // fresh level.
+    // lock. So a tenure live when the message was delivered lost its key
+    // behind the holder (it is lost now, its guards told), and a tenure lost
+    // since the attempt was sent (sent_epoch) ended before this grant: the
+    // grant joins neither. It is given back, as one past its deadline is,
+    // and the wait goes on with a fresh level. A tenure begun after the
+    // delivery (a sibling acquire of this handle, granted as a re-entry of
+    // the handed lock on the server) is this grant's: it is joined.
     void on_handed_off() {
         bool crossed = sent_epoch != 0 && st->lost_epoch >= sent_epoch;
-        if (st->live()) {
-            svc->lose_tenure(st, "its key was removed behind the holder (found by a handoff)");
+        if (const auto was = std::exchange(live_at_handoff, 0); was != 0) {
+            if (auto* t = st->live(); t && t->epoch == was)
+                svc->lose_tenure(st, "its key was removed behind the holder (found by a handoff)");
             crossed = true;
         }
         granted = machine.lease();

@@ -100,9 +100,10 @@ public:
                                         const lease_terms& asked);
 
     // The live tenure is lost (`why` is logged): its guards' lost signals
-    // fire now, renewals stop, and an owner-checked clean-up of every level
-    // of the handle is queued, so it reaches the server before any later
-    // acquire of the handle.
+    // fire now, renewals stop, and an owner-checked clean-up of each of the
+    // tenure's own levels is queued, so it reaches the server before any
+    // later acquire of the handle (never every level of the owner: a grant
+    // the owner got since is not this tenure's).
     void lose_tenure(const std::shared_ptr<redis_lock_state>& st, const char* why);
 
     // Drops a level locally (stopping renewal synchronously when it was the
