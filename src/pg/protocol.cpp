@@ -45,12 +45,13 @@ void replace_all(std::string& text, const std::string& what) {
 #define COROLOCK_PG_NOW_US "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
 
 // The upsert that mints a fence, fed by the CTE "l" (got: the lock was
-// taken by this statement). $1 name, $3 holder argument. Its row's holder
-// record starts with the server's time, as the Redis hash's does.
+// taken by this statement; us: the server's time read after taking it, in
+// l's own target list, so never at the start of a wait). $1 name, $3
+// holder argument. Its row's holder record starts with that time, as the
+// Redis hash's does.
 #define COROLOCK_PG_FENCE                                                                   \
     "f AS (INSERT INTO corolock_locks AS t (name, fence, holder) "                          \
-    "SELECT $1, n.us, n.us || ' ' || $3 FROM l, (SELECT " COROLOCK_PG_NOW_US " AS us) n "   \
-    "WHERE l.got "                                                                          \
+    "SELECT $1, l.us, l.us || ' ' || $3 FROM l WHERE l.got "                                \
     "ON CONFLICT (name) DO UPDATE SET fence = GREATEST(t.fence + 1, EXCLUDED.fence), "      \
     "holder = EXCLUDED.holder "                                                             \
     "RETURNING t.fence) "
@@ -149,7 +150,8 @@ statement try_acquire(std::string_view name, std::chrono::steady_clock::duration
     // $1 name, $2 key, $3 holder, $4 lease ms, $5 application_name. A
     // refused try leaves the idle timeout at 0: the session goes back to
     // the pool.
-    return {"WITH l AS (SELECT pg_try_advisory_lock($2::bigint) AS got), " COROLOCK_PG_FENCE
+    return {"WITH l AS (SELECT pg_try_advisory_lock($2::bigint) AS got, " COROLOCK_PG_NOW_US
+            " AS us), " COROLOCK_PG_FENCE
             "SELECT l.got, (SELECT fence FROM f), "
             "set_config('idle_session_timeout', CASE WHEN l.got THEN $4 ELSE '0' END, false), "
             "set_config('application_name', $5, false), "
@@ -169,7 +171,8 @@ statement wait_acquire(std::string_view name, std::chrono::steady_clock::duratio
     // lock_timeout (wait_setup's) bounded the wait only: once held it is
     // 0 again, or the caller's locked statements would time out their own
     // lock waits after the acquire's wait.
-    return {"WITH l AS (SELECT true AS got FROM pg_advisory_lock($2::bigint)), " COROLOCK_PG_FENCE
+    return {"WITH l AS (SELECT true AS got, " COROLOCK_PG_NOW_US " AS us "
+            "FROM pg_advisory_lock($2::bigint)), " COROLOCK_PG_FENCE
             "SELECT l.got, (SELECT fence FROM f), "
             "set_config('idle_session_timeout', $4, false), "
             "set_config('lock_timeout', '0', false) FROM l",
