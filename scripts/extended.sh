@@ -5,8 +5,8 @@
 #   1. the tests test/labels/extended.txt names (the long fault variants,
 #      the soak) and the benchmarks' smoke test, in the Release build
 #      (./build, as scripts/test.sh makes it);
-#   2. ASan + UBSan over every tier (the gate: unit, integration, the Redis
-#      conformance suite);
+#   2. ASan + UBSan over every tier (the gate: the unit and integration
+#      tiers only);
 #   3. TSan over the threads tier;
 #   4. fuzzing the RESP3 parser for FUZZ_SECONDS (default 600) from the kept
 #      corpus (the gate replays the corpus in its unit tier);

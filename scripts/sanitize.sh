@@ -45,9 +45,9 @@ tsan_dir=${TSAN_BUILD_DIR:-build-tsan}
 asan_build() {
   local dir=$asan_dir
   echo "sanitize: building for ASan + UBSan in $dir"
-  # Without the benchmarks (their smoke test runs in test.sh's build, and
-  # the library paths they drive run in the tiers below) and without the
-  # fault tier's executables, which this run leaves out (see below).
+  # Without the benchmarks (their smoke test runs in the extended run's
+  # Release build, and the library paths they drive run in the tiers below)
+  # and without the fault tier's executables, which this run leaves out.
   local all=OFF
   [ "${ASAN_ALL:-0}" = 1 ] && all=ON
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
@@ -66,7 +66,8 @@ asan_test() {
   # the worker processes they start), without the extended run's tests
   # (scripts/lib/tiers.sh). ASAN_ALL=1 (scripts/extended.sh) runs every
   # tier: fault, acl, the conformance suite on every backend, the cli
-  # tests and scripts, threads, demo and package.
+  # tests and scripts, threads and the demo (no package tier: a sanitizer
+  # build registers none).
   local selection=(-L "$asan_gate_labels" -LE "$gate_excluded_labels")
   [ "${ASAN_ALL:-0}" = 1 ] && selection=()
   echo "sanitize: ASan + UBSan, ${selection[*]:-every tier}, in $dir"

@@ -40,8 +40,7 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
 cmake --build "$build_dir" -j "$jobs"
 
 # The unit, integration and conformance (redis, etcd) tests run in
-# parallel: each integration case starts its own server on free ports (in
-# a sanitizer build, COROLOCK_SANITIZE, only the unit tests do). The
+# parallel: each integration case starts its own server on free ports. The
 # fault tier, the Sentinel and Cluster fleets, the cli scripts and the other
 # multi-process tests are marked RUN_SERIAL in test/CMakeLists.txt, so ctest
 # runs them one by one.

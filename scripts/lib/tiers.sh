@@ -39,7 +39,10 @@ run_ctest() {
   local dir=$1 junit=$2
   shift 2
   local status=0
-  (cd "$dir" && ctest --output-on-failure "${ctest_output_size[@]}" \
+  # No test selected is an error (a label that matched nothing would
+  # otherwise pass), and no older JUnit file is reported after a failure.
+  rm -f "$dir/$junit"
+  (cd "$dir" && ctest --output-on-failure --no-tests=error "${ctest_output_size[@]}" \
     --output-junit "$junit" "$@") || status=$?
   if ((status != 0)) && [[ -f "$dir/$junit" ]]; then
     python3 "$(dirname "${BASH_SOURCE[0]}")/report_failures.py" "$dir/$junit" "$dir" || true
