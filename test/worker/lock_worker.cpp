@@ -476,52 +476,40 @@ struct cycle_worker {
     }
 };
 
-// The option --resource=URL, taken out of the arguments wherever it is.
-std::string take_resource_option(std::vector<std::string>& args) {
-    static const std::string flag = "--resource=";
-    std::string url;
+// The option FLAG=VALUE (flag with its '='), taken out of the arguments
+// wherever it is: its last value, empty when absent.
+std::string take_option(std::vector<std::string>& args, const std::string& flag) {
+    std::string value;
     for (auto it = args.begin(); it != args.end();) {
         if (it->rfind(flag, 0) == 0) {
-            url = it->substr(flag.size());
+            value = it->substr(flag.size());
             it = args.erase(it);
         } else {
             ++it;
         }
     }
-    return url;
+    return value;
 }
 
-// The option --rest=MS, taken out of the arguments wherever it is (0: absent).
-std::chrono::milliseconds take_rest_option(std::vector<std::string>& args) {
-    static const std::string flag = "--rest=";
-    std::chrono::milliseconds rest{0};
-    for (auto it = args.begin(); it != args.end();) {
-        if (it->rfind(flag, 0) == 0) {
-            rest = std::chrono::milliseconds(std::stol(it->substr(flag.size())));
-            it = args.erase(it);
-        } else {
-            ++it;
-        }
-    }
-    return rest;
+// The option --resource=URL.
+std::string take_resource_option(std::vector<std::string>& args) {
+    return take_option(args, "--resource=");
 }
 
 // The option --semaphore=K/N: K permits of a semaphore of N (0/0: absent).
 std::pair<std::uint32_t, std::uint32_t> take_semaphore_option(std::vector<std::string>& args) {
-    static const std::string flag = "--semaphore=";
     std::pair<std::uint32_t, std::uint32_t> kn{0, 0};
-    for (auto it = args.begin(); it != args.end();) {
-        if (it->rfind(flag, 0) == 0) {
-            const auto parts = split(it->substr(flag.size()), '/');
-            if (parts.size() == 2)
-                kn = {static_cast<std::uint32_t>(std::stoul(parts[0])),
-                      static_cast<std::uint32_t>(std::stoul(parts[1]))};
-            it = args.erase(it);
-        } else {
-            ++it;
-        }
-    }
+    const auto parts = split(take_option(args, "--semaphore="), '/');
+    if (parts.size() == 2)
+        kn = {static_cast<std::uint32_t>(std::stoul(parts[0])),
+              static_cast<std::uint32_t>(std::stoul(parts[1]))};
     return kn;
+}
+
+// The option --rest=MS (0: absent).
+std::chrono::milliseconds take_rest_option(std::vector<std::string>& args) {
+    const auto ms = take_option(args, "--rest=");
+    return std::chrono::milliseconds(ms.empty() ? 0 : std::stol(ms));
 }
 
 // The lock service and the protected resource. Without a resource URL both
