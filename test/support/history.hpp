@@ -47,7 +47,10 @@
 //   release_invoked            token
 //   release_ok                 token
 //   release_failed             token, error (e.g. "expired", "not_owner")
-//   lost                       token: guard::until_lost() completed
+//   lost                       token: the lost signal fired; "from":"observer"
+//                              when config::observer's on_lost logged it (a
+//                              Redis lock through the worker's client), else
+//                              when guard::until_lost() completed
 // Kinds written by the test harness about faults it injected:
 //   paused / resumed           pid: SIGSTOP / SIGCONT of a worker
 //   killed                     pid: SIGKILL of a worker (its log just ends)
@@ -156,9 +159,11 @@ struct check_options {
 
     // How late a worker may log what it observed (a lost signal, a renewed
     // deadline) after the library made it happen: its poll period plus
-    // scheduling. The worker logs when its coroutine resumes, so a busy
-    // machine delays the log, not the signal (the library's timer fired on
-    // time); this is that allowance, not a tolerance for a late signal. It
+    // scheduling. A lost signal is logged from the library's observer where
+    // the lock has a config (the moment it fires), else when the worker's
+    // coroutine resumes; a renewed deadline when its 5 ms poll sees it. A
+    // busy machine delays the log, not the signal (the library's timer fired
+    // on time); this is that allowance, not a tolerance for a late signal. It
     // is generous by default (250 ms) so that a loaded shared machine does
     // not fail I5, and COROLOCK_LOST_ALLOWANCE_MS overrides the default
     // (default_observe_slack_ns above). Also used as the margin around pauses.

@@ -136,6 +136,7 @@ struct extra {
     std::uint32_t permits = 0;   // a semaphore grant's, with its capacity
     std::uint32_t capacity = 0;
     bool shared = false;         // a shared mutex's reader
+    bool from_observer = false;  // a lost signal logged by config::observer
 };
 extra with_deadline(long long deadline, long long lease_ns = 0) {
     extra x;
@@ -173,6 +174,7 @@ struct event_log {
             line += ",\"capacity\":" + std::to_string(x.capacity);
         }
         if (x.shared) line += ",\"shared\":1";
+        if (x.from_observer) line += ",\"from\":\"observer\"";
         line += "}\n";
         out << line << std::flush;
     }
@@ -186,6 +188,42 @@ struct event_log {
         x.shared = shared;
         write("acquire_ok", task, lock, g.token(), x);
     }
+};
+
+// Logs a lost signal the moment the library reports it (config::observer's
+// on_lost runs on the client's strand as the guards' signals fire), not when
+// the worker's coroutine resumes: the checker's allowance for a late log
+// (observe_slack) then covers only the log's own write. Only a Redis lock
+// reached through the worker's client has a config; a backend opened by URL
+// (--resource) has none, and its lost signal is logged by watch() when
+// guard::async_until_lost completes.
+class lost_observer final : public corolock::observer {
+public:
+    explicit lost_observer(event_log& log) : log_(log) {}
+
+    // The section of `lock` under `token` began; its loss is logged once.
+    void holding(const std::string& lock, std::uint64_t token) {
+        lock_ = lock;
+        token_ = token;
+        logged_ = false;
+    }
+    void released() { lock_.clear(); }
+    // Whether the loss of the current section was logged here.
+    bool logged() const { return logged_; }
+
+    void on_lost(std::string_view lock, std::string_view) override {
+        if (lock_.empty() || lock != lock_ || logged_) return;
+        logged_ = true;
+        extra x;
+        x.from_observer = true;
+        log_.write("lost", 0, lock_, token_, x);
+    }
+
+private:
+    event_log& log_;
+    std::string lock_;
+    std::uint64_t token_ = 0;
+    bool logged_ = false;
 };
 
 // A short, stable name for the errors the checker reads.
@@ -223,6 +261,7 @@ struct cycle_worker {
     bool rw = false;    // mode rw-cycle: a corolock::shared_mutex
     bool multi = false; // mode multi-cycle: a corolock::multi_lock on the names in `name`
     std::chrono::milliseconds rest{0};  // --rest=MS: the pause after a release
+    lost_observer* observer = nullptr;  // set when the lock has a config (see lost_observer)
 
     template <class Duration>
     static asio::awaitable<void> pause_for(Duration d) {
@@ -236,7 +275,8 @@ struct cycle_worker {
         using namespace asio::experimental::awaitable_operators;
         auto lost = [&]() -> asio::awaitable<void> {
             auto [ec] = co_await g.async_until_lost(asio::as_tuple(asio::use_awaitable));
-            if (ec == corolock::error::lock_lost) log.write("lost", 0, name, g.token());
+            if (ec == corolock::error::lock_lost && !(observer && observer->logged()))
+                log.write("lost", 0, name, g.token());
         };
         auto deadlines = [&]() -> asio::awaitable<void> {
             long long last = to_mono_ns(g.lease_deadline());
@@ -462,11 +502,13 @@ struct cycle_worker {
                 continue;
             }
             log.acquired(0, name, g, lease, permits, capacity, reading);
+            if (observer) observer->holding(name, g.token());
             bool holding = true;
             if (reading)
                 co_await (read_section(g, holding) && watch(g, holding));
             else
                 co_await (section(g, holding) && watch(g, holding));
+            if (observer) observer->released();
             ++cycles;
             if (rest.count() > 0) {
                 std::uniform_int_distribution<long> spread(rest.count() / 2, rest.count());
@@ -668,8 +710,11 @@ int main(int argc, char** argv_in) {
         // (test/support/lock_testing.cpp's config_for): a fault then costs
         // the run seconds, not the library's production defaults. A lock
         // backend opened by URL (with --resource) has its own defaults.
-        const auto short_timeouts = [](const std::string& url) {
+        auto observer = std::make_shared<lost_observer>(log);
+        const bool observed = resource_url.empty() && mode != "multi-cycle";
+        const auto short_timeouts = [&](const std::string& url) {
             auto cfg = corolock::config::from_url(url);
+            if (observed) cfg.observer = observer;
             cfg.command_timeout = 2s;
             cfg.connect_timeout = 2s;
             cfg.reconnect_min = 20ms;
@@ -695,6 +740,7 @@ int main(int argc, char** argv_in) {
         w.fair = mode == "fair-cycle";
         w.rw = mode == "rw-cycle";
         w.multi = mode == "multi-cycle";
+        if (observed) w.observer = observer.get();
         bool finished = false;
         std::cout << "running " << ::getpid() << std::endl;
         asio::co_spawn(ioc, w.run(), [&](std::exception_ptr e) {
