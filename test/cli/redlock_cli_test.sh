@@ -33,6 +33,14 @@ holders() {  # NAME
   echo "$n"
 }
 held_on() { [ "$(holders "$1")" = "$2" ]; }  # NAME COUNT
+# NAME: a waiter is subscribed to the lock's unlock channel on some node.
+waiting_on() {
+  local p
+  for p in "${node_ports[@]}"; do
+    [ "$(rcli "$p" PUBSUB NUMSUB "corolock:{$1}:unlock" | tail -n 1)" -ge 1 ] 2>/dev/null && return 0
+  done
+  return 1
+}
 
 start_nodes 3 || exit 1
 u1="redis://127.0.0.1:${node_ports[0]}"
@@ -87,7 +95,9 @@ expect_status "exclusion: --no-wait on a held RedLock" 75 "$last_status"
 expect_match "exclusion: --no-wait message" "lock 'busy' is held by another owner" "$tmp_dir/err"
 spawn 30 "$bin" run "${urls[@]}" --wait 20 busy -- touch "$tmp_dir/ran-after"
 waiter=$last_pid
-sleep 0.5
+# The waiter found the lock held and waits (a contended RedLock acquire
+# subscribes to the unlock channel on every node), then the holder ends.
+expect_true "exclusion: the waiter waits" wait_until 10 waiting_on busy
 expect_true "exclusion: the waiter has not run yet" [ ! -e "$tmp_dir/ran-after" ]
 kill -TERM "$holder" 2>/dev/null
 reap "$holder"
