@@ -71,6 +71,7 @@ struct fault_proxy::stream {
     struct segment {
         std::string bytes;
         clock::time_point due;
+        bool freeze_after = false;  // freeze_after_next's request: pause both ways once written
     };
 
     explicit stream(const asio::any_io_executor& ex) : wake(ex, clock::time_point::max()) {}
@@ -150,7 +151,10 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
     void consume(int d, std::string_view data) {
         stream& s = streams[d];
         if (s.raw || proxy.framing_ == framing::raw) {
-            forward(d, std::string(data));
+            auto& rule = proxy.freeze_after_;
+            const bool freeze = d == 0 && rule && data.find(*rule) != std::string_view::npos;
+            if (freeze) rule.reset();
+            forward(d, std::string(data), freeze);
             return;
         }
         for (std::size_t i = 0; i < data.size() && !closed; ++i) {
@@ -215,14 +219,15 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
         forward(1, std::move(bytes));
     }
 
-    void forward(int d, std::string bytes) {
+    void forward(int d, std::string bytes, bool freeze_after = false) {
         if (closed || bytes.empty()) return;
         if (proxy.settings_.blackholed[d] || dark) {
             proxy.stats_.bytes_dropped += bytes.size();
             lost_bytes = true;
             return;
         }
-        streams[d].out.push_back(stream::segment{std::move(bytes), clock::now() + proxy.settings_.delay[d]});
+        streams[d].out.push_back(
+            stream::segment{std::move(bytes), clock::now() + proxy.settings_.delay[d], freeze_after});
         streams[d].wake.cancel();
     }
 
@@ -232,7 +237,9 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
             if (closed) co_return;
             const settings& set = proxy.settings_;
             if (s.out.empty() || set.paused[d]) {
-                if (s.out.empty() && s.eof) {
+                // A freeze (freeze_after_next) holds a close as well: the
+                // server must not learn that the frozen client gave up.
+                if (s.out.empty() && s.eof && !(set.paused[d] && proxy.froze_)) {
                     proxy.close_connection(*this, false);
                     co_return;
                 }
@@ -246,6 +253,7 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
                 continue;
             }
             std::string bytes = std::move(s.out.front().bytes);
+            const bool freeze_after = s.out.front().freeze_after;
             s.out.pop_front();
             if (set.blackholed[d] || dark) {  // in flight when the blackhole began
                 proxy.stats_.bytes_dropped += bytes.size();
@@ -275,6 +283,10 @@ struct fault_proxy::connection : std::enable_shared_from_this<connection> {
             (d == 0 ? st.bytes_to_server : st.bytes_to_client) += bytes.size();
             (d == 0 ? st.writes_to_server : st.writes_to_client) += writes;
             if (d == 1 && !info().first_reply_at) info().first_reply_at = clock::now();
+            if (freeze_after) {
+                proxy.settings_.paused[0] = proxy.settings_.paused[1] = true;
+                proxy.froze_ = true;
+            }
         }
     }
 };
@@ -471,6 +483,17 @@ void fault_proxy::pause_at_next(command_matcher match) {
 
 bool fault_proxy::pause_armed() const {
     return on_loop([&] { return pause_at_.has_value(); });
+}
+
+void fault_proxy::freeze_after_next(std::string needle) {
+    on_loop([&] {
+        freeze_after_ = std::move(needle);
+        froze_ = false;
+    });
+}
+
+bool fault_proxy::froze() const {
+    return on_loop([&] { return froze_; });
 }
 
 std::size_t fault_proxy::inject_to_client(std::string bytes) {

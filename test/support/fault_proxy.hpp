@@ -170,6 +170,17 @@ public:
     void pause_at_next(command_matcher match);
     bool pause_armed() const;
 
+    // Arms the proxy to freeze both directions (as pause()) right after it
+    // has written to the server the next chunk a client sent that contains
+    // `needle` (raw framing: the bytes as read, such as a PostgreSQL query's
+    // text). The server has that request and runs it; neither peer hears
+    // anything more until resume() or heal(), and no close goes through: a
+    // client frozen, or cut off, the moment after it sent the request.
+    // Arming again replaces the rule.
+    void freeze_after_next(std::string needle);
+    // Whether the armed freeze happened (since the last arming).
+    bool froze() const;
+
     // Queues bytes for the client of every open connection, between two
     // frames (after whatever is queued already); returns how many got them.
     std::size_t inject_to_client(std::string bytes);
@@ -218,6 +229,8 @@ private:
     settings settings_;
     std::optional<drop_rule> drop_;
     std::optional<command_matcher> pause_at_;
+    std::optional<std::string> freeze_after_;
+    bool froze_ = false;
     std::map<std::uint64_t, std::shared_ptr<connection>> connections_;
     std::uint64_t next_id_ = 1;
     statistics stats_;

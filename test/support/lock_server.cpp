@@ -79,6 +79,13 @@ public:
         if (server_.running(0)) server_.stop(0);
         server_.restart(0);
     }
+    std::string wire_marker(const std::string& name) const override {
+        // The key's base64 (in the txn's JSON) begins with the base64 of its
+        // first 3k bytes: the lock's prefix, cut to a multiple of three.
+        auto prefix = detail::etcd::lock_prefix(detail::etcd::backend_options{}.prefix, name);
+        prefix.resize(prefix.size() / 3 * 3);
+        return detail::etcd::codec::base64_encode(prefix);
+    }
     std::vector<std::string> owners(const std::string& name) const override {
         // The backend's default key prefix: the URLs above name none.
         const auto prefix = detail::etcd::lock_prefix(detail::etcd::backend_options{}.prefix, name);
@@ -115,6 +122,7 @@ public:
         return std::chrono::milliseconds(300);
     }
     bool frees_on_disconnect() const override { return true; }
+    bool runs_locked_statements() const override { return true; }
     void kill9() override { server_.kill9(); }
     void pause() override { server_.pause(); }
     void resume() override { server_.resume(); }

@@ -76,6 +76,16 @@ public:
     // session-level advisory locks. The history checker is told
     // (check_options::kill_ends_window).
     virtual bool frees_on_disconnect() const { return false; }
+    // Whether a guard can run the caller's statements on the lock's own
+    // session (corolock::async_execute_locked): PostgreSQL. Its session then
+    // has more states to be frozen in (inside the transaction, mid-statement).
+    virtual bool runs_locked_statements() const { return false; }
+    // Bytes that the first request of an acquire of lock `name` carries on
+    // the wire and no request of another lock does (a raw proxy's
+    // freeze_after_next() waits for them): the name itself, as Redis keys,
+    // ZooKeeper paths and PostgreSQL parameters carry it; etcd sends keys
+    // in base64.
+    virtual std::string wire_marker(const std::string& name) const { return name; }
 
     // The owner ids with anything stored under lock `name` now, read from
     // the server on a connection of the fixture's own: Redis, the lock
