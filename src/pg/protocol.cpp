@@ -154,6 +154,8 @@ statement try_acquire(std::string_view name, std::chrono::steady_clock::duration
             " AS us), " COROLOCK_PG_FENCE
             "SELECT l.got, (SELECT fence FROM f), "
             "set_config('idle_session_timeout', CASE WHEN l.got THEN $4 ELSE '0' END, false), "
+            "set_config('idle_in_transaction_session_timeout', CASE WHEN l.got THEN $4 ELSE '0' END, false), "
+            "set_config('statement_timeout', CASE WHEN l.got THEN $4 ELSE '0' END, false), "
             "set_config('application_name', $5, false), "
             "set_config('lock_timeout', '0', false) FROM l",
             {std::string(name), std::to_string(advisory_key(name)), std::string(holder),
@@ -175,6 +177,8 @@ statement wait_acquire(std::string_view name, std::chrono::steady_clock::duratio
             "FROM pg_advisory_lock($2::bigint)), " COROLOCK_PG_FENCE
             "SELECT l.got, (SELECT fence FROM f), "
             "set_config('idle_session_timeout', $4, false), "
+            "set_config('idle_in_transaction_session_timeout', $4, false), "
+            "set_config('statement_timeout', $4, false), "
             "set_config('lock_timeout', '0', false) FROM l",
             {std::string(name), std::to_string(advisory_key(name)), std::string(holder),
              timeout_ms(lease)}};
@@ -189,7 +193,9 @@ statement reenter(std::string_view name) {
 statement renew() { return {"SELECT 1", {}}; }
 
 statement release(std::string_view name) {
-    return {"SELECT pg_advisory_unlock($1::bigint), set_config('idle_session_timeout', '0', false)",
+    return {"SELECT pg_advisory_unlock($1::bigint), set_config('idle_session_timeout', '0', false), "
+            "set_config('idle_in_transaction_session_timeout', '0', false), "
+            "set_config('statement_timeout', '0', false)",
             {std::to_string(advisory_key(name))}};
 }
 
@@ -253,12 +259,14 @@ statement begin_transaction() { return {"BEGIN", {}}; }
 statement locked_check(std::string_view name, std::uint64_t fence,
                        std::chrono::steady_clock::duration lease) {
     // $1 name, $2 $3 the key's halves, $4 the tenure's fence, $5 lease ms.
-    // idle_session_timeout again: a caller's SET of it commits with it.
+    // The server-side lease again (protocol.hpp, "lease"): a
+    // caller's SET of one of them commits with the transaction.
     const auto key = advisory_key(name);
     return {"SELECT f.fence = $4::bigint AND EXISTS (SELECT 1 FROM pg_locks k "
             "WHERE k.locktype = 'advisory' AND k.classid = $2::oid AND k.objid = $3::oid "
             "AND k.objsubid = 1 AND k.granted AND k.pid = pg_backend_pid()), "
-            "set_config('idle_in_transaction_session_timeout', $5, true), "
+            "set_config('idle_in_transaction_session_timeout', $5, false), "
+            "set_config('statement_timeout', $5, false), "
             "set_config('idle_session_timeout', $5, false) "
             "FROM corolock_locks f WHERE f.name = $1 FOR UPDATE",
             {std::string(name), std::to_string(key_classid(key)), std::to_string(key_objid(key)),

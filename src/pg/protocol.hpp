@@ -9,16 +9,26 @@
 //  - acquire: one statement takes the advisory lock (pg_try_advisory_lock,
 //    or pg_advisory_lock to wait in the server's lock queue, bounded by
 //    lock_timeout) and, only if it got it, bumps the row's fence in the same
-//    autocommitted statement; it also sets the session's
-//    idle_session_timeout to the lease. The fence commits before the grant
-//    is handed out (synchronous_commit on), so no holder's death can roll it
-//    back: the next holder's fence is larger, across restarts too.
-//  - lease: the server ends a session idle for its idle_session_timeout,
-//    which frees its advisory locks. Renewals are statements on the session
-//    (each resets the idle timer); the local deadline is the send time of the
-//    last answered statement plus the lease, minus the drift allowance.
+//    autocommitted statement; it also sets the session's server-side lease
+//    (below). The fence commits before the grant is handed out
+//    (synchronous_commit on), so no holder's death can roll it back: the
+//    next holder's fence is larger, across restarts too.
+//  - lease: the server ends the session, which frees its advisory locks,
+//    in every state a frozen or partitioned client can leave it in: idle
+//    for idle_session_timeout, idle inside a transaction (after BEGIN, or
+//    between the caller's statements) for
+//    idle_in_transaction_session_timeout, and a statement that runs longer
+//    than statement_timeout is cancelled, after which the transaction is
+//    idle. All three are the lease, set at the grant: the session is freed
+//    one lease after its last statement ended, or at most two leases after
+//    the last one was sent when the client froze mid-statement (the
+//    statement's own time, at most one lease, then the idle lease).
+//    Renewals are statements on the session (each resets the idle timers);
+//    the local deadline is the send time of the last answered statement
+//    plus the lease, minus the drift allowance, so the server never frees
+//    the lock before it.
 //  - release: pg_advisory_unlock, and the session goes back to the pool with
-//    idle_session_timeout 0.
+//    the three timeouts 0.
 #pragma once
 
 #include <corolock/error.hpp>
