@@ -120,7 +120,10 @@ void zk_backend::on_session_event(session::event e) {
         for (auto& [id, weak] : holding)
             if (auto st = weak.lock()) lose_tenure(st, "the ZooKeeper session expired");
     }
-    if (e == session::event::expired) undeleted_.clear();  // its nodes went with it
+    if (e == session::event::expired) {  // its nodes went with it
+        undeleted_.clear();
+        unfound_.clear();
+    }
     if (e == session::event::connected) {
         // Node watches that could not be set while the connection was down,
         // and deletes that went unanswered: again now that the session answers.
@@ -129,6 +132,9 @@ void zk_backend::on_session_event(session::event e) {
             if (auto st = weak.lock()) watch_node(st);
         auto undeleted = std::exchange(undeleted_, {});
         for (auto& [path, generation] : undeleted) delete_in_background(path, generation);
+        auto unfound = std::exchange(unfound_, {});
+        for (auto& [where, generation] : unfound)
+            delete_attempt_in_background(where.first, where.second, generation);
     }
     if (e != session::event::suspended) {
         auto waiters = waiters_;
@@ -276,10 +282,7 @@ void zk_backend::delete_attempt(std::string path, std::uint64_t generation,
         // outlast any fixed run of tries, and the session outlives it).
         if (unanswered(rc) && !stopped() && generation == session_->generation()) {
             if (tries < 20) {
-                auto timer = std::make_shared<asio::steady_timer>(strand_);
-                timer->expires_after(std::chrono::milliseconds(100));
-                timer->async_wait([this, self, timer, path = std::move(path), generation, job,
-                                   tries](error_code) mutable {
+                after_pause([this, self, path = std::move(path), generation, job, tries]() mutable {
                     delete_attempt(std::move(path), generation, job, tries + 1);
                 });
                 return;
@@ -288,6 +291,53 @@ void zk_backend::delete_attempt(std::string path, std::uint64_t generation,
                        escaped{path});
             undeleted_.emplace(std::move(path), generation);
         }
+        work_->end(job);
+    });
+}
+
+void zk_backend::after_pause(std::function<void()> f) {
+    auto timer = std::make_shared<asio::steady_timer>(strand_);
+    timer->expires_after(std::chrono::milliseconds(100));
+    timer->async_wait([timer, f = std::move(f)](error_code) { f(); });
+}
+
+void zk_backend::delete_attempt_in_background(std::string dir, std::string attempt,
+                                              std::uint64_t generation,
+                                              const background_work::job& parent) {
+    if (stopped() || generation != session_->generation()) return;
+    find_attempt_to_delete(std::move(dir), std::move(attempt), generation,
+                           work_->begin_with(parent), 0);
+}
+
+void zk_backend::find_attempt_to_delete(std::string dir, std::string attempt,
+                                        std::uint64_t generation, background_work::job job,
+                                        int tries) {
+    session_->children(dir, [this, self = shared_from_this(), dir, attempt, generation, job,
+                             tries](int rc, std::vector<std::string> kids, node_stat) mutable {
+        if (stopped() || generation != session_->generation()) {
+            work_->end(job);  // the session's ephemeral nodes went with it
+            return;
+        }
+        if (unanswered(rc)) {
+            // As delete_attempt: a few tries, then at each reconnection.
+            if (tries < 20) {
+                after_pause([this, self, dir = std::move(dir), attempt = std::move(attempt),
+                             generation, job, tries]() mutable {
+                    find_attempt_to_delete(std::move(dir), std::move(attempt), generation, job,
+                                           tries + 1);
+                });
+                return;
+            }
+            log().warn("zookeeper: no answer to listing {}; looking for attempt {} again once "
+                       "reconnected", escaped{dir}, escaped{attempt});
+            unfound_.emplace(std::make_pair(std::move(dir), std::move(attempt)), generation);
+        } else if (rc == ZOK) {
+            if (auto found = zk::find_attempt(kids, attempt)) {
+                delete_attempt(dir + "/" + *found, generation, job, 0);  // ends the job
+                return;
+            }
+        }
+        // Not there (never made), or no directory: nothing to delete.
         work_->end(job);
     });
 }
@@ -344,9 +394,20 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
         waking_acquire::end_run();
     }
 
-    // The attempt's node, deleted in the background.
+    // An attempt whose create's answer was lost and that is not known yet
+    // to have made a node or not (find_attempt_node): its id, else "".
+    std::string unresolved;
+
+    // The attempt's node, deleted in the background; or, when its create's
+    // answer was lost and the acquire ends before it found out, the node
+    // the create may have made, looked for by its attempt id first (left, it
+    // would live as long as the session and, once lowest, block every
+    // waiter).
     void give_back() {
         backend->delete_in_background(std::exchange(node, {}), generation, cleanup);
+        if (!unresolved.empty())
+            backend->delete_attempt_in_background(st->dir, std::exchange(unresolved, {}),
+                                                  generation, cleanup);
     }
 
     // Deleted before the caller hears lock_held or wait_timeout, so that it
@@ -452,8 +513,15 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
                 }
                 if (unanswered(rc)) {
                     // Made or not: look for it by its attempt id once the
-                    // session answers again.
-                    if (!(co_await find_attempt_node(attempt))) continue;
+                    // session answers again. Until it is known, the
+                    // attempt is unresolved: an acquire that ends meanwhile
+                    // (cancelled, stopped, out of tries) leaves its clean-up
+                    // to the background (give_back).
+                    unresolved = attempt;
+                    if (!(co_await find_attempt_node(attempt))) {
+                        if (!unresolved.empty()) give_back();
+                        continue;
+                    }
                 } else if (rc != ZOK) {
                     co_return complete(error_of(rc), {});
                 } else {
@@ -490,6 +558,7 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
                 continue;
             }
             if (rc != ZOK) co_return false;
+            unresolved.clear();  // an answer of the session after the create: made or not
             if (auto found = zk::find_attempt(kids, attempt)) {
                 node = st->dir + "/" + *found;
                 czxid = 0;  // unknown: the grant mints a token by a write

@@ -102,6 +102,14 @@ public:
     // when that session is gone: its ephemeral nodes went with it).
     void delete_in_background(std::string path, std::uint64_t generation,
                               const background_work::job& parent = {});
+    // The node attempt `attempt` of session `generation` may have made in
+    // `dir` (its create's answer was lost and the acquire ended before it
+    // found out): found by its attempt id and deleted in the background, as
+    // Curator's protected mode does; looked for again at each reconnection
+    // of that session while the directory cannot be read.
+    void delete_attempt_in_background(std::string dir, std::string attempt,
+                                      std::uint64_t generation,
+                                      const background_work::job& parent = {});
     // Makes the directories above and of a lock (the lock's as a container).
     void make_dirs(const std::string& dir, std::function<void(int rc)> done);
 
@@ -117,6 +125,10 @@ private:
     void watch_node(const std::shared_ptr<zk_lock_state>& st);
     void delete_attempt(std::string path, std::uint64_t generation, background_work::job job,
                         int tries);
+    void find_attempt_to_delete(std::string dir, std::string attempt, std::uint64_t generation,
+                                background_work::job job, int tries);
+    // A later try, 100 ms from now, on the strand.
+    void after_pause(std::function<void()> f);
 
     boost::asio::any_io_executor executor_;
     strand_type strand_;
@@ -134,6 +146,10 @@ private:
     // Nodes (path -> session generation) whose delete went unanswered
     // through every try: deleted again at the next (re)connection.
     std::map<std::string, std::uint64_t> undeleted_;
+    // Given-up attempts ((dir, attempt id) -> session generation) whose
+    // directory could not be read through every try: looked for again at
+    // the next (re)connection.
+    std::map<std::pair<std::string, std::string>, std::uint64_t> unfound_;
 };
 
 // A started ZooKeeper backend for `url`. Throws system_error (invalid_url).

@@ -9,10 +9,13 @@
 
 #include "support/async_test.hpp"
 #include "support/fault_proxy.hpp"
+#include "support/lock_testing.hpp"  // eventually()
 #include "support/zk_server.hpp"
 #include "zk/zk_admin.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -280,7 +283,8 @@ TEST_CASE("zk: a holder whose node is deleted by someone else is told at once",
     REQUIRE_FALSE(corolock::detail::zk::parse_url(server.url(), zo, why));
     corolock::detail::zk::admin operator_tool(ioc.get_executor(), zo, 5000ms);
     run_async(ioc, [&]() -> asio::awaitable<void> {
-        REQUIRE_FALSE(co_await operator_tool.connect());
+        const auto r1_ = co_await operator_tool.connect();
+        REQUIRE_FALSE(r1_);
         corolock::mutex holder(a, "broken"), waiter(b, "broken");
         auto g = co_await holder.acquire({.wait = 10s});
         auto again = co_await holder.acquire({.wait = 10s});  // a re-entry: the node written
@@ -471,5 +475,71 @@ TEST_CASE("zk: after a connection reset the new socket is watched at once", "[zk
             CHECK_FALSE(rc_);
         }
         b.stop();
+    }, 60s);
+}
+
+// A create the ensemble applied whose answer was lost (the connection reset
+// right after the request reached the server), and a caller that gives up
+// while the acquire looks for the node by its attempt id: the node must not
+// outlive the attempt. The session outlives the cut (20 s), so nothing but a
+// delete removes it; left, it would be first in line for as long as the
+// session lives and block every waiter.
+TEST_CASE("zk: an attempt whose create answer was lost leaves no node once given up",
+          "[zk][integration]") {
+    zk_server server;
+    fault_proxy proxy(server.port(), "127.0.0.1", fault_proxy::framing::raw);
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), "zk://127.0.0.1:" + std::to_string(proxy.port()) +
+                                                "?session_timeout_ms=20000");
+    corolock::backend direct(ioc.get_executor(), server.url());
+    const auto nodes = [&] {
+        std::size_t n = 0;
+        for (const auto& path : server.ephemerals())
+            n += path.find("/lost-create/") != std::string::npos ? 1 : 0;
+        return n;
+    };
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        {
+            // The lock's directory exists: the acquire below names the lock
+            // first in its create.
+            corolock::mutex first(b, "lost-create");
+            auto g = co_await first.acquire({.wait = 10s});
+            const auto r2_ = co_await g.release();
+            CHECK_FALSE(r2_);
+        }
+        proxy.freeze_after_next("lost-create");
+        corolock::mutex m(b, "lost-create");
+        asio::cancellation_signal cancel;
+        std::optional<error_code> result;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto [ec, g] = co_await m.async_acquire(
+                {.wait = 30s}, asio::bind_cancellation_slot(cancel.slot(), nothrow));
+            result = ec;
+        }, asio::detached);
+        const auto r3_ = co_await eventually([&] { return proxy.froze(); }, 10s);
+        REQUIRE(r3_);
+        // The ensemble made the node; its answer goes with the connection.
+        // (Asked every 50 ms: each look is a connection to the server.)
+        for (int i = 0; i < 200 && nodes() != 1; ++i) co_await sleep_for(50ms);
+        REQUIRE(nodes() == 1);
+        CHECK(proxy.reset_all() >= 1);
+        cancel.emit(asio::cancellation_type::terminal);
+        const auto r4_ = co_await eventually([&] { return result.has_value(); }, 10s);
+        REQUIRE(r4_);
+        CHECK(*result == asio::error::operation_aborted);
+        // The session comes back through the proxy; the node is found by
+        // its attempt id and deleted, well before the session could expire.
+        proxy.heal();
+        for (int i = 0; i < 300 && nodes() != 0; ++i) co_await sleep_for(50ms);
+        CHECK(nodes() == 0);
+        corolock::mutex other(direct, "lost-create");
+        auto got = co_await other.try_acquire();
+        CHECK(got);
+        if (got) {
+            const auto r5_ = co_await got->release();
+            CHECK_FALSE(r5_);
+        }
+        b.stop();
+        direct.stop();
     }, 60s);
 }
