@@ -10,6 +10,7 @@
 
 #include "core/tenure.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -30,6 +31,21 @@ public:
     }
     static clock::time_point deadline_for(clock::time_point sent, clock::duration lease) noexcept {
         return sent + lease - drift(lease);
+    }
+    // When the next renewal of a lease whose deadline is `deadline` falls
+    // due, for a backend that keeps a timer per tenure (etcd, PostgreSQL): a
+    // renewal interval after that lease was sent (deadline_for's `sent`), as
+    // on_renewed() schedules it here, and never later than a renewal
+    // interval from `now`. Counted from the lease, not from when the timer is
+    // set: a waiter's grant comes some time after its lease was last kept
+    // alive, and a full interval from the grant could fall past the
+    // deadline. A renewal already overdue (one failed) is tried again a
+    // quarter of an interval from now, not at once in a loop.
+    static clock::time_point renewal_due(clock::time_point deadline, clock::duration lease,
+                                         clock::duration renew_every,
+                                         clock::time_point now) noexcept {
+        const auto from_lease = deadline - (lease - drift(lease)) + renew_every;
+        return std::min(now + renew_every, std::max(from_lease, now + renew_every / 4));
     }
 
     // `sent`: when the acquire that granted the lease was sent, and

@@ -428,7 +428,10 @@ void etcd_backend::arm_deadline(std::shared_ptr<etcd_lock_state> st, std::uint64
 
 void etcd_backend::run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch) {
     if (!st->renew_timer) st->renew_timer = std::make_unique<asio::steady_timer>(strand_);
-    st->renew_timer->expires_after(st->current->terms.renew_every);
+    const auto* live = st->live();
+    if (!live) return;
+    st->renew_timer->expires_at(watchdog_schedule::renewal_due(
+        live->deadline(), live->terms.lease, live->terms.renew_every, clock::now()));
     st->renew_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code) {
         auto* t = st->live();
         if (!t || t->epoch != epoch || t->lost() || stopped()) return;
@@ -487,7 +490,7 @@ struct acquire_op : waking_acquire<etcd_backend>,
     }
 
     void on_deleted(const std::string& key, std::int64_t) override {
-        if (key == predecessor) poke();
+        if (key == predecessor || (waiting_for_own_key && key == st->key)) poke();
     }
     void on_watch_reset() override { poke(); }
     void stop_watching() {
@@ -522,15 +525,13 @@ struct acquire_op : waking_acquire<etcd_backend>,
         end_run();
     }
 
-    asio::awaitable<void> run_inner() {
+    // A re-entry: a put on the handle's key, if it is still its own, mints
+    // the level's token. True when it answered the caller (granted, or an
+    // error); false when the tenure was lost (told now) and a fresh acquire
+    // must follow.
+    asio::awaitable<bool> reenter(std::uint64_t level, const lease_terms& terms) {
         auto& wire = backend->wire();
-        const auto level = st->next_level++;
-        const lease_terms terms{opts.lease,
-                                opts.watchdog ? opts.renew_interval : clock::duration::zero()};
-
-        // A re-entry: a put on the handle's key, if it is still its own,
-        // mints the level's token.
-        if (st->live()) {
+        {
             txn_request req;
             req.compares.push_back({st->key, compare::target::create_revision,
                                     compare::op::equal, st->create_revision});
@@ -539,21 +540,35 @@ struct acquire_op : waking_acquire<etcd_backend>,
             auto [ec, r] = co_await call<txn_result>(
                 [&](auto h) { wire.txn(std::move(req), std::move(h)); });
             auto* t = st->live();
-            if (ec) co_return complete(ec, {});
+            if (ec) {
+                complete(ec, {});
+                co_return true;
+            }
             if (!t || t->epoch != epoch || t->lost() || !r.succeeded ||
                 clock::now() >= t->deadline()) {
                 if (t && t->epoch == epoch)
                     backend->lose_tenure(st, "its key was gone when a re-entry checked it");
-                // Fall through to a fresh acquire below.
-            } else {
-                if (abandoned) co_return;  // the level was never handed out
-                metrics_recorder::add(backend->recorder().acquisitions);
-                auto tt = backend->on_granted(st, level, terms, t->deadline());
-                co_return complete({}, make_guard(st, level,
-                                                  static_cast<std::uint64_t>(r.header.revision),
-                                                  std::move(tt)));
+                co_return false;  // a fresh acquire follows
             }
+            if (abandoned) co_return true;  // the level was never handed out
+            metrics_recorder::add(backend->recorder().acquisitions);
+            auto tt = backend->on_granted(st, level, terms, t->deadline());
+            complete({}, make_guard(st, level, static_cast<std::uint64_t>(r.header.revision),
+                                    std::move(tt)));
+            co_return true;
         }
+    }
+
+    // Set while this acquire waits for the handle's own key to go (below).
+    bool waiting_for_own_key = false;
+
+    asio::awaitable<void> run_inner() {
+        auto& wire = backend->wire();
+        const auto level = st->next_level++;
+        const lease_terms terms{opts.lease,
+                                opts.watchdog ? opts.renew_interval : clock::duration::zero()};
+
+        if (st->live() && co_await reenter(level, terms)) co_return;
 
         bool contended = false;
         for (int round = 0; round < 1000; ++round) {
@@ -592,10 +607,29 @@ struct acquire_op : waking_acquire<etcd_backend>,
                 co_return complete(ec, {});
             }
             if (!r.succeeded) {
-                // The handle's key exists: a tenure of it that was lost and
-                // whose lease is not revoked yet. Wait for it to go.
+                // The handle's key exists: another acquire of this handle
+                // has it (waiting, or granted since), or a lost tenure's key
+                // whose lease is not revoked yet. A try answers now; a wait
+                // is woken by the key's deletion (the prefix watch), looks
+                // again at least every third of a lease (a grant to the
+                // handle meanwhile is joined as a re-entry), and ends at
+                // its deadline.
                 give_back();
-                if (!(co_await wait_until(clock::now() + std::chrono::milliseconds(50)))) break;
+                if (try_once || (opts.wait && opts.wait->count() == 0))
+                    co_return complete(error::lock_held, {});
+                contended = true;
+                watching = waiting_for_own_key = true;
+                backend->watch_prefix(st->prefix, this);
+                auto until = clock::now() + std::max<clock::duration>(
+                                                opts.lease / 3, std::chrono::milliseconds(10));
+                if (auto d = wait_deadline()) until = std::min(until, *d);
+                const bool go_on = co_await wait_until(until);
+                stop_watching();
+                waiting_for_own_key = false;
+                if (!go_on) break;
+                if (auto d = wait_deadline(); d && clock::now() >= *d)
+                    co_return complete(error::wait_timeout, {});
+                if (st->live() && co_await reenter(level, terms)) co_return;
                 continue;
             }
             my_revision = r.header.revision;
@@ -653,7 +687,9 @@ struct acquire_op : waking_acquire<etcd_backend>,
         }
         give_back();
         if (backend->stopped()) complete(error::client_stopped, {});
-        // An abandoned acquire's caller has had its answer.
+        // An abandoned acquire's caller has had its answer; one out of
+        // rounds gets one too.
+        else if (!abandoned) complete(error::server_error, {});
     }
 
     enum class turn { granted, restart, timed_out, failed, abandoned };

@@ -244,7 +244,8 @@ void pg_backend::run_renewals(std::shared_ptr<pg_lock_state> st, std::uint64_t e
         for (int round = 0; round < 100'000'000; ++round) {
             auto* t = st->live();
             if (!t || t->epoch != epoch || t->lost() || stopped()) co_return;
-            st->renew_timer->expires_after(t->terms.renew_every);
+            st->renew_timer->expires_at(watchdog_schedule::renewal_due(
+                t->deadline(), st->session_lease, t->terms.renew_every, clock::now()));
             co_await st->renew_timer->async_wait(nothrow);
             t = st->live();
             if (!t || t->epoch != epoch || t->lost() || stopped()) co_return;

@@ -628,3 +628,25 @@ TEST_CASE("script commands: EVALSHA and EVAL as RESP arrays of bulk strings, wit
     append_script_command(bare, s, true, none);
     CHECK(bare == "*3\r\n" + bulk("EVALSHA") + bulk(s.sha1) + bulk("0"));
 }
+
+TEST_CASE("watchdog_schedule: a per-tenure renewal is due an interval after its lease was sent",
+          "[watchdog]") {
+    using ws = watchdog_schedule;
+    const auto t0 = clock_type::time_point{} + 1000s;
+    const auto lease = 1000ms;
+    const auto every = 700ms;
+    // A lease sent at t0 ends (locally) at t0 + lease - drift.
+    const auto deadline = ws::deadline_for(t0, lease);
+    // Right after the grant: a full interval from the send.
+    CHECK(ws::renewal_due(deadline, lease, every, t0) == t0 + every);
+    // A waiter granted a third of a lease after its last keep-alive: the
+    // first renewal is due an interval after that keep-alive, before the
+    // deadline; a full interval from the grant would be past it.
+    const auto granted = t0 + lease / 3;
+    CHECK(granted + every > deadline);
+    CHECK(ws::renewal_due(deadline, lease, every, granted) == t0 + every);
+    CHECK(ws::renewal_due(deadline, lease, every, granted) < deadline);
+    // Overdue (a renewal failed): a quarter of an interval from now, not at once.
+    const auto late = t0 + 900ms;
+    CHECK(ws::renewal_due(deadline, lease, every, late) == late + every / 4);
+}
