@@ -58,6 +58,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <spdlog/spdlog.h>
@@ -763,8 +764,19 @@ private:
     std::optional<multi_lock> multi_;
 };
 
+// Errors a failover causes while no primary answers yet: worth another look
+// within --wait.
+bool during_failover(const error_code& ec) {
+    return ec == error::no_primary || ec == error::never_connected ||
+           ec == error::connection_lost || ec == error::not_connected || ec == error::timeout;
+}
+
 asio::awaitable<int> run_flow(run_state& s) {
     const auto& o = s.o;
+    // --wait counts from here: the reachability check below may wait out a
+    // failover, and the acquire has what is left.
+    const auto wait_end = o.wait ? std::chrono::steady_clock::now() + *o.wait
+                                 : std::chrono::steady_clock::time_point::max();
     auto interrupted = [&](std::string_view while_doing) {
         report_error("got " + signal_name(s.pending_signal) + " while " +
                      std::string(while_doing) + "; nothing is held");
@@ -838,9 +850,33 @@ asio::awaitable<int> run_flow(run_state& s) {
         if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
         if (status != exit_status::ok) co_return status;
     } else if (s.redis != nullptr) {
-        const error_code reach = co_await check_reachable(*s.redis, s.cancel_start.slot());
-        s.cancel_start.slot().clear();
-        if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
+        // A Sentinel deployment fails over: while no Sentinel names a primary
+        // (or the one named does not answer yet), the check is made again
+        // through --wait, and only then is the cause reported. A single
+        // server that does not answer is reported at once.
+        const bool fails_over = o.common.cfg.mode == topology::sentinel;
+        error_code reach;
+        for (int look = 0; look < 1'000'000; ++look) {
+            reach = co_await check_reachable(*s.redis, s.cancel_start.slot());
+            s.cancel_start.slot().clear();
+            if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
+            const auto now = std::chrono::steady_clock::now();
+            if (!reach || !fails_over || !during_failover(reach) || now >= wait_end) break;
+            if (look == 0)
+                s.note("no primary answers ({}); trying again for up to {}: the deployment may "
+                       "be failing over",
+                       printable(s.redis->last_error().message.empty()
+                                     ? reach.message()
+                                     : s.redis->last_error().message),
+                       o.wait ? o.wait_text : std::string("as long as it takes (no --wait)"));
+            asio::steady_timer again(co_await asio::this_coro::executor,
+                                     std::min<std::chrono::steady_clock::duration>(
+                                         wait_end - now, std::chrono::milliseconds(500)));
+            co_await again.async_wait(
+                asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
+            s.cancel_start.slot().clear();
+            if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
+        }
         if (reach)
             co_return report_redis_failure(o.common, "run", reach, s.redis->last_error().message);
     } else {
@@ -888,7 +924,11 @@ asio::awaitable<int> run_flow(run_state& s) {
     lock_options opts;
     opts.lease = o.lease;
     opts.replicas = o.replicas;
-    if (o.wait) opts.wait = *o.wait;
+    // What is left of --wait (a failover waited out above took its part).
+    if (o.wait)
+        opts.wait = std::chrono::duration_cast<duration>(
+            std::max(wait_end - std::chrono::steady_clock::now(),
+                     std::chrono::steady_clock::duration::zero()));
     const auto wait_start = std::chrono::steady_clock::now();
     error_code aec;
     held_lock g;

@@ -17,10 +17,11 @@ bool is_unreadable(const error_code& ec) {
 }
 
 // Worth another attempt within the caller's wait: the connection came back
-// or will (a cluster's slot gets a primary again); the command was fine.
+// or will (a cluster's slot gets a primary again, Sentinel names one once a
+// failover has promoted a replica); the command was fine.
 bool is_transient(const error_code& ec) {
     return ec == error::timeout || ec == error::connection_lost || ec == error::not_connected ||
-           ec == error::cluster_down || is_unreadable(ec);
+           ec == error::cluster_down || ec == error::no_primary || is_unreadable(ec);
 }
 
 // The script may have run on the server even though no answer came back
@@ -127,7 +128,8 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
         // The script may have run: give that level back. The release is
         // owner- and level-checked, so it is harmless if nothing was granted.
         a.give_back = is_ambiguous(r.ec) && !f.service_stopped;
-        if (is_transient(r.ec) && !try_once_ && !abandoned_ &&
+        const bool passing = is_transient(r.ec) || (f.fails_over && r.ec == error::never_connected);
+        if (passing && !f.connect_unfixable && !try_once_ && !abandoned_ &&
             f.now < wait_deadline_ && !f.service_stopped) {
             // A lost connection or an unanswered command does not end a
             // wait: try again, with a fresh level (the old one is being

@@ -43,6 +43,14 @@ public:
         clock::time_point yield_until = clock::time_point::min();
         clock::time_point expiry_hint = clock::time_point::min();
         std::size_t local_waiters = 0;  // this process's waiters on the channel
+        // The connection's last attempt failed for a reason retrying cannot
+        // fix (a wrong password; no Sentinel knows the service): a transient
+        // error is then the answer, not a reason to wait.
+        bool connect_unfixable = false;
+        // The service is a deployment that fails over (Sentinel, Cluster):
+        // a client that never connected yet may once a replica is promoted,
+        // so never_connected is waited out as a lost connection is.
+        bool fails_over = false;
     };
 
     // The reply to an attempt, as far as decisions go.

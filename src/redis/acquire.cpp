@@ -206,7 +206,12 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         f.now = clock::now();
         f.holds_lock = !st->levels.empty();
         f.service_stopped = svc->stopped();
-        if (machine.deciding_queue() && !fair()) {
+        f.connect_unfixable = st->client().connect_unfixable();
+        f.fails_over = st->client().cfg().mode != topology::single;
+        // The semaphore is not fair (docs/safety.md): a request that fits
+        // is tried at once, never queued behind a local waiter that needs
+        // more permits than are free.
+        if (machine.deciding_queue() && !fair() && !semaphore()) {
             f.expiry_hint = svc->expiry_hint(st->keys.channel());
             f.local_waiters = svc->waiters().waiter_count(st->keys.channel());
         }
@@ -220,6 +225,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     bool fair() const noexcept { return st->spec.kind == detail::lock_spec::kind_t::fair_mutex; }
+    bool semaphore() const noexcept {
+        return st->spec.kind == detail::lock_spec::kind_t::semaphore;
+    }
     // A wait that leaves something on the server to take back when it ends
     // without the lock: a fair mutex's queue entry, a writer's waiting marker.
     bool leaves_queue() const noexcept {

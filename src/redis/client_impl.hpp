@@ -137,6 +137,10 @@ public:
     void on_node_connected();
     void on_node_push(const reply& r);
 
+    // Commands fail at once because the last connection attempt failed for
+    // a reason retrying cannot fix (see on_connect_failure).
+    bool connect_unfixable() const noexcept { return fail_fast_ && last_connect_permanent_; }
+
 private:
     using tcp = boost::asio::ip::tcp;
     // The background coroutines run on the strand, typed as such: boxing a

@@ -5,6 +5,7 @@
 #include <corolock/corolock.hpp>
 
 #include "support/async_test.hpp"
+#include "support/child_process.hpp"
 #include "support/history.hpp"
 #include "support/lock_testing.hpp"
 #include "support/sentinel_fleet.hpp"
@@ -224,4 +225,40 @@ TEST_CASE("sentinel failover: SIGKILL of the primary under contention keeps I1 a
     }
     INFO(result.report());
     CHECK(result.ok());
+}
+
+// A failover is waited out, not reported as an outage: with the primary
+// killed (kill -9), an acquire that begins while no Sentinel names a
+// primary keeps trying through its wait and gets the lock from the
+// promoted replica; so does `corolock run --wait`, started at the same
+// moment (its reachability check and its acquire). Before, both ended at
+// once with no_primary.
+TEST_CASE("sentinel failover: an acquire and corolock run --wait wait a failover out",
+          "[sentinel][fault][failover]") {
+    sentinel_fleet fleet;
+    const int old_primary = fleet.primary_index();
+    REQUIRE(old_primary >= 0);
+    fleet.server(static_cast<std::size_t>(old_primary)).kill9();
+#ifdef COROLOCK_CLI
+    child_process run({COROLOCK_CLI, "run", "--url", fleet.url(), "--wait", "25s",
+                       "failover-cli", "--", "true"});
+#endif
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), quick_config_for(fleet));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(c, "failover-wait");
+        auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 25s}, use_nothrow);
+        INFO(ec.message() << ": " << c.last_error().message);
+        REQUIRE_FALSE(ec);
+        const auto r1_ = co_await g.release();
+        CHECK_FALSE(r1_);
+        c.stop();
+    }, 60s);
+    CHECK(fleet.primary_index() != old_primary);
+#ifdef COROLOCK_CLI
+    const auto status = run.wait_for(45s);
+    INFO(run.output());
+    REQUIRE(status);
+    CHECK(child_process::exit_code(*status) == 0);
+#endif
 }

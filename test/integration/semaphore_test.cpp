@@ -15,6 +15,8 @@
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <catch2/catch.hpp>
@@ -97,6 +99,48 @@ TEST_CASE("semaphore: a release of k permits wakes every local waiter that fits"
         co_await all.release();
         const bool both = co_await eventually([&] { return done == 2; }, 10s);
         CHECK(both);
+    });
+}
+
+// Not fair, in one process as across processes (docs/safety.md, "The
+// semaphore"): a request that fits is granted at once, even while a local
+// waiter needs more permits than are free; it does not queue behind it.
+TEST_CASE("semaphore: a request that fits passes a local waiter that needs more",
+          "[semaphore][integration]") {
+    with_client([](corolock::client& c, redis_server&) -> asio::awaitable<void> {
+        const corolock::lock_options opts{.lease = 30s, .wait = 15s};
+        semaphore holder(c, "sem:pass", 4), big(c, "sem:pass", 4), small(c, "sem:pass", 4);
+        auto two = co_await holder.acquire(2, opts);
+        bool big_done = false;
+        guard gbig;
+        big.async_acquire(3, opts, [&](error_code ec, guard g) {
+            CHECK_FALSE(ec);
+            gbig = std::move(g);
+            big_done = true;
+        });
+        const auto r1_ = co_await eventually([&] { return local_waiters(c) == 1; }, 5s);
+        REQUIRE(r1_);
+        // Two permits are free: one of them is granted while the holder
+        // still holds (bounded: queued behind the waiter, it would wait for
+        // the holder's release, which comes only after).
+        asio::steady_timer bound(co_await asio::this_coro::executor, 10s);
+        auto r = co_await (small.async_acquire(1, opts, use_nothrow) ||
+                           bound.async_wait(use_nothrow));
+        REQUIRE(r.index() == 0);
+        auto& [ec, one] = std::get<0>(r);
+        REQUIRE_FALSE(ec);
+        CHECK_FALSE(big_done);
+        // The holder's two come back: three are free, the waiter gets them.
+        const auto r2_ = co_await two.release();
+        CHECK_FALSE(r2_);
+        const auto r3_ = co_await eventually([&] { return big_done; }, 10s);
+        CHECK(r3_);
+        const auto r4_ = co_await one.release();
+        CHECK_FALSE(r4_);
+        if (big_done) {
+            const auto r5_ = co_await gbig.release();
+            CHECK_FALSE(r5_);
+        }
     });
 }
 

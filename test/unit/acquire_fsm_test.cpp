@@ -280,6 +280,53 @@ TEST_CASE("acquire_fsm: an unreadable reply is retried like a lost connection",
     }
 }
 
+TEST_CASE("acquire_fsm: no primary named (a Sentinel failover) is waited out within the wait",
+          "[acquire_fsm]") {
+    // The command never reached a primary: nothing to give back; tried
+    // again until the caller's wait, and then that cause is the answer.
+    acquire_fsm m(waiting_for(2s));
+    m.start(at(t0));
+    auto a = m.on_attempt(at(t0), failed(error::no_primary));
+    REQUIRE(a.what == step::wait);
+    CHECK_FALSE(a.give_back);
+    CHECK(a.fresh_level);
+    REQUIRE(m.on_wait(at(t0 + 2s)).what == step::attempt);
+    a = m.on_attempt(at(t0 + 2s), failed(error::no_primary));
+    CHECK(a.what == step::done);
+    CHECK(a.ec == error::no_primary);
+
+    SECTION("a failure retrying cannot fix (no Sentinel knows the service) answers at once") {
+        acquire_fsm u(waiting_for(5s));
+        u.start(at(t0));
+        auto f = at(t0);
+        f.connect_unfixable = true;
+        auto b = u.on_attempt(f, failed(error::no_primary));
+        CHECK(b.what == step::done);
+        CHECK(b.ec == error::no_primary);
+    }
+    SECTION("a deployment that fails over waits out never_connected; a single server does not") {
+        acquire_fsm fo(waiting_for(5s));
+        fo.start(at(t0));
+        auto f = at(t0);
+        f.fails_over = true;
+        CHECK(fo.on_attempt(f, failed(error::never_connected)).what == step::wait);
+        acquire_fsm single(waiting_for(5s));
+        single.start(at(t0));
+        auto b = single.on_attempt(at(t0), failed(error::never_connected));
+        CHECK(b.what == step::done);
+        CHECK(b.ec == error::never_connected);
+    }
+    SECTION("a try answers at once") {
+        auto ts = waiting_for(5s);
+        ts.try_once = true;
+        acquire_fsm t(ts);
+        t.start(at(t0));
+        auto b = t.on_attempt(at(t0), failed(error::no_primary));
+        CHECK(b.what == step::done);
+        CHECK(b.ec == error::no_primary);
+    }
+}
+
 TEST_CASE("acquire_fsm: errors that are not transient end the operation", "[acquire_fsm]") {
     acquire_fsm m(waiting_for(5s));
     m.start(at(t0));
