@@ -30,14 +30,40 @@
 //    operation_aborted); every granted guard is released with success; no
 //    handle holds a level afterwards; and a fresh handle on another backend
 //    connection gets the lock within the lease (nothing is held by nobody).
+//  - a frozen client: a holder whose client is cut off the moment after it
+//    sent a request (a raw proxy that pauses both ways and holds back even a
+//    close, as a SIGSTOP'd or partitioned process would leave its
+//    connection): the server frees the lock within the lease plus the
+//    backend's expiry slack (a lease more of room for a loaded machine) in
+//    every state the session can be in: holding and idle on every backend;
+//    on PostgreSQL also inside the locked transaction right after BEGIN,
+//    and mid-statement (a statement runs at most a lease: statement_timeout).
+//    The next owner comes no earlier than the frozen guard's deadline, and
+//    the frozen guard's lost signal fires.
+//  - a re-entry after a lost tenure never joins it: a holder whose lease
+//    ran out (watchdog off) while another owner came and went acquires
+//    again through the same handle: the old guard is lost, the new grant is
+//    a tenure of its own (one level, a larger token than the other
+//    owner's), and the old guard's release neither succeeds nor touches it.
+//  - a given-up attempt: an acquire whose request reached the server, frozen
+//    there by the proxy, is cancelled; its answer then comes late (the
+//    connection healed) or never (reset). After a drain, nothing of it is
+//    left on the server (lock_server::owners) and another owner gets the
+//    lock with a try.
+//  - a zero wait is a try: on a server where nothing of corolock exists
+//    yet, an acquire with wait 0 is granted, and a second one is refused at
+//    once (lock_held or wait_timeout).
 //
 // Not here, because no backend-neutral statement exists: how a backend stores
 // a lock (key fields, HLEN), wrong_type (a key of another type: Redis),
 // pub/sub handoff and unlock-channel counts, SCRIPT FLUSH and CLIENT KILL,
 // handler executors: test/integration/lock_test.cpp and bad_input_test.cpp.
 #include "conformance/conformance.hpp"
+#include "support/fault_proxy.hpp"
 #include "support/lock_testing.hpp"  // eventually()
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -386,4 +412,189 @@ TEST_CASE("cancelling acquires at random points never leaves a lock held by nobo
     CHECK(released_ok == granted);
     CHECK(granted > 0);
     CHECK(aborted > 0);
+}
+
+TEST_CASE("the server frees the lock within the lease while the client is frozen in any state",
+          "[conformance][frozen]") {
+    auto server = start_server();
+    if (!proxy_in_lock_path(*server)) return;
+    const auto lease = 1000ms;
+    struct state {
+        std::string what;
+        std::string needle;  // the request after which the proxy freezes; "": at once
+        std::vector<corolock::sql_statement> statements;
+        std::chrono::milliseconds runs;  // how long the frozen request may run on the server
+    };
+    std::vector<state> states{{"holding, idle", "", {}, 0ms}};
+    if (server->runs_locked_statements()) {
+        states.push_back({"inside its locked transaction, right after BEGIN", "BEGIN",
+                          {{"SELECT 1", {}}}, 0ms});
+        // Longer than the test's bound: only the server's statement timeout
+        // can end it in time.
+        states.push_back({"mid-statement", "pg_sleep", {{"SELECT pg_sleep(30)", {}}}, lease});
+    }
+    int round = 0;
+    for (const auto& s : states) {
+        INFO("frozen " << s.what);
+        fault_proxy proxy(server->port(), "127.0.0.1", fault_proxy::framing::raw);
+        asio::io_context ioc;
+        corolock::backend frozen_side(ioc.get_executor(), server->url_via(proxy.port()));
+        corolock::backend other_side(ioc.get_executor(), server->url());
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            const std::string name = "frozen" + std::to_string(round);
+            corolock::mutex held(frozen_side, name), other(other_side, name);
+            auto g = co_await held.acquire({.lease = lease, .wait = 10s});
+            if (s.needle.empty()) {
+                proxy.pause();
+            } else {
+                proxy.freeze_after_next(s.needle);
+                asio::co_spawn(
+                    ioc,
+                    [&]() -> asio::awaitable<void> {
+                        co_await corolock::async_execute_locked(g, s.statements, use_nothrow);
+                    },
+                    asio::detached);
+                for (int i = 0; i < 1000 && !proxy.froze(); ++i) co_await sleep_for(5ms);
+                REQUIRE(proxy.froze());
+            }
+            const auto frozen_at = std::chrono::steady_clock::now();
+            const auto bound = std::chrono::duration_cast<std::chrono::milliseconds>(
+                s.runs + lease + server->expiry_slack() + lease);
+            auto taken = co_await try_until(other, {.lease = 5s}, bound);
+            const auto taken_at = std::chrono::steady_clock::now();
+            REQUIRE(taken);
+            std::cout << server->backend() << ", frozen " << s.what << ": the next owner "
+                      << std::chrono::duration_cast<std::chrono::milliseconds>(taken_at - frozen_at)
+                             .count()
+                      << " ms after the freeze (lease " << lease.count() << " ms)" << std::endl;
+            // The frozen guard's deadline came first, and its lost signal fires.
+            CHECK(g.lease_deadline() <= taken_at);
+            const auto r1_ = co_await eventually([&] { return g.lost(); }, 5s);
+            CHECK(r1_);
+            const auto r2_ = co_await taken->release();
+            CHECK_FALSE(r2_);
+            frozen_side.stop();
+            other_side.stop();
+        }, 60s);
+        proxy.heal();
+        ++round;
+    }
+}
+
+TEST_CASE("a re-entry after a lost tenure never joins it", "[conformance][reentry]") {
+    auto server = start_server();
+    const auto lease = 300ms;
+    const auto gone_within = std::chrono::duration_cast<std::chrono::milliseconds>(
+        lease + server->expiry_slack() + 3s);
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server->url());
+    corolock::backend other_side(ioc.get_executor(), server->url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex h(b, "rejoin"), other(other_side, "rejoin");
+        auto g1 = co_await h.acquire({.lease = lease, .wait = 5s, .watchdog = false});
+        std::uint64_t others_token = 0;
+        {
+            // The lease runs out; another owner takes the lock and leaves.
+            auto x = co_await try_until(other, {.lease = 5s}, gone_within);
+            REQUIRE(x);
+            others_token = x->token();
+            const auto r3_ = co_await x->release();
+            CHECK_FALSE(r3_);
+        }
+        auto g2 = co_await h.acquire({.lease = 5s, .wait = 5s});
+        const auto r4_ = co_await eventually([&] { return g1.lost(); }, 5s);
+        CHECK(r4_);
+        CHECK_FALSE(g2.lost());
+        CHECK(h.held_levels() == 1);  // a tenure of its own, not a second level of g1's
+        if (fencing_tokens(*server)) CHECK(g2.token() > others_token);
+        {
+            const auto ec = co_await g1.release();
+            INFO(ec.message());
+            CHECK(ec);
+        }
+        const auto r5_ = co_await other.try_acquire();
+        CHECK_FALSE(r5_);  // g2's tenure is intact
+        const auto r6_ = co_await g2.release();
+        CHECK_FALSE(r6_);
+        b.stop();
+        other_side.stop();
+    }, 60s);
+}
+
+TEST_CASE("a given-up attempt leaves nothing on the server", "[conformance][given-up]") {
+    auto server = start_server();
+    if (!proxy_in_lock_path(*server)) return;
+    for (const bool answer_lost : {false, true}) {
+        INFO((answer_lost ? "the answer lost" : "the answer late"));
+        fault_proxy proxy(server->port(), "127.0.0.1", fault_proxy::framing::raw);
+        asio::io_context ioc;
+        corolock::backend b(ioc.get_executor(), server->url_via(proxy.port()));
+        corolock::backend other_side(ioc.get_executor(), server->url());
+        const std::string name = answer_lost ? "given-up-lost" : "given-up-late";
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            {
+                // The lock's own structures exist (ZooKeeper's directory):
+                // the frozen request below is the acquire's own.
+                corolock::mutex first(b, name);
+                auto g = co_await first.acquire({.lease = 5s, .wait = 10s});
+                const auto r7_ = co_await g.release();
+                CHECK_FALSE(r7_);
+            }
+            proxy.freeze_after_next(server->wire_marker(name));
+            corolock::mutex m(b, name);
+            asio::cancellation_signal cancel;
+            std::optional<error_code> result;
+            asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+                auto [ec, g] = co_await m.async_acquire(
+                    {.lease = 5s, .wait = 30s},
+                    asio::bind_cancellation_slot(cancel.slot(), use_nothrow));
+                result = ec;
+            }, asio::detached);
+            const auto r8_ = co_await eventually([&] { return proxy.froze(); }, 10s);
+            REQUIRE(r8_);
+            cancel.emit(asio::cancellation_type::terminal);
+            const auto r9_ = co_await eventually([&] { return result.has_value(); }, 10s);
+            REQUIRE(r9_);
+            CHECK(*result == asio::error::operation_aborted);
+            if (answer_lost) proxy.reset_all();
+            proxy.heal();
+            {
+                auto [ec] = co_await b.async_drain(15s, use_nothrow);
+                INFO(ec.message());
+                CHECK_FALSE(ec);
+            }
+            const auto r10_ = co_await server_says([&] { return server->owners(name).empty(); }, 10s);
+            CHECK(r10_);
+            corolock::mutex late(other_side, name);
+            auto got = co_await late.try_acquire();
+            CHECK(got);
+            if (got) {
+                const auto r11_ = co_await got->release();
+                CHECK_FALSE(r11_);
+            }
+            b.stop();
+            other_side.stop();
+        }, 60s);
+    }
+}
+
+TEST_CASE("a zero wait is a try, on a fresh server too", "[conformance][try]") {
+    // Nothing of corolock exists on the server yet (no ZooKeeper directory,
+    // no PostgreSQL table): a zero wait still answers as a try does.
+    auto server = start_server();
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server->url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex first(b, "zero-wait"), second(b, "zero-wait");
+        auto [ec, g] = co_await first.async_acquire({.lease = 5s, .wait = 0ms}, use_nothrow);
+        INFO(ec.message());
+        REQUIRE_FALSE(ec);
+        auto [ec2, g2] = co_await second.async_acquire({.lease = 5s, .wait = 0ms}, use_nothrow);
+        // Refused without waiting: lock_held as a try answers, or the spent
+        // wait's wait_timeout (the mutex's documented answer to a wait).
+        CHECK((ec2 == error::lock_held || ec2 == error::wait_timeout));
+        const auto r12_ = co_await g.release();
+        CHECK_FALSE(r12_);
+        b.stop();
+    }, 60s);
 }
