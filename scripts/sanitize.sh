@@ -60,8 +60,15 @@ asan_build() {
   # and without the fault tier's executables, which this run leaves out.
   local all=OFF
   [ "${ASAN_ALL:-0}" = 1 ] && all=ON
+  # The gate's tree leaves out UBSan's vptr check (the dynamic type of
+  # every member call through a polymorphic pointer): a fifth of its compile
+  # time (user CPU of one integration unity source, 2026-12-02: 109 s with
+  # it, 88 s without). Use-after-free, which it also catches, ASan reports
+  # anyway; the extended run's tree (ASAN_ALL=1) keeps it, over every tier.
+  local except=vptr
+  [ "${ASAN_ALL:-0}" = 1 ] && except=
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
-    "${debug_flags[@]}" -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
+    -DCOROLOCK_SANITIZE_EXCEPT="$except" "${debug_flags[@]}" -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
   # Only the programs the gate's run starts (asan_test below): the unit and
   # integration tiers' and the worker.
   local target=corolock_unit_integration_programs
