@@ -133,8 +133,10 @@ public:
 
     // Handles on `names` in the backend's lock service (any backend), or in
     // a Redis client's: one mutex, one owner, per distinct name. Throws
-    // boost::system::system_error(error::invalid_argument) for an empty set
-    // or a name the mutex refuses (validate_lock_name).
+    // boost::system::system_error(error::invalid_argument) for an empty set,
+    // a name the mutex refuses (validate_lock_name), or two names the server
+    // locks as one (PostgreSQL hashes a name to one advisory key: two names
+    // of one key would wait for each other inside this acquire).
     multi_lock(const backend& b, std::vector<std::string> names);
     multi_lock(client& c, std::vector<std::string> names);
     // Move-only, as a mutex: a copy would be the same owners.

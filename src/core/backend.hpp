@@ -146,6 +146,11 @@ public:
     // system_error(error::invalid_argument) for a kind this backend does not
     // offer.
     virtual std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) = 0;
+    // What the server locks for `name`: two names with one key exclude each
+    // other. The name itself, except where the server locks a hash of it
+    // (PostgreSQL's advisory key): a multi_lock refuses two names of one key,
+    // which would otherwise wait for each other.
+    virtual std::string exclusion_key(std::string_view name) const { return std::string(name); }
     std::shared_ptr<lock_state> make_state(std::string name) {
         return make_state(std::move(name), lock_spec{});
     }

@@ -2,6 +2,8 @@
 
 #include "core/backend.hpp"  // normalize_options
 
+#include <corolock/printable.hpp>
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -13,6 +15,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
+#include <string>
 
 namespace corolock {
 
@@ -231,6 +235,18 @@ multi_lock::multi_lock(const backend& b, std::vector<std::string> names) : execu
     names = detail::canonical_names(std::move(names));
     if (names.empty())
         throw boost::system::system_error(error::invalid_argument, "multi_lock needs at least one name");
+    // Two names the server locks as one (PostgreSQL: one advisory key) would
+    // wait for each other inside one acquire: refused, naming both. (Taking
+    // the key once would leave the second name's fence unbumped.)
+    std::map<std::string, const std::string*> keys;
+    for (const auto& n : names) {
+        auto [it, fresh] = keys.emplace(b.impl()->exclusion_key(n), &n);
+        if (!fresh)
+            throw boost::system::system_error(
+                error::invalid_argument, "multi_lock: '" + printable(*it->second) + "' and '" +
+                                             printable(n) + "' are one lock on the server (" +
+                                             it->first + "): take one of them");
+    }
     members_ = std::make_shared<std::vector<mutex>>();
     members_->reserve(names.size());
     for (auto& n : names) members_->emplace_back(b, std::move(n));

@@ -100,6 +100,10 @@ void pg_backend::stop() noexcept {
     }
 }
 
+std::string pg_backend::exclusion_key(std::string_view name) const {
+    return "advisory key " + std::to_string(advisory_key(name));
+}
+
 std::shared_ptr<lock_state> pg_backend::make_state(std::string name, const lock_spec& spec) {
     if (spec.kind != lock_spec::kind_t::mutex)
         throw boost::system::system_error(

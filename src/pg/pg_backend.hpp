@@ -78,6 +78,8 @@ public:
 
     using lock_backend::make_state;
     std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
+    // The advisory key (pg/protocol.hpp): two names may share one.
+    std::string exclusion_key(std::string_view name) const override;
     void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
                  const acquire_request& req, bool try_once, acquire_handler handler,
                  bool direct) override;

@@ -3,6 +3,12 @@
 #include "pg/pg_backend.hpp"
 #include "pg/protocol.hpp"
 
+#include <corolock/backend.hpp>
+#include <corolock/multi_lock.hpp>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/system/system_error.hpp>
+
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -69,6 +75,29 @@ TEST_CASE("pg key: one per name, stable, split as pg_locks shows it", "[pg][key]
     CHECK(joined == static_cast<std::uint64_t>(k));
     // FNV-1a 64 of "corolock:x": fixed, so that every process agrees.
     CHECK(static_cast<std::uint64_t>(k) == 0xdccbff72cdfbd7cdULL);
+}
+
+TEST_CASE("pg multi_lock: two names of one advisory key are refused, naming both",
+          "[pg][key][multi]") {
+    // Two names FNV-1a 64 maps to one key, found by a distinguished-point
+    // (Pollard rho) search over 16-hex-digit names; 2^32 names apart on
+    // average, but a multi_lock over both would wait for itself.
+    const std::string a = "69cfdc66573f4f48";
+    const std::string b = "1d116c69faf702ef";
+    REQUIRE(advisory_key(a) == advisory_key(b));
+    boost::asio::io_context ioc;  // never run: no server is asked
+    corolock::backend be(ioc.get_executor(), "postgresql://127.0.0.1:1/none");
+    try {
+        corolock::multi_lock both(be, {a, "other", b});
+        FAIL("a multi_lock over two names of one key was accepted");
+    } catch (const boost::system::system_error& e) {
+        CHECK(e.code() == error::invalid_argument);
+        CHECK_THAT(e.what(), Catch::Contains(a) && Catch::Contains(b) &&
+                                 Catch::Contains("advisory key"));
+    }
+    corolock::multi_lock fine(be, {a, "other"});
+    CHECK(fine.names().size() == 2);
+    be.stop();
 }
 
 TEST_CASE("pg timeouts are whole milliseconds, rounded up, at least one", "[pg]") {
