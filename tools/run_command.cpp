@@ -855,23 +855,29 @@ asio::awaitable<int> run_flow(run_state& s) {
         // through --wait, and only then is the cause reported. A single
         // server that does not answer is reported at once.
         const bool fails_over = o.common.cfg.mode == topology::sentinel;
+        // Without --wait (wait until acquired) a failover still ends: a
+        // minute covers Sentinel's (seconds, with its default timeouts less
+        // than a minute); a deployment that names no primary for longer is
+        // reported, not waited on in silence.
+        const auto look_until =
+            o.wait ? wait_end : std::chrono::steady_clock::now() + std::chrono::minutes(1);
         error_code reach;
         for (int look = 0; look < 1'000'000; ++look) {
             reach = co_await check_reachable(*s.redis, s.cancel_start.slot());
             s.cancel_start.slot().clear();
             if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
             const auto now = std::chrono::steady_clock::now();
-            if (!reach || !fails_over || !during_failover(reach) || now >= wait_end) break;
+            if (!reach || !fails_over || !during_failover(reach) || now >= look_until) break;
             if (look == 0)
                 s.note("no primary answers ({}); trying again for up to {}: the deployment may "
                        "be failing over",
                        printable(s.redis->last_error().message.empty()
                                      ? reach.message()
                                      : s.redis->last_error().message),
-                       o.wait ? o.wait_text : std::string("as long as it takes (no --wait)"));
+                       o.wait ? o.wait_text : std::string("a minute (no --wait)"));
             asio::steady_timer again(co_await asio::this_coro::executor,
                                      std::min<std::chrono::steady_clock::duration>(
-                                         wait_end - now, std::chrono::milliseconds(500)));
+                                         look_until - now, std::chrono::milliseconds(500)));
             co_await again.async_wait(
                 asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
             s.cancel_start.slot().clear();
