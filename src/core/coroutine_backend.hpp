@@ -160,29 +160,41 @@ void start_acquire(std::shared_ptr<Backend> self, const std::shared_ptr<lock_sta
     });
 }
 
+// What add_level did.
+struct added_level {
+    std::shared_ptr<tenure> t;
+    bool began = false;  // a tenure began with this level
+    // The tenure's renewals must start now: it began with the watchdog, or
+    // a re-entry asked for the watchdog that the tenure ran without.
+    bool start_renewals = false;
+};
+
 // Adds `level` to the handle's live tenure (joining `terms` to its terms,
 // the deadline moved to `deadline` if later), or begins a tenure with
-// `deadline` (reusing the last tenure object when no guard keeps it).
-// Returns the tenure and whether it began.
-inline std::pair<std::shared_ptr<tenure>, bool> add_level(lock_state& st, std::uint64_t level,
-                                                          const lease_terms& terms,
-                                                          std::chrono::steady_clock::time_point deadline) {
-    std::shared_ptr<tenure> t;
-    bool began = false;
+// `deadline` (reusing the last tenure object when no guard keeps it). The
+// lease the server holds is the grant's (an etcd lease's TTL, PostgreSQL's
+// session timeouts are set at the grant): a re-entry joins its renewal
+// interval and its watchdog, not a longer lease (docs/safety.md, "Tenures").
+inline added_level add_level(lock_state& st, std::uint64_t level, const lease_terms& terms,
+                             std::chrono::steady_clock::time_point deadline) {
+    added_level out;
     if (auto* live = st.live()) {
+        const bool renewing = live->terms.renew_every.count() > 0;
         live->terms.join(lease_terms{live->terms.lease, terms.renew_every});
-        t = st.current;
-        t->publish_deadline(std::max(t->deadline(), deadline));
+        out.t = st.current;
+        out.t->publish_deadline(std::max(out.t->deadline(), deadline));
+        out.start_renewals = !renewing && live->terms.renew_every.count() > 0;
     } else {
-        t = st.current && st.current.use_count() == 1 ? st.current : std::make_shared<tenure>();
-        t->reset(++st.tenures, terms);
-        t->publish_deadline(deadline);
-        st.current = t;
-        began = true;
+        out.t = st.current && st.current.use_count() == 1 ? st.current : std::make_shared<tenure>();
+        out.t->reset(++st.tenures, terms);
+        out.t->publish_deadline(deadline);
+        st.current = out.t;
+        out.began = true;
+        out.start_renewals = terms.renew_every.count() > 0;
     }
     st.levels.push_back(level);
     st.held.fetch_add(1, std::memory_order_acq_rel);
-    return {std::move(t), began};
+    return out;
 }
 
 // What a release of `level` (granted in tenure `t`) finds.

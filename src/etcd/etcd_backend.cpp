@@ -378,13 +378,13 @@ void etcd_backend::drain(clock::duration bound, release_handler handler, bool di
 std::shared_ptr<tenure> etcd_backend::on_granted(const std::shared_ptr<etcd_lock_state>& st,
                                                  std::uint64_t level, const lease_terms& terms,
                                                  clock::time_point deadline) {
-    auto [t, began] = add_level(*st, level, terms, deadline);
+    auto [t, began, start_renewals] = add_level(*st, level, terms, deadline);
     if (began) {
         holding_[st->watch_id] = st;
         watch_prefix(st->prefix, &st->holder);  // a deleted key is a lost tenure
         arm_deadline(st, t->epoch);
-        if (terms.renew_every.count() > 0) run_renewals(st, t->epoch);
     }
+    if (start_renewals) run_renewals(st, t->epoch);
     return t;
 }
 

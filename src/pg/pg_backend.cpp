@@ -197,7 +197,7 @@ std::shared_ptr<tenure> pg_backend::on_granted(const std::shared_ptr<pg_lock_sta
                                                std::uint64_t level, std::uint64_t fence,
                                                const lease_terms& terms,
                                                clock::time_point deadline) {
-    auto [t, began] = add_level(*st, level, terms, deadline);
+    auto [t, began, start_renewals] = add_level(*st, level, terms, deadline);
     st->fence = fence;
     if (began) {
         st->session = std::move(session);
@@ -212,8 +212,8 @@ std::shared_ptr<tenure> pg_backend::on_granted(const std::shared_ptr<pg_lock_sta
         });
         holding_[st->watch_id] = st;
         arm_deadline(st, epoch);
-        if (terms.renew_every.count() > 0) run_renewals(st, epoch);
     }
+    if (start_renewals) run_renewals(st, t->epoch);
     return t;
 }
 

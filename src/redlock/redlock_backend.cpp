@@ -147,6 +147,12 @@ public:
             be->check(st, t->epoch);
         }
         if (auto* t = st->live(); t && !t->lost()) {
+            // No round, so the nodes' leases and watchdogs stay the first
+            // grant's: a re-entry that asks for the watchdog the tenure
+            // began without cannot have it, and is refused rather than
+            // handed a guard that is lost at the lease's end.
+            if (opts.watchdog && t->terms.renew_every.count() == 0)
+                return finish(error::invalid_argument);
             const auto level = st->next_level++;
             st->levels.push_back(level);
             st->held.fetch_add(1, std::memory_order_acq_rel);

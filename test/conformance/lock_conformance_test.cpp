@@ -40,6 +40,9 @@
 //    and mid-statement (a statement runs at most a lease: statement_timeout).
 //    The next owner comes no earlier than the frozen guard's deadline, and
 //    the frozen guard's lost signal fires.
+//  - a re-entry that asks for the watchdog (the tenure began without it)
+//    keeps the tenure past its lease: the terms join (RedLock refuses it:
+//    lock_server::reentry_cannot_add_watchdog()).
 //  - a re-entry after a lost tenure never joins it: a holder whose lease
 //    ran out (watchdog off) while another owner came and went acquires
 //    again through the same handle: the old guard is lost, the new grant is
@@ -596,5 +599,46 @@ TEST_CASE("a zero wait is a try, on a fresh server too", "[conformance][try]") {
         const auto r12_ = co_await g.release();
         CHECK_FALSE(r12_);
         b.stop();
+    }, 60s);
+}
+
+TEST_CASE("a re-entry that asks for the watchdog keeps its tenure past the lease",
+          "[conformance][reentry]") {
+    // The tenure began without the watchdog; a re-entry asks for it: the
+    // tenure's terms join (docs/safety.md, "Tenures"), and renewals keep
+    // both levels past the first lease.
+    auto server = start_server();
+    const auto lease = 1000ms;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server->url());
+    corolock::backend other_side(ioc.get_executor(), server->url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex h(b, "join-watchdog"), other(other_side, "join-watchdog");
+        auto g1 = co_await h.acquire({.lease = lease, .wait = 5s, .watchdog = false});
+        if (const auto why = server->reentry_cannot_add_watchdog(); !why.empty()) {
+            WARN("refused, not joined, on " << server->backend() << ": " << why);
+            auto [ec, g] = co_await h.async_acquire({.lease = lease, .wait = 5s}, use_nothrow);
+            CHECK(ec == error::invalid_argument);
+            CHECK(h.held_levels() == 1);
+            const auto e1 = co_await g1.release();
+            CHECK_FALSE(e1);
+            b.stop();
+            other_side.stop();
+            co_return;
+        }
+        auto g2 = co_await h.acquire({.lease = lease, .wait = 5s});
+        // Well past the first lease and its expiry slack: a tenure without
+        // renewals would be lost, and the lock free.
+        co_await sleep_for(2 * lease + server->expiry_slack());
+        CHECK_FALSE(g1.lost());
+        CHECK_FALSE(g2.lost());
+        const auto taken = co_await other.try_acquire();
+        CHECK_FALSE(taken);
+        const auto e2 = co_await g2.release();
+        CHECK_FALSE(e2);
+        const auto e1 = co_await g1.release();
+        CHECK_FALSE(e1);
+        b.stop();
+        other_side.stop();
     }, 60s);
 }

@@ -346,6 +346,10 @@ public:
         return out;
     }
     std::string url_via(std::uint16_t) const override { return {}; }
+    std::string reentry_cannot_add_watchdog() const override {
+        return "a RedLock re-entry joins its tenure without a round on the nodes, whose "
+               "leases and watchdogs stay the first grant's (docs/redlock.md)";
+    }
     std::string proxy_unsupported() const override {
         return "a RedLock holder talks to three independent servers, and a proxy in front of one "
                "cuts off or slows a minority, which RedLock is built to ride out "

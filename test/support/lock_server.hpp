@@ -62,6 +62,9 @@ public:
     // that answers error::lock_lost rather than the server's view
     // (error::expired, error::not_owner); "" when it does not.
     virtual std::string ends_tenure_at_deadline() const { return {}; }
+    // Why a re-entry that asks for the watchdog its tenure began without is
+    // refused (invalid_argument) rather than joined; "" when it is joined.
+    virtual std::string reentry_cannot_add_watchdog() const { return {}; }
     // The loopback port lock clients connect to (what a proxy forwards to).
     virtual std::uint16_t port() const = 0;
     // The server process (-1 when not running).
