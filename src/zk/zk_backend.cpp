@@ -424,10 +424,19 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
         auto d = wait_deadline();
         return d && clock::now() >= *d;
     }
-    // The next look: at the wait's end, and at least once a second anyway.
+    // A try (try_once, or a zero wait): it does not wait for the lock, but
+    // it waits for the session as long as the C client gives a connection
+    // attempt (session_bound()), no longer.
+    bool is_try() const { return try_once || (opts.wait && opts.wait->count() == 0); }
+    clock::time_point session_bound() const { return started + backend->connect_bound(); }
+    // The next look: at the wait's end (a try's: the session's bound, since
+    // its wait ended as it began), and at least once a second anyway. Never
+    // in the past for a try before its bound, so that a loop waiting for the
+    // session waits for it instead of spending its rounds at once.
     clock::time_point next_look() const {
         auto until = clock::now() + std::chrono::seconds(1);
-        if (auto d = wait_deadline()) until = std::min(until, *d);
+        if (is_try()) until = std::min(until, session_bound());
+        else if (auto d = wait_deadline()) until = std::min(until, *d);
         return until;
     }
 
@@ -483,15 +492,12 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
         for (int round = 0; round < 1000; ++round) {
             if (abandoned || backend->stopped()) break;
             if (!zk.timing().connected()) {
-                // Not connected (yet): a try waits for the session as long
-                // as the C client gives a connection attempt, no longer.
-                const bool no_wait = try_once || (opts.wait && opts.wait->count() == 0);
-                const auto bound = started + backend->connect_bound();
-                if (no_wait && clock::now() >= bound)
+                // Not connected (yet): a try waits for the session until
+                // its bound, woken by the session's event.
+                if (is_try() && clock::now() >= session_bound())
                     co_return complete(error::connection_lost, {});
-                if (!(co_await wait_until(no_wait ? std::min(next_look(), bound) : next_look())))
-                    break;
-                if (!no_wait && wait_over()) co_return complete(error::wait_timeout, {});
+                if (!(co_await wait_until(next_look()))) break;
+                if (!is_try() && wait_over()) co_return complete(error::wait_timeout, {});
                 continue;
             }
             const auto attempt = attempt_id(st->owner, ++st->attempts);
@@ -547,6 +553,7 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
         for (int i = 0; i < 100 && !abandoned && !backend->stopped(); ++i) {
             if (zk.generation() != generation) co_return false;
             if (!zk.timing().connected()) {
+                if (is_try() && clock::now() >= session_bound()) co_return false;
                 if (!(co_await wait_until(next_look()))) co_return false;
                 continue;
             }
@@ -580,8 +587,14 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
             if (abandoned || backend->stopped()) co_return step::restart;
             if (zk.generation() != generation) co_return step::restart;  // node expired
             if (!zk.timing().connected()) {
+                // A try waits for the session (its node lives as long) until
+                // its bound; a wait until its end.
+                if (is_try() && clock::now() >= session_bound()) {
+                    complete(error::connection_lost, {});
+                    co_return step::restart;
+                }
                 if (!(co_await wait_until(next_look()))) co_return step::restart;
-                if (wait_over()) co_return co_await time_out();
+                if (!is_try() && wait_over()) co_return co_await time_out();
                 continue;
             }
             const auto sent = clock::now();

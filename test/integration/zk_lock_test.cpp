@@ -543,3 +543,51 @@ TEST_CASE("zk: an attempt whose create answer was lost leaves no node once given
         direct.stop();
     }, 60s);
 }
+
+// A try (a zero wait) made before the session is connected waits for the
+// session, as long as a connection attempt may take, and is then answered as
+// a try: granted here. It was answered server_error within milliseconds: its
+// loop, waiting "until the wait's end" that had passed as it began, spent
+// its bounded rounds at once (the fresh-server zero-wait failure of the
+// conformance suite).
+TEST_CASE("zk: a try made before the session is connected waits for it, then tries",
+          "[zk][integration]") {
+    zk_server server;
+    fault_proxy proxy(server.port(), "127.0.0.1", fault_proxy::framing::raw);
+    // The handshake reaches the server; its answer is held back.
+    proxy.pause(fault_proxy::direction::to_client);
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), "zk://127.0.0.1:" + std::to_string(proxy.port()) +
+                                                "?session_timeout_ms=6000");
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(b, "early-try"), other(b, "early-try");
+        std::optional<error_code> result;
+        std::optional<guard> held;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 0ms}, nothrow);
+            result = ec;
+            if (!ec) held = std::move(g);
+        }, asio::detached);
+        // The C client gave up on that connection and tries another (at two
+        // thirds of the session timeout, 4 s): the try has been without a
+        // session for that long, far longer than the old loop's rounds
+        // lasted, and within its bound (the session timeout, 6 s).
+        const auto r1_ =
+            co_await eventually([&] { return proxy.stats().connections.size() >= 2; }, 10s);
+        REQUIRE(r1_);
+        // Not answered while the session is not there.
+        CHECK_FALSE(result.has_value());
+        proxy.resume(fault_proxy::direction::to_client);
+        const auto r2_ = co_await eventually([&] { return result.has_value(); }, 15s);
+        REQUIRE(r2_);
+        INFO(result->message());
+        CHECK_FALSE(*result);
+        REQUIRE(held);
+        // And a try still answers at once once connected: the lock is held.
+        auto [ec2, g2] = co_await other.async_acquire({.lease = 5s, .wait = 0ms}, nothrow);
+        CHECK((ec2 == error::lock_held || ec2 == error::wait_timeout));
+        const auto r3_ = co_await held->release();
+        CHECK_FALSE(r3_);
+        b.stop();
+    }, 60s);
+}
