@@ -76,17 +76,4 @@ inline boost::asio::awaitable<std::optional<guard>> try_until(mutex& m, lock_opt
     }
 }
 
-// Asks `pred` every 50 ms until it holds, for at most `limit`: for looks at
-// the server through the fixture (lock_server::owners), each of which may be
-// a connection of its own. Whether it held in time.
-template <class Pred>
-boost::asio::awaitable<bool> server_says(Pred pred, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-        if (std::chrono::steady_clock::now() >= deadline) co_return false;
-        co_await sleep_for(50ms);
-    }
-    co_return true;
-}
-
 }  // namespace corolock::test::conformance

@@ -566,7 +566,8 @@ TEST_CASE("a given-up attempt leaves nothing on the server", "[conformance][give
                 INFO(ec.message());
                 CHECK_FALSE(ec);
             }
-            const auto r10_ = co_await server_says([&] { return server->owners(name).empty(); }, 10s);
+            const auto r10_ =
+                co_await eventually([&] { return server->owners(name).empty(); }, 10s, 50ms);
             CHECK(r10_);
             corolock::mutex late(other_side, name);
             auto got = co_await late.try_acquire();
@@ -626,10 +627,16 @@ TEST_CASE("a re-entry that asks for the watchdog keeps its tenure past the lease
             other_side.stop();
             co_return;
         }
+        const auto first_end = g1.lease_deadline();
         auto g2 = co_await h.acquire({.lease = lease, .wait = 5s});
-        // Well past the first lease and its expiry slack: a tenure without
-        // renewals would be lost, and the lock free.
-        co_await sleep_for(2 * lease + server->expiry_slack());
+        // Until the first lease and the server's expiry slack are over (a
+        // tenure without renewals would be lost, and the lock free), and
+        // renewals have moved the deadline a whole lease past the first.
+        const auto renewed = co_await eventually([&] {
+            return std::chrono::steady_clock::now() > first_end + server->expiry_slack() &&
+                   g1.lease_deadline() > first_end + lease;
+        }, 10s);
+        CHECK(renewed);
         CHECK_FALSE(g1.lost());
         CHECK_FALSE(g2.lost());
         const auto taken = co_await other.try_acquire();

@@ -46,14 +46,17 @@ long long mono_ns();
 // The lock's hash key (see docs/protocol.md).
 std::string lock_key(const std::string& name);
 
-// Waits, bounded, until pred() holds; other coroutines run meanwhile.
-// Returns whether it held in time.
+// Waits, bounded, until pred() holds, asking it every `every`; other
+// coroutines run meanwhile. Returns whether it held in time. A look at a
+// server through a fixture (each may be a connection of its own) asks less
+// often: every 50 ms.
 template <class Pred>
-boost::asio::awaitable<bool> eventually(Pred pred, std::chrono::milliseconds limit) {
+boost::asio::awaitable<bool> eventually(Pred pred, std::chrono::milliseconds limit,
+                                        std::chrono::milliseconds every = std::chrono::milliseconds(2)) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (!pred()) {
         if (std::chrono::steady_clock::now() >= deadline) co_return false;
-        co_await sleep_for(std::chrono::milliseconds(2));
+        co_await sleep_for(every);
     }
     co_return true;
 }
