@@ -68,7 +68,7 @@ asan_build() {
   local except=vptr
   [ "${ASAN_ALL:-0}" = 1 ] && except=
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=address,undefined \
-    -DCOROLOCK_SANITIZE_EXCEPT="$except" "${debug_flags[@]}" -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
+    -DCOROLOCK_SANITIZE_EXCEPT="$except" "${debug_flags[@]}" -DCOROLOCK_LINKER="$linker" -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_PCH=ON -DCOROLOCK_BUILD_BENCH="$all" -DCOROLOCK_BUILD_FAULT_TESTS="$all"
   # Only the programs the gate's run starts (asan_test below): the unit and
   # integration tiers' and the worker.
   local target=corolock_unit_integration_programs
@@ -97,7 +97,7 @@ tsan_build() {
   # single-threaded programs ASan already covers, and so is the unit tier
   # (no unit test starts a thread; the one that hands an answer to Asio's
   # system executor is left out under TSan, see docs/reliability.md).
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON "${debug_flags[@]}" \
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE="$build_type" -DCOROLOCK_SANITIZE=thread -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_PCH=ON "${debug_flags[@]}" \
     -DCOROLOCK_LINKER="$linker" -DCOROLOCK_BUILD_EXAMPLES=OFF -DCOROLOCK_BUILD_TOOLS=OFF -DCOROLOCK_BUILD_BENCH=OFF
   cmake --build "$dir" -j "$jobs" --target corolock_threads_tests
 }

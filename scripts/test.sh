@@ -28,7 +28,8 @@ jobs=${JOBS:-$(nproc)}
 # (g++ at -O3 warns where -O2 does not), and CI needs no second build for
 # the hardening check.
 # The test programs as unity sources: about half their compile time
-# (COROLOCK_UNITY_TESTS in CMakeLists.txt).
+# (COROLOCK_UNITY_TESTS in CMakeLists.txt); the common headers precompiled
+# (COROLOCK_PCH).
 source scripts/lib/tiers.sh
 case "${TESTS:-gate}" in
   gate) run_args=("${gate_cmake_args[@]}") ;;
@@ -36,7 +37,7 @@ case "${TESTS:-gate}" in
   *) echo "test.sh: TESTS is gate, extended or all, not '$TESTS'" >&2; exit 2 ;;
 esac
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
-  -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON "${run_args[@]}" ${CMAKE_ARGS:-}
+  -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_PCH=ON "${run_args[@]}" ${CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "$jobs"
 
 # The unit, integration and conformance (redis, etcd) tests run in
