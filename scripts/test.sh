@@ -40,11 +40,13 @@ cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" \
   -DCOROLOCK_WERROR=ON -DCOROLOCK_UNITY_TESTS=ON -DCOROLOCK_PCH=ON "${run_args[@]}" ${CMAKE_ARGS:-}
 cmake --build "$build_dir" -j "$jobs"
 
-# The unit, integration and conformance (redis, etcd) tests run in
-# parallel: each integration case starts its own server on free ports. The
-# fault tier, the Sentinel and Cluster fleets, the cli scripts and the other
-# multi-process tests are marked RUN_SERIAL in test/CMakeLists.txt, so ctest
-# runs them one by one.
+# The unit, integration (every backend's, and the Cluster and RedLock
+# families') and conformance tests run two at a time: each integration case
+# starts its own servers on free ports and mostly waits on them. The fault
+# tier, the Sentinel family, the conformance fleets, the cli scripts and the
+# other multi-process tests are marked RUN_SERIAL in test/CMakeLists.txt, so
+# ctest runs them one by one (under the sanitizers, the integration families
+# too).
 case "${TESTS:-gate}" in
   gate) selection=(-LE "$gate_excluded_labels"); junit=junit.xml ;;
   extended) selection=(-L "$extended_labels"); junit=junit-extended.xml ;;
