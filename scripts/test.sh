@@ -15,6 +15,14 @@
 #   scripts/test.sh -R lock          # extra arguments go to ctest
 #   TESTS=extended scripts/test.sh   # the extended run's tests instead
 #   TESTS=all scripts/test.sh        # both
+#
+# COROLOCK_BESIDE_UNTIMED=COMMAND (what .ci/run sets, for its time): the
+# gate's tests run in two phases. First the tests without a time bound
+# (test/labels/timed.txt names the others), with COMMAND (the ASan tree's
+# build) at nice 19 beside them, its output in BUILD_DIR/beside.log: it gets
+# the CPU those tests leave idle, and yields to them. Then, once COMMAND has
+# ended, the tests with a time bound, with nothing beside them. JUnit:
+# BUILD_DIR/junit-untimed.xml and BUILD_DIR/junit.xml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -52,4 +60,22 @@ case "${TESTS:-gate}" in
   extended) selection=(-L "$extended_labels"); junit=junit-extended.xml ;;
   all) selection=(); junit=junit-all.xml ;;
 esac
-run_ctest "$build_dir" "$junit" -j "$jobs" "${selection[@]}" "$@"
+beside=${COROLOCK_BESIDE_UNTIMED:-}
+if [[ -z "$beside" || "${TESTS:-gate}" != gate || $# -gt 0 ]]; then
+  run_ctest "$build_dir" "$junit" -j "$jobs" "${selection[@]}" "$@"
+  exit
+fi
+status=0
+nice -n 19 bash -c "$beside" >"$build_dir/beside.log" 2>&1 &
+beside_pid=$!
+run_ctest "$build_dir" junit-untimed.xml -j "$jobs" -LE "$gate_untimed_excluded_labels" ||
+  status=$?
+beside_status=0
+wait "$beside_pid" || beside_status=$?
+if ((beside_status != 0)); then
+  echo "test.sh: '$beside', run beside the tests, failed ($beside_status); its last lines:"
+  tail -n 80 "$build_dir/beside.log"
+fi
+run_ctest "$build_dir" "$junit" -j "$jobs" -L "$timed_labels" -LE "$gate_excluded_labels" ||
+  status=$?
+((status == 0 && beside_status == 0))

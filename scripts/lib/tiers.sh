@@ -27,6 +27,11 @@ asan_gate_labels='^(unit|integration)$'
 # repeats them under load (test/labels/timed.txt names them).
 timed_labels='^timed$'
 
+# What the gate's first phase leaves out when a build runs beside it
+# (scripts/test.sh, COROLOCK_BESIDE_UNTIMED): the extended run's tests and
+# every test with a time bound, which run in the second phase, alone.
+gate_untimed_excluded_labels='^(extended|bench|timed)$'
+
 # ctest's output of a failed test in full (ctest cuts it at 300 KB by
 # default), into the console and the JUnit file.
 ctest_output_size=(--test-output-size-failed 4194304)
