@@ -634,7 +634,7 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
                 grant(level, terms, token, contended, decided);
                 co_return step::granted;
             }
-            if (try_once || (opts.wait && opts.wait->count() == 0)) {
+            if (is_try()) {
                 co_await give_back_now();
                 complete(error::lock_held, {});
                 co_return step::finished;
