@@ -37,6 +37,8 @@ config tool_config(config cfg, int verbosity) {
     // Short bounds: see defaults::command_timeout.
     if (cfg.connect_timeout.count() == 0) cfg.connect_timeout = defaults::connect_timeout;
     if (cfg.command_timeout.count() == 0) cfg.command_timeout = defaults::command_timeout;
+    // The tool only takes, inspects and breaks locks: tight reply limits.
+    cfg.use_lock_only_limits();
     cfg.logger = make_logger(verbosity);
     if (cfg.client_name.empty()) cfg.client_name = "corolock-cli";
     return cfg;

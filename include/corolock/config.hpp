@@ -151,13 +151,16 @@ struct config {
     // The same configuration with every zero field replaced by its default.
     config with_defaults() const;
 
-    // Tight reply limits for a client used only for locks (and the CLI's
-    // lock commands): the lock layer's replies are short arrays of lock
-    // names, tokens and counters, so a server cannot make such a client
-    // hold more than about a megabyte. max_bulk_length 64 KiB (lock names
-    // are at most 512 bytes), max_aggregate_size 1024, max_nesting_depth 4,
-    // max_reply_size 1 MiB. Limits already set are left alone. Not for
-    // clients that also read large values through async_exec.
+    // Tight reply limits for a client used only for locks: the lock layer's
+    // replies are short arrays of lock names, tokens and counters, so a
+    // server cannot make such a client hold more than about a megabyte.
+    // max_bulk_length 64 KiB (lock names are at most 512 bytes),
+    // max_aggregate_size 1024, max_nesting_depth 4, max_reply_size 1 MiB;
+    // in Cluster mode (set the mode first) 32768 elements and 8 MiB, for
+    // the slot map of a cluster whose slots are fragmented. Limits already
+    // set are left alone. Not for clients that also read large values
+    // through async_exec. A backend made from a URL or a config, and the
+    // corolock tool, use these limits by default.
     config& use_lock_only_limits() noexcept;
 
     // Checks values that defaults cannot fix (an empty host, a negative

@@ -466,10 +466,14 @@ config config::with_defaults() const {
 }
 
 config& config::use_lock_only_limits() noexcept {
+    // A Cluster client also reads the slot map (CLUSTER SHARDS, or CLUSTER
+    // SLOTS): every slot range of every shard, up to 16384 ranges of two
+    // numbers when the slots are fragmented, each number a reply node.
+    const bool cluster = mode == topology::cluster;
     if (max_bulk_length == 0) max_bulk_length = 64u * 1024;
-    if (max_aggregate_size == 0) max_aggregate_size = 1024;
+    if (max_aggregate_size == 0) max_aggregate_size = cluster ? 2u * 16384 : 1024;
     if (max_nesting_depth == 0) max_nesting_depth = 4;
-    if (max_reply_size == 0) max_reply_size = 1024u * 1024;
+    if (max_reply_size == 0) max_reply_size = cluster ? 8u * 1024 * 1024 : 1024u * 1024;
     return *this;
 }
 

@@ -1,6 +1,6 @@
 #include <corolock/client.hpp>
 #include "redis/client_impl.hpp"
-#include "redis/open_cloexec.hpp"
+#include "core/open_cloexec.hpp"
 #include "core/logging.hpp"
 #include "redis/scripts.hpp"
 #include "core/holder_record.hpp"
@@ -1217,6 +1217,9 @@ std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_
 
 std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_executor ex,
                                                             config cfg) {
+    // A backend only takes locks: a server may make it hold a megabyte per
+    // reply, not the 64 MiB a general client allows (limits set are kept).
+    cfg.use_lock_only_limits();
     auto impl = std::make_shared<detail::client_impl>(ex, checked(std::move(cfg), true));
     impl->start();
     return impl->lock_backend().shared();

@@ -312,11 +312,29 @@ resp3_parser::step resp3_parser::parse_one() {
         return fail(error::protocol_error, "unknown RESP3 type byte " + printable(type), start);
 
     // The header line: type byte, text, CRLF. Simple strings, errors and big
-    // numbers carry their value in the line, so they get the bulk limit;
-    // every other header is a short number.
+    // numbers carry their value in the line, so they get the bulk limit,
+    // and are charged to the reply as their bytes arrive: the line may be no
+    // longer than the reply has room left for, so an unending line cannot
+    // make the client buffer more than max_reply_size either. Every other
+    // header is a short number.
     const bool long_line = type == '+' || type == '-' || type == '(';
-    const std::size_t line_cap = long_line ? limits_.max_bulk_length : max_numeric_line;
+    std::size_t line_cap = max_numeric_line;
+    bool reply_room_caps = false;
+    if (long_line) {
+        // reply_cost_ never exceeds the limit (over_reply_limit).
+        const std::size_t left = limits_.max_reply_size - reply_cost_;
+        const std::size_t text_room = left > sizeof(reply) ? left - sizeof(reply) : 0;
+        reply_room_caps = text_room < limits_.max_bulk_length;
+        line_cap = reply_room_caps ? text_room : limits_.max_bulk_length;
+    }
     auto too_long = [&] {
+        if (reply_room_caps)
+            return fail(error::reply_too_large,
+                        "line longer than " + std::to_string(line_cap) + " bytes" +
+                            header_of(type) + ": the reply would hold more than " +
+                            std::to_string(limits_.max_reply_size) + " bytes in memory (" +
+                            std::to_string(reply_cost_) + " so far)",
+                        start);
         return fail(long_line ? error::reply_too_large : error::protocol_error,
                     "line longer than " + std::to_string(line_cap) + " bytes" + header_of(type),
                     start);

@@ -31,7 +31,9 @@ namespace corolock::detail {
 // what one top-level reply costs in memory once parsed: sizeof(reply) for
 // every value (aggregates and their elements alike) plus the bytes of text
 // it keeps, so many small elements are charged for their nodes, not their
-// few bytes on the wire.
+// few bytes on the wire. Every charge is made before the bytes are held: a
+// bulk string's at its header, a simple string's, error's or big number's
+// as its line arrives (it may be no longer than the reply has room left).
 struct parser_limits {
     std::size_t max_bulk_length = 0;
     std::size_t max_nesting_depth = 0;

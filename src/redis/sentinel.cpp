@@ -1,7 +1,7 @@
 #include "redis/sentinel.hpp"
 
 #include "redis/client_impl.hpp"
-#include "redis/open_cloexec.hpp"
+#include "core/open_cloexec.hpp"
 
 #include <corolock/command.hpp>
 

@@ -7,6 +7,9 @@
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
+#include "redis/client_impl.hpp"
+#include "redis/redis_backend.hpp"
+
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -69,6 +72,39 @@ TEST_CASE("backend: a redis:// backend records backend_config's holder label",
         const auto released = co_await g.release();
         CHECK(released == error_code{});
     });
+}
+
+TEST_CASE("backend: a Redis backend keeps the lock-only reply limits unless they are set",
+          "[backend][integration]") {
+    // A backend only takes locks: a server must not make it hold the 64 MiB
+    // per reply a general client allows (docs/security.md).
+    redis_server server;
+    asio::io_context ioc;
+    auto limits_of = [](const corolock::backend& b) {
+        auto& redis = dynamic_cast<corolock::detail::redis_backend&>(*b.impl());
+        return redis.client().cfg();
+    };
+    const corolock::config lock_only = corolock::config{}.use_lock_only_limits();
+    {
+        corolock::backend by_url(ioc.get_executor(), client_url(server));
+        const auto cfg = limits_of(by_url);
+        CHECK(cfg.max_reply_size == lock_only.max_reply_size);
+        CHECK(cfg.max_bulk_length == lock_only.max_bulk_length);
+        CHECK(cfg.max_aggregate_size == lock_only.max_aggregate_size);
+        CHECK(cfg.max_nesting_depth == lock_only.max_nesting_depth);
+    }
+    {
+        auto set = corolock::config::from_url(client_url(server));
+        set.max_reply_size = 8u * 1024 * 1024;
+        corolock::backend by_config(ioc.get_executor(), set);
+        const auto cfg = limits_of(by_config);
+        CHECK(cfg.max_reply_size == 8u * 1024 * 1024);  // set: kept
+        CHECK(cfg.max_bulk_length == lock_only.max_bulk_length);
+    }
+    // A client keeps the general defaults: it may read large values.
+    corolock::client c(ioc.get_executor(), client_url(server));
+    CHECK(c.get_config().max_reply_size == corolock::config_defaults::max_reply_size);
+    c.stop();
 }
 
 TEST_CASE("backend: a client's backend handle shares the client and does not stop it",

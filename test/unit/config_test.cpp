@@ -440,6 +440,13 @@ TEST_CASE("config: use_lock_only_limits tightens the reply limits that are unset
     CHECK(d.max_bulk_length == 64u * 1024);
     std::string why;
     CHECK(!d.validate(why));
+    // A Cluster client reads the slot map too: 16384 ranges of two numbers.
+    config k = config::from_url("redis+cluster://127.0.0.1:7000");
+    k.use_lock_only_limits();
+    CHECK(k.max_aggregate_size == 2u * 16384);
+    CHECK(k.max_reply_size == 8u * 1024 * 1024);
+    CHECK(k.max_nesting_depth == 4);
+    CHECK(k.max_bulk_length == 64u * 1024);
 }
 
 TEST_CASE("config: redis+sentinel:// names the Sentinels and the service", "[unit][config]") {

@@ -28,6 +28,22 @@ constexpr double inf = std::numeric_limits<double>::infinity();
 
 bool same(const reply& a, const reply& b) { return corolock::test::same_reply(a, b); }
 
+// The error of `bytes` parsed whole, after checking that fed byte by byte
+// they give the same error and diagnostic: a limit is enforced on what
+// has arrived, not on how it was split.
+error_code whole_and_bytewise(const parser_limits& limits, const std::string& bytes) {
+    resp3_parser whole(limits);
+    error_code ec;
+    whole.consume(bytes, ec);
+    resp3_parser bytewise(limits);
+    error_code bec;
+    for (std::size_t i = 0; i < bytes.size() && !bec; ++i)
+        bytewise.consume(std::string_view(bytes).substr(i, 1), bec);
+    CHECK(bec == ec);
+    CHECK(bytewise.diagnostic() == whole.diagnostic());
+    return ec;
+}
+
 struct frame {
     const char* name;
     std::string bytes;
@@ -462,18 +478,7 @@ TEST_CASE("resp3: limits on bulk length, aggregate size and depth", "[unit][resp
 
     // Checked whole and byte by byte: limits are enforced on the header
     // alone, before any payload or element arrives.
-    auto result = [&](const std::string& bytes) {
-        resp3_parser whole(limits);
-        error_code ec;
-        whole.consume(bytes, ec);
-        resp3_parser bytewise(limits);
-        error_code bec;
-        for (std::size_t i = 0; i < bytes.size() && !bec; ++i)
-            bytewise.consume(std::string_view(bytes).substr(i, 1), bec);
-        CHECK(bec == ec);
-        CHECK(bytewise.diagnostic() == whole.diagnostic());
-        return ec;
-    };
+    auto result = [&](const std::string& bytes) { return whole_and_bytewise(limits, bytes); };
     CHECK_FALSE(result("$16\r\n0123456789abcdef\r\n"));
     CHECK(result("$17\r\n") == error::reply_too_large);
     CHECK(result("!17\r\n") == error::reply_too_large);
@@ -682,6 +687,43 @@ TEST_CASE("resp3: one reply's memory is bounded, not only each string and aggreg
         p.consume(s, ec);
         CHECK(ec == error::reply_too_large);
     }
+}
+
+TEST_CASE("resp3: a simple string, error or big number is charged to the reply as it arrives",
+          "[unit][resp3]") {
+    // Such a line carries its value, so only the bulk limit (512 MiB by
+    // default) capped it, and it was charged to the reply only once its CRLF
+    // came: an unending line could make the client buffer 512 MiB under a
+    // 64 KiB reply limit. Now it may be no longer than the reply has room.
+    constexpr std::size_t cap = 64 * 1024;
+    const parser_limits limits{0, 0, 0, cap};
+    for (const char type : {'+', '-', '('}) {
+        CAPTURE(type);
+        resp3_parser p(limits);
+        error_code ec;
+        p.consume(std::string(1, type), ec);
+        const std::string chunk(4096, type == '(' ? '1' : 'x');
+        std::size_t sent = 1;
+        while (!ec && sent < 16 * cap) {
+            p.consume(chunk, ec);
+            sent += chunk.size();
+        }
+        CHECK(ec == error::reply_too_large);
+        CHECK(sent <= cap + chunk.size());
+        CHECK_THAT(p.diagnostic(), Catch::Contains("the reply would hold more than 65536 bytes"));
+    }
+    // The room is what the reply has left: the value's own node, and what
+    // the values before it in the same reply hold. Whole and byte by byte.
+    auto result = [&](const std::string& bytes) { return whole_and_bytewise(limits, bytes); };
+    const std::size_t alone = cap - sizeof(reply);
+    CHECK_FALSE(result("+" + std::string(alone, 'x') + "\r\n"));
+    CHECK(result("+" + std::string(alone + 1, 'x') + "\r\n") == error::reply_too_large);
+    const std::size_t third = cap - 3 * sizeof(reply);  // after "*2" and ":1"
+    CHECK_FALSE(result("*2\r\n:1\r\n-" + std::string(third, 'x') + "\r\n"));
+    CHECK(result("*2\r\n:1\r\n-" + std::string(third + 1, 'x') + "\r\n") ==
+          error::reply_too_large);
+    // The next reply has the whole room again.
+    CHECK_FALSE(result("+" + std::string(alone, 'x') + "\r\n+" + std::string(alone, 'x') + "\r\n"));
 }
 
 TEST_CASE("resp3: the default reply limit stops 12 MB of small elements early",

@@ -1,6 +1,7 @@
 // Opens a TCP socket that is not inherited by a child process that execs:
 // SOCK_CLOEXEC at creation, so no fork in another thread sees it without.
-// Used by the client's connections and the Sentinel connections.
+// Used by every connection corolock opens itself: Redis's (the client's and
+// Sentinel's) and the etcd gateway's.
 #pragma once
 
 #include <corolock/error.hpp>
