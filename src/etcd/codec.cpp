@@ -1,10 +1,13 @@
 #include "etcd/codec.hpp"
 
 #include <boost/json/parse.hpp>
+#include <boost/json/parser.hpp>
+#include <boost/json/storage_ptr.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
 #include <array>
+#include <new>
 #include <charconv>
 #include <limits>
 
@@ -165,17 +168,67 @@ range_result range_of(const json::object& o) {
     return r;
 }
 
+// The memory a decoded JSON value may take: every allocation is counted,
+// and one past the limit throws over_limit instead.
+struct over_limit : std::bad_alloc {
+    const char* what() const noexcept override { return "decoded JSON over its memory limit"; }
+};
+
+class bounded_resource final : public json::memory_resource {
+public:
+    explicit bounded_resource(std::size_t limit) noexcept : limit_(limit) {}
+
+private:
+    // Boost.JSON asks for at most the default new alignment; a larger one
+    // goes to the aligned forms, each freed as it was allocated.
+    static constexpr std::size_t plain = __STDCPP_DEFAULT_NEW_ALIGNMENT__;
+    void* do_allocate(std::size_t n, std::size_t align) override {
+        if (n > limit_ - used_) throw over_limit();
+        void* p = align <= plain ? ::operator new(n) : ::operator new(n, std::align_val_t(align));
+        used_ += n;
+        return p;
+    }
+    void do_deallocate(void* p, std::size_t n, std::size_t align) override {
+        if (align <= plain) ::operator delete(p);
+        else ::operator delete(p, std::align_val_t(align));
+        used_ -= n;
+    }
+    bool do_is_equal(const json::memory_resource& other) const noexcept override {
+        return this == &other;
+    }
+
+    std::size_t limit_;
+    std::size_t used_ = 0;
+};
+
+json::storage_ptr bounded_storage() {
+    return json::make_shared_resource<bounded_resource>(max_decoded_bytes);
+}
+
+decode_error too_large() {
+    return {error::reply_too_large,
+            "the response would take more than " + std::to_string(max_decoded_bytes >> 20) +
+                " MiB once decoded"};
+}
+
 template <class F>
 std::optional<decode_error> decode_with(std::string_view body, F&& f) {
     json::error_code jec;
     json::parse_options opts;
     opts.max_depth = 32;
-    const json::value v = json::parse(body, jec, {}, opts);
-    if (jec) return decode_error{error::protocol_error, "invalid JSON: " + jec.message()};
     try {
+        // Both bounded: the value, and the parser's temporary stack, which
+        // holds an array's elements until the array closes.
+        json::parser p(bounded_storage(), opts);
+        p.reset(bounded_storage());
+        p.write(body.data(), body.size(), jec);
+        if (jec) return decode_error{error::protocol_error, "invalid JSON: " + jec.message()};
+        const json::value v = p.release();
         f(as_object(v, "response"));
     } catch (const bad_field& e) {
         return decode_error{e.code, e.message};
+    } catch (const over_limit&) {
+        return too_large();
     }
     return std::nullopt;
 }
@@ -490,12 +543,21 @@ bool is_stale_token(const decode_error& e) {
             e.message.find("user name is empty") != std::string::npos);
 }
 
+// The parser's temporary stack (an open array's elements) is bounded too.
+watch_decoder::watch_decoder() : parser_(bounded_storage()) { parser_.reset(bounded_storage()); }
+
 std::optional<decode_error> watch_decoder::feed(std::string_view bytes,
                                                 std::vector<watch_update>& out) {
     if (failed_) return decode_error{error::protocol_error, "watch stream already failed"};
     while (!bytes.empty()) {
         json::error_code jec;
-        const std::size_t n = parser_.write_some(bytes.data(), bytes.size(), jec);
+        std::size_t n = 0;
+        try {
+            n = parser_.write_some(bytes.data(), bytes.size(), jec);
+        } catch (const over_limit&) {
+            failed_ = true;
+            return too_large();
+        }
         if (jec) {
             failed_ = true;
             return decode_error{error::protocol_error, "invalid JSON in watch stream: " + jec.message()};
@@ -508,7 +570,7 @@ std::optional<decode_error> watch_decoder::feed(std::string_view bytes,
         }
         if (!parser_.done()) continue;
         const json::value v = parser_.release();
-        parser_.reset();
+        parser_.reset(bounded_storage());
         pending_ = 0;
         try {
             out.push_back(watch_update_of(as_object(v, "watch message")));

@@ -59,9 +59,16 @@ bool is_stale_token(const decode_error& e);
 
 // Splits a watch response stream into its messages, however the bytes are
 // chunked: feed() whatever arrived, get the complete updates.
+// What one decoded response or watch message may hold in memory (Boost.JSON
+// values, arrays, strings): a body of 64 MiB of "{}," would otherwise
+// decode into gigabytes. Past it: error::reply_too_large.
+inline constexpr std::size_t max_decoded_bytes = 64u << 20;
+
 class watch_decoder {
 public:
     static constexpr std::size_t max_message = 16u << 20;
+
+    watch_decoder();
 
     // Appends the updates completed by `bytes` to out. After an error the
     // stream is unusable. A server-side cancel (compaction, ...) is an error.

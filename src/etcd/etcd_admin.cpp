@@ -141,8 +141,10 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
     co_return std::make_tuple(lec, st);
 }
 
-bool split_lock_key(std::string_view tail, std::string_view& name,
+bool split_lock_key(std::string_view key, std::string_view prefix, std::string_view& name,
                     std::string_view& owner) noexcept {
+    if (key.substr(0, prefix.size()) != prefix) return false;
+    const std::string_view tail = key.substr(prefix.size());
     const auto colon = tail.find(':');
     if (colon == 0 || colon == std::string_view::npos || tail[0] == '0') return false;
     std::size_t length = 0;
@@ -202,8 +204,7 @@ asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(admin_list_
         bool full = false;
         for (auto& kv : r.kvs) {
             std::string_view name, owner;
-            const std::string_view tail = std::string_view(kv.key).substr(opts_.prefix.size());
-            if (!split_lock_key(tail, name, owner)) continue;
+            if (!split_lock_key(kv.key, opts_.prefix, name, owner)) continue;
             if (!o.pattern.empty() && !glob_match(o.pattern, name)) continue;
             if (groups.empty() || groups.back().name != name) {
                 if (groups.size() == o.max_locks) {

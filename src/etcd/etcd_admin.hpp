@@ -86,9 +86,12 @@ struct admin_lock_list {
     std::int64_t revision = 0;  // the store's revision every page was read at
 };
 
-// The lock name and owner id of a key's tail after the backend's prefix
-// ("<len>:<name>/<owner>"); false when the tail has another shape.
-bool split_lock_key(std::string_view tail, std::string_view& name, std::string_view& owner) noexcept;
+// The lock name and owner id of a key read under the backend's prefix
+// ("<prefix><len>:<name>/<owner>"); false when the key has another shape,
+// or does not begin with the prefix (a gateway's answer is not trusted to
+// stay within the range asked for).
+bool split_lock_key(std::string_view key, std::string_view prefix, std::string_view& name,
+                    std::string_view& owner) noexcept;
 
 struct admin_break_result {
     bool held = false;                // false: nothing was removed

@@ -1,5 +1,6 @@
 #include "etcd/gateway.hpp"
 
+#include "core/open_cloexec.hpp"
 #include "etcd/codec.hpp"
 
 #include <boost/asio/as_tuple.hpp>
@@ -43,6 +44,13 @@ using asio::use_awaitable;
 namespace {
 
 constexpr std::size_t max_body = 64u << 20;
+// What a connection holds of a response not yet parsed: its header, a
+// chunk-size line with its extensions, a trailer. Beast 1.81 bounds none of
+// the last three, so the buffer does: past it, the response is refused
+// (reply_too_large) instead of growing the client without end. Body bytes
+// leave the buffer as they are parsed, so the body's own limit is
+// max_body.
+constexpr std::size_t max_buffered = 1u << 20;
 
 struct endpoint {
     std::string host;
@@ -74,7 +82,7 @@ endpoint parse_endpoint(const std::string& s) {
 struct connection {
     std::unique_ptr<beast::tcp_stream> plain;
     std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
-    beast::flat_buffer buffer;
+    beast::flat_buffer buffer{max_buffered};
     std::size_t endpoint_index = 0;
     bool reused = false;
 
@@ -194,7 +202,19 @@ struct gateway::impl {
             c->endpoint_index = index;
             c->lowest().expires_at(until);
             connecting_entry entry(d, c.get(), slot);
-            co_await c->lowest().async_connect(results, asio::redirect_error(use_awaitable, ec));
+            // Each address in turn, on a socket opened close-on-exec
+            // (Beast's range connect would open them without).
+            ec = asio::error::host_not_found;
+            for (const auto& entry : results) {
+                error_code ignored;
+                c->lowest().socket().close(ignored);
+                if (ec = open_cloexec(c->lowest().socket(), entry.endpoint().protocol()); ec)
+                    continue;
+                co_await c->lowest().async_connect(entry.endpoint(),
+                                                   asio::redirect_error(use_awaitable, ec));
+                if (!ec || ec == beast::error::timeout || d.stopped || (abandoned && *abandoned))
+                    break;
+            }
             if (d.stopped || (abandoned && *abandoned)) {
                 out = {d.stopped ? error_code(error::client_stopped)
                                  : error_code(asio::error::operation_aborted),
@@ -323,6 +343,9 @@ struct gateway::impl {
                 o = {error::timeout, target + " to " + where + ": timed out"};
             } else if (o.code == http::error::body_limit) {
                 o = {error::reply_too_large, target + " to " + where + ": response over 64 MiB"};
+            } else if (o.code == http::error::buffer_overflow) {
+                o = {error::reply_too_large, target + " to " + where +
+                                                 ": a header, chunk line or trailer over 1 MiB"};
             } else if (o.code.category() == make_error_code(http::error::bad_version).category() &&
                        o.code != http::error::end_of_stream &&
                        o.code != http::error::partial_message) {
@@ -413,6 +436,7 @@ struct gateway::impl::watch_impl : watch_stream, std::enable_shared_from_this<wa
     bool cancelled = false;
     bool finished = false;
     connection* connecting = nullptr;  // while connect() runs
+    std::chrono::milliseconds idle_timeout{60'000};  // gateway_options::watch_idle_timeout
 
     explicit watch_impl(asio::strand<asio::any_io_executor> s) : strand(std::move(s)) {}
 
@@ -463,11 +487,22 @@ struct gateway::impl::watch_impl : watch_stream, std::enable_shared_from_this<wa
         codec::watch_decoder decoder;
         std::string error_body;
         char chunk[16384];
+        const auto idle = w->idle_timeout;
         for (long reads = 0; !parser.is_done() && reads < (1L << 40); ++reads) {
             parser.get().body().data = chunk;
             parser.get().body().size = sizeof chunk;
+            // A watch that hears nothing for that long ends (its watchers
+            // look again and it starts over): a silent or half-open
+            // connection is not kept for ever.
+            c.lowest().expires_after(idle);
             co_await http::async_read_some(s, c.buffer, parser, asio::redirect_error(use_awaitable, ec));
             if (ec == http::error::need_buffer) ec = {};
+            if (ec == beast::error::timeout)
+                co_return outcome{error::timeout, "/v3/watch: nothing heard for " +
+                                                      std::to_string(idle.count()) + " ms"};
+            if (ec == http::error::buffer_overflow)
+                co_return outcome{error::reply_too_large,
+                                  "/v3/watch: a chunk line or trailer over 1 MiB"};
             if (ec) co_return outcome{ec, "/v3/watch: " + describe(ec)};
             const std::string_view got(chunk, sizeof chunk - parser.get().body().size);
             if (status != 200) {
@@ -546,6 +581,9 @@ gateway::gateway(private_tag, asio::any_io_executor ex, gateway_options opts)
     for (const auto& e : opts.endpoints) impl_->endpoints.push_back(parse_endpoint(e));
     if (opts.tls) {
         auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);
+        // TLS 1.2 at least, as for Redis, whatever the system's OpenSSL
+        // configuration allows.
+        SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
         ctx->set_verify_mode(ssl::verify_peer);
         if (opts.ca_file.empty()) {
             ctx->set_default_verify_paths();
@@ -611,6 +649,7 @@ std::shared_ptr<watch_stream> gateway::watch(watch_request req, watch_handler h)
     auto w = std::make_shared<impl::watch_impl>(strand_);
     w->owner = weak_from_this();
     w->handler = std::move(h);
+    w->idle_timeout = impl_->opts.watch_idle_timeout;
     asio::dispatch(strand_, [self = shared_from_this(), w, req = std::move(req)]() mutable {
         if (self->impl_->stopped) {
             w->finish(error::client_stopped);

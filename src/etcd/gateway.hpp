@@ -54,6 +54,11 @@ struct gateway_options {
     std::chrono::milliseconds connect_timeout{5'000};  // per endpoint tried
     std::chrono::milliseconds request_timeout{5'000};  // whole request, queueing included
     std::size_t max_connections = 4;                   // unary pool; watches have their own
+    // A watch that hears nothing (no event, no byte) for this long ends
+    // with error::timeout, and its owner starts it again: a silent or
+    // half-open connection is not kept for ever. Correctness does not
+    // hang on it (a waiter also checks its predecessor's lease).
+    std::chrono::milliseconds watch_idle_timeout{60'000};
 };
 
 class gateway final : public transport, public std::enable_shared_from_this<gateway> {

@@ -9,12 +9,18 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/buffer.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <catch2/catch.hpp>
+
+#include <optional>
+#include <string>
 
 namespace asio = boost::asio;
 using namespace std::chrono_literals;
@@ -432,4 +438,112 @@ TEST_CASE("etcd gateway: etcds checks the server's certificate against the CA an
         by_name->stop();
         plain->stop();
     });
+}
+
+namespace {
+
+// A hostile gateway on a free loopback port: it answers every request it
+// reads with `head`, then `tail` over and over (nothing, if empty) until
+// the client hangs up or `cap` bytes went out. sent() is what it wrote.
+class hostile_gateway {
+public:
+    hostile_gateway(asio::io_context& ioc, std::string head, std::string tail, std::size_t cap)
+        : acceptor_(ioc, {asio::ip::make_address("127.0.0.1"), 0}),
+          head_(std::move(head)), tail_(std::move(tail)), cap_(cap) {
+        asio::co_spawn(ioc, serve(), asio::detached);
+    }
+    std::string endpoint() const {
+        return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+    }
+    std::size_t sent() const { return sent_; }
+    bool client_hung_up() const { return hung_up_; }
+    void stop() {
+        error_code ignored;
+        acceptor_.close(ignored);
+        if (socket_) socket_->close(ignored);
+    }
+
+private:
+    asio::awaitable<void> serve() {
+        auto [ec, s] = co_await acceptor_.async_accept(asio::as_tuple(asio::use_awaitable));
+        if (ec) co_return;
+        socket_.emplace(std::move(s));
+        char request[4096];
+        auto [rec, n] = co_await socket_->async_read_some(asio::buffer(request),
+                                                          asio::as_tuple(asio::use_awaitable));
+        if (rec) co_return;
+        auto [wec, w] = co_await asio::async_write(*socket_, asio::buffer(head_),
+                                                   asio::as_tuple(asio::use_awaitable));
+        sent_ += w;
+        if (wec || tail_.empty()) co_return;
+        while (sent_ < cap_) {
+            auto [tec, t] = co_await asio::async_write(*socket_, asio::buffer(tail_),
+                                                       asio::as_tuple(asio::use_awaitable));
+            sent_ += t;
+            if (tec) {
+                hung_up_ = true;
+                co_return;
+            }
+        }
+    }
+
+    asio::ip::tcp::acceptor acceptor_;
+    std::optional<asio::ip::tcp::socket> socket_;
+    std::string head_, tail_;
+    std::size_t cap_;
+    std::size_t sent_ = 0;
+    bool hung_up_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("etcd gateway: an endless chunk extension is refused with the memory it may take",
+          "[etcd][integration][hostile]") {
+    // Boost 1.81's HTTP parser bounds no chunk-size line: the connection's
+    // buffer grew for as long as the server sent. It is bounded (1 MiB).
+    asio::io_context ioc;
+    hostile_gateway server(ioc,
+                           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n5;ext=",
+                           std::string(64 * 1024, 'a'), 64u << 20);
+    gateway_options opts;
+    opts.endpoints = {server.endpoint()};
+    opts.request_timeout = 20s;
+    auto gw = gateway::create(ioc.get_executor(), opts);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await op<range_result>([&](auto h) { gw->range(prefix("x/"), std::move(h)); });
+        CHECK(ec == error::reply_too_large);
+        CHECK_THAT(gw->last_error().message, Catch::Contains("over 1 MiB"));
+        gw->stop();
+        // The client hung up: what went out is the 1 MiB buffer plus what the
+        // kernel's socket buffers held, far from the 64 MiB the server had.
+        for (int i = 0; i < 500 && !server.client_hung_up(); ++i) co_await sleep_for(10ms);
+        CHECK(server.client_hung_up());
+        CHECK(server.sent() < (32u << 20));
+        server.stop();
+    }, 30s);
+}
+
+TEST_CASE("etcd gateway: a watch that hears nothing ends at its idle timeout",
+          "[etcd][integration][hostile]") {
+    // The headers, then silence: the watch used to wait for ever.
+    asio::io_context ioc;
+    hostile_gateway server(ioc,
+                           "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                           "Transfer-Encoding: chunked\r\n\r\n",
+                           "", 0);
+    gateway_options opts;
+    opts.endpoints = {server.endpoint()};
+    opts.watch_idle_timeout = 300ms;
+    auto gw = gateway::create(ioc.get_executor(), opts);
+    watch_log log(ioc.get_executor());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto w = gw->watch({"w/", prefix_end("w/"), 0}, log.handler());
+        REQUIRE(co_await log.wait([&] { return log.end.has_value(); }, 10s));
+        CHECK(*log.end == error::timeout);
+        CHECK(log.updates.empty());
+        CHECK_THAT(gw->last_error().message, Catch::Contains("nothing heard for 300 ms"));
+        gw->stop();
+        server.stop();
+    }, 20s);
 }

@@ -7,7 +7,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 using namespace corolock;
 using namespace corolock::detail::etcd;
@@ -253,4 +256,43 @@ TEST_CASE("etcd codec: a watch stream ends on a server cancel, an error or garba
     REQUIRE(e);
     CHECK_THAT(e->message, Catch::Contains("unknown"));
     CHECK(out.empty());
+}
+
+TEST_CASE("etcd codec: a body of many small elements is refused before it takes gigabytes",
+          "[etcd][codec]") {
+    // "{}," is 3 bytes on the wire and a 24-byte value once decoded (more
+    // while the parser holds the open array): a 64 MiB body of them decoded
+    // into gigabytes. The decoded memory is bounded (max_decoded_bytes).
+    const std::size_t n = 4u << 20;  // 12 MB of body, about 100 MB decoded
+    std::string elements;
+    elements.reserve(3 * n);
+    for (std::size_t i = 0; i < n; ++i) elements += "{},";
+    elements.pop_back();
+    {
+        range_result r;
+        const auto e = codec::decode_range("{" + header + R"(,"kvs":[)" + elements + "]}", r);
+        REQUIRE(e);
+        CHECK(e->code == error::reply_too_large);
+        CHECK_THAT(e->message, Catch::Contains("once decoded"));
+    }
+    {
+        // The same in one watch message (under the 16 MiB message limit).
+        codec::watch_decoder d;
+        std::vector<watch_update> out;
+        const std::string message = R"({"result":{)" + header + R"(,"events":[)" + elements + "]}}\n";
+        std::optional<codec::decode_error> e;
+        for (std::size_t at = 0; at < message.size() && !e; at += 16384)
+            e = d.feed(std::string_view(message).substr(at, 16384), out);
+        REQUIRE(e);
+        CHECK(e->code == error::reply_too_large);
+        CHECK(out.empty());
+    }
+    // An ordinary large answer still decodes: a page of 1000 keys.
+    std::string kvs;
+    for (int i = 0; i < 1000; ++i)
+        kvs += std::string(i ? "," : "") + R"({"key":"Zm9v","create_revision":"4","mod_revision":"4","version":"1","value":")" +
+               std::string(400, 'Q') + R"("})";
+    range_result r;
+    REQUIRE_FALSE(codec::decode_range("{" + header + R"(,"kvs":[)" + kvs + "]}", r));
+    CHECK(r.kvs.size() == 1000);
 }
