@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <system_error>
 #include <unistd.h>
@@ -91,6 +92,17 @@ void session::open() {
     const int timeout_ms = static_cast<int>(opts_.session_timeout.count());
     zh_ = zookeeper_init2(opts_.hosts.c_str(), &session::on_watch, timeout_ms, nullptr, this,
                           ZOO_NO_LOG_CLIENTENV, &log_line);
+    if (zh_ != nullptr && opts_.authenticated()) {
+        // The C client keeps the credentials and sends them again on every
+        // connection of the session. Digest authentication itself never
+        // fails: a wrong password is another identity, refused (ZNOAUTH,
+        // error::no_permission) by the nodes the right one created.
+        const std::string credentials = opts_.user + ":" + opts_.password;
+        const int rc = zoo_add_auth(zh_, "digest", credentials.data(),
+                                    static_cast<int>(credentials.size()), nullptr, nullptr);
+        if (rc != ZOK)
+            log_.warn("zookeeper: could not add the digest credentials: {}", zerror(rc));
+    }
     if (zh_ == nullptr) {
         // Out of memory, or hosts the client could not parse (the URL
         // parser checked them): try again shortly.
@@ -200,9 +212,15 @@ void session::watch_socket(int fd, int interest) {
         release_socket();
         // A copy of the library's socket, ours to register and close: the
         // library may close its own at any call, and its number may be
-        // reused at once by another socket of this process.
-        const int mine = ::dup(fd);
-        if (mine < 0) throw std::system_error(errno, std::system_category(), "dup");
+        // reused at once by another socket of this process. Both are
+        // close-on-exec, so that a child that execs cannot keep the session
+        // (and its locks) alive: the copy from its creation, the library's
+        // own (unless the C client was built with SOCK_CLOEXEC) as soon as
+        // it is seen, right after the C client opened it.
+        const int flags = ::fcntl(fd, F_GETFD);
+        if (flags >= 0 && !(flags & FD_CLOEXEC)) (void)::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+        const int mine = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        if (mine < 0) throw std::system_error(errno, std::system_category(), "fcntl F_DUPFD_CLOEXEC");
         socket_.assign(mine);
         fd_ = fd;
         fd_inode_ = inode;
@@ -349,11 +367,27 @@ void session::fail_with(stat_handler& h, int rc) { h(rc, {}); }
 void session::fail_with(children_handler& h, int rc) { h(rc, {}, {}); }
 void session::fail_with(void_handler& h, int rc) { h(rc); }
 
+namespace {
+
+// The ACL of every node an authenticated session creates: all permissions
+// to the identities the session authenticated as (ZooKeeper's "auth"
+// scheme, i.e. creator-all), READ to anyone, so that others may watch and
+// list a lock but never create or delete a node in its directory, nor
+// change or delete a holder's node.
+ACL_vector* creator_all_world_read() {
+    static ACL entries[] = {{ZOO_PERM_ALL, ZOO_AUTH_IDS}, {ZOO_PERM_READ, ZOO_ANYONE_ID_UNSAFE}};
+    static ACL_vector acl{2, entries};
+    return &acl;
+}
+
+}  // namespace
+
 void session::create(const std::string& path, const std::string& data, int flags,
                      create_handler h) {
+    ACL_vector* acl = opts_.authenticated() ? creator_all_world_read() : &ZOO_OPEN_ACL_UNSAFE;
     submit(std::move(h), [&](pending& p) {
         return zoo_acreate2(
-            zh_, path.c_str(), data.data(), static_cast<int>(data.size()), &ZOO_OPEN_ACL_UNSAFE,
+            zh_, path.c_str(), data.data(), static_cast<int>(data.size()), acl,
             flags,
             [](int rc, const char* created, const Stat* s, const void* d) {
                 auto p = pending::claim(d, rc);

@@ -1,5 +1,7 @@
 #include "zk/url.hpp"
 
+#include "core/credentials.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -57,10 +59,21 @@ error_code parse_url(std::string_view url, zk_options& out, std::string& why) {
         path = rest.substr(p);
         rest = rest.substr(0, p);
     }
-    if (rest.find('@') != std::string_view::npos)
-        return fail("the ZooKeeper backend takes no user or password in the URL");
-    if (rest.empty()) return fail("the URL names no host: expected zk://host:2181");
     zk_options o;
+    if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+        // Digest credentials. Nothing of them goes into a message.
+        const auto userinfo = rest.substr(0, at);
+        rest = rest.substr(at + 1);
+        const auto colon = userinfo.find(':');
+        if (colon == std::string_view::npos || colon == 0 || colon + 1 == userinfo.size())
+            return fail("the URL's user part must be USER:PASSWORD (ZooKeeper digest "
+                        "credentials, %-escaped)");
+        o.user = percent_decode(userinfo.substr(0, colon));
+        o.password = percent_decode(userinfo.substr(colon + 1));
+        if (o.user.find(':') != std::string::npos)
+            return fail("the user name may not hold ':' (digest credentials are USER:PASSWORD)");
+    }
+    if (rest.empty()) return fail("the URL names no host: expected zk://host:2181");
     for (bool more = true; more;) {
         const auto comma = rest.find(',');
         const auto ep = rest.substr(0, comma);

@@ -20,9 +20,19 @@ struct zk_options {
     std::chrono::milliseconds session_timeout{10'000};
     // Recorded in each node's data (core/holder_record.hpp); not in the URL.
     std::string holder_label;
+    // Digest credentials (zk://user:password@...). With them the session
+    // authenticates, and every node corolock creates (directories and
+    // lock nodes) gives all permissions to that identity only and READ to
+    // the world: nobody else can create or delete a node in a lock's
+    // directory. Empty user: no authentication, and the nodes are open to
+    // anyone who reaches the ensemble (docs/security.md).
+    std::string user;
+    std::string password;
+    bool authenticated() const noexcept { return !user.empty(); }
 };
 
-// Parses zk://host:port[,host:port...][/root][?session_timeout_ms=N].
+// Parses zk://[user:password@]host:port[,host:port...][/root][?session_timeout_ms=N].
+// The user and password are %-decoded; neither is ever put in `why`.
 // On failure returns error::invalid_url with the reason in `why`.
 error_code parse_url(std::string_view url, zk_options& out, std::string& why);
 

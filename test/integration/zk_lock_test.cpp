@@ -591,3 +591,72 @@ TEST_CASE("zk: a try made before the session is connected waits for it, then tri
         b.stop();
     }, 60s);
 }
+
+TEST_CASE("zk: with credentials, no other identity can take, plant in or break the lock",
+          "[zk][integration][acl]") {
+    // Without credentials every node was world-writable: anyone could
+    // delete the holder's node (the next waiter then got the lock) or
+    // create one that sorts first. With zk://USER:PASSWORD@..., the nodes
+    // corolock creates are creator-all and world-read.
+    zk_server server;
+    const std::string hosts = server.url("/secured").substr(5);  // after "zk://"
+    const std::string app = "zk://app:s3cret@" + hosts;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), app);
+    corolock::backend b(ioc.get_executor(), app);
+    corolock::backend open(ioc.get_executor(), "zk://" + hosts);
+    corolock::backend wrong(ioc.get_executor(), "zk://app:wrong@" + hosts);
+    auto admin_for = [&](const std::string& url) {
+        corolock::detail::zk::zk_options zo;
+        std::string why;
+        REQUIRE_FALSE(corolock::detail::zk::parse_url(url, zo, why));
+        return std::make_unique<corolock::detail::zk::admin>(ioc.get_executor(), zo, 5000ms);
+    };
+    auto anyone = admin_for("zk://" + hosts);
+    auto owner = admin_for(app);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const auto anyone_connected = co_await anyone->connect();
+        REQUIRE_FALSE(anyone_connected);
+        const auto owner_connected = co_await owner->connect();
+        REQUIRE_FALSE(owner_connected);
+        corolock::mutex holder(a, "guarded"), waiter(b, "guarded");
+        auto g = co_await holder.acquire({.wait = 10s});
+        // Another identity (none, or a wrong password) cannot create a
+        // node in the lock's directory: its acquire is refused, not queued.
+        for (auto* other : {&open, &wrong}) {
+            corolock::mutex m(*other, "guarded");
+            auto [ec, og] = co_await m.async_acquire({.wait = 0ms}, nothrow);
+            CHECK(ec == error::no_permission);
+            auto [ec2, og2] = co_await m.async_acquire({.wait = 500ms}, nothrow);
+            CHECK(ec2 == error::no_permission);
+        }
+        // It may read (world READ) but not delete the holder's node.
+        auto [sec, st] = co_await anyone->status("guarded");
+        REQUIRE_FALSE(sec);
+        CHECK(st.held);
+        auto [bec, removed] = co_await anyone->break_lock("guarded");
+        CHECK(bec == error::no_permission);
+        CHECK_FALSE(g.lost());
+        // The same identity takes turns as without credentials.
+        std::optional<guard> next;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            next.emplace(co_await waiter.acquire({.wait = 20s}));
+        }, asio::detached);
+        const auto released = co_await g.release();
+        CHECK_FALSE(released);
+        for (int i = 0; i < 500 && !next; ++i) co_await sleep_for(10ms);
+        REQUIRE(next);
+        CHECK(next->token() > g.token());
+        // And its operator may break the lock.
+        auto [oec, broken] = co_await owner->break_lock("guarded");
+        CHECK_FALSE(oec);
+        CHECK(broken.held);
+        auto [lec] = co_await next->async_until_lost(nothrow);
+        CHECK(lec == error::lock_lost);
+        const auto [rec] = co_await next->async_release(nothrow);
+        CHECK(rec);  // never success after a loss
+        anyone->stop();
+        owner->stop();
+        for (auto* x : {&a, &b, &open, &wrong}) x->stop();
+    }, 60s);
+}

@@ -43,10 +43,32 @@ TEST_CASE("zk url: hosts, root and session timeout", "[zk][unit]") {
     CHECK(o.root == "/x");
 }
 
+TEST_CASE("zk url: digest credentials in the user part, %-decoded, never echoed", "[zk][unit]") {
+    zk_options o;
+    std::string why;
+    REQUIRE_FALSE(parse_url("zk://127.0.0.1:2181", o, why));
+    CHECK_FALSE(o.authenticated());
+    REQUIRE_FALSE(parse_url("zk://app:s3%40cr%3Aet@a:1,b:2/locks", o, why));
+    CHECK(o.authenticated());
+    CHECK(o.user == "app");
+    CHECK(o.password == "s3@cr:et");
+    CHECK(o.hosts == "a:1,b:2");
+    CHECK(o.root == "/locks");
+    // An '@' in the password, unescaped: the last '@' ends the user part.
+    REQUIRE_FALSE(parse_url("zk://app:p@ss@h:1", o, why));
+    CHECK(o.password == "p@ss");
+    for (const char* url : {"zk://s3cret@h:1", "zk://app:@h:1", "zk://:s3cret@h:1",
+                            "zk://a%3Ab:s3cret@h:1"}) {
+        INFO(url);
+        CHECK(parse_url(url, o, why) == error::invalid_url);
+        CHECK(why.find("s3cret") == std::string::npos);
+    }
+}
+
 TEST_CASE("zk url: bad ones are invalid_url with a reason", "[zk][unit]") {
     for (const char* url :
          {"zk://", "zk://host", "zk://host:0", "zk://host:70000", "zk://:2181", "zk://h:1,",
-          "zk://u:p@h:1", "zk://h:1/a//b", "zk://h:1/a/../b", "zk://h:1/zookeeper",
+          "zk://u@h:1", "zk://:p@h:1", "zk://u:@h:1", "zk://h:1/a//b", "zk://h:1/a/../b", "zk://h:1/zookeeper",
           "zk://h:1/a b", "zk://h:1?session_timeout_ms=5", "zk://h:1?timeout=5",
           "etcd://h:1", "zk://h:1/a%2Fb"}) {
         INFO(url);
