@@ -1,5 +1,7 @@
 #include "pg/protocol.hpp"
 
+#include "core/credentials.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -14,21 +16,6 @@ bool iequals(std::string_view a, std::string_view b) {
                return std::tolower(static_cast<unsigned char>(x)) ==
                       std::tolower(static_cast<unsigned char>(y));
            });
-}
-
-std::string percent_decode(std::string_view s) {
-    std::string out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        unsigned v = 0;
-        if (s[i] == '%' && i + 2 < s.size() &&
-            std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16).ptr == s.data() + i + 3) {
-            out += static_cast<char>(v);
-            i += 2;
-        } else {
-            out += s[i];
-        }
-    }
-    return out;
 }
 
 void replace_all(std::string& text, const std::string& what) {
@@ -72,13 +59,30 @@ error_code split_url(std::string_view url, url_parts& out, std::string& why) {
     }
     url_parts p;
     p.conninfo = "postgresql" + std::string(url.substr(scheme_end));
-    auto authority = url.substr(scheme_end + 3);
-    authority = authority.substr(0, authority.find_first_of("/?"));
+    auto secret = [&p](std::string_view raw) {
+        if (raw.empty()) return;
+        p.secrets.emplace_back(raw);
+        if (auto decoded = percent_decode(raw); decoded != raw && !decoded.empty())
+            p.secrets.push_back(std::move(decoded));
+    };
+    const auto rest = url.substr(scheme_end + 3);
+    const auto authority = rest.substr(0, rest.find_first_of("/?"));
     if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
         const auto userinfo = authority.substr(0, at);
-        if (const auto colon = userinfo.find(':'); colon != std::string_view::npos) {
-            p.password = std::string(userinfo.substr(colon + 1));
-            p.password_decoded = percent_decode(p.password);
+        if (const auto colon = userinfo.find(':'); colon != std::string_view::npos)
+            secret(userinfo.substr(colon + 1));
+    }
+    // The query's credentials, as libpq reads its keys (%-decoded).
+    if (const auto q = rest.find('?'); q != std::string_view::npos) {
+        std::string_view query = rest.substr(q + 1);
+        while (!query.empty()) {
+            const auto amp = query.find('&');
+            const auto item = query.substr(0, amp);
+            if (const auto eq = item.find('='); eq != std::string_view::npos &&
+                                                is_credential_query_key(percent_decode(item.substr(0, eq))))
+                secret(item.substr(eq + 1));
+            if (amp == std::string_view::npos) break;
+            query.remove_prefix(amp + 1);
         }
     }
     out = std::move(p);
@@ -87,8 +91,7 @@ error_code split_url(std::string_view url, url_parts& out, std::string& why) {
 }
 
 std::string scrub(std::string text, const url_parts& url) {
-    replace_all(text, url.password);
-    replace_all(text, url.password_decoded);
+    for (const auto& s : url.secrets) replace_all(text, s);
     return text;
 }
 

@@ -46,17 +46,21 @@ namespace corolock::detail::pg {
 
 struct url_parts {
     std::string conninfo;  // what libpq is given: the URL, postgres:// spelled postgresql://
-    std::string password;  // as written in the URL (maybe %-escaped); empty: none
-    std::string password_decoded;
+    // Every credential the URL holds, as written (maybe %-escaped) and
+    // decoded: the user-info password, and the values of the query's
+    // credential keys (detail::is_credential_query_key: password=,
+    // sslpassword=). Empty ones left out.
+    std::vector<std::string> secrets;
 };
 
-// Checks the scheme (postgresql:// or postgres://) and finds the password,
-// so that messages can be scrubbed of it. libpq parses the rest (its own
-// URI syntax, including ?sslmode=... and other connection parameters).
+// Checks the scheme (postgresql:// or postgres://) and finds the
+// credentials, so that messages can be scrubbed of them. libpq parses the
+// rest (its own URI syntax, including ?sslmode=... and other connection
+// parameters).
 error_code split_url(std::string_view url, url_parts& out, std::string& why);
 
-// `text` with every occurrence of the URL's password (raw and decoded)
-// replaced by "***".
+// `text` with every occurrence of each of the URL's secrets replaced by
+// "***".
 std::string scrub(std::string text, const url_parts& url);
 
 // ---- the lock's key ----

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <vector>
 #include <string>
 
 using namespace corolock::detail::pg;
@@ -41,13 +42,35 @@ TEST_CASE("pg url: both schemes, the password found for scrubbing", "[pg][url]")
     std::string why;
     REQUIRE_FALSE(split_url("postgres://app:pa%40ss@db:5432/orders", p, why));
     CHECK(p.conninfo == "postgresql://app:pa%40ss@db:5432/orders");
-    CHECK(p.password == "pa%40ss");
-    CHECK(p.password_decoded == "pa@ss");
+    CHECK(p.secrets == std::vector<std::string>{"pa%40ss", "pa@ss"});
     CHECK(scrub("x pa@ss y pa%40ss", p) == "x *** y ***");
     REQUIRE_FALSE(split_url("POSTGRESQL://db/orders", p, why));
-    CHECK(p.password.empty());
+    CHECK(p.secrets.empty());
     CHECK(split_url("redis://db", p, why) == error::invalid_url);
     CHECK(split_url("postgresql://db /x", p, why) == error::invalid_url);
+}
+
+TEST_CASE("pg url: the query's password and sslpassword are secrets too", "[pg][url]") {
+    // libpq reads them from the query (its keys %-decoded): they were
+    // echoed in messages before, and passed on in COMMAND's REDIS_URL.
+    url_parts p;
+    std::string why;
+    REQUIRE_FALSE(split_url("postgresql://app@db/orders?sslmode=require&password=s3%63ret&"
+                            "ssl%70assword=keypass&application_name=x",
+                            p, why));
+    CHECK(p.secrets == std::vector<std::string>{"s3%63ret", "s3cret", "keypass"});
+    CHECK(scrub("password s3cret, s3%63ret, key keypass; x", p) == "password ***, ***, key ***; x");
+    // libpq quotes a malformed value in its message: the password's own.
+    for (const char* url : {"postgresql://app@127.0.0.1/db?password=s3cr3tpw&nosuchoption=1",
+                            "postgresql://app@127.0.0.1/db?sslpassword=s3cr3tpw&bad%zz=1",
+                            "postgresql://app@127.0.0.1/db?password=s3cr3tpw%zz",
+                            "postgresql://app@127.0.0.1/db?ssl%70assword=s3cr3tpw%zz"}) {
+        INFO(url);
+        backend_options o;
+        CHECK(parse_url(url, o, why) == error::invalid_url);
+        CHECK_FALSE(why.empty());
+        CHECK(why.find("s3cr3tpw") == std::string::npos);
+    }
 }
 
 TEST_CASE("pg url: a malformed URL is refused without echoing its password", "[pg][url]") {
