@@ -54,6 +54,14 @@ std::optional<lock_holder> parse_holder_record(std::string_view record, std::int
     std::int64_t since_us = 0, pid = 0;
     if (!parse_int(next_word(record), since_us) || !parse_int(next_word(record), pid))
         return std::nullopt;
+    // The server's text is not trusted: a moment before the epoch, or past
+    // what the system clock's duration holds (the year 2262 for
+    // nanoseconds), is no record, so nothing below can overflow.
+    constexpr std::int64_t latest_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(
+            std::chrono::system_clock::duration::max())
+            .count();
+    if (since_us < 0 || since_us > latest_us) return std::nullopt;
     const auto host = next_word(record);
     if (host.empty()) return std::nullopt;
     lock_holder h;
@@ -61,7 +69,8 @@ std::optional<lock_holder> parse_holder_record(std::string_view record, std::int
     h.pid = pid;
     h.label = record;
     h.since = std::chrono::system_clock::time_point(std::chrono::microseconds(since_us));
-    h.held_for = std::chrono::milliseconds(std::max<std::int64_t>(0, (now_us - since_us) / 1000));
+    // A reader's clock behind the writer's: held for 0, never negative.
+    h.held_for = std::chrono::milliseconds(now_us > since_us ? (now_us - since_us) / 1000 : 0);
     return h;
 }
 

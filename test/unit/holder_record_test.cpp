@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdint>
+
 #include <unistd.h>
 
 #include <string>
@@ -47,4 +49,25 @@ TEST_CASE("holder record: other shapes are no record", "[unit]") {
         INFO(bad);
         CHECK_FALSE(parse_holder_record(bad, 0).has_value());
     }
+}
+
+TEST_CASE("holder record: a moment no clock holds is no record, and nothing overflows", "[unit]") {
+    // A stored "-9223372036854775808" overflowed the held-for arithmetic,
+    // and a moment past the year 2262 the system clock's nanoseconds.
+    for (const char* bad : {"-9223372036854775808 1 h l", "-1 1 h l", "9223372036854775807 1 h l",
+                            "9223372036854776 1 h l"}) {
+        INFO(bad);
+        CHECK_FALSE(parse_holder_record(bad, 0).has_value());
+        CHECK_FALSE(parse_holder_record(bad, INT64_MIN).has_value());
+    }
+    // The reader's clock at either end of its range: no overflow either.
+    const auto early = parse_holder_record("5000 1 h l", INT64_MIN);
+    REQUIRE(early.has_value());
+    CHECK(early->held_for == 0ms);
+    const auto late = parse_holder_record("0 1 h l", INT64_MAX);
+    REQUIRE(late.has_value());
+    CHECK(late->held_for == std::chrono::milliseconds(INT64_MAX / 1000));
+    const auto latest = parse_holder_record("9223372036854775 1 h l", 9223372036854775);
+    REQUIRE(latest.has_value());
+    CHECK(latest->held_for == 0ms);
 }
