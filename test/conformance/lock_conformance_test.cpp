@@ -62,6 +62,7 @@
 // pub/sub handoff and unlock-channel counts, SCRIPT FLUSH and CLIENT KILL,
 // handler executors: test/integration/lock_test.cpp and bad_input_test.cpp.
 #include "conformance/conformance.hpp"
+#include "support/descriptors.hpp"
 #include "support/fault_proxy.hpp"
 #include "support/lock_testing.hpp"  // eventually()
 
@@ -647,5 +648,29 @@ TEST_CASE("a re-entry that asks for the watchdog keeps its tenure past the lease
         CHECK_FALSE(e1);
         b.stop();
         other_side.stop();
+    }, 60s);
+}
+
+TEST_CASE("every descriptor the backend opens is close-on-exec", "[conformance][cloexec]") {
+    // A child that execs (corolock run's COMMAND, a forked worker) must not
+    // inherit the connection to the lock server: it could speak for the
+    // holder, or keep its session (and so its lock) alive after the holder
+    // is gone. Looked at while the lock is held, every connection open.
+    auto server = start_server();
+    asio::io_context ioc;
+    const auto before = open_descriptors();
+    corolock::backend b(ioc.get_executor(), server->url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(b, "cloexec");
+        auto g = co_await m.acquire({.lease = 10s});
+        const auto opened = opened_since(before);
+        for (const auto& [fd, cloexec] : opened) {
+            INFO("descriptor " << fd);
+            CHECK(cloexec);
+        }
+        CHECK(opened.size() >= 1);  // the connection to the server at least
+        const auto released = co_await g.release();
+        CHECK_FALSE(released);
+        b.stop();
     }, 60s);
 }

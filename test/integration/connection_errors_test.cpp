@@ -7,6 +7,7 @@
 #include <corolock/mutex.hpp>
 
 #include "support/async_test.hpp"
+#include "support/descriptors.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
@@ -29,7 +30,6 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
-#include <dirent.h>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -170,23 +170,6 @@ corolock::config fake_config(const fake_server& f) {
     cfg.host = "127.0.0.1";
     cfg.port = f.port();
     return cfg;
-}
-
-// Descriptors open in this process, with their close-on-exec flag.
-std::map<int, bool> open_fds() {
-    std::map<int, bool> out;
-    DIR* d = ::opendir("/proc/self/fd");
-    if (d == nullptr) return out;
-    const int own = ::dirfd(d);
-    while (const dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        const int fd = std::atoi(e->d_name);
-        if (fd == own) continue;
-        const int flags = ::fcntl(fd, F_GETFD);
-        if (flags >= 0) out[fd] = (flags & FD_CLOEXEC) != 0;
-    }
-    ::closedir(d);
-    return out;
 }
 
 }  // namespace
@@ -506,21 +489,18 @@ TEST_CASE("connection errors: the client's sockets are close-on-exec",
           "[client][integration][conn-errors]") {
     redis_server server;
     asio::io_context ioc;
-    const auto before = open_fds();
+    const auto before = open_descriptors();
     corolock::client c(ioc.get_executor(), plain_config_for(server));
     run_async(ioc, [&]() -> asio::awaitable<void> {
         auto [ec, r] = co_await c.async_exec(command{"PING"}, use_nothrow);
         CHECK(!ec);
     }, 20s);
-    const auto after = open_fds();
-    int new_fds = 0;
-    for (const auto& [fd, cloexec] : after) {
-        if (before.count(fd)) continue;
-        ++new_fds;
+    const auto opened = opened_since(before);
+    for (const auto& [fd, cloexec] : opened) {
         INFO("descriptor " << fd);
         CHECK(cloexec);
     }
-    CHECK(new_fds >= 1);  // the Redis socket at least
+    CHECK(opened.size() >= 1);  // the Redis socket at least
     c.stop();
 }
 
