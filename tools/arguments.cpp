@@ -4,6 +4,7 @@
 #include "cli.hpp"
 
 #include "core/backend.hpp"
+#include "core/credentials.hpp"
 #include "etcd/etcd_backend.hpp"
 #include "redlock/redlock_url.hpp"
 #ifdef COROLOCK_HAVE_POSTGRESQL
@@ -371,9 +372,48 @@ std::optional<usage_error> apply_credentials(const std::string& command,
 // own parser, so that a typo is a usage error before anything starts. The
 // Redis-only options are refused by name rather than ignored: these take
 // their credentials and TLS settings in the URL (ZooKeeper none at all).
+// A ZooKeeper URL with its user's password put in (replacing one already
+// there), %-escaped: the password from --password-file or
+// COROLOCK_PASSWORD. Nothing when the URL names no user.
+std::optional<std::string> zk_url_with_password(std::string_view url, std::string_view password) {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return std::nullopt;
+    const auto start = scheme_end + 3;
+    const auto end = url.find_first_of("/?#", start);
+    const auto authority = url.substr(start, end == std::string_view::npos ? end : end - start);
+    const auto at = authority.rfind('@');
+    if (at == std::string_view::npos || at == 0 || authority.find(':') == 0) return std::nullopt;
+    const auto user = authority.substr(0, std::min(authority.find(':'), at));
+    std::string out(url.substr(0, start));
+    out.append(user).append(":").append(detail::percent_encode(password));
+    out.append(url.substr(start + at));
+    return out;
+}
+
 std::optional<usage_error> resolve_store_url(const std::string& command, common_options& o,
                                              const credential_options& cred) {
-    const char* redis_only = cred.password_file ? "--password-file"
+    // ZooKeeper's digest password may come from --password-file or
+    // COROLOCK_PASSWORD, as Redis's does, for a URL that names its user.
+    const char* env_password = std::getenv("COROLOCK_PASSWORD");
+    if (env_password != nullptr && *env_password == 0) env_password = nullptr;
+    if (o.kind == url_kind::zk && (cred.password_file || env_password)) {
+        if (!zk_url_with_password(o.url, {})) {
+            if (cred.password_file)
+                return usage_error{command, "--password-file needs the user in the ZooKeeper URL "
+                                            "(zk://USER@HOST:PORT[/ROOT])"};
+        } else {
+            std::string password;
+            if (cred.password_file) {
+                if (auto e = read_password_file(command, *cred.password_file, password); e)
+                    return e;
+            } else {
+                password = env_password;
+            }
+            o.url = *zk_url_with_password(o.url, password);
+        }
+    }
+    const bool zk_password = o.kind == url_kind::zk && cred.password_file;
+    const char* redis_only = cred.password_file && !zk_password ? "--password-file"
                              : cred.tls_ca      ? "--tls-ca"
                              : cred.tls_cert    ? "--tls-cert"
                              : cred.tls_key     ? "--tls-key"
@@ -384,8 +424,9 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
         o.kind == url_kind::etcd ? "for etcd, give the user and password in the URL "
                                    "(etcd://USER:PASSWORD@HOST:PORT) and TLS as "
                                    "etcds://HOST:PORT[?ca_file=PATH]"
-        : o.kind == url_kind::zk ? "ZooKeeper takes no credentials or TLS "
-                                   "(zk://HOST:PORT[,HOST:PORT...][/ROOT])"
+        : o.kind == url_kind::zk ? "ZooKeeper takes its digest credentials in the URL "
+                                   "(zk://USER:PASSWORD@HOST:PORT[,HOST:PORT...][/ROOT]) or "
+                                   "the password from --password-file, and no TLS"
                                  : "for PostgreSQL, give the user and password in the URL or "
                                    "in ~/.pgpass, and TLS in its query "
                                    "(postgresql://USER@HOST:PORT/DB?sslmode=verify-full)";
@@ -411,6 +452,10 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
         detail::zk::zk_options zo;
         ec = detail::zk::parse_url(o.url, zo, why);
         o.endpoints = zo.hosts;
+        if (!ec && !zo.authenticated())
+            o.warnings.push_back(
+                "the ZooKeeper URL has no credentials: the lock's nodes are open to anyone who "
+                "can reach the ensemble (give zk://USER:PASSWORD@..., see docs/security.md)");
     }
 #endif
 #ifdef COROLOCK_HAVE_POSTGRESQL
@@ -606,6 +651,17 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
         }
         if (opt.name == "--pass-credentials") {
             o.pass_credentials = true;
+            return r.no_value();
+        }
+        if (opt.name == "--label") {
+            std::string_view v;
+            if (auto e2 = r.value(v); e2) return e2;
+            if (v.empty()) return r.error("--label needs a text (--no-label records none)");
+            o.label = std::string(v.substr(0, max_holder_label_length));
+            return std::nullopt;
+        }
+        if (opt.name == "--no-label") {
+            o.label = std::string();
             return r.no_value();
         }
         if (opt.name == "--metrics-file") {
@@ -912,7 +968,9 @@ std::string url_without_credentials(std::string_view url) {
     const auto tail = end == std::string_view::npos ? std::string_view() : url.substr(end);
     // An '@' past the host: a password holding '/', '?' or '#' unencoded.
     if (tail.find('@') != std::string_view::npos) return std::string();
-    // A Sentinel URL's query may carry the Sentinels' credentials: dropped.
+    // The query may carry credentials (a Sentinel URL's sentinel_user and
+    // sentinel_password, a PostgreSQL URL's password and sslpassword, the
+    // key %-escaped or not): dropped.
     std::string rest(tail);
     if (const auto q = rest.find('?'); q != std::string::npos) {
         std::string kept;
@@ -921,7 +979,7 @@ std::string url_without_credentials(std::string_view url) {
             const auto amp = query.find('&');
             const auto item = query.substr(0, amp);
             const auto key = item.substr(0, item.find('='));
-            if (key != "sentinel_user" && key != "sentinel_password" && !item.empty())
+            if (!detail::is_credential_query_key(detail::percent_decode(key)) && !item.empty())
                 kept.append(kept.empty() ? "" : "&").append(item);
             if (amp == std::string_view::npos) break;
             query.remove_prefix(amp + 1);
@@ -1044,6 +1102,15 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
     if (is_option(first)) return usage_error{"", "unknown option " + quoted(first)};
     return usage_error{"", "unknown command " + quoted(first) +
                                " (commands: run, status, list, break, help)"};
+}
+
+std::string command_label(const std::vector<std::string>& command) {
+    if (command.empty()) return {};
+    const std::string& program = command.front();
+    const auto slash = program.find_last_of('/');
+    std::string label = slash == std::string::npos ? program : program.substr(slash + 1);
+    if (label.size() > max_holder_label_length) label.resize(max_holder_label_length);
+    return label;
 }
 
 }  // namespace corolock::cli

@@ -121,6 +121,8 @@ struct common_options {
     bool redlock() const noexcept { return !nodes.empty(); }
     // A redlock:// URL's node_timeout_ms (the library's default otherwise).
     std::optional<duration> redlock_node_timeout;
+    // Said once, on standard error, before the command runs (main.cpp).
+    std::vector<std::string> warnings;
 };
 
 enum class on_lost_action { kill, ignore };
@@ -154,8 +156,16 @@ struct run_options {
     bool own_process_group = true; // --no-process-group turns it off
     bool pass_credentials = false; // --pass-credentials: REDIS_URL/COROLOCK_PASSWORD kept for COMMAND
     std::string metrics_file;      // --metrics-file: empty for none
+    // The holder label the lock records (status, list): --label TEXT, empty
+    // with --no-label; absent: COMMAND's program name (command_label()).
+    std::optional<std::string> label;
     std::vector<std::string> command;
 };
+
+// The holder label run records by default: COMMAND's program name (the last
+// path segment of its first word), never its arguments, which may hold a
+// secret and are shown to anyone who may run status or list.
+std::string command_label(const std::vector<std::string>& command);
 
 struct status_options {
     common_options common;
@@ -290,8 +300,10 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
                          std::string_view cause, bool reached = false);
 
 // REDIS_URL's value for COMMAND's environment: the user name and password
-// removed (and a Sentinel URL's sentinel_user and sentinel_password). Empty when the URL cannot be cleaned with certainty (then the
-// variable is left out).
+// removed, and the query's credentials (detail::is_credential_query_key: a
+// Sentinel URL's sentinel_user and sentinel_password, a PostgreSQL URL's
+// password and sslpassword). Empty when the URL cannot be cleaned with
+// certainty (then the variable is left out).
 std::string url_without_credentials(std::string_view url);
 
 // JSON string literal for arbitrary bytes (inspect_commands.cpp).

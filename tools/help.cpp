@@ -38,11 +38,13 @@ Options every command takes:
                   redis+cluster://[user:pass@]host:port[,...] (rediss+cluster://
                   for TLS). Or etcd: etcd://host:port[,...][/prefix]
                   (etcds://...[?ca_file=PATH] for TLS) for run, status, list,
-                  break. Or ZooKeeper: zk://host:port[,...][/root], or
-                  PostgreSQL: postgresql://[user[:pass]@]host[:port]/db
-                  (postgres:// too), for run, status, list, break.
+                  break. Or ZooKeeper: zk://[user:pass@]host:port[,...]
+                  [/root] (digest credentials), or PostgreSQL:
+                  postgresql://[user[:pass]@]host[:port]/db (postgres://
+                  too), for run, status, list, break.
   --password-file FILE  The password: the first line of FILE. Overrides the
                   URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
+                  Redis, and ZooKeeper with zk://user@...
   --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
   --tls-insecure  TLS: CA bundle, client certificate and key, the name to
                   verify (and send as SNI), or no verification at all. Any of
@@ -62,7 +64,8 @@ Exit statuses:
   75   run: the lock was not acquired within --wait (or at once, --no-wait)
   76   Redis answered with an error (e.g. the key is not a corolock lock), or
        denied the command (NOPERM: the user's ACL lacks a permission)
-  77   corolock was installed set-user-ID or set-group-ID: it refuses to run
+  77   corolock was installed set-user-ID or set-group-ID, or with file
+       capabilities: it refuses to run
   126  run: COMMAND was found but cannot be executed
   127  run: COMMAND was not found
   128+N  run: COMMAND was killed by signal N, or corolock itself got signal N
@@ -168,6 +171,10 @@ Options:
   --pass-credentials  Pass REDIS_URL (password included) and
                       COROLOCK_PASSWORD on to COMMAND; by default COMMAND
                       gets neither password.
+  --label TEXT        The holder label status and list show (at most 256
+                      bytes); default: COMMAND's program name, never its
+                      arguments, which anyone who may read the lock sees.
+  --no-label          Record no label.
   --metrics-file FILE At the end, write the run's metrics (acquire wait,
                       renewals, lost leases, exit status...) to FILE in the
                       Prometheus text format, atomically, for node_exporter's
@@ -208,7 +215,7 @@ Exit statuses:
   71   COMMAND could not be started (other than 126/127), internal error
   75   lock not acquired within --wait / --no-wait (or -E's N)
   76   Redis answered with an error, or NOPERM
-  77   corolock is set-user-ID or set-group-ID
+  77   corolock is set-user-ID, set-group-ID or has file capabilities
   126  COMMAND not executable    127  COMMAND not found
   128+N  corolock got signal N while waiting for the lock
 

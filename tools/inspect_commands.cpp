@@ -491,65 +491,6 @@ std::string holder_text(const lock_holder& h) {
     return printable(h.host) + ":" + std::to_string(h.pid);
 }
 
-std::string json_string(std::string_view bytes) {
-    // Valid UTF-8 passes through; control characters, quotes and backslashes
-    // are escaped; a byte that is not part of valid UTF-8 (names and owner
-    // ids are binary-safe) is written as \u00XX, i.e. read as Latin-1, so
-    // the output is always valid JSON.
-    std::string out = "\"";
-    constexpr char hex[] = "0123456789abcdef";
-    auto escape_byte = [&](unsigned char c) {
-        out += "\\u00";
-        out.push_back(hex[c >> 4]);
-        out.push_back(hex[c & 0xf]);
-    };
-    std::size_t i = 0;
-    while (i < bytes.size()) {
-        const auto c = static_cast<unsigned char>(bytes[i]);
-        if (c < 0x80) {
-            switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
-            default:
-                if (c < 0x20 || c == 0x7f) escape_byte(c);
-                else out.push_back(static_cast<char>(c));
-            }
-            ++i;
-            continue;
-        }
-        // Length of a well-formed UTF-8 sequence starting here, or 0.
-        std::size_t len = 0;
-        std::uint32_t cp = 0;
-        if (c >= 0xc2 && c <= 0xdf) { len = 2; cp = c & 0x1f; }
-        else if (c >= 0xe0 && c <= 0xef) { len = 3; cp = c & 0x0f; }
-        else if (c >= 0xf0 && c <= 0xf4) { len = 4; cp = c & 0x07; }
-        bool valid = len != 0 && i + len <= bytes.size();
-        for (std::size_t k = 1; valid && k < len; ++k) {
-            const auto cc = static_cast<unsigned char>(bytes[i + k]);
-            if ((cc & 0xc0) != 0x80) valid = false;
-            cp = (cp << 6) | (cc & 0x3f);
-        }
-        // Overlong forms, surrogates and code points past U+10FFFF are invalid.
-        if (valid && ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-                      (cp >= 0xd800 && cp <= 0xdfff)))
-            valid = false;
-        if (!valid) {
-            escape_byte(c);
-            ++i;
-            continue;
-        }
-        out.append(bytes.substr(i, len));
-        i += len;
-    }
-    out.push_back('"');
-    return out;
-}
-
 int status_command(const status_options& o) {
     if (o.common.kind == url_kind::etcd) return etcd_status(o);
     if (!o.common.redis()) return store_status(o);

@@ -1,6 +1,8 @@
 // corolock: the command-line tool. See `corolock --help` and docs/cli.md.
 #include "cli.hpp"
 
+#include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,16 +10,26 @@
 
 int main(int argc, char** argv) {
     namespace cli = corolock::cli;
-    // Set-user-ID or set-group-ID, corolock would run COMMAND, read
-    // --password-file and the TLS key files, and trust PATH, REDIS_URL and
-    // COROLOCK_LOG_LEVEL with privileges its caller does not have. Nothing of
-    // that is made safe here, so it refuses before looking at anything.
-    if (::getuid() != ::geteuid() || ::getgid() != ::getegid()) {
+    // Set-user-ID, set-group-ID or with file capabilities, corolock would
+    // run COMMAND, read --password-file and the TLS key files, and trust
+    // PATH, REDIS_URL and COROLOCK_LOG_LEVEL with privileges its caller does
+    // not have. Nothing of that is made safe here, so it refuses before
+    // looking at anything. AT_SECURE is the kernel's own answer ("this exec
+    // gained privileges"), file capabilities included; the uid and gid
+    // comparison also covers a process that changed them after its exec.
+    if (::getauxval(AT_SECURE) != 0 || ::getuid() != ::geteuid() || ::getgid() != ::getegid()) {
         std::fputs("corolock: refusing to run set-user-ID or set-group-ID (real and effective "
-                   "user or group differ); install corolock without the setuid/setgid bit\n",
+                   "user or group differ) or with file capabilities; install corolock without "
+                   "the setuid/setgid bit or capabilities\n",
                    stderr);
         return cli::exit_status::no_permission;
     }
+    // corolock may hold a password (the URL's, --password-file's,
+    // COROLOCK_PASSWORD) for as long as it runs: no core file may hold it,
+    // and no other process of the same user may read it through ptrace or
+    // /proc/PID/mem. COMMAND is not affected (an exec makes a process
+    // dumpable again).
+    (void)::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     std::vector<std::string_view> args;
     for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
 
@@ -29,6 +41,15 @@ int main(int argc, char** argv) {
                      err->command.empty() ? "" : (err->command + " ").c_str());
         return cli::exit_status::usage;
     }
+    // What the parser had to say about the command's URL (a ZooKeeper URL
+    // without credentials), once.
+    const cli::common_options* common = cmd.what == cli::parsed_command::kind::run ? &cmd.run.common
+                                        : cmd.what == cli::parsed_command::kind::status ? &cmd.status.common
+                                        : cmd.what == cli::parsed_command::kind::break_lock ? &cmd.brk.common
+                                        : cmd.what == cli::parsed_command::kind::list ? &cmd.list.common
+                                                                                       : nullptr;
+    if (common != nullptr)
+        for (const auto& w : common->warnings) cli::report_warning(w);
     try {
         switch (cmd.what) {
         case cli::parsed_command::kind::help:

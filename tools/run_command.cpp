@@ -93,16 +93,10 @@ namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-// The lock's holder label: COMMAND's words joined by spaces (the library
-// cuts it to max_holder_label_length bytes).
-std::string command_label(const std::vector<std::string>& command) {
-    std::string label;
-    for (const auto& word : command) {
-        if (label.size() >= max_holder_label_length) break;
-        if (!label.empty()) label.push_back(' ');
-        label.append(word);
-    }
-    return label;
+// The holder label the lock records: --label, --no-label, or COMMAND's
+// program name.
+std::string holder_label(const run_options& o) {
+    return o.label ? *o.label : command_label(o.command);
 }
 
 // The signals passed on to the child. SIGQUIT is left at its default (core
@@ -1066,7 +1060,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
     // Redis: a client, whose lock backend the mutex uses; a Redis Cluster,
     // which a client cannot speak to: a backend from the same config. etcd:
     // a backend of its own, plus an admin for the first look at the lock.
-    // Either way the holder label is the command line.
+    // Either way the holder label is --label, or COMMAND's program name.
     std::optional<client> redis;
     std::vector<client> nodes;  // several --url: RedLock's
     std::unique_ptr<detail::etcd::admin> etcd;
@@ -1107,7 +1101,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
             else
                 store = make_store_admin(ioc.get_executor(), o.common);
             backend_config bc;
-            bc.holder_label = command_label(o.command);
+            bc.holder_label = holder_label(o);
             locks.emplace(ioc.get_executor(), o.common.url, bc);
         } else if (o.common.redlock()) {
             // One client per node (the reachability check PINGs each), each
@@ -1119,7 +1113,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
             for (const auto& node : o.common.nodes) {
                 config cfg = tool_config(node, 0);
                 cfg.logger = log;
-                cfg.holder_label = command_label(o.command);
+                cfg.holder_label = holder_label(o);
                 nodes.emplace_back(ioc.get_executor(), cfg);
                 node_backends.push_back(nodes.back().lock_backend());
             }
@@ -1130,7 +1124,7 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
                           true);
         } else {
             config cfg = tool_config(o.common);
-            cfg.holder_label = command_label(o.command);
+            cfg.holder_label = holder_label(o);
             log = cfg.logger;
             if (cfg.mode == topology::cluster) {
                 // Refused by the library too, but only once connected, at

@@ -23,11 +23,6 @@ void append_code_point_escape(std::string& out, std::uint32_t cp) {
 }
 
 
-bool hidden_code_point(std::uint32_t cp) {
-    return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
-           (cp >= 0x2066 && cp <= 0x2069);
-}
-
 }  // namespace
 
 std::string printable(std::string_view bytes) {
@@ -54,7 +49,7 @@ std::string printable(std::string_view bytes) {
         if (len == 0) {
             append_byte_escape(out, c);
             ++i;
-        } else if (hidden_code_point(cp)) {
+        } else if (detail::hidden_code_point(cp)) {
             append_code_point_escape(out, cp);
             i += len;
         } else {

@@ -272,3 +272,59 @@ TEST_CASE("cli: several --url make a RedLock of an odd number of distinct server
     };
     check_usage_errors(bad);
 }
+
+TEST_CASE("cli: --json escapes what could hide or reorder text, and stays valid JSON",
+          "[unit][cli]") {
+    // Plain text, UTF-8 included, passes through.
+    CHECK(cli::json_string("orders/é") == "\"orders/é\"");
+    CHECK(cli::json_string("a\"b\\c\nd") == R"("a\"b\\c\nd")");
+    CHECK(cli::json_string(std::string("\x01\x7f", 2)) == R"("\u0001\u007f")");
+    // C1 controls (U+009B is a terminal's CSI) and the bidirectional
+    // controls are valid UTF-8, and were written raw before.
+    CHECK(cli::json_string("x\xc2\x9b" "2J") == R"("x\u009b2J")");
+    CHECK(cli::json_string("x\xc2\x85y") == R"("x\u0085y")");
+    CHECK(cli::json_string("user\xe2\x80\xae" "gpj.exe") == R"("user\u202egpj.exe")");
+    CHECK(cli::json_string("\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9") == R"("\u202a\u2066\u2069")");
+    // Neighbours of those ranges are ordinary text.
+    CHECK(cli::json_string("\xc2\xa0") == "\"\xc2\xa0\"");          // U+00A0
+    CHECK(cli::json_string("\xe2\x80\xaf") == "\"\xe2\x80\xaf\"");  // U+202F
+    // A byte that is not UTF-8 is read as Latin-1.
+    CHECK(cli::json_string("\xff" "a\xc2") == R"("\u00ffa\u00c2")");
+}
+
+TEST_CASE("cli: COMMAND's REDIS_URL has no credential of any scheme", "[unit][cli]") {
+    // A PostgreSQL URL's query credentials (its key %-escaped or not) were
+    // passed on before; the user info of every scheme is removed.
+    CHECK(cli::url_without_credentials(
+              "postgresql://app:pw@db:5432/x?sslmode=require&password=s3cret&pass%77ord=s3cret&"
+              "sslpassword=kp&application_name=job") ==
+          "postgresql://db:5432/x?sslmode=require&application_name=job");
+    CHECK(cli::url_without_credentials("etcd://root:s3cret@127.0.0.1:2379/app") ==
+          "etcd://127.0.0.1:2379/app");
+    CHECK(cli::url_without_credentials("zk://u:s3cret@127.0.0.1:2181/locks") ==
+          "zk://127.0.0.1:2181/locks");
+    CHECK(cli::url_without_credentials("redis+sentinel://a:pw@s1,s2/mymaster?sentinel_password=x") ==
+          "redis+sentinel://s1,s2/mymaster");
+}
+
+TEST_CASE("cli: run records COMMAND's program name as its label, or --label, or none",
+          "[unit][cli]") {
+    // The whole command line was the label before: an argument holding a
+    // secret was published to whoever may run status or list.
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "job", "--", "./bin/backup.sh", "--key", "s3cret"}, cmd).has_value());
+    CHECK_FALSE(cmd.run.label.has_value());
+    CHECK(cli::command_label(cmd.run.command) == "backup.sh");
+    CHECK(cli::command_label({"make", "deploy"}) == "make");
+    CHECK(cli::command_label({"/usr/bin/"}).empty());
+    REQUIRE_FALSE(parse({"run", "--label", "nightly report", "job", "--", "true"}, cmd).has_value());
+    CHECK(cmd.run.label == std::optional<std::string>("nightly report"));
+    cli::parsed_command none;
+    REQUIRE_FALSE(parse({"run", "--no-label", "job", "--", "true"}, none).has_value());
+    CHECK(none.run.label == std::optional<std::string>(""));
+    cli::parsed_command longer;
+    REQUIRE_FALSE(parse({"run", "--label", std::string(300, 'x'), "job", "--", "true"}, longer)
+                      .has_value());
+    CHECK(longer.run.label->size() == corolock::max_holder_label_length);
+    check_usage_errors({{{"run", "--label", "", "job", "--", "true"}, "--label needs a text"}});
+}

@@ -337,7 +337,7 @@ group_inspect() {
   # however slowly the checks in between run (a loaded machine, ASan).
   local held1_go=$tmp_dir/held1-go
   spawn 60 "$bin" run --url "$url" --lease 20s held1 -- \
-    sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/held1-token'; for i in \$(seq 550); do [ -e '$held1_go' ] && break; sleep 0.1; done"
+    sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/held1-token'; for i in \$(seq 550); do [ -e '$held1_go' ] && break; sleep 0.1; done" --api-key=s3cret-arg
   local holder=$last_pid
   expect_true "status: holder acquired" wait_until 10 test -s "$tmp_dir/held1-token"
   local token
@@ -367,7 +367,10 @@ group_inspect() {
   held_for=$(json_field "$tmp_dir/out" held_for_ms 2>&1)
   expect_true "status --json: host is this host ($host)" [ "$host" = "\"$(hostname)\"" ]
   expect_true "status --json: pid is corolock run's ($pid = ${run_pid:-?})" [ -n "$run_pid" ] && [ "$pid" = "$run_pid" ]
-  expect_true "status --json: label is the command ($label)" grep -q '^"sh -c echo ' <<<"$label"
+  # The label is COMMAND's program name: its arguments (here a secret) are
+  # not published to whoever may read the lock.
+  expect_true "status --json: label is the program's name ($label)" [ "$label" = '"sh"' ]
+  expect_no_match "status --json: no argument of COMMAND is published" 's3cret-arg' "$tmp_dir/out"
   expect_true "status --json: since is an RFC 3339 UTC time ($since)" \
     grep -Eqx '"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"' <<<"$since"
   expect_cond "status --json: held_for_ms is a count of ms ($held_for)" '[ "$held_for" -ge 0 ] 2>/dev/null'
@@ -379,7 +382,7 @@ group_inspect() {
   expect_match "status (text): levels" '^levels: +1$' "$tmp_dir/out"
   expect_match "status (text): last token" "^last token: +$token\$" "$tmp_dir/out"
   expect_match "status (text): holder" "^holder: +$(hostname):$run_pid\$" "$tmp_dir/out"
-  expect_match "status (text): label" '^label: +sh -c echo ' "$tmp_dir/out"
+  expect_match "status (text): label" '^label: +sh$' "$tmp_dir/out"
   expect_match "status (text): since and held for" \
     '^since: +[0-9-]{10}T[0-9:]{8}\.[0-9]{3}Z \(held for [0-9]+\.[0-9]{3}s\)$' "$tmp_dir/out"
 
@@ -391,7 +394,7 @@ group_inspect() {
   expect_true "list (text): a header and one lock" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
   expect_match "list (text): the header" $'^NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\tWAITERS\tKIND\tPERMITS$' "$tmp_dir/out"
   expect_match "list (text): the lock and its holder" \
-    $'^held1\t'"$(hostname):$run_pid"$'\t[0-9TZ:.-]+\t[0-9.]+s\t[0-9]+ ms\tsh -c echo ' "$tmp_dir/out"
+    $'^held1\t'"$(hostname):$run_pid"$'\t[0-9TZ:.-]+\t[0-9.]+s\t[0-9]+ ms\tsh\t' "$tmp_dir/out"
   cl 20 list --url "$url" --json
   expect_status "list --json" 0 "$last_status"
   local listed
@@ -734,7 +737,7 @@ group_flock() {
 
   # -v: whom it waits for, and how long it waited.
   cl 20 run --url "$url" -v -w 0.3 fl -- touch "$tmp_dir/fl-ran"
-  expect_match "flock: -v names the holder: host:pid, since, held for, its command" "lock 'fl' is held by [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [0-9]+\.[0-9]{3}s, label 'sh -c .*'\) \(lease ends in [0-9]+ ms" "$tmp_dir/err"
+  expect_match "flock: -v names the holder: host:pid, since, held for, its command" "lock 'fl' is held by [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [0-9]+\.[0-9]{3}s, label 'sh'\) \(lease ends in [0-9]+ ms" "$tmp_dir/err"
   expect_match "flock: -v says how long it waits" "waiting up to 300ms" "$tmp_dir/err"
   expect_match "flock: -v says how long it waited" "gave up on lock 'fl' after [0-9]+\.[0-9]{3} s" "$tmp_dir/err"
   expect_true "flock: COMMAND never ran on a conflict" [ ! -e "$tmp_dir/fl-ran" ]
@@ -754,7 +757,7 @@ group_flock() {
   reap "$holder"
   reap "$waiter"
   expect_status "flock: -v waiter ran" 0 "$last_status" "$(cat "$tmp_dir/fl2-err")"
-  expect_match "flock: -v: waiting until free" "lock 'fl2' is held by [^ ]+:[0-9]+ since .*label 'sleep 30'.*waiting until it is free" "$tmp_dir/fl2-err"
+  expect_match "flock: -v: waiting until free" "lock 'fl2' is held by [^ ]+:[0-9]+ since .*label 'sleep'.*waiting until it is free" "$tmp_dir/fl2-err"
   expect_match "flock: -v: acquired after waiting" "acquired lock 'fl2' \(token [0-9]+, lease 30s\) after waiting [0-9]+\.[0-9]{3} s" "$tmp_dir/fl2-err"
 
   # -vv: each renewal (lease 300ms: one every 100 ms).
@@ -877,6 +880,28 @@ group_credentials() {
     sh -c 'echo "url=$REDIS_URL"' >"$tmp_dir/out" 2>"$tmp_dir/err"
   expect_true "credentials: --pass-credentials keeps them" grep -qx "url=redis://alice:s3cret-pw@127.0.0.1:$port" "$tmp_dir/out"
   rcli ACL DELUSER alice >/dev/null
+
+  # corolock holds the password while it runs: it is not dumpable (no core
+  # file, no ptrace or /proc/PID/mem for the same user), which the kernel
+  # shows by giving its /proc files to root. Run by 'nobody', COMMAND (its
+  # child) reads the owner of corolock's /proc/PID/environ.
+  if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+    local nodir
+    nodir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-dump.XXXXXX")
+    chmod 755 "$nodir"
+    cp "$bin" "$nodir/corolock"
+    timeout 20 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+      "$nodir/corolock" run --url "$url" cred3 -- sh -c 'stat -c %u /proc/$PPID/environ; stat -c %u /proc/$$/environ' \
+      >"$tmp_dir/out" 2>"$tmp_dir/err"
+    expect_status "credentials: run as nobody" 0 $?
+    expect_true "credentials: corolock is not dumpable (its /proc files are root's)" \
+      [ "$(sed -n 1p "$tmp_dir/out")" = 0 ]
+    expect_true "credentials: COMMAND is dumpable again (its /proc files are its own)" \
+      [ "$(sed -n 2p "$tmp_dir/out")" = "$(id -u nobody)" ]
+    rm -rf "$nodir"
+  else
+    pass "credentials: not-dumpable check skipped (needs root, a 'nobody' user and setpriv)"
+  fi
 }
 
 # ---- output that cannot be forged ----
@@ -913,7 +938,7 @@ group_escape() {
   # and status show them escaped, each lock on one line.
   rcli DEL "corolock:{esc}" >/dev/null
   local nl_name=$'nl\nname'
-  spawn 60 "$bin" run --url "$url" --lease 20s "$nl_name" -- sh -c "$(long_child 30)" $'\e[31mred\nline'
+  spawn 60 "$bin" run --url "$url" --lease 20s --label $'sh \e[31mred\nline' "$nl_name" -- sh -c "$(long_child 30)"
   local holder=$last_pid
   expect_true "escape: the newline lock is held" wait_until 10 lock_exists "$nl_name"
   cl 20 list --url "$url"
@@ -922,7 +947,7 @@ group_escape() {
   expect_no_match "escape: list prints no raw escape" $'\e' "$tmp_dir/out"
   expect_match "escape: list shows the label escaped" '\\x1b\[31mred\\nline'$'\t' "$tmp_dir/out"
   cl 20 status --url "$url" "$nl_name"
-  expect_true "escape: status shows the label escaped" grep -qF 'label:      sh -c ' "$tmp_dir/out"
+  expect_true "escape: status shows the label escaped" grep -qF 'label:      sh \x1b[31mred\nline' "$tmp_dir/out"
   expect_no_match "escape: status prints no raw escape" $'\e' "$tmp_dir/out"
   cl 20 list --url "$url" --json
   local parsed
@@ -1084,6 +1109,28 @@ group_setuid() {
   expect_status "setuid: a set-user-ID corolock refuses to run" 77 $?
   expect_match "setuid: message" '^corolock: refusing to run set-user-ID or set-group-ID' "$tmp_dir/err"
   expect_true "setuid: printed nothing else" [ ! -s "$tmp_dir/out" ]
+
+  # File capabilities raise privileges without a set-user-ID bit: the
+  # kernel's AT_SECURE says so. Run by 'nobody', who gains the capability.
+  if ! command -v setcap >/dev/null || ! command -v setpriv >/dev/null; then
+    pass "setuid: file capabilities skipped (needs setcap and setpriv)"
+    return
+  fi
+  local capdir
+  capdir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-cap.XXXXXX")
+  chmod 755 "$capdir"
+  cp "$bin" "$capdir/corolock"
+  if ! setcap cap_net_bind_service+ep "$capdir/corolock" 2>/dev/null; then
+    rm -rf "$capdir"
+    pass "setuid: file capabilities skipped (setcap failed: no xattrs here?)"
+    return
+  fi
+  timeout 5 setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups \
+    "$capdir/corolock" --version >"$tmp_dir/out" 2>"$tmp_dir/err"
+  expect_status "setuid: a corolock with file capabilities refuses to run" 77 $?
+  expect_match "setuid: message (capabilities)" 'or with file capabilities' "$tmp_dir/err"
+  expect_true "setuid: printed nothing else (capabilities)" [ ! -s "$tmp_dir/out" ]
+  rm -rf "$capdir"
 }
 
 # ---- run --metrics-file: a Prometheus textfile, written atomically ----

@@ -78,13 +78,36 @@ backend=zk
 holder_re='^node: +_c_.*-lock-[0-9]+$'
 removed_re='\(deleted its node _c_.*-lock-[0-9]+\)'
 
+password_file_refusal='--password-file needs the user in the ZooKeeper URL'
+
 url_cases() {
   cl 10 run --url "zk://127.0.0.1" r3 -- true
   expect_status "run: a zk URL without a port" 64 "$last_status"
   expect_match "run: says what is wrong" "malformed ZooKeeper URL in --url: .*port" "$tmp_dir/err"
-  cl 10 run --url "zk://user:s3cret@127.0.0.1:2181" r3 -- true
-  expect_status "run: a zk URL with a password" 64 "$last_status"
-  expect_no_match "run: the password is not echoed" "s3cret" "$tmp_dir/err"
+  cl 10 run --url "zk://s3cret@127.0.0.1:2181" r3 -- true
+  expect_status "run: a zk URL with a lone word before '@'" 64 "$last_status"
+  expect_no_match "run: the lone word is not echoed" "s3cret" "$tmp_dir/err"
+
+  # Without credentials: it works, and says once that the nodes are open.
+  cl 20 run --url "$url" r5 -- true
+  expect_status "run: without credentials" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "run: without credentials: warned once" [ "$(grep -c 'has no credentials' "$tmp_dir/err")" = 1 ]
+  # Digest credentials, in the URL or the password from --password-file:
+  # no warning, nothing echoed; another identity is refused by the nodes.
+  local server=${url#zk://}
+  server=${server%%/*}
+  local auth="zk://app:s3cret@$server/cli-auth"
+  cl 20 run --url "$auth" r6 -- true
+  expect_status "run: with digest credentials" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_no_match "run: with credentials: no warning" 'no credentials' "$tmp_dir/err"
+  printf 's3cret\n' >"$tmp_dir/zk-pw"
+  cl 20 run --url "zk://app@$server/cli-auth" --password-file "$tmp_dir/zk-pw" r6 -- true
+  expect_status "run: the password from --password-file" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_no_match "run: --password-file: the password is not echoed" "s3cret" "$tmp_dir/err"
+  cl 20 run --url "zk://app:wrong@$server/cli-auth" -n r6 -- touch "$tmp_dir/r6-ran"
+  expect_status "run: a wrong password is refused by the nodes" 76 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_no_match "run: a wrong password is not echoed" "wrong" "$tmp_dir/err"
+  expect_true "run: the refused run did not run its command" [ ! -e "$tmp_dir/r6-ran" ]
 }
 
 dead_url() { echo "zk://127.0.0.1:$1"; }
