@@ -215,7 +215,7 @@ asio::awaitable<void> work(std::string url, std::string name, std::int64_t start
     asio::steady_timer t(ex, std::chrono::nanoseconds(std::max<std::int64_t>(0, start - mono_ns())));
     co_await t.async_wait(use_nothrow);
     std::ostringstream lines;
-    while (mono_ns() < end) {
+    for (int i = 0; i < 1'000'000 && (i < min_rounds || mono_ns() < end); ++i) {
         auto [ec, g] = co_await m.async_acquire({.lease = 10s, .wait = 10s}, use_nothrow);
         if (ec) throw std::runtime_error("acquire: " + ec.message());
         const auto ok = mono_ns();

@@ -66,6 +66,13 @@ std::string json_number(double v);  // null for NaN and infinities
 // share, so S3 can compare event times taken in different processes.
 std::int64_t mono_ns();
 
+// A loop that runs for a fixed window (S3's workers, the backends' handoff
+// workers, the topology benchmark's cycle and handoff loops) still makes
+// this many rounds when its start came late: on a loaded machine starting a
+// process can take a whole smoke window, and a run of nothing checks
+// nothing (S3's counter against its acquisitions, the handoffs).
+inline constexpr int min_rounds = 2;
+
 // Percentiles by the nearest-rank method over a sorted copy.
 struct summary {
     std::size_t n = 0;

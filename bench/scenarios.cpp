@@ -502,7 +502,7 @@ asio::awaitable<void> s3_task(corolock::client& c, const worker_args& w, int tas
     corolock::lock_options opts;
     opts.lease = 10s;
     opts.wait = 5s;  // eight contenders pass the lock in well under a second
-    for (int i = 0; i < 1'000'000 && mono_ns() < w.end_ns; ++i) {
+    for (int i = 0; i < 1'000'000 && (i < min_rounds || mono_ns() < w.end_ns); ++i) {
         auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
         const auto acquired = mono_ns();
         if (ec) {

@@ -145,7 +145,8 @@ struct cycler {
 asio::awaitable<void> cycle_loop(corolock::backend& b, std::string prefix, std::int64_t end_ns,
                                  cycler& out) {
     const corolock::lock_options opts{.lease = 30s, .wait = 10s};
-    for (std::uint64_t i = 0; i < 100'000'000 && now_ns() < end_ns; ++i) {
+    constexpr auto min_rounds = static_cast<std::uint64_t>(bench::min_rounds);
+    for (std::uint64_t i = 0; i < 100'000'000 && (i < min_rounds || now_ns() < end_ns); ++i) {
         corolock::mutex m{b, prefix + std::to_string(i)};
         const auto t0 = now_ns();
         auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
@@ -225,7 +226,7 @@ asio::awaitable<void> handoff_task(corolock::backend& b, std::string name, int t
                                    std::string& error) {
     corolock::mutex m{b, name};  // a handle of its own: a distinct owner
     const corolock::lock_options opts{.lease = 10s, .wait = 5s};
-    for (int i = 0; i < 1'000'000 && now_ns() < end_ns; ++i) {
+    for (int i = 0; i < 1'000'000 && (i < bench::min_rounds || now_ns() < end_ns); ++i) {
         auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
         const auto acquired = now_ns();
         if (ec) {
