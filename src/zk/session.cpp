@@ -2,9 +2,15 @@
 
 #include "core/logging.hpp"
 
+#include <boost/asio/execution/context.hpp>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/query.hpp>
 
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <mutex>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -34,6 +40,48 @@ node_stat stat_of(const Stat* s) noexcept {
 void log_line(const char* message) {
     default_logger()->debug("zookeeper client: {}", escaped{message ? message : ""});
 }
+
+// The sessions of one execution context that may still be open. The C
+// client keeps every request's completion, and a completion owns what
+// waits for it (a backend, an acquire's coroutine), which owns the
+// session: a cycle that only closing the handle breaks. stop() closes it on
+// the strand; a context destroyed before that step ran (a backend stopped
+// just before its io_context, one never stopped) would otherwise leak the
+// session, the backend and the C client's handle. A context shuts its
+// services down newest first, before it destroys the handlers still queued:
+// this one, made after the strand's and the reactor's services, closes every
+// open session while they still accept what the completions post and
+// cancel, and those are then destroyed with the rest.
+class open_sessions final : public asio::execution_context::service {
+public:
+    static asio::execution_context::id id;
+
+    explicit open_sessions(asio::execution_context& ctx) : service(ctx) {}
+
+    void add(const std::shared_ptr<session>& s) {
+        std::lock_guard lock(mutex_);
+        std::erase_if(sessions_, [](const std::weak_ptr<session>& w) { return w.expired(); });
+        sessions_.push_back(s);
+    }
+
+private:
+    // No thread runs the context any more: its strands are idle, so calling
+    // a session from here is as if from its strand.
+    void shutdown() override {
+        std::vector<std::weak_ptr<session>> all;
+        {
+            std::lock_guard lock(mutex_);
+            all.swap(sessions_);
+        }
+        for (auto& w : all)
+            if (auto s = w.lock()) s->stop();  // `s` keeps it alive through its completions
+    }
+
+    std::mutex mutex_;
+    std::vector<std::weak_ptr<session>> sessions_;
+};
+
+asio::execution_context::id open_sessions::id;
 
 }  // namespace
 
@@ -85,7 +133,11 @@ session::session(strand_type strand, zk_options opts, spdlog::logger& log, liste
 
 session::~session() { stop(); }
 
-void session::start() { open(); }
+void session::start() {
+    asio::use_service<open_sessions>(asio::query(strand_, asio::execution::context))
+        .add(shared_from_this());
+    open();
+}
 
 void session::open() {
     ++generation_;
