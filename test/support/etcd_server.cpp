@@ -3,6 +3,7 @@
 #include "support/child_process.hpp"
 #include "support/free_ports.hpp"
 #include "support/sys_util.hpp"
+#include "support/test_certificates.hpp"
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
@@ -286,33 +287,9 @@ std::string etcd_cluster::tls_endpoint(std::size_t i) const {
 // A test CA, a certificate it signs for 127.0.0.1 only (not localhost), and an
 // unrelated CA, made with the openssl command ($COROLOCK_OPENSSL or PATH).
 void etcd_cluster::generate_tls_files() const {
-    const char* env = std::getenv("COROLOCK_OPENSSL");
-    const std::string openssl = find_executable(env != nullptr && *env != '\0' ? env : "openssl");
-    if (openssl.empty()) throw std::runtime_error("etcd_server: openssl not found for the TLS files");
-    {
-        std::ofstream ext(dir_ + "/ext.cnf");
-        ext << "subjectAltName=IP:127.0.0.1\n";
-    }
-    const auto run = [&](std::vector<std::string> args) {
-        args.insert(args.begin(), openssl);
-        child_process p(args);
-        const auto st = p.wait_for(30s);
-        if (!st || child_process::exit_code(*st) != 0)
-            throw std::runtime_error("etcd_server: " + args.at(1) + " failed:\n" + p.output());
-    };
-    const std::vector<std::string> key{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"};
-    const auto req = [&](std::vector<std::string> tail) {
-        std::vector<std::string> a{"req"};
-        a.insert(a.end(), key.begin(), key.end());
-        a.insert(a.end(), tail.begin(), tail.end());
-        run(a);
-    };
-    const std::string d = dir_ + "/";
-    req({"-x509", "-keyout", d + "ca.key", "-out", d + "ca.crt", "-days", "2", "-subj", "/CN=corolock test CA"});
-    req({"-x509", "-keyout", d + "wrong-ca.key", "-out", d + "wrong-ca.crt", "-days", "2", "-subj", "/CN=corolock wrong CA"});
-    req({"-keyout", d + "server.key", "-out", d + "server.csr", "-subj", "/CN=127.0.0.1"});
-    run({"x509", "-req", "-in", d + "server.csr", "-CA", d + "ca.crt", "-CAkey", d + "ca.key",
-         "-CAcreateserial", "-out", d + "server.crt", "-days", "2", "-extfile", d + "ext.cnf"});
+    // 127.0.0.1 only: a test reaches the server as localhost to see the
+    // host name refused.
+    write_test_certificates(dir_, "IP:127.0.0.1");
 }
 
 std::uint16_t etcd_cluster::client_port(std::size_t i) const { return members_.at(i).client_port; }

@@ -3,6 +3,7 @@
 #include "support/child_process.hpp"
 #include "support/free_ports.hpp"
 #include "support/sys_util.hpp"
+#include "support/test_certificates.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -259,27 +260,6 @@ std::string describe_status(std::optional<int> st) {
     if (WIFSIGNALED(*st)) return std::string("killed by signal ") + ::strsignal(WTERMSIG(*st));
     return "wait status " + std::to_string(*st);
 }
-
-// Extensions come from our own file rather than the system's openssl.cnf, so
-// the certificates are the same on every machine.
-constexpr const char* openssl_config = R"(# written by corolock's test fixture
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = corolock-test
-[v3_ca]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign
-subjectKeyIdentifier = hash
-[v3_server]
-basicConstraints = critical,CA:FALSE
-keyUsage = critical,digitalSignature,keyEncipherment
-extendedKeyUsage = serverAuth,clientAuth
-subjectAltName = IP:127.0.0.1,DNS:localhost
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid
-)";
 
 }  // namespace
 
@@ -583,48 +563,7 @@ std::string redis_server::log_tail(std::size_t max_bytes) const {
 }
 
 void redis_server::generate_tls_files() {
-    const char* env = std::getenv("COROLOCK_OPENSSL");
-    const std::string openssl = find_executable(env != nullptr && *env != '\0' ? env : "openssl");
-    if (openssl.empty())
-        throw std::runtime_error("redis_server: TLS needs the openssl command; none on PATH");
-    const std::string cnf = dir_ + "/openssl.cnf";
-    {
-        std::ofstream out(cnf);
-        out << openssl_config;
-        if (!out) throw std::runtime_error("redis_server: cannot write " + cnf);
-    }
-    auto run = [&](std::vector<std::string> args) {
-        args.insert(args.begin(), openssl);
-        child_process p(args, {{"OPENSSL_CONF", cnf}});
-        const auto st = p.wait_for(30s);
-        if (!st || child_process::exit_code(*st) != 0) {
-            std::string line;
-            for (const auto& a : args) line += a + " ";
-            throw std::runtime_error("redis_server: openssl failed (" + describe_status(st) +
-                                     "): " + line + "\n" + p.output());
-        }
-    };
-    // P-256 keys: much faster to generate than RSA, and redis takes them.
-    const std::vector<std::string> new_key{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                                           "-nodes"};
-    auto make_ca = [&](const std::string& name, const std::string& cn) {
-        std::vector<std::string> a{"req", "-x509", "-config", cnf, "-extensions", "v3_ca"};
-        a.insert(a.end(), new_key.begin(), new_key.end());
-        a.insert(a.end(), {"-keyout", dir_ + "/" + name + ".key", "-out", dir_ + "/" + name + ".crt",
-                           "-days", "3", "-subj", "/CN=" + cn});
-        run(a);
-    };
-    make_ca("ca", "corolock test CA");
-    // Same shape, unrelated key: a client trusting only this must reject the server.
-    make_ca("wrong-ca", "corolock unrelated CA");
-    std::vector<std::string> csr{"req", "-new", "-config", cnf};
-    csr.insert(csr.end(), new_key.begin(), new_key.end());
-    csr.insert(csr.end(), {"-keyout", dir_ + "/server.key", "-out", dir_ + "/server.csr", "-subj",
-                           "/CN=localhost"});
-    run(csr);
-    run({"x509", "-req", "-in", dir_ + "/server.csr", "-CA", dir_ + "/ca.crt", "-CAkey",
-         dir_ + "/ca.key", "-set_serial", "1", "-extfile", cnf, "-extensions", "v3_server",
-         "-days", "3", "-out", dir_ + "/server.crt"});
+    write_test_certificates(dir_, "IP:127.0.0.1,DNS:localhost");
 }
 
 }  // namespace corolock::test
