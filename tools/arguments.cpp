@@ -466,6 +466,7 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
         constexpr std::string_view prefix = "malformed PostgreSQL URL: ";
         if (std::string_view(why).starts_with(prefix)) why.erase(0, prefix.size());
         if (!ec) o.endpoints = detail::pg::describe_server(*po.url);
+        if (!ec && !po.url->tls_warning.empty()) o.warnings.push_back(po.url->tls_warning);
     }
 #endif
     if (ec)

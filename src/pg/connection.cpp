@@ -44,7 +44,15 @@ void connection::reassign_socket() {
 
 asio::awaitable<error_code> connection::connect(clock::duration timeout, std::string& why) {
     auto self = shared_from_this();
-    conn_ = PQconnectStart(url_->conninfo.c_str());
+    if (url_->sslmode.empty()) {
+        conn_ = PQconnectStart(url_->conninfo.c_str());
+    } else {
+        // The URL expanded first; the keywords after it override its own
+        // (libpq processes them in order, the last value kept).
+        const char* const keys[] = {"dbname", "sslmode", nullptr};
+        const char* const values[] = {url_->conninfo.c_str(), url_->sslmode.c_str(), nullptr};
+        conn_ = PQconnectStartParams(keys, values, 1);
+    }
     if (conn_ == nullptr) {
         why = "libpq could not allocate a connection";
         co_return error::never_connected;
@@ -57,6 +65,10 @@ asio::awaitable<error_code> connection::connect(clock::duration timeout, std::st
             why = scrub(PQerrorMessage(conn_), *url_);
             while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
             const bool auth = why.find("authentication") != std::string::npos;
+            if (!url_->sslmode.empty() && why.find("certificate") != std::string::npos)
+                why += " (TLS was asked for, so corolock checks the server: sslmode=" +
+                       url_->sslmode + "; give the CA with sslrootcert=FILE, see "
+                       "docs/security.md)";
             close(error::never_connected);
             co_return auth ? error::auth_failed : error::never_connected;
         }

@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace corolock::detail::pg {
 
@@ -50,7 +51,21 @@ error_code parse_url(std::string_view url, backend_options& out, std::string& wh
         if (err != nullptr) PQfreemem(err);
         return error::invalid_url;
     }
+    tls_settings tls;
+    for (const auto* o = opts; o->keyword != nullptr; ++o) {
+        const std::string_view key = o->keyword;
+        std::string* field = key == "sslmode"       ? &tls.sslmode
+                             : key == "requiressl"  ? &tls.requiressl
+                             : key == "sslrootcert" ? &tls.sslrootcert
+                             : key == "host"        ? &tls.host
+                             : key == "hostaddr"    ? &tls.hostaddr
+                                                    : nullptr;
+        if (field != nullptr && o->val != nullptr) *field = o->val;
+    }
     PQconninfoFree(opts);
+    auto tls_rule = decide_tls(tls, [](const char* name) { return std::getenv(name); });
+    parts->sslmode = std::move(tls_rule.sslmode);
+    parts->tls_warning = std::move(tls_rule.warning);
     out.url = std::move(parts);
     why.clear();
     return {};
@@ -69,7 +84,10 @@ pg_backend::pg_backend(asio::any_io_executor ex, backend_options opts)
       opts_(std::move(opts)),
       holder_argument_(detail::holder_argument(opts_.holder_label)),
       logger_(default_logger()),
-      work_(std::make_shared<background_work>(strand_, ex)) {}
+      work_(std::make_shared<background_work>(strand_, ex)) {
+    if (opts_.url && !opts_.url->tls_warning.empty())
+        logger_->warn("postgresql: {}", opts_.url->tls_warning);
+}
 
 pg_backend::~pg_backend() {
     for (auto& w : sessions_)

@@ -2,6 +2,8 @@
 
 #include "core/credentials.hpp"
 
+#include <boost/asio/ip/address_v4.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -88,6 +90,55 @@ error_code split_url(std::string_view url, url_parts& out, std::string& why) {
     out = std::move(p);
     why.clear();
     return {};
+}
+
+bool is_local_host(std::string_view host) {
+    if (host.empty() || host.front() == '/' || host.front() == '@') return true;  // unix sockets
+    if (iequals(host, "localhost") || host == "::1" || host == "[::1]") return true;
+    boost::system::error_code ec;
+    const auto v4 = boost::asio::ip::make_address_v4(std::string(host), ec);
+    return !ec && (v4.to_uint() >> 24) == 127;
+}
+
+tls_decision decide_tls(const tls_settings& url,
+                        const std::function<const char*(const char*)>& getenv) {
+    const auto env = [&](const char* name) {
+        const char* v = getenv(name);
+        return std::string(v != nullptr ? v : "");
+    };
+    std::string mode = url.sslmode;
+    if (mode.empty() && url.requiressl == "1") mode = "require";
+    if (mode.empty()) mode = env("PGSSLMODE");
+    if (mode.empty() && env("PGREQUIRESSL") == "1") mode = "require";
+    const bool root_given = !url.sslrootcert.empty() || !env("PGSSLROOTCERT").empty();
+    tls_decision d;
+    if (mode == "require" || (mode.empty() && root_given)) {
+        d.sslmode = "verify-full";
+        return d;
+    }
+    if (mode.empty()) mode = "prefer";  // libpq's default
+    if (mode != "disable" && mode != "allow" && mode != "prefer") return d;  // verify-*, or libpq's error
+    // hostaddr, when given, is where libpq connects; host names it.
+    std::string hosts = !url.hostaddr.empty() ? url.hostaddr : url.host;
+    if (hosts.empty()) hosts = env("PGHOSTADDR");
+    if (hosts.empty()) hosts = env("PGHOST");
+    std::string_view rest = hosts;
+    for (;;) {
+        const auto comma = rest.find(',');
+        const auto one = rest.substr(0, comma);
+        if (!is_local_host(one)) {
+            d.warning = "the PostgreSQL connection to " + std::string(one) +
+                        (mode == "disable" ? " is not encrypted"
+                                           : " may be unencrypted and is not verified") +
+                        " (sslmode=" + mode +
+                        "): add ?sslmode=verify-full&sslrootcert=FILE to encrypt it and check "
+                        "the server (docs/security.md)";
+            break;
+        }
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+    }
+    return d;
 }
 
 std::string scrub(std::string text, const url_parts& url) {

@@ -34,6 +34,7 @@
 #include <corolock/error.hpp>
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -51,7 +52,46 @@ struct url_parts {
     // credential keys (detail::is_credential_query_key: password=,
     // sslpassword=). Empty ones left out.
     std::vector<std::string> secrets;
+    // TLS as corolock asks it of libpq (decide_tls below): "verify-full"
+    // where the URL or the environment asks for TLS without verifying the
+    // server, passed after the URL's own keywords; "" leaves libpq's
+    // setting as it is.
+    std::string sslmode;
+    // Non-empty when the connection may cross a network unencrypted or
+    // unverified: logged at warn, and printed by the corolock tool.
+    std::string tls_warning;
 };
+
+// ---- TLS ----
+//
+// libpq's default, sslmode=prefer, tries TLS without checking the
+// certificate and falls back to plain text: whoever is on the path can
+// downgrade it or answer in the server's name. corolock's rules, decided
+// once per URL:
+//  - TLS asked for without verification (sslmode=require, requiressl=1,
+//    or an sslrootcert with no sslmode) is made verify-full: the
+//    certificate must chain to sslrootcert (libpq's default
+//    ~/.postgresql/root.crt) and name the host. verify-ca, when asked for
+//    explicitly, is kept.
+//  - disable, allow and prefer (libpq's default) are kept, with a warning
+//    when a host is not this machine (a unix socket, localhost, 127.0.0.0/8
+//    or ::1): the connection may cross a network unencrypted.
+// The environment fills what the URL leaves out, as libpq reads it
+// (PGSSLMODE, PGREQUIRESSL, PGSSLROOTCERT, PGHOST, PGHOSTADDR).
+
+// The URL's own values of the keywords that decide it ("" when absent).
+struct tls_settings {
+    std::string sslmode{}, requiressl{}, sslrootcert{}, host{}, hostaddr{};
+};
+struct tls_decision {
+    std::string sslmode;  // url_parts::sslmode
+    std::string warning;  // url_parts::tls_warning
+};
+// `getenv`: the environment's lookup (::getenv, or a table in tests).
+tls_decision decide_tls(const tls_settings& url, const std::function<const char*(const char*)>& getenv);
+// Whether a libpq host (or hostaddr) entry is this machine: empty (the
+// default unix socket), a socket directory, localhost, 127.0.0.0/8, ::1.
+bool is_local_host(std::string_view host);
 
 // Checks the scheme (postgresql:// or postgres://) and finds the
 // credentials, so that messages can be scrubbed of them. libpq parses the

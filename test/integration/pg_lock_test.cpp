@@ -376,3 +376,90 @@ TEST_CASE("pg: a server restart while held: the holder is told, no two holders, 
         b.stop();
     }, 60s);
 }
+
+namespace {
+
+// One acquire through `url`: its error, and whether every session the
+// backend holds locks on used TLS (pg_stat_ssl) while it held.
+struct tls_attempt {
+    corolock::error_code ec;
+    bool tls = false;
+};
+
+asio::awaitable<tls_attempt> acquire_over(const pg_server& server, std::string url) {
+    corolock::backend b(co_await asio::this_coro::executor, url);
+    corolock::mutex m(b, "tls");
+    tls_attempt out;
+    auto [ec, g] = co_await m.async_acquire({.lease = 5s, .wait = 3s}, use_nothrow);
+    out.ec = ec;
+    if (!ec) {
+        const auto rows = server.query(
+            "SELECT s.ssl FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid) "
+            "WHERE a.application_name LIKE 'corolock:%'");
+        out.tls = !rows.empty();
+        for (const auto& r : rows) out.tls = out.tls && r.at(0) == "t";
+        const auto rec = co_await g.release();
+        CHECK_FALSE(rec);
+    }
+    b.stop();
+    co_return out;
+}
+
+}  // namespace
+
+TEST_CASE("pg: TLS asked for is verified: the certificate must chain to the CA and name the host",
+          "[pg][tls]") {
+    pg_server server;
+    server.enable_tls();
+    const auto port = std::to_string(server.port());
+    const auto ca = "&sslrootcert=" + server.ca_file();
+    // Reached as 127.0.0.1, which the certificate names, or under a name it
+    // does not carry (hostaddr says where to connect).
+    const auto by_ip = "postgresql://corolock@127.0.0.1:" + port + "/postgres?connect_timeout=5";
+    const auto by_other_name =
+        "postgresql://corolock@wrong.invalid:" + port + "/postgres?hostaddr=127.0.0.1";
+    asio::io_context ioc;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        {
+            // require with the right CA: encrypted and verified.
+            const auto a = co_await acquire_over(server, by_ip + "&sslmode=require" + ca);
+            CHECK_FALSE(a.ec);
+            CHECK(a.tls);
+        }
+        {
+            // libpq alone would take require with a CA file as verify-ca and
+            // accept any name; corolock checks the host name too.
+            const auto a = co_await acquire_over(server, by_other_name + "&sslmode=require" + ca);
+            INFO(a.ec.message());
+            CHECK(a.ec);
+        }
+        {
+            // verify-ca, asked for explicitly, is kept.
+            const auto a = co_await acquire_over(server, by_other_name + "&sslmode=verify-ca" + ca);
+            CHECK_FALSE(a.ec);
+            CHECK(a.tls);
+        }
+        {
+            // A CA that did not sign the server's certificate.
+            const auto a = co_await acquire_over(
+                server, by_ip + "&sslmode=require&sslrootcert=" + server.wrong_ca_file());
+            CHECK(a.ec);
+        }
+        {
+            // An sslrootcert alone asks for verification.
+            const auto a = co_await acquire_over(server, by_other_name + ca);
+            CHECK(a.ec);
+        }
+        {
+            // libpq's default on this machine (prefer) is left alone: TLS,
+            // since the server offers it, with no warning (loopback).
+            corolock::detail::pg::backend_options o;
+            std::string why;
+            REQUIRE_FALSE(corolock::detail::pg::parse_url(by_ip, o, why));
+            CHECK(o.url->tls_warning.empty());
+            const auto a = co_await acquire_over(server, by_ip);
+            CHECK_FALSE(a.ec);
+            CHECK(a.tls);
+        }
+    }, 90s);
+}

@@ -2,6 +2,7 @@
 
 #include "support/child_process.hpp"
 #include "support/free_ports.hpp"
+#include "support/test_certificates.hpp"
 
 #include <libpq-fe.h>
 
@@ -140,6 +141,41 @@ std::string pg_server::url() const { return url_via(port_); }
 
 std::string pg_server::url_via(std::uint16_t port) const {
     return "postgresql://corolock@127.0.0.1:" + std::to_string(port) + "/postgres";
+}
+
+std::string pg_server::ca_file() const { return dir_ + "/tls/ca.crt"; }
+std::string pg_server::wrong_ca_file() const { return dir_ + "/tls/wrong-ca.crt"; }
+
+void pg_server::enable_tls() {
+    const std::string tls = dir_ + "/tls";
+    fs::create_directories(tls);
+    write_test_certificates(tls, "IP:127.0.0.1,DNS:localhost");
+    // postgres refuses a key that others may read, and reads it as its own user.
+    fs::permissions(tls + "/server.key", fs::perms::owner_read | fs::perms::owner_write);
+    if (!run_as_.empty()) {
+        const passwd* pw = ::getpwnam(run_as_.c_str());
+        for (const char* f : {"/server.key", "/server.crt"})
+            if (pw == nullptr || ::chown((tls + f).c_str(), pw->pw_uid, pw->pw_gid) != 0)
+                throw std::runtime_error("pg_server: cannot give the TLS files to " + run_as_);
+    }
+    query("ALTER SYSTEM SET ssl_cert_file = '" + tls + "/server.crt'");
+    query("ALTER SYSTEM SET ssl_key_file = '" + tls + "/server.key'");
+    query("ALTER SYSTEM SET ssl = on");
+    query("SELECT pg_reload_conf()");
+    // The reload is asynchronous: ready once a TLS connection is accepted.
+    const std::string probe = "host=127.0.0.1 port=" + std::to_string(port_) +
+                              " user=corolock dbname=postgres connect_timeout=2 sslmode=require";
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+        PGconn* c = PQconnectdb(probe.c_str());
+        const bool ok = PQstatus(c) == CONNECTION_OK && PQsslInUse(c) == 1;
+        std::string why = PQerrorMessage(c);
+        PQfinish(c);
+        if (ok) return;
+        if (std::chrono::steady_clock::now() >= deadline)
+            throw std::runtime_error("pg_server: TLS not accepted after the reload: " + why + log());
+        std::this_thread::sleep_for(20ms);
+    }
 }
 
 pid_t pg_server::pid() const noexcept { return proc_ ? proc_->pid() : -1; }

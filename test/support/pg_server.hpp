@@ -43,6 +43,14 @@ public:
     pid_t pid() const noexcept;
     bool running() const;
 
+    // Turns TLS on (ssl=on, a reload): a certificate for 127.0.0.1 and
+    // localhost signed by a throwaway CA (ca_file()); wrong_ca_file() is an
+    // unrelated CA. Returns once a TLS connection is accepted. Plain
+    // connections are still accepted.
+    void enable_tls();
+    std::string ca_file() const;
+    std::string wrong_ca_file() const;
+
     // Runs one statement on a new connection; throws std::runtime_error
     // with the server's message on failure.
     rows query(const std::string& sql) const;

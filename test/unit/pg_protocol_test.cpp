@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
 #include <vector>
 #include <string>
@@ -86,6 +87,93 @@ TEST_CASE("pg url: a malformed URL is refused without echoing its password", "[p
     backend_options o;
     std::string why;
     CHECK_FALSE(parse_url("postgresql://app:secret@127.0.0.1:5432/db?sslmode=disable", o, why));
+}
+
+namespace {
+
+// decide_tls with an environment of its own.
+tls_decision decide(const tls_settings& url, std::map<std::string, std::string> env = {}) {
+    return decide_tls(url, [&env](const char* name) -> const char* {
+        const auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+    });
+}
+
+}  // namespace
+
+TEST_CASE("pg tls: TLS asked for without verification is verified", "[pg][url][tls]") {
+    CHECK(decide({.sslmode = "require", .host = "db.example.com"}).sslmode == "verify-full");
+    CHECK(decide({.sslmode = "require", .host = "127.0.0.1"}).sslmode == "verify-full");
+    CHECK(decide({.requiressl = "1", .host = "db"}).sslmode == "verify-full");
+    CHECK(decide({.sslrootcert = "ca.pem", .host = "db"}).sslmode == "verify-full");
+    CHECK(decide({.host = "db"}, {{"PGSSLMODE", "require"}}).sslmode == "verify-full");
+    CHECK(decide({.host = "db"}, {{"PGREQUIRESSL", "1"}}).sslmode == "verify-full");
+    CHECK(decide({.host = "db"}, {{"PGSSLROOTCERT", "ca.pem"}}).sslmode == "verify-full");
+    // The URL's own mode comes before the environment's.
+    CHECK(decide({.sslmode = "require", .host = "db"}, {{"PGSSLMODE", "disable"}}).sslmode ==
+          "verify-full");
+    // Verification asked for is kept as asked, without a warning.
+    for (const auto* mode : {"verify-ca", "verify-full"}) {
+        INFO(mode);
+        const auto d = decide({.sslmode = mode, .host = "db.example.com"});
+        CHECK(d.sslmode.empty());
+        CHECK(d.warning.empty());
+    }
+    const auto d = decide({.sslmode = "verify-ca", .sslrootcert = "ca.pem", .host = "db"});
+    CHECK(d.sslmode.empty());
+}
+
+TEST_CASE("pg tls: a connection that may be unencrypted beyond this machine is warned of",
+          "[pg][url][tls]") {
+    // libpq's default (prefer), allow and disable are kept.
+    for (const auto* mode : {"", "prefer", "allow", "disable"}) {
+        INFO("sslmode '" << mode << "'");
+        const auto far = decide({.sslmode = mode, .host = "db.example.com"});
+        CHECK(far.sslmode.empty());
+        CHECK(far.warning.find("db.example.com") != std::string::npos);
+        CHECK(far.warning.find("sslmode=verify-full") != std::string::npos);
+        CHECK(far.warning.find(std::string("sslmode=") + (*mode ? mode : "prefer")) !=
+              std::string::npos);
+        for (const auto* local : {"", "/var/run/postgresql", "localhost", "127.0.0.1",
+                                  "127.8.9.10", "::1", "@abstract"}) {
+            INFO("host '" << local << "'");
+            const auto near = decide({.sslmode = mode, .host = local});
+            CHECK(near.sslmode.empty());
+            CHECK(near.warning.empty());
+        }
+    }
+    CHECK(decide({.sslmode = "disable", .host = "10.0.0.5"}).warning.find("is not encrypted") !=
+          std::string::npos);
+    // Any host of a list; hostaddr is where libpq connects.
+    CHECK_FALSE(decide({.host = "127.0.0.1,db2.example.com"}).warning.empty());
+    CHECK(decide({.host = "127.0.0.1,db2.example.com"}).warning.find("db2.example.com") !=
+          std::string::npos);
+    CHECK_FALSE(decide({.host = "localhost", .hostaddr = "192.0.2.7"}).warning.empty());
+    CHECK(decide({.host = "db.example.com", .hostaddr = "127.0.0.1"}).warning.empty());
+    // The environment's host where the URL has none.
+    CHECK_FALSE(decide({}, {{"PGHOST", "db.example.com"}}).warning.empty());
+    CHECK(decide({}, {{"PGHOST", "/tmp"}}).warning.empty());
+    CHECK_FALSE(decide({}, {{"PGSSLMODE", "disable"}, {"PGHOSTADDR", "10.1.2.3"}}).warning.empty());
+    // Not this machine: a name, another loopback spelling, 128.x.
+    CHECK_FALSE(is_local_host("db"));
+    CHECK_FALSE(is_local_host("128.0.0.1"));
+    CHECK_FALSE(is_local_host("0.0.0.0"));
+    CHECK(is_local_host("LOCALHOST"));
+}
+
+TEST_CASE("pg tls: the URL's keywords reach the decision", "[pg][url][tls]") {
+    backend_options o;
+    std::string why;
+    REQUIRE_FALSE(parse_url("postgresql://app@db.example.com/orders?sslmode=require", o, why));
+    CHECK(o.url->sslmode == "verify-full");
+    CHECK(o.url->tls_warning.empty());
+    REQUIRE_FALSE(parse_url("postgres://app@[2001:db8::1]:5433/orders?sslmode=disable", o, why));
+    CHECK(o.url->sslmode.empty());
+    CHECK(o.url->tls_warning.find("2001:db8::1") != std::string::npos);
+    REQUIRE_FALSE(parse_url("postgresql://app@127.0.0.1:5432,[::1]:5433/orders?sslmode=prefer", o, why));
+    CHECK(o.url->tls_warning.empty());
+    REQUIRE_FALSE(parse_url("postgresql:///orders?host=db.example.com&sslmode=allow", o, why));
+    CHECK_FALSE(o.url->tls_warning.empty());
 }
 
 TEST_CASE("pg key: one per name, stable, split as pg_locks shows it", "[pg][key]") {
