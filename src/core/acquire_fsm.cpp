@@ -136,8 +136,7 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
             // released), once the client has had time to reconnect.
             a.fresh_level = true;
             a.rearm = queued_;
-            const auto until = std::min(f.now + retry_delay_, wait_deadline_);
-            retry_delay_ = std::min(retry_delay_ * 2, retry_max_);
+            const auto until = std::min(f.now + retry_.next(), wait_deadline_);
             return wait(state::waiting, until, a);
         }
         a.ec = r.ec;

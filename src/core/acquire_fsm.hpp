@@ -15,6 +15,8 @@
 // caller's cancellation, or the client stopping) ends it at the next step.
 #pragma once
 
+#include "core/backoff.hpp"
+
 #include <corolock/error.hpp>
 
 #include <chrono>
@@ -30,8 +32,10 @@ public:
         bool try_once = false;
         clock::time_point wait_deadline = clock::time_point::max();
         clock::duration lease{};
-        clock::duration retry_min{};  // first delay after a transient failure
-        clock::duration retry_max{};  // the cap of the doubling delays
+        // A transient failure's retry: core/backoff.hpp's steps from
+        // retry_min, doubling up to retry_max, each delay jittered.
+        clock::duration retry_min{};
+        clock::duration retry_max{};
     };
 
     // What the shell sees when it resumes the machine.
@@ -94,8 +98,7 @@ public:
     explicit acquire_fsm(const settings& s) noexcept
         : wait_deadline_(s.wait_deadline),
           lease_(s.lease),
-          retry_max_(s.retry_max),
-          retry_delay_(s.retry_min),
+          retry_(s.retry_min, s.retry_max),
           try_once_(s.try_once) {}
 
     // The first step.
@@ -142,12 +145,11 @@ private:
     // Tells the service when the holder's lease ends, from a refusal's pttl.
     void note_expiry(action& a, const facts& f, std::int64_t pttl) const;
 
-    // The settings, field by field (retry_min only seeds retry_delay_): a
-    // burst of acquires has one machine each.
+    // The settings, field by field: a burst of acquires has one machine
+    // each.
     clock::time_point wait_deadline_;
     clock::duration lease_;
-    clock::duration retry_max_;
-    clock::duration retry_delay_;  // the next delay after a transient failure
+    backoff retry_;  // after a transient failure
     bool try_once_;
     std::uint8_t crossed_retries_ = 0;
     state state_ = state::initial;

@@ -1,5 +1,6 @@
 #include "etcd/etcd_backend.hpp"
 
+#include "core/backoff.hpp"
 #include "core/coroutine_backend.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
@@ -217,6 +218,8 @@ struct etcd_backend::prefix_watch {
     bool ready = false;
     std::int64_t revision = 0;  // the last revision seen
     int generation = 0;         // restarts
+    // Between restarts of a broken watch; reset once one is created.
+    backoff restart{std::chrono::milliseconds(200), std::chrono::seconds(5)};
 };
 
 void etcd_backend::watch_prefix(const std::string& prefix, watcher* w) {
@@ -269,7 +272,7 @@ void etcd_backend::start_watch(const std::string& prefix) {
                     ec != asio::error::operation_aborted) {
                     pw->revision = 0;  // from now: the watchers look again anyway
                     auto timer = std::make_shared<asio::steady_timer>(self->strand_);
-                    timer->expires_after(std::chrono::milliseconds(200));
+                    timer->expires_after(pw->restart.next());
                     timer->async_wait([self, prefix, timer](error_code) {
                         if (!self->stopped() && self->watches_.count(prefix) &&
                             !self->watches_[prefix]->stream)
@@ -281,6 +284,7 @@ void etcd_backend::start_watch(const std::string& prefix) {
             pw->revision = std::max(pw->revision, u.header.revision);
             if (u.created) {
                 pw->ready = true;
+                pw->restart.reset();
                 auto watchers = pw->watchers;
                 for (auto* w : watchers) w->on_watch_reset();
             }

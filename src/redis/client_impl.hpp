@@ -12,6 +12,7 @@
 #pragma once
 
 #include <corolock/client.hpp>
+#include "core/backoff.hpp"
 #include "core/inner_executor.hpp"
 #include "redis/redis_backend.hpp"
 #include "core/metrics_recorder.hpp"
@@ -230,7 +231,6 @@ private:
         client_impl& c;
         ~stop_writing() { c.can_write_ = false; }
     };
-    clock::duration next_backoff();
     // The server for log lines: host:port, or "the primary of NAME" before
     // a Sentinel named one.
     std::string peer() const;
@@ -279,8 +279,7 @@ private:
     std::shared_ptr<cluster::cluster_router> router_;
 
     clock::time_point last_read_{};
-    clock::duration backoff_{};
-    std::minstd_rand rng_;
+    backoff backoff_;  // between connection attempts (reset on success)
     error_code last_connect_error_;
     std::string last_connect_diagnostic_;  // the attempt in progress's, then the failure's
     // last_connect_error_'s diagnostic, kept while a new attempt (which

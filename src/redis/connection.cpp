@@ -167,7 +167,7 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg, std::optional<str
       write_signal_(executor_, clock::time_point::max()),
       expire_timer_(executor_, clock::time_point::max()),
       backoff_timer_(executor_),
-      rng_(std::random_device{}()),
+      backoff_(cfg_.reconnect_min, cfg_.reconnect_max),
       window_timer_(executor_) {
     if (cfg_.tls.enabled) {
         ssl_ctx_.emplace(asio::ssl::context::tls_client);
@@ -614,16 +614,6 @@ void client_impl::fail_write(error_code ec) noexcept {
 
 // ---- the connection loop ----
 
-client_impl::clock::duration client_impl::next_backoff() {
-    // Exponential with "equal jitter": half fixed, half random, so retries
-    // spread out but never collapse to zero.
-    backoff_ = backoff_.count() == 0 ? cfg_.reconnect_min
-                                     : std::min(backoff_ * 2, cfg_.reconnect_max);
-    const auto half = backoff_ / 2;
-    std::uniform_int_distribution<clock::rep> jitter(0, half.count());
-    return half + clock::duration(jitter(rng_));
-}
-
 client_impl::awaitable<void> client_impl::run() {
     auto self = shared_from_this();
     while (!stopped()) {
@@ -640,7 +630,7 @@ client_impl::awaitable<void> client_impl::run() {
             fail_fast_ = false;
             ever_connected_ = true;
             window_timer_.cancel();
-            backoff_ = {};
+            backoff_.reset();
             if (ssl_ctx_ && !cfg_.tls.verify_peer)
                 logger_->warn("TLS certificate verification is disabled (config.tls.verify_peer "
                               "= false): the connection to {} is encrypted but the server is "
@@ -687,10 +677,10 @@ client_impl::awaitable<void> client_impl::run() {
         if (stopped()) break;
         if (std::exchange(reconnect_now_, false)) {
             // The Sentinels moved the primary: no backoff before asking them.
-            backoff_ = {};
+            backoff_.reset();
             continue;
         }
-        const auto delay = next_backoff();
+        const auto delay = backoff_.next();
         logger_->debug("reconnecting in {} ms",
                        std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
         backoff_timer_.expires_after(delay);

@@ -138,7 +138,7 @@ client_impl::awaitable<error_code> client_impl::subscribe_switch_master(const en
 client_impl::awaitable<void> client_impl::sentinel_watch() {
     auto self = shared_from_this();
     watch_link_ = std::make_unique<sentinel_link>(executor_, ssl_ctx_ ? &*ssl_ctx_ : nullptr, cfg_);
-    clock::duration delay{};
+    backoff delay(cfg_.reconnect_min, cfg_.reconnect_max);
     std::size_t next = 0;
     while (!stopped() && !cfg_.nodes.empty()) {
         const endpoint s = cfg_.nodes[next++ % cfg_.nodes.size()];
@@ -151,7 +151,7 @@ client_impl::awaitable<void> client_impl::sentinel_watch() {
         if (opened.index() == 0 && !std::get<0>(opened)) {
             logger_->debug("following {}'s failovers through sentinel {}",
                            escaped{cfg_.service_name}, escaped{sentinel::to_string(s)});
-            delay = {};
+            delay.reset();
             auto heard = clock::now();
             co_await (sentinel_listen(s, heard, why) || sentinel_keepalive(heard, why));
             if (stopped()) co_return;
@@ -161,10 +161,9 @@ client_impl::awaitable<void> client_impl::sentinel_watch() {
         watch_link_->close();
         logger_->info("subscription to sentinel {} ended ({}); trying the next",
                       escaped{sentinel::to_string(s)}, escaped{why});
-        // Bounded backoff, as the client's own reconnects: the first retry
-        // (another Sentinel) soon, then doubling up to reconnect_max.
-        delay = delay.count() == 0 ? cfg_.reconnect_min : std::min(delay * 2, cfg_.reconnect_max);
-        watch_timer_.expires_after(delay);
+        // The client's reconnect backoff: the first retry (another
+        // Sentinel) soon, then doubling up to reconnect_max, jittered.
+        watch_timer_.expires_after(delay.next());
         co_await watch_timer_.async_wait(use_nothrow);
     }
 }
@@ -221,7 +220,7 @@ void client_impl::rediscover(std::string_view why) {
         fail_write(error::connection_lost);
     } else {
         // Waiting out a backoff: cut it short.
-        backoff_ = {};
+        backoff_.reset();
         backoff_timer_.cancel();
     }
 }

@@ -279,15 +279,17 @@ redirect_policy::decision redirect_policy::on_unreachable(clock::time_point now)
 
 redirect_policy::decision redirect_policy::later(clock::time_point now) {
     decision d;
-    backoff_ = backoff_.count() == 0 ? s_.backoff_min : std::min(backoff_ * 2, s_.backoff_max);
-    if (now + backoff_ >= s_.deadline) {
+    const auto delay = backoff_.next();
+    // Decided on the step, the longest the delay could be, so that the
+    // answer does not depend on the draw.
+    if (now + backoff_.step() >= s_.deadline) {
         d.action = what::fail;
         d.ec = error::cluster_down;
         return d;
     }
     ++retries_;
     d.action = what::retry_later;
-    d.delay = backoff_;
+    d.delay = delay;
     return d;
 }
 

@@ -5,6 +5,8 @@
 // backend feeds replies and the clock in, and acts on the answers.
 #pragma once
 
+#include "core/backoff.hpp"
+
 #include <corolock/error.hpp>
 #include <corolock/reply.hpp>
 
@@ -117,6 +119,7 @@ public:
         retry_at,     // send again to `target` now (after MOVED: with the map updated)
         ask_at,       // send ASKING then the command to `target`, once
         retry_later,  // send again (to the slot's primary per the map) after `delay`
+                      // (a jittered backoff: core/backoff.hpp)
         fail,         // give up: `ec` (cluster_down)
     };
     struct decision {
@@ -128,7 +131,8 @@ public:
         error_code ec;
     };
 
-    explicit redirect_policy(settings s) noexcept : s_(s) {}
+    explicit redirect_policy(settings s) noexcept
+        : s_(s), backoff_(s.backoff_min, s.backoff_max) {}
 
     // An error reply's text from `from` (whose host stands in for an empty
     // one in the redirection). Not an error reply: pass decide_ok().
@@ -145,7 +149,7 @@ private:
     settings s_;
     int redirects_ = 0;
     int retries_ = 0;
-    clock::duration backoff_{};
+    backoff backoff_;
 };
 
 }  // namespace corolock::detail::cluster
