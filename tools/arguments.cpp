@@ -5,6 +5,7 @@
 
 #include "core/backend.hpp"
 #include "core/credentials.hpp"
+#include "core/url_authority.hpp"
 #include "etcd/etcd_backend.hpp"
 #include "redlock/redlock_url.hpp"
 #ifdef COROLOCK_HAVE_POSTGRESQL
@@ -308,18 +309,12 @@ std::optional<usage_error> read_password_file(const std::string& command, const 
 // by the library, but is what one writes when the password comes from
 // --password-file or COROLOCK_PASSWORD: parse it with a stand-in password.
 std::string with_password_slot(std::string_view url) {
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos) return std::string(url);
-    const auto start = scheme_end + 3;
-    const auto end = url.find_first_of("/?#", start);
-    const auto authority = url.substr(start, end == std::string_view::npos ? end : end - start);
-    const auto at = authority.rfind('@');
-    if (at == std::string_view::npos || at == 0 ||
-        authority.substr(0, at).find(':') != std::string_view::npos)
+    detail::url_pieces p;
+    if (!detail::split_url_pieces(url, p) || p.userinfo.empty() ||
+        p.userinfo.find(':') != std::string_view::npos)
         return std::string(url);
-    std::string out(url.substr(0, start + at));
-    out += ":-";
-    out.append(url.substr(start + at));
+    std::string out(p.head);
+    out.append(p.userinfo).append(":-@").append(p.hosts).append(p.tail);
     return out;
 }
 
@@ -376,17 +371,16 @@ std::optional<usage_error> apply_credentials(const std::string& command,
 // there), %-escaped: the password from --password-file or
 // COROLOCK_PASSWORD. Nothing when the URL names no user.
 std::optional<std::string> zk_url_with_password(std::string_view url, std::string_view password) {
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos) return std::nullopt;
-    const auto start = scheme_end + 3;
-    const auto end = url.find_first_of("/?#", start);
-    const auto authority = url.substr(start, end == std::string_view::npos ? end : end - start);
-    const auto at = authority.rfind('@');
-    if (at == std::string_view::npos || at == 0 || authority.find(':') == 0) return std::nullopt;
-    const auto user = authority.substr(0, std::min(authority.find(':'), at));
-    std::string out(url.substr(0, start));
-    out.append(user).append(":").append(detail::percent_encode(password));
-    out.append(url.substr(start + at));
+    detail::url_pieces p;
+    if (!detail::split_url_pieces(url, p) || p.userinfo.empty() || p.userinfo.front() == ':')
+        return std::nullopt;
+    std::string out(p.head);
+    out.append(p.userinfo.substr(0, p.userinfo.find(':')))
+        .append(":")
+        .append(detail::percent_encode(password))
+        .append("@")
+        .append(p.hosts)
+        .append(p.tail);
     return out;
 }
 
@@ -960,19 +954,15 @@ std::optional<duration> parse_duration(std::string_view text, std::string& why) 
 }
 
 std::string url_without_credentials(std::string_view url) {
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos)
+    detail::url_pieces p;
+    if (!detail::split_url_pieces(url, p))
         return url.find('@') == std::string_view::npos ? std::string(url) : std::string();
-    const auto start = scheme_end + 3;
-    const auto end = url.find_first_of("/?#", start);
-    const auto authority = url.substr(start, end == std::string_view::npos ? end : end - start);
-    const auto tail = end == std::string_view::npos ? std::string_view() : url.substr(end);
     // An '@' past the host: a password holding '/', '?' or '#' unencoded.
-    if (tail.find('@') != std::string_view::npos) return std::string();
+    if (p.tail.find('@') != std::string_view::npos) return std::string();
     // The query may carry credentials (a Sentinel URL's sentinel_user and
     // sentinel_password, a PostgreSQL URL's password and sslpassword, the
     // key %-escaped or not): dropped.
-    std::string rest(tail);
+    std::string rest(p.tail);
     if (const auto q = rest.find('?'); q != std::string::npos) {
         std::string kept;
         std::string_view query = std::string_view(rest).substr(q + 1);
@@ -988,10 +978,8 @@ std::string url_without_credentials(std::string_view url) {
         rest.erase(q);
         if (!kept.empty()) rest.append("?").append(kept);
     }
-    const auto at = authority.rfind('@');
-    std::string out(url.substr(0, start));
-    out.append(at == std::string_view::npos ? authority : authority.substr(at + 1));
-    out.append(rest);
+    std::string out(p.head);
+    out.append(p.hosts).append(rest);
     return out;
 }
 

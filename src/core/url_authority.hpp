@@ -1,6 +1,6 @@
 // Splitting a URL after its "://" into the authority and the tail, shared
 // by the URL parsers whose user part may hold a password (config.cpp,
-// redlock_url.cpp).
+// redlock_url.cpp) and by the corolock tool's rewrites of a URL.
 #pragma once
 
 #include <string_view>
@@ -22,6 +22,33 @@ inline bool split_authority(std::string_view rest, url_authority& out) noexcept 
     out.authority = rest.substr(0, end);
     out.tail = end == std::string_view::npos ? std::string_view() : rest.substr(end);
     return out.tail.find('@') == std::string_view::npos;
+}
+
+// A URL cut around its user information, for code that rewrites it (the
+// corolock tool puts a password in, or takes every credential out):
+// head + [userinfo + '@'] + hosts + tail.
+struct url_pieces {
+    std::string_view head;      // "scheme://"
+    std::string_view userinfo;  // before the authority's last '@' (without it)
+    bool has_userinfo = false;  // an '@' was there (userinfo may still be empty)
+    std::string_view hosts;     // after that '@', to the end of the authority
+    std::string_view tail;      // "", or from the first '/', '?' or '#' on
+};
+
+// Nothing without "://".
+inline bool split_url_pieces(std::string_view url, url_pieces& out) noexcept {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return false;
+    out = {};
+    out.head = url.substr(0, scheme_end + 3);
+    url_authority a;
+    (void)split_authority(url.substr(scheme_end + 3), a);
+    out.tail = a.tail;
+    const auto at = a.authority.rfind('@');
+    out.has_userinfo = at != std::string_view::npos;
+    out.userinfo = out.has_userinfo ? a.authority.substr(0, at) : std::string_view();
+    out.hosts = out.has_userinfo ? a.authority.substr(at + 1) : a.authority;
+    return true;
 }
 
 inline constexpr std::string_view misplaced_at_message =
