@@ -4,6 +4,7 @@
 #include "core/coroutine_backend.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
+#include "core/url_text.hpp"
 #include "core/watchdog_schedule.hpp"
 
 #include <corolock/detail/completion.hpp>
@@ -53,34 +54,10 @@ clock::time_point deadline_of(clock::time_point sent, clock::duration lease, std
     return watchdog_schedule::deadline_for(sent, std::min(lease, granted));
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
 std::string percent_decode(std::string_view s, bool& ok) {
     std::string out;
-    ok = true;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (s[i] != '%') {
-            out += s[i];
-            continue;
-        }
-        unsigned v = 0;
-        if (i + 2 >= s.size()) {
-            ok = false;
-            return {};
-        }
-        auto r = std::from_chars(s.data() + i + 1, s.data() + i + 3, v, 16);
-        if (r.ec != std::errc() || r.ptr != s.data() + i + 3) {
-            ok = false;
-            return {};
-        }
-        out += static_cast<char>(v);
-        i += 2;
-    }
+    ok = percent_decode_strict(s, out);
+    if (!ok) out.clear();
     return out;
 }
 

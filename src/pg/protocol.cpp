@@ -13,13 +13,6 @@ namespace corolock::detail::pg {
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
 void replace_all(std::string& text, const std::string& what) {
     if (what.empty()) return;
     for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 3))

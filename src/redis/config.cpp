@@ -11,6 +11,7 @@
 #include <corolock/printable.hpp>
 
 #include "core/url_authority.hpp"
+#include "core/url_text.hpp"
 
 #include <boost/asio/ip/address_v6.hpp>
 #include <boost/system/system_error.hpp>
@@ -23,6 +24,9 @@
 namespace corolock {
 
 namespace {
+
+using detail::iequals;
+using detail::percent_decode_strict;
 
 // Quotes a URL part for an error message, so that empty and odd values are
 // visible. Only for parts that cannot hold a password.
@@ -53,15 +57,6 @@ bool all_digits(std::string_view s) noexcept {
     return !s.empty();
 }
 
-bool iequals(std::string_view a, std::string_view b) noexcept {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-        if (lower(a[i]) != lower(b[i])) return false;
-    }
-    return true;
-}
-
 // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), RFC 3986, 3.1.
 bool is_scheme(std::string_view s) noexcept {
     auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
@@ -71,35 +66,13 @@ bool is_scheme(std::string_view s) noexcept {
     return true;
 }
 
-int hex_value(char c) noexcept {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 // Decodes %XX escapes. `what` names the part for the error message; the
 // value itself is never echoed, because it may be a password.
 bool percent_decode(std::string_view in, std::string& out, const char* what, std::string& why) {
-    out.clear();
-    out.reserve(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-        if (in[i] != '%') {
-            out.push_back(in[i]);
-            continue;
-        }
-        const bool complete = i + 2 < in.size();
-        const int hi = complete ? hex_value(in[i + 1]) : -1;
-        const int lo = complete ? hex_value(in[i + 2]) : -1;
-        if (hi < 0 || lo < 0) {
-            why = std::string("malformed percent-escape in the URL's ") + what +
-                  " (expected %XX with two hex digits)";
-            return false;
-        }
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-    }
-    return true;
+    if (percent_decode_strict(in, out)) return true;
+    why = std::string("malformed percent-escape in the URL's ") + what +
+          " (expected %XX with two hex digits)";
+    return false;
 }
 
 // A host name as DNS and /etc/hosts know it: letters, digits, '-', '.', and

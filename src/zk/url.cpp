@@ -10,13 +10,6 @@ namespace corolock::detail::zk {
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
-
 // A ZooKeeper path of plain segments: no empty, "." or ".." segment, and
 // only characters that need no escaping in any tool.
 bool valid_root(std::string_view p) {

@@ -1,6 +1,7 @@
 #include "redis/cluster/cluster_router.hpp"
 
 #include "core/logging.hpp"
+#include "core/url_text.hpp"
 
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
@@ -45,12 +46,6 @@ std::size_t split(std::string_view p, std::string_view* out, std::size_t max) no
         p = p.substr(len + 2);
     }
     return n;
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return (x | 0x20) == (y | 0x20);
-           });
 }
 
 bool is_transport(const error_code& ec) {
