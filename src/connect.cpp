@@ -10,6 +10,7 @@
 #include "redis/redis_backend.hpp"
 #include "redlock/redlock_backend.hpp"
 #include "redlock/redlock_url.hpp"
+#include "schemes.hpp"
 #ifdef COROLOCK_HAVE_ZOOKEEPER
 #include "zk/zk_backend.hpp"
 #endif
@@ -23,27 +24,6 @@
 #include <utility>
 
 namespace corolock {
-
-namespace {
-
-// The URL's scheme in lower case, when it is one (RFC 3986, 3.1); empty
-// when the URL has none. Text before a "://" that is no scheme may hold a
-// password, so it is never echoed.
-std::string scheme_of(std::string_view url) {
-    const auto end = url.find("://");
-    if (end == std::string_view::npos || end == 0 || end > 32) return {};
-    const auto s = url.substr(0, end);
-    if (!std::isalpha(static_cast<unsigned char>(s[0]))) return {};
-    std::string out;
-    for (char c : s) {
-        const auto u = static_cast<unsigned char>(c);
-        if (!std::isalnum(u) && c != '+' && c != '-' && c != '.') return {};
-        out += static_cast<char>(std::tolower(u));
-    }
-    return out;
-}
-
-}  // namespace
 
 std::string detail::left_out_backend(std::string_view scheme) {
 #ifndef COROLOCK_HAVE_POSTGRESQL
@@ -63,40 +43,39 @@ namespace {
 
 std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std::string_view url,
                                            const backend_config& cfg) {
-    const auto scheme = scheme_of(url);
-    if (scheme == "etcd" || scheme == "etcds")
-        return detail::etcd::connect(std::move(ex), url, cfg.holder_label);
-    if (scheme == "postgresql" || scheme == "postgres") {
+    const auto scheme = detail::scheme_of(url);
+    switch (detail::family_of(url)) {
+        case detail::scheme_family::etcd:
+            return detail::etcd::connect(std::move(ex), url, cfg.holder_label);
+        case detail::scheme_family::postgresql:
 #ifdef COROLOCK_HAVE_POSTGRESQL
-        return detail::pg::connect(std::move(ex), url, cfg.holder_label);
+            return detail::pg::connect(std::move(ex), url, cfg.holder_label);
 #else
-        throw boost::system::system_error(make_error_code(error::invalid_url),
-                                          detail::left_out_backend(scheme));
+            throw boost::system::system_error(make_error_code(error::invalid_url),
+                                              detail::left_out_backend(scheme));
 #endif
-    }
-    if (scheme == "zk") {
+        case detail::scheme_family::zk:
 #ifdef COROLOCK_HAVE_ZOOKEEPER
-        return detail::zk::connect(std::move(ex), url, cfg.holder_label);
+            return detail::zk::connect(std::move(ex), url, cfg.holder_label);
 #else
-        throw boost::system::system_error(make_error_code(error::invalid_url),
-                                          detail::left_out_backend(scheme));
+            throw boost::system::system_error(make_error_code(error::invalid_url),
+                                              detail::left_out_backend(scheme));
 #endif
+        case detail::scheme_family::redlock: {
+            auto parsed = detail::parse_redlock_url(url);
+            return detail::connect_redlock(std::move(ex), parsed.nodes, cfg.holder_label,
+                                           parsed.options);
+        }
+        case detail::scheme_family::redis:
+            // The Redis URL parser explains what is wrong with a URL without
+            // a scheme, without echoing a secret.
+            return detail::connect_redis(std::move(ex), url, cfg.holder_label);
+        case detail::scheme_family::unknown:
+            break;
     }
-    if (detail::is_redlock_scheme(scheme)) {
-        auto parsed = detail::parse_redlock_url(url);
-        return detail::connect_redlock(std::move(ex), parsed.nodes, cfg.holder_label,
-                                       parsed.options);
-    }
-    if (scheme.empty() || scheme == "redis" || scheme == "rediss" || scheme == "redis+sentinel" ||
-        scheme == "rediss+sentinel" || scheme == "redis+cluster" || scheme == "rediss+cluster")
-        // The Redis URL parser explains what is wrong with a URL without a
-        // scheme, without echoing a secret.
-        return detail::connect_redis(std::move(ex), url, cfg.holder_label);
-    throw boost::system::system_error(
-        make_error_code(error::invalid_url),
-        "unsupported URL scheme '" + scheme +
-            "': expected redis, rediss, redis+sentinel, redis+cluster (or rediss+...), etcd, "
-            "etcds, zk, postgresql or redlock (or redlock+rediss)");
+    throw boost::system::system_error(make_error_code(error::invalid_url),
+                                      "unsupported URL scheme '" + scheme + "': expected " +
+                                          detail::accepted_schemes());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "core/backend.hpp"
 #include "core/credentials.hpp"
 #include "core/url_authority.hpp"
+#include "schemes.hpp"
 #include "etcd/etcd_backend.hpp"
 #include "redlock/redlock_url.hpp"
 #ifdef COROLOCK_HAVE_POSTGRESQL
@@ -886,14 +887,15 @@ std::optional<usage_error> parse_list(const std::vector<std::string_view>& args,
 }  // namespace
 
 url_kind kind_of_url(std::string_view url) {
-    const auto end = url.find("://");
-    if (end == std::string_view::npos) return url_kind::redis;
-    std::string scheme(url.substr(0, end));
-    for (char& c : scheme) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (scheme == "etcd" || scheme == "etcds") return url_kind::etcd;
-    if (scheme == "zk") return url_kind::zk;
-    if (scheme == "postgresql" || scheme == "postgres") return url_kind::postgresql;
-    if (detail::is_redlock_scheme(scheme)) return url_kind::redlock;
+    switch (detail::family_of(url)) {
+        case detail::scheme_family::etcd: return url_kind::etcd;
+        case detail::scheme_family::zk: return url_kind::zk;
+        case detail::scheme_family::postgresql: return url_kind::postgresql;
+        case detail::scheme_family::redlock: return url_kind::redlock;
+        // An unknown scheme: the Redis parser names it and what it expects.
+        case detail::scheme_family::redis:
+        case detail::scheme_family::unknown: break;
+    }
     return url_kind::redis;
 }
 
