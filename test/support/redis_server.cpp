@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -276,10 +277,13 @@ subjectKeyIdentifier = hash
 basicConstraints = critical,CA:FALSE
 keyUsage = critical,digitalSignature,keyEncipherment
 extendedKeyUsage = serverAuth,clientAuth
-subjectAltName = IP:127.0.0.1,DNS:localhost
+subjectAltName = @SAN@
 subjectKeyIdentifier = hash
 authorityKeyIdentifier = keyid
 )";
+
+// Serial numbers for the certificates this process signs (one CA may sign several).
+std::atomic<unsigned> certificates_signed{0};
 
 }  // namespace
 
@@ -327,7 +331,9 @@ redis_server::redis_server(redis_server_options opts)
     log_file_ = dir_ + "/redis.log";
     try {
         tls_dir_ = opts_.tls_files_from.empty() ? dir_ : opts_.tls_files_from;
-        if (opts_.tls && opts_.tls_files_from.empty()) generate_tls_files();
+        // A certificate of its own: the first server's, or one with other names.
+        cert_dir_ = opts_.tls_files_from.empty() || !opts_.tls_names.empty() ? dir_ : tls_dir_;
+        if (opts_.tls && cert_dir_ == dir_) generate_tls_files();
         // Another process can take the port between our check and the
         // server's bind; each such loss costs one more attempt.
         constexpr int attempts = 5;
@@ -448,8 +454,8 @@ redis_server::start_result redis_server::start_once(deadline_type deadline) {
                                   "--logfile", log_file_});
     if (opts_.tls) {
         argv.insert(argv.end(), {"--tls-port", std::to_string(tls_port_),
-                                 "--tls-cert-file", tls_dir_ + "/server.crt",
-                                 "--tls-key-file", tls_dir_ + "/server.key",
+                                 "--tls-cert-file", cert_dir_ + "/server.crt",
+                                 "--tls-key-file", cert_dir_ + "/server.key",
                                  "--tls-ca-cert-file", tls_dir_ + "/ca.crt",
                                  "--tls-auth-clients", "no"});
     }
@@ -589,8 +595,12 @@ void redis_server::generate_tls_files() {
         throw std::runtime_error("redis_server: TLS needs the openssl command; none on PATH");
     const std::string cnf = dir_ + "/openssl.cnf";
     {
+        std::string text = openssl_config;
+        const std::string names =
+            opts_.tls_names.empty() ? std::string(default_tls_names) : opts_.tls_names;
+        text.replace(text.find("@SAN@"), 5, names);
         std::ofstream out(cnf);
-        out << openssl_config;
+        out << text;
         if (!out) throw std::runtime_error("redis_server: cannot write " + cnf);
     }
     auto run = [&](std::vector<std::string> args) {
@@ -614,16 +624,20 @@ void redis_server::generate_tls_files() {
                            "-days", "3", "-subj", "/CN=" + cn});
         run(a);
     };
-    make_ca("ca", "corolock test CA");
-    // Same shape, unrelated key: a client trusting only this must reject the server.
-    make_ca("wrong-ca", "corolock unrelated CA");
+    if (tls_dir_ == dir_) {
+        make_ca("ca", "corolock test CA");
+        // Same shape, unrelated key: a client trusting only this must reject the server.
+        make_ca("wrong-ca", "corolock unrelated CA");
+    }
     std::vector<std::string> csr{"req", "-new", "-config", cnf};
     csr.insert(csr.end(), new_key.begin(), new_key.end());
     csr.insert(csr.end(), {"-keyout", dir_ + "/server.key", "-out", dir_ + "/server.csr", "-subj",
                            "/CN=localhost"});
     run(csr);
-    run({"x509", "-req", "-in", dir_ + "/server.csr", "-CA", dir_ + "/ca.crt", "-CAkey",
-         dir_ + "/ca.key", "-set_serial", "1", "-extfile", cnf, "-extensions", "v3_server",
+    // A serial of its own: a CA's certificates should not share one.
+    run({"x509", "-req", "-in", dir_ + "/server.csr", "-CA", tls_dir_ + "/ca.crt", "-CAkey",
+         tls_dir_ + "/ca.key", "-set_serial", std::to_string(certificates_signed.fetch_add(1) + 1),
+         "-extfile", cnf, "-extensions", "v3_server",
          "-days", "3", "-out", dir_ + "/server.crt"});
 }
 
