@@ -72,9 +72,11 @@ std::string redact_quoted(std::string_view why) {
 struct credential_options {
     std::optional<std::string> password_file;
     std::optional<std::string> tls_ca, tls_cert, tls_key, tls_server_name;
+    std::optional<std::string> sentinel_tls_server_name;
     bool tls_insecure = false;
     bool any_tls() const {
-        return tls_ca || tls_cert || tls_key || tls_server_name || tls_insecure;
+        return tls_ca || tls_cert || tls_key || tls_server_name || sentinel_tls_server_name ||
+               tls_insecure;
     }
 };
 
@@ -263,6 +265,8 @@ bool common_option(option_reader& r, const option_token& opt, common_options& o,
     if (opt.name == "--tls-cert") return string_value(cred.tls_cert);
     if (opt.name == "--tls-key") return string_value(cred.tls_key);
     if (opt.name == "--tls-server-name") return string_value(cred.tls_server_name);
+    if (opt.name == "--sentinel-tls-server-name")
+        return string_value(cred.sentinel_tls_server_name);
     if (opt.name == "--tls-insecure") {
         err = r.no_value();
         cred.tls_insecure = true;
@@ -355,6 +359,14 @@ std::optional<usage_error> apply_credentials(const std::string& command,
     if (auto e = set(cred.tls_cert, "--tls-cert", "tls_cert"); e) return e;
     if (auto e = set(cred.tls_key, "--tls-key", "tls_key"); e) return e;
     if (auto e = set(cred.tls_server_name, "--tls-server-name", "tls_server_name"); e) return e;
+    if (cred.sentinel_tls_server_name && cfg.mode != topology::sentinel)
+        return usage_error{command, "--sentinel-tls-server-name applies to Sentinel URLs only "
+                                    "(rediss+sentinel://): it is the name the Sentinels' "
+                                    "certificates must carry"};
+    if (auto e = set(cred.sentinel_tls_server_name, "--sentinel-tls-server-name",
+                     "sentinel_tls_server_name");
+        e)
+        return e;
     if (cred.tls_insecure) {
         if (auto e = set(std::string("no"), "--tls-insecure", "tls_verify"); e) return e;
     }
@@ -413,6 +425,7 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
                              : cred.tls_cert    ? "--tls-cert"
                              : cred.tls_key     ? "--tls-key"
                              : cred.tls_server_name ? "--tls-server-name"
+                             : cred.sentinel_tls_server_name ? "--sentinel-tls-server-name"
                              : cred.tls_insecure ? "--tls-insecure"
                                                  : nullptr;
     const char* instead =

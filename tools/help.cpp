@@ -46,9 +46,14 @@ Options every command takes:
                   URL's password and $COROLOCK_PASSWORD; keeps it out of ps.
                   Redis, and ZooKeeper with zk://user@...
   --tls-ca FILE, --tls-cert FILE, --tls-key FILE, --tls-server-name NAME,
-  --tls-insecure  TLS: CA bundle, client certificate and key, the name to
-                  verify (and send as SNI), or no verification at all. Any of
-                  them turns TLS on, also for a redis:// URL.
+  --tls-insecure  TLS: CA bundle, client certificate and key, the name the
+                  Redis servers' certificates must carry (and SNI; default:
+                  the host, for a Sentinel's primary the address it names),
+                  or no verification at all. Any of them turns TLS on, also
+                  for a redis:// URL.
+  --sentinel-tls-server-name NAME  The name the Sentinels' certificates must
+                  carry (Sentinel URLs; default: --tls-server-name, else each
+                  Sentinel's host in the URL).
   -v, --verbose   Log connection and lock events to stderr (-vv: debug).
   -h, --help      Show the command's help.
 
@@ -180,7 +185,8 @@ Options:
                       Prometheus text format, atomically, for node_exporter's
                       textfile collector; also when the lock is busy or
                       COMMAND fails.
-  --url URL, --password-file FILE, --tls-*  As for every command.
+  --url URL, --password-file FILE, --tls-*, --sentinel-tls-server-name NAME
+                      As for every command.
   -v, --verbose       Who holds the lock and how long the wait took, lock and
                       connection events, on stderr (-vv: also each renewal).
   -h, --help          Show this help.
@@ -252,7 +258,8 @@ Options:
                   Or etcd://host:port[,...], zk://host:port[,...][/root] or
                   postgresql://... (see 'corolock help' and docs/cli.md).
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
-  --tls-server-name NAME, --tls-insecure  As for every command.
+  --tls-server-name NAME, --sentinel-tls-server-name NAME, --tls-insecure
+                  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
   -h, --help      Show this help.
 
@@ -295,7 +302,8 @@ Options:
                   the names of corolock_locks, each read as status reads
                   it.
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
-  --tls-server-name NAME, --tls-insecure  As for every command.
+  --tls-server-name NAME, --sentinel-tls-server-name NAME, --tls-insecure
+                  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
   -h, --help      Show this help.
 
@@ -332,7 +340,8 @@ Options:
                   (pg_terminate_backend). Either way the holder is told at
                   once.
   --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
-  --tls-server-name NAME, --tls-insecure  As for every command.
+  --tls-server-name NAME, --sentinel-tls-server-name NAME, --tls-insecure
+                  As for every command.
   -v, --verbose   Log connection events to stderr (-vv: debug).
   -h, --help      Show this help.
 

@@ -23,11 +23,35 @@ struct tls_config {
     std::string ca_file;           // PEM bundle; empty means the system's default paths
     std::string cert_file;         // client certificate (mutual TLS), optional
     std::string key_file;          // client private key, optional
-    std::string server_name;       // SNI and host-name check; empty means host
+    // The name the Redis servers' certificates must carry, also sent as SNI
+    // (unless it is an IP address): the server of redis://, each Cluster
+    // node, and the primary a Sentinel names (and the Sentinels themselves
+    // unless sentinel_server_name is set). Empty: the host connected to,
+    // which for a Sentinel's primary or a Cluster node is the address a
+    // peer announced (docs/security.md, "Sentinel and TLS: the trust model").
+    std::string server_name;
+    // rediss+sentinel:// only: the name the Sentinels' certificates must
+    // carry (and SNI to them). Empty: server_name when that is set (the
+    // behaviour before this field existed), else each Sentinel's host as
+    // configured (the URL's host list).
+    std::string sentinel_server_name;
+
+    // Whom a connection is to, for expected_name.
+    enum class peer {
+        data_node,  // a Redis server: single, Cluster node, Sentinel's primary
+        sentinel,   // a Sentinel of config::nodes
+    };
+    // The one rule for the name a TLS connection's certificate is checked
+    // against and its SNI: `host` is the host the connection goes to (the
+    // configured one, or the address a Sentinel or Cluster announced).
+    // data_node: server_name, else host. sentinel: sentinel_server_name,
+    // else server_name, else host.
+    std::string expected_name(peer to, std::string_view host) const;
 
     // Sets one option by the name it has in a rediss:// URL's query:
-    // tls_ca, tls_cert, tls_key (file names), tls_server_name, and
-    // tls_verify (yes or no). The CLI's --tls-* options set the same fields
+    // tls_ca, tls_cert, tls_key (file names), tls_server_name,
+    // sentinel_tls_server_name, and tls_verify (yes or no). The CLI's
+    // --tls-* options (and --sentinel-tls-server-name) set the same fields
     // through it. An unknown key or a bad value gives error::invalid_argument
     // and a why that names the key (never the value). Leaves `enabled` alone.
     error_code set(std::string_view key, std::string_view value, std::string& why);
@@ -136,8 +160,9 @@ struct config {
     //
     // redis+sentinel://[user:pass@]host[:port][,host[:port]...]/SERVICE[/db]
     // (and rediss+sentinel://) names the Sentinels (port 26379 by default)
-    // and the service; its query may also hold sentinel_user and
-    // sentinel_password. redis+cluster://[user:pass@]host[:port][,...] (and
+    // and the service; its query may also hold sentinel_user,
+    // sentinel_password and (rediss+sentinel:// only)
+    // sentinel_tls_server_name. redis+cluster://[user:pass@]host[:port][,...] (and
     // rediss+cluster://) names seed nodes (port 6379 by default); a cluster
     // has only database 0. Throws
     // boost::system::system_error(error::invalid_url) whose what() names the

@@ -119,7 +119,11 @@ bool apply_query(std::string_view query, bool tls_scheme, tls_config& tls, query
             return false;
         }
         seen.push_back(key);
-        if (!tls_scheme && key.rfind("tls_", 0) == 0) {
+        if (key == "sentinel_tls_server_name" && !extras.sentinel) {
+            why = "parameter " + quoted(key) + " in the URL's query is for rediss+sentinel:// URLs";
+            return false;
+        }
+        if (!tls_scheme && (key.rfind("tls_", 0) == 0 || key == "sentinel_tls_server_name")) {
             why = "TLS parameter " + quoted(printable(key)) +
                   " in a redis:// URL: use rediss:// for TLS";
             return false;
@@ -217,18 +221,26 @@ bool parse_host(std::string_view hostport, std::uint16_t fallback, endpoint& out
 
 }  // namespace
 
+std::string tls_config::expected_name(peer to, std::string_view host) const {
+    if (to == peer::sentinel && !sentinel_server_name.empty()) return sentinel_server_name;
+    if (!server_name.empty()) return server_name;
+    return std::string(host);
+}
+
 error_code tls_config::set(std::string_view key, std::string_view value, std::string& why) {
     auto fail = [&](std::string reason) {
         why = std::move(reason);
         return error_code(error::invalid_argument);
     };
-    std::string* file = key == "tls_ca"     ? &ca_file
-                        : key == "tls_cert" ? &cert_file
-                        : key == "tls_key"  ? &key_file
-                                            : nullptr;
-    if (file != nullptr || key == "tls_server_name") {
+    std::string* field = key == "tls_ca"                     ? &ca_file
+                         : key == "tls_cert"                 ? &cert_file
+                         : key == "tls_key"                  ? &key_file
+                         : key == "tls_server_name"          ? &server_name
+                         : key == "sentinel_tls_server_name" ? &sentinel_server_name
+                                                             : nullptr;
+    if (field != nullptr) {
         if (value.empty()) return fail(quoted(printable(key)) + " has an empty value");
-        (file != nullptr ? *file : server_name) = std::string(value);
+        *field = std::string(value);
     } else if (key == "tls_verify") {
         if (value == "yes") verify_peer = true;
         else if (value == "no") verify_peer = false;
@@ -236,7 +248,8 @@ error_code tls_config::set(std::string_view key, std::string_view value, std::st
     } else {
         // Only the key is echoed: a value may be a secret put in the wrong place.
         return fail("unknown parameter " + quoted(printable(key)) +
-                    " (known: tls_ca, tls_cert, tls_key, tls_server_name, tls_verify)");
+                    " (known: tls_ca, tls_cert, tls_key, tls_server_name, "
+                    "sentinel_tls_server_name, tls_verify)");
     }
     why.clear();
     return {};

@@ -184,9 +184,8 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg, std::optional<str
             ssl_ctx_->use_private_key_file(cfg_.tls.key_file, asio::ssl::context::pem);
         if (cfg_.tls.verify_peer) {
             ssl_ctx_->set_verify_mode(asio::ssl::verify_peer);
-            const std::string& name =
-                cfg_.tls.server_name.empty() ? cfg_.host : cfg_.tls.server_name;
-            ssl_ctx_->set_verify_callback(asio::ssl::host_name_verification(name));
+            ssl_ctx_->set_verify_callback(asio::ssl::host_name_verification(
+                cfg_.tls.expected_name(tls_config::peer::data_node, cfg_.host)));
         } else {
             ssl_ctx_->set_verify_mode(asio::ssl::verify_none);
         }
@@ -834,7 +833,10 @@ client_impl::awaitable<error_code> client_impl::connect_to(const endpoint& serve
 
     if (ssl_ctx_) {
         conn->tls.emplace(conn->socket, *ssl_ctx_);
-        const std::string& sni = cfg_.tls.server_name.empty() ? server_.host : cfg_.tls.server_name;
+        // server_.host is the configured host, or the address a Sentinel
+        // named: without tls.server_name, the name it announced is checked.
+        const std::string sni =
+            cfg_.tls.expected_name(tls_config::peer::data_node, server_.host);
         if (!is_ip_literal(sni)) SSL_set_tlsext_host_name(conn->tls->native_handle(), sni.c_str());
         // A Sentinel's primary is only known now: check its name, not the
         // configured host's (single mode checks that in the context).

@@ -213,7 +213,8 @@ sentinel_link::awaitable<error_code> sentinel_link::open(const endpoint& ep, std
     s->socket.set_option(asio::ip::tcp::no_delay(true), oec);
     if (ssl_) {
         s->tls.emplace(s->socket, *ssl_);
-        const std::string& name = cfg_.tls.server_name.empty() ? ep.host : cfg_.tls.server_name;
+        // A Sentinel of the configured list: never a name a peer announced.
+        const std::string name = cfg_.tls.expected_name(tls_config::peer::sentinel, ep.host);
         error_code ip_ec;
         asio::ip::make_address(name, ip_ec);
         if (ip_ec) SSL_set_tlsext_host_name(s->tls->native_handle(), name.c_str());

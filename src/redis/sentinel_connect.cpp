@@ -54,6 +54,7 @@ client_impl::awaitable<std::pair<error_code, sentinel::master_addr>> client_impl
 
 client_impl::awaitable<error_code> client_impl::connect_via_sentinels() {
     sentinel::discovery_report report;
+    bool tls_refused = false;  // a primary named failed its TLS handshake
     sentinel_link link(executor_, ssl_ctx_ ? &*ssl_ctx_ : nullptr, cfg_);
     for (const auto& s : cfg_.nodes) {
         if (stopped()) co_return error::client_stopped;
@@ -85,17 +86,23 @@ client_impl::awaitable<error_code> client_impl::connect_via_sentinels() {
         if (!cec) co_return cec;
         close_socket();
         if (stopped()) co_return error::client_stopped;
-        // Wrong credentials, a database the server lacks, a certificate
-        // that does not verify: another Sentinel's answer will not fix them.
+        // Wrong credentials, a database the server lacks: another Sentinel's
+        // answer will not fix them.
         if (cec == error::auth_failed || cec == error::no_permission ||
-            cec == error::tls_handshake_failed || cec == error::server_too_old ||
+            cec == error::server_too_old ||
             (cec == error::handshake_failed && last_connect_permanent_))
             co_return cec;
+        // A certificate that does not verify may be this Sentinel's doing
+        // (it named a server that is not the one tls.server_name pins): the
+        // next one is asked, and the failure is permanent only when none
+        // yields a primary.
+        if (cec == error::tls_handshake_failed) tls_refused = true;
         report.primary_failed(addr.ep, last_connect_diagnostic_.empty() ? describe_cause(cec)
                                                                          : last_connect_diagnostic_);
     }
     server_ = endpoint{};
     last_connect_diagnostic_ = report.text();
+    if (tls_refused) co_return error::tls_handshake_failed;
     // Every Sentinel answered and none knows the name: a configuration
     // error, reported at once to commands (the attempts go on).
     last_connect_permanent_ = report.all_unknown(cfg_.nodes.size());

@@ -162,6 +162,42 @@ TEST_CASE("cli: run takes a redis+sentinel:// URL, and COMMAND gets it without s
     CHECK(cli::url_without_credentials("redis://h:1/0?a=b") == "redis://h:1/0?a=b");
 }
 
+TEST_CASE("cli: --sentinel-tls-server-name pins the Sentinels' name, --tls-server-name the "
+          "servers'",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"status", "--url", "redis+sentinel://10.0.0.1/orders",
+                         "--tls-server-name", "redis.internal", "--sentinel-tls-server-name",
+                         "sentinel.internal", "job"},
+                        cmd)
+                      .has_value());
+    const auto& cfg = cmd.status.common.cfg;
+    CHECK(cfg.tls.enabled);  // as every TLS option, also with redis+sentinel://
+    CHECK(cfg.tls.server_name == "redis.internal");
+    CHECK(cfg.tls.sentinel_server_name == "sentinel.internal");
+
+    // The option wins over the URL's query key, as the other TLS options.
+    cli::parsed_command q;
+    REQUIRE_FALSE(parse({"status", "--url",
+                         "rediss+sentinel://h/svc?sentinel_tls_server_name=from.url",
+                         "--sentinel-tls-server-name", "from.option", "job"},
+                        q)
+                      .has_value());
+    CHECK(q.status.common.cfg.tls.sentinel_server_name == "from.option");
+    CHECK(q.status.common.cfg.tls.server_name.empty());
+
+    check_usage_errors({
+        {{"status", "--url", "rediss://h", "--sentinel-tls-server-name", "s", "job"},
+         "--sentinel-tls-server-name applies to Sentinel URLs only"},
+        {{"status", "--url", "redis+cluster://h:7000", "--sentinel-tls-server-name", "s", "job"},
+         "--sentinel-tls-server-name applies to Sentinel URLs only"},
+        {{"status", "--url", "redis+sentinel://h/svc", "--sentinel-tls-server-name", "", "job"},
+         "option --sentinel-tls-server-name needs a value"},
+        {{"status", "--url", "etcd://127.0.0.1:2379", "--sentinel-tls-server-name", "s", "job"},
+         "--sentinel-tls-server-name applies to Redis URLs only"},
+    });
+}
+
 TEST_CASE("cli: run takes a redis+cluster:// URL and COMMAND gets it without secrets",
           "[unit][cli]") {
     cli::parsed_command cmd;

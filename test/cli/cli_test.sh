@@ -77,7 +77,7 @@ group_usage() {
     expect_true "help run documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
   done
   cl 5 --help
-  for opt in '--tls-ca FILE' '--tls-server-name NAME' '--tls-insecure' '77   corolock was installed set-user-ID'; do
+  for opt in '--tls-ca FILE' '--tls-server-name NAME' '--sentinel-tls-server-name NAME' '--tls-insecure' '77   corolock was installed set-user-ID'; do
     expect_true "--help documents $opt" grep -qF -- "$opt" "$tmp_dir/out"
   done
   cl 5 status --help

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <climits>
@@ -307,7 +308,9 @@ redis_server::redis_server(redis_server_options opts)
     log_file_ = dir_ + "/redis.log";
     try {
         tls_dir_ = opts_.tls_files_from.empty() ? dir_ : opts_.tls_files_from;
-        if (opts_.tls && opts_.tls_files_from.empty()) generate_tls_files();
+        // A certificate of its own: the first server's, or one with other names.
+        cert_dir_ = opts_.tls_files_from.empty() || !opts_.tls_names.empty() ? dir_ : tls_dir_;
+        if (opts_.tls && cert_dir_ == dir_) generate_tls_files();
         // Another process can take the port between our check and the
         // server's bind; each such loss costs one more attempt.
         constexpr int attempts = 5;
@@ -428,8 +431,8 @@ redis_server::start_result redis_server::start_once(deadline_type deadline) {
                                   "--logfile", log_file_});
     if (opts_.tls) {
         argv.insert(argv.end(), {"--tls-port", std::to_string(tls_port_),
-                                 "--tls-cert-file", tls_dir_ + "/server.crt",
-                                 "--tls-key-file", tls_dir_ + "/server.key",
+                                 "--tls-cert-file", cert_dir_ + "/server.crt",
+                                 "--tls-key-file", cert_dir_ + "/server.key",
                                  "--tls-ca-cert-file", tls_dir_ + "/ca.crt",
                                  "--tls-auth-clients", "no"});
     }
@@ -563,7 +566,9 @@ std::string redis_server::log_tail(std::size_t max_bytes) const {
 }
 
 void redis_server::generate_tls_files() {
-    write_test_certificates(dir_, "IP:127.0.0.1,DNS:localhost");
+    const std::string names =
+        opts_.tls_names.empty() ? std::string(default_tls_names) : opts_.tls_names;
+    write_test_certificates(dir_, names, tls_dir_);
 }
 
 }  // namespace corolock::test

@@ -18,11 +18,16 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace corolock::test {
 
 class child_process;
+
+// The names of the certificate TLS servers share unless they name their own
+// (redis_server_options::tls_names).
+inline constexpr std::string_view default_tls_names = "IP:127.0.0.1,DNS:localhost";
 
 struct redis_server_options {
     std::string password;      // --requirepass for the default user
@@ -33,6 +38,11 @@ struct redis_server_options {
     // (another TLS server's dir(), which must outlive this one) instead of
     // making new ones, so that a fleet's servers trust each other.
     std::string tls_files_from;
+    // With tls: a certificate of its own (signed by the CA above, or a new
+    // one) carrying these names, as openssl's subjectAltName takes them
+    // ("DNS:data.corolock.test,IP:127.0.0.1"). Empty: the shared one, with
+    // default_tls_names (the first server's, made with the CA).
+    std::string tls_names;
     std::vector<std::string> extra_args;  // appended to redis-server's command line
     // Non-empty: run a Sentinel (redis-server CONF --sentinel) instead of a
     // server. These lines start its config file, written once in the
@@ -131,7 +141,8 @@ private:
     std::string redis_bin_;
     std::string dir_;
     std::string log_file_;
-    std::string tls_dir_;  // where ca.crt, server.crt, server.key are
+    std::string tls_dir_;   // where ca.crt (and ca.key) are
+    std::string cert_dir_;  // where server.crt and server.key are
     std::uint16_t port_ = 0;
     std::uint16_t tls_port_ = 0;
     std::unique_ptr<child_process> proc_;

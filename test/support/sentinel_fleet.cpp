@@ -25,7 +25,8 @@ std::string field(const std::vector<std::string>& flat, std::string_view name) {
 
 sentinel_fleet::sentinel_fleet(sentinel_fleet_options opts) : opts_(std::move(opts)) {
     const auto deadline = clock_type::now() + opts_.ready_timeout;
-    // With TLS, the first server makes the CA and certificate all share.
+    // With TLS, the first server makes the CA and certificate all share
+    // (the Sentinels one of their own when the servers' has other names).
     auto tls_options = [&] {
         redis_server_options o;
         if (!opts_.tls) return o;
@@ -34,7 +35,11 @@ sentinel_fleet::sentinel_fleet(sentinel_fleet_options opts) : opts_(std::move(op
         o.extra_args = {"--tls-replication", "yes"};
         return o;
     };
-    servers_.push_back(std::make_unique<redis_server>(tls_options()));
+    {
+        auto o = tls_options();
+        if (opts_.tls) o.tls_names = opts_.data_tls_names;
+        servers_.push_back(std::make_unique<redis_server>(o));
+    }
     const std::string primary_port = std::to_string(named_port(0));
     for (std::size_t i = 0; i < opts_.replicas; ++i) {
         auto o = tls_options();
@@ -44,6 +49,7 @@ sentinel_fleet::sentinel_fleet(sentinel_fleet_options opts) : opts_(std::move(op
     const std::string& name = opts_.service;
     for (std::size_t i = 0; i < opts_.sentinels; ++i) {
         auto o = tls_options();
+        if (opts_.tls && !opts_.data_tls_names.empty()) o.tls_names = default_tls_names;
         o.sentinel_config = {
             "sentinel monitor " + name + " 127.0.0.1 " + primary_port + " " +
                 std::to_string(opts_.quorum),

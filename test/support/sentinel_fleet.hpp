@@ -26,6 +26,10 @@ struct sentinel_fleet_options {
     // and so everyone names the servers by their TLS ports. The plain ports
     // stay for the fixture's own cmd().
     bool tls = false;
+    // With tls: the names the data servers' certificate carries (openssl's
+    // subjectAltName, "DNS:data.corolock.test"); the Sentinels keep
+    // default_tls_names. Empty: every certificate has default_tls_names.
+    std::string data_tls_names{};
     // Small, so that a failover takes a few seconds.
     std::chrono::milliseconds down_after{1000};
     // Also how long the Sentinels wait before a failed election is tried

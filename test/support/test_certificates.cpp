@@ -2,6 +2,7 @@
 
 #include "support/child_process.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -12,7 +13,9 @@ namespace corolock::test {
 
 using namespace std::chrono_literals;
 
-void write_test_certificates(const std::string& dir, const std::string& names) {
+void write_test_certificates(const std::string& dir, const std::string& names,
+                             const std::string& ca_dir_in) {
+    const std::string ca_dir = ca_dir_in.empty() ? dir : ca_dir_in;
     const char* env = std::getenv("COROLOCK_OPENSSL");
     const std::string openssl = find_executable(env != nullptr && *env != '\0' ? env : "openssl");
     if (openssl.empty()) throw std::runtime_error("test certificates: no openssl command on PATH");
@@ -49,16 +52,20 @@ void write_test_certificates(const std::string& dir, const std::string& names) {
                            "-days", "3", "-subj", "/CN=" + cn});
         run(a);
     };
-    make_ca("ca", "corolock test CA");
-    make_ca("wrong-ca", "corolock unrelated CA");
+    if (ca_dir == dir) {
+        make_ca("ca", "corolock test CA");
+        make_ca("wrong-ca", "corolock unrelated CA");
+    }
     std::vector<std::string> csr{"req", "-new", "-config", cnf};
     csr.insert(csr.end(), new_key.begin(), new_key.end());
     csr.insert(csr.end(), {"-keyout", dir + "/server.key", "-out", dir + "/server.csr", "-subj",
                            "/CN=corolock test server"});
     run(csr);
-    run({"x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.crt", "-CAkey",
-         dir + "/ca.key", "-set_serial", "1", "-extfile", cnf, "-extensions", "v3_server",
-         "-days", "3", "-out", dir + "/server.crt"});
+    // A serial of its own: a CA's certificates should not share one.
+    static std::atomic<unsigned> signed_so_far{0};
+    run({"x509", "-req", "-in", dir + "/server.csr", "-CA", ca_dir + "/ca.crt", "-CAkey",
+         ca_dir + "/ca.key", "-set_serial", std::to_string(signed_so_far.fetch_add(1) + 1),
+         "-extfile", cnf, "-extensions", "v3_server", "-days", "3", "-out", dir + "/server.crt"});
 }
 
 }  // namespace corolock::test

@@ -477,6 +477,112 @@ TEST_CASE("config: redis+sentinel:// names the Sentinels and the service", "[uni
     REQUIRE(t.nodes.size() == 1);
 }
 
+TEST_CASE("config: sentinel_tls_server_name pins the Sentinels' name, apart from the servers'",
+          "[unit][config][tls]") {
+    const config c = config::from_url(
+        "rediss+sentinel://10.0.0.1,10.0.0.2/orders?tls_server_name=redis.internal&"
+        "sentinel_tls_server_name=sentinel%2Einternal");
+    CHECK(c.tls.enabled);
+    CHECK(c.tls.server_name == "redis.internal");
+    CHECK(c.tls.sentinel_server_name == "sentinel.internal");  // percent-decoded
+
+    const config only = config::from_url("rediss+sentinel://h/svc?sentinel_tls_server_name=s.x");
+    CHECK(only.tls.sentinel_server_name == "s.x");
+    CHECK(only.tls.server_name.empty());
+
+    // Kept from the config parsed into, as every TLS option the query does
+    // not name.
+    config kept;
+    kept.tls.sentinel_server_name = "kept";
+    std::string why;
+    REQUIRE(!config::parse_url("rediss+sentinel://h/svc?tls_ca=x", kept, why));
+    CHECK(kept.tls.sentinel_server_name == "kept");
+
+    struct row {
+        const char* url;
+        const char* reason;
+    };
+    const row rows[] = {
+        {"rediss+sentinel://h/svc?sentinel_tls_server_name=",
+         "\"sentinel_tls_server_name\" has an empty value (in the URL's query)"},
+        {"rediss+sentinel://h/svc?sentinel_tls_server_name",
+         "parameter \"sentinel_tls_server_name\" in the URL's query has no value"},
+        {"rediss+sentinel://h/svc?sentinel_tls_server_name=a&sentinel_tls_server_name=b",
+         "parameter \"sentinel_tls_server_name\" is given twice"},
+        {"redis+sentinel://h/svc?sentinel_tls_server_name=s",
+         "TLS parameter \"sentinel_tls_server_name\" in a redis:// URL: use rediss://"},
+        {"rediss://h?sentinel_tls_server_name=s",
+         "parameter \"sentinel_tls_server_name\" in the URL's query is for rediss+sentinel:// URLs"},
+        {"rediss+cluster://h?sentinel_tls_server_name=s", "is for rediss+sentinel:// URLs"},
+        {"redis://h?sentinel_tls_server_name=s", "is for rediss+sentinel:// URLs"},
+    };
+    for (const auto& r : rows) {
+        INFO(r.url);
+        config out;
+        CHECK(config::parse_url(r.url, out, why) == error::invalid_url);
+        CHECK_THAT(why, Catch::Contains(r.reason));
+        CHECK(out.tls.sentinel_server_name.empty());  // untouched
+    }
+
+    // tls_config::set, which the CLI's --sentinel-tls-server-name uses.
+    corolock::tls_config t;
+    CHECK(!t.set("sentinel_tls_server_name", "s.internal", why));
+    CHECK(why.empty());
+    CHECK(t.sentinel_server_name == "s.internal");
+    CHECK(t.server_name.empty());
+    CHECK(t.set("sentinel_tls_server_name", "", why) == error::invalid_argument);
+    CHECK(why == "\"sentinel_tls_server_name\" has an empty value");
+    CHECK(t.sentinel_server_name == "s.internal");
+    CHECK(t.set("sentinel-tls-server-name", "x", why) == error::invalid_argument);
+    CHECK_THAT(why, Catch::Contains("unknown parameter \"sentinel-tls-server-name\""));
+    CHECK_THAT(why, Catch::Contains("sentinel_tls_server_name"));  // among the known keys
+}
+
+TEST_CASE("config: expected_name is the name each TLS connection checks, in every case",
+          "[unit][config][tls]") {
+    using peer = corolock::tls_config::peer;
+    struct row {
+        const char* server_name;
+        const char* sentinel_server_name;
+        peer to;
+        const char* expected;
+    };
+    // host: the host connected to ("announced" for a data node: the address
+    // a Sentinel named; "s1.conf" for a Sentinel: as configured).
+    const row rows[] = {
+        // Nothing pinned: each connection checks the host it goes to, so a
+        // Sentinel's primary is checked against the name the Sentinel gave.
+        {"", "", peer::data_node, "announced"},
+        {"", "", peer::sentinel, "s1.conf"},
+        // tls_server_name alone: the servers and (as before
+        // sentinel_tls_server_name existed) the Sentinels.
+        {"data.pin", "", peer::data_node, "data.pin"},
+        {"data.pin", "", peer::sentinel, "data.pin"},
+        // sentinel_tls_server_name alone: the Sentinels only; a primary is
+        // still checked against the announced name.
+        {"", "sentinel.pin", peer::data_node, "announced"},
+        {"", "sentinel.pin", peer::sentinel, "sentinel.pin"},
+        // Both: each its own.
+        {"data.pin", "sentinel.pin", peer::data_node, "data.pin"},
+        {"data.pin", "sentinel.pin", peer::sentinel, "sentinel.pin"},
+    };
+    for (const auto& r : rows) {
+        corolock::tls_config t;
+        t.server_name = r.server_name;
+        t.sentinel_server_name = r.sentinel_server_name;
+        const char* host = r.to == peer::sentinel ? "s1.conf" : "announced";
+        INFO("server_name=" << r.server_name << " sentinel_server_name=" << r.sentinel_server_name
+                            << " to " << (r.to == peer::sentinel ? "sentinel" : "data node"));
+        CHECK(t.expected_name(r.to, host) == r.expected);
+    }
+    // verify_peer and enabled do not change the name (it is also the SNI).
+    corolock::tls_config off;
+    off.verify_peer = false;
+    off.sentinel_server_name = "s";
+    CHECK(off.expected_name(peer::sentinel, "h") == "s");
+    CHECK(off.expected_name(peer::data_node, "h") == "h");
+}
+
 TEST_CASE("config: redis+cluster:// names seed nodes", "[unit][config]") {
     const config c = config::from_url("REDIS+CLUSTER://u:p@127.0.0.1:7000,127.0.0.1:7001,h");
     CHECK(c.mode == corolock::topology::cluster);
@@ -509,6 +615,7 @@ TEST_CASE("config: bad Sentinel and Cluster URLs name the problem", "[unit][conf
         {"redis+sentinel://h,,g/svc", "empty host"},
         {"redis+sentinel://h:1,h:1/svc", "listed twice"},
         {"redis+sentinel://h/svc?tls_ca=x", "use rediss://"},
+        {"redis+sentinel://h/svc?sentinel_tls_server_name=x", "use rediss://"},
         {"redis+sentinel://h/svc?sentinel_password=", "empty value"},
         {"redis+cluster://h/1", "only database 0"},
         {"redis+cluster://h?sentinel_user=x", "for redis+sentinel:// URLs"},
