@@ -90,8 +90,12 @@ error_code parse_url(std::string_view url, backend_options& out, std::string& wh
         more = comma != std::string_view::npos;
         rest = more ? rest.substr(comma + 1) : std::string_view{};
         const auto colon = ep.rfind(':');
-        if (ep.empty() || colon == std::string_view::npos || colon + 1 == ep.size())
+        if (ep.empty() || colon == std::string_view::npos || colon == 0 || colon + 1 == ep.size())
             return fail("each host needs a port: etcd://host:2379[,host:port...]");
+        // As the gateway reads it: [v6]:port, the brackets closed right
+        // before the port's colon and not empty.
+        if (ep.front() == '[' && (ep.find(']') != colon - 1 || colon < 3))
+            return fail("an IPv6 host goes in brackets before its port: etcd://[::1]:2379");
         unsigned port = 0;
         auto r = std::from_chars(ep.data() + colon + 1, ep.data() + ep.size(), port);
         if (r.ec != std::errc() || r.ptr != ep.data() + ep.size() || port == 0 || port > 65535)
