@@ -49,7 +49,7 @@ master_addr parse_master_addr(const reply& r) {
     }
     if (r.is_error()) {
         out.result = master_addr::status::refused;
-        out.why = r.str;
+        out.why = r.str.empty() ? "an error reply without text" : r.str;
         return out;
     }
     if (r.type != resp3_type::array || r.elements.size() != 2 || !r.elements[0].is_string() ||
