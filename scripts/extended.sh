@@ -8,8 +8,9 @@
 #   2. ASan + UBSan over every tier (the gate: the unit and integration
 #      tiers only);
 #   3. TSan over the threads tier;
-#   4. fuzzing the RESP3 parser for FUZZ_SECONDS (default 600) from the kept
-#      corpus (the gate replays the corpus in its unit tier);
+#   4. fuzzing every parser's target for FUZZ_SECONDS (default 600, split
+#      between the targets) from the kept corpora (the gate replays them in
+#      its unit tier);
 #   5. a build without the optional backends (ZooKeeper, PostgreSQL) and its
 #      unit tier.
 # docs/reliability.md, "The gate and the extended run", gives each step's

@@ -11,7 +11,6 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
-#include <charconv>
 #include <utility>
 
 namespace corolock::detail::etcd {
@@ -139,22 +138,6 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
     if (!st.held) co_return std::make_tuple(error_code(), st);
     const auto lec = co_await read_holder_ttl(w, st);
     co_return std::make_tuple(lec, st);
-}
-
-bool split_lock_key(std::string_view key, std::string_view prefix, std::string_view& name,
-                    std::string_view& owner) noexcept {
-    if (key.substr(0, prefix.size()) != prefix) return false;
-    const std::string_view tail = key.substr(prefix.size());
-    const auto colon = tail.find(':');
-    if (colon == 0 || colon == std::string_view::npos || tail[0] == '0') return false;
-    std::size_t length = 0;
-    const auto r = std::from_chars(tail.data(), tail.data() + colon, length);
-    if (r.ec != std::errc() || r.ptr != tail.data() + colon) return false;
-    const auto rest = tail.substr(colon + 1);
-    if (rest.size() <= length + 1 || rest[length] != '/') return false;
-    name = rest.substr(0, length);
-    owner = rest.substr(length + 1);
-    return true;
 }
 
 namespace {

@@ -55,20 +55,33 @@ error_code split_url(std::string_view url, url_parts& out, std::string& why) {
     url_parts p;
     p.conninfo = "postgresql" + std::string(url.substr(scheme_end));
     auto secret = [&p](std::string_view raw) {
-        if (raw.empty()) return;
-        p.secrets.emplace_back(raw);
-        if (auto decoded = percent_decode(raw); decoded != raw && !decoded.empty())
-            p.secrets.push_back(std::move(decoded));
+        auto add = [&p](std::string s) {
+            if (!s.empty() && std::find(p.secrets.begin(), p.secrets.end(), s) == p.secrets.end())
+                p.secrets.push_back(std::move(s));
+        };
+        add(std::string(raw));
+        add(percent_decode(raw));
     };
     const auto rest = url.substr(scheme_end + 3);
-    const auto authority = rest.substr(0, rest.find_first_of("/?"));
-    if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
-        const auto userinfo = authority.substr(0, at);
+    auto password_of = [&](std::string_view userinfo) {
         if (const auto colon = userinfo.find(':'); colon != std::string_view::npos)
             secret(userinfo.substr(colon + 1));
+    };
+    // libpq's reading: the user part runs to the first '@' before any '/'
+    // ('?' and '#' included: "u:p?w@h" is password "p?w"), and the query
+    // starts after it.
+    std::size_t hosts_at = 0;
+    if (const auto end = rest.find_first_of("@/"); end != std::string_view::npos && rest[end] == '@') {
+        password_of(rest.substr(0, end));
+        hosts_at = end + 1;
     }
+    // RFC 3986's (the last '@' before the path or query), which a user who
+    // left an '@' unescaped in the password meant.
+    const auto authority = rest.substr(0, rest.find_first_of("/?"));
+    if (const auto at = authority.rfind('@'); at != std::string_view::npos)
+        password_of(authority.substr(0, at));
     // The query's credentials, as libpq reads its keys (%-decoded).
-    if (const auto q = rest.find('?'); q != std::string_view::npos) {
+    if (const auto q = rest.find('?', hosts_at); q != std::string_view::npos) {
         std::string_view query = rest.substr(q + 1);
         while (!query.empty()) {
             const auto amp = query.find('&');
@@ -135,7 +148,13 @@ tls_decision decide_tls(const tls_settings& url,
 }
 
 std::string scrub(std::string text, const url_parts& url) {
-    for (const auto& s : url.secrets) replace_all(text, s);
+    // Longest first: a secret inside another ("pa" in "pa@ss") would leave
+    // the rest of the longer one.
+    std::vector<const std::string*> order;
+    for (const auto& s : url.secrets) order.push_back(&s);
+    std::stable_sort(order.begin(), order.end(),
+                     [](const std::string* a, const std::string* b) { return a->size() > b->size(); });
+    for (const auto* s : order) replace_all(text, *s);
     return text;
 }
 

@@ -450,6 +450,9 @@ resp3_parser::step resp3_parser::parse_string(char type, std::string_view header
         return fail(error::protocol_error, "invalid length " + quoted(header) + header_of(type),
                     start);
     if (len == -1 && type == '$') {  // the RESP2 null bulk string
+        // A value like any other: its node is charged (as the null array's is).
+        if (over_reply_limit(sizeof(reply))) return reply_limit_failure(sizeof(reply), start);
+        reply_cost_ += sizeof(reply);
         pos_ = payload_at;
         emplace_value(resp3_type::null);
         value_placed();

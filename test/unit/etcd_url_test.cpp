@@ -43,7 +43,12 @@ TEST_CASE("etcd url: bad ones are invalid_url with a reason that holds no passwo
                             "etcd://u:%zzsecret@h:1", "etcd://h:1/%", "etcd://h :1",
                             "etcd://h:1?request_timeout_ms=0", "etcd://h:1?request_timeout_ms=1.5",
                             "etcd://h:1?connect_timeout_ms=", "etcd://h:1?connect_timeout_ms",
-                            "etcd://h:1?request_timeout_ms=3600001"}) {
+                            "etcd://h:1?request_timeout_ms=3600001",
+                            // Endpoints the gateway cannot read (found by
+                            // fuzz/etcd_url_fuzz.cpp): refused here, not by
+                            // the gateway's std::invalid_argument.
+                            "etcd://:2379", "etcd://[::1:2379", "etcd://[::1]x:2379",
+                            "etcd://[]:2379", "etcd://[::1]:23:79"}) {
         INFO(url);
         backend_options o;
         o.prefix = "untouched/";

@@ -51,6 +51,19 @@ TEST_CASE("pg url: both schemes, the password found for scrubbing", "[pg][url]")
     CHECK(split_url("postgresql://db /x", p, why) == error::invalid_url);
 }
 
+TEST_CASE("pg url: the password as libpq reads it is a secret too", "[pg][url]") {
+    // libpq's user part runs to the first '@' before any '/': '?' and '#'
+    // are the password's (found by fuzz/pg_url_fuzz.cpp), and the query
+    // starts after it. The last '@' (the RFC's reading) is kept too.
+    url_parts p;
+    std::string why;
+    REQUIRE_FALSE(split_url("postgresql://u:p?w@h/db?password=z", p, why));
+    CHECK(p.secrets == std::vector<std::string>{"p?w", "z"});
+    REQUIRE_FALSE(split_url("postgresql://u:pa@ss@h/db", p, why));
+    CHECK(p.secrets == std::vector<std::string>{"pa", "pa@ss"});
+    CHECK(scrub("pa@ss, then pa", p) == "***, then ***");
+}
+
 TEST_CASE("pg url: the query's password and sslpassword are secrets too", "[pg][url]") {
     // libpq reads them from the query (its keys %-decoded): they were
     // echoed in messages before, and passed on in COMMAND's REDIS_URL.
