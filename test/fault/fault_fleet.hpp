@@ -486,29 +486,56 @@ inline std::set<long long> acquired_after(const history::check_result& r, long l
     return pids;
 }
 
-// The processes whose first acquire invoked after t was answered by the
-// server: granted, or refused until its wait ended (wait_timeout). A
-// transport error, or no answer before the log ends, is no answer. The
-// mutex is not fair (docs/safety.md): a live waiter may lose every race of
-// its wait, so "answered" is what a test can ask of each worker.
+// The processes whose first acquire after t was answered by the server:
+// granted, or refused until its wait ended (wait_timeout). A transport
+// error, or no answer before the log ends, is no answer. The mutex is not
+// fair (docs/safety.md): a live waiter may lose every race of its wait, so
+// "answered" is what a test can ask of each worker. A process's first
+// acquire after t is the first it invoked after t; or, when it invoked none
+// (an acquire in flight at t took the rest of its run: a waiter's whole
+// wait, on a loaded machine), the one in flight at t, answered after t.
 inline std::set<long long> answered_after(const std::vector<history::event>& evs, long long t) {
-    std::map<long long, const history::event*> first;  // pid -> its first acquire_invoked after t
-    for (const auto& e : evs)
-        if (e.ev == "acquire_invoked" && e.t > t) {
-            auto [it, inserted] = first.try_emplace(e.pid, &e);
-            if (!inserted && e.t < it->second->t) it->second = &e;
-        }
-    std::set<long long> pids;
-    for (const auto& [pid, invoked] : first) {
+    auto outcome_of = [&](const history::event& invoked) {
         const history::event* outcome = nullptr;
         for (const auto& e : evs)
-            if (e.pid == pid && e.task == invoked->task && e.t >= invoked->t &&
+            if (e.pid == invoked.pid && e.task == invoked.task && e.t >= invoked.t &&
                 (e.ev == "acquire_ok" || e.ev == "acquire_failed") && (!outcome || e.t < outcome->t))
                 outcome = &e;
+        return outcome;
+    };
+    std::map<long long, const history::event*> first;     // pid -> its first acquire_invoked after t
+    std::map<long long, const history::event*> in_flight;  // pid -> its last acquire_invoked up to t
+    for (const auto& e : evs) {
+        if (e.ev != "acquire_invoked") continue;
+        auto& slot = e.t > t ? first[e.pid] : in_flight[e.pid];
+        if (!slot || (e.t > t ? e.t < slot->t : e.t > slot->t)) slot = &e;
+    }
+    for (const auto& [pid, invoked] : in_flight) {
+        if (first.count(pid)) continue;
+        const auto* outcome = outcome_of(*invoked);
+        if (!outcome || outcome->t > t) first[pid] = invoked;
+    }
+    std::set<long long> pids;
+    for (const auto& [pid, invoked] : first) {
+        const auto* outcome = outcome_of(*invoked);
         if (outcome && (outcome->ev == "acquire_ok" || outcome->error == "wait_timeout"))
             pids.insert(pid);
     }
     return pids;
+}
+
+// For a failure message: each process's acquires around t and what became
+// of them (the events answered_after reads).
+inline std::string acquires_around(const std::vector<history::event>& evs, long long t) {
+    std::string out;
+    for (const auto& e : evs) {
+        if (e.ev != "acquire_invoked" && e.ev != "acquire_ok" && e.ev != "acquire_failed") continue;
+        if (e.t < t - 6'000'000'000LL) continue;  // the last few seconds before t, and after
+        out += "pid " + std::to_string(e.pid) + " " + e.ev +
+               (e.error.empty() ? std::string() : " (" + e.error + ")") + " at " +
+               std::to_string((e.t - t) / 1'000'000) + " ms from the last fault\n";
+    }
+    return out;
 }
 
 // How many times, after t, the lock passed from one process to another.

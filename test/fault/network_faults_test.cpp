@@ -519,7 +519,10 @@ TEST_CASE("network: connection resets, SCRIPT FLUSH and CLIENT KILL TYPE pubsub 
     const auto after = acquired_after(r, last_fault);
     const auto answered = answered_after(f.events(), last_fault);
     const int handovers = handovers_after(r, last_fault);
-    CHECK(answered.size() == f.size());
+    {
+        INFO(acquires_around(f.events(), last_fault));
+        CHECK(answered.size() == f.size());
+    }
     CHECK(after.size() >= 2);
     CHECK(handovers >= 5);
     std::cout << names[fault] << ": " << injected << " faults (" << mid_command
