@@ -122,8 +122,12 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
     const bool explained = status == exit_status::unavailable || ec == error::no_permission;
     std::string why = cause.empty() || !explained ? ec.message() : std::string(cause);
     if (ec == error::no_permission) {
-        report_error(std::string(doing) + ": Redis at " + describe_server(o.cfg) +
-                     " denied the command (NOPERM): " + why);
+        if (o.redis())
+            report_error(std::string(doing) + ": Redis at " + describe_server(o.cfg) +
+                         " denied the command (NOPERM): " + why);
+        else
+            report_error(std::string(doing) + ": " + service_at(o) +
+                         " refused it for lack of permission: " + why);
         return status;
     }
     if (ec == error::not_connected && (cause.empty() || !explained)) {

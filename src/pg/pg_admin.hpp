@@ -70,7 +70,7 @@ public:
     // first session in the server's queue; the holder's backend sees its
     // session break and fires the lost signal at once. Needs the right to
     // signal that session (its role, or pg_signal_backend): else
-    // error::server_error, the server's words in last_error(). A re-entry or
+    // error::no_permission, the server's words in last_error(). A re-entry or
     // a new tenure between the read and the break (another fence) reads
     // again, three times at most (then error::lock_held). Answers the
     // status read, held false when nothing was held.

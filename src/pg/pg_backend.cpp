@@ -154,7 +154,13 @@ asio::awaitable<std::shared_ptr<connection>> pg_backend::take_session(error_code
         }
     }
     if (!ec && !table_ready_) {
-        auto a = co_await c->exec(create_table(), clock::now() + opts_.request_timeout);
+        const auto deadline = clock::now() + opts_.request_timeout;
+        auto a = co_await c->exec(create_table(), deadline);
+        if (!a.transport && a.sqlstate == "42501") {
+            // No CREATE on the schema: the table made beforehand will do.
+            const auto found = co_await c->exec(table_exists(), deadline);
+            if (decide_table_exists(found)) a = found;
+        }
         if (!a.transport && ddl_ok(a.sqlstate)) {
             table_ready_ = true;
         } else {

@@ -206,6 +206,12 @@ bool ddl_ok(std::string_view sqlstate) noexcept {
     return sqlstate.empty() || sqlstate == "42P07" || sqlstate == "42710" || sqlstate == "23505";
 }
 
+statement table_exists() { return {"SELECT to_regclass('corolock_locks') IS NOT NULL", {}}; }
+
+bool decide_table_exists(const answer& a) {
+    return a.ok() && a.rows.size() == 1 && !a.rows[0].empty() && a.rows[0][0] == "t";
+}
+
 std::string timeout_ms(std::chrono::steady_clock::duration d) {
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(d).count();
     return std::to_string(std::max<long long>(ms, 1));
@@ -418,6 +424,9 @@ error_code error_of(const answer& a) {
     if (a.sqlstate.rfind("28", 0) == 0) return error::auth_failed;
     if (a.sqlstate.rfind("57P", 0) == 0 || a.sqlstate.rfind("08", 0) == 0)
         return error::connection_lost;
+    // 42501 insufficient_privilege: the role lacks a grant (the server's
+    // message, which names it, is the caller's diagnostic).
+    if (a.sqlstate == "42501") return error::no_permission;
     return error::server_error;
 }
 

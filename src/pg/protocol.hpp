@@ -136,6 +136,11 @@ statement session_setup();
 // (a race with another process) count as success: see ddl_ok().
 statement create_table();
 bool ddl_ok(std::string_view sqlstate) noexcept;
+// Whether the table is there (in the search_path), for a role that may
+// not create it: without CREATE on the schema even create_table()'s IF NOT
+// EXISTS is refused (42501), so a table made beforehand by its owner is
+// looked for instead (decide_table_exists).
+statement table_exists();
 
 // Milliseconds for a PostgreSQL timeout setting: rounded up, at least 1.
 std::string timeout_ms(std::chrono::steady_clock::duration d);
@@ -251,6 +256,9 @@ error_code decide_status(const answer& sessions, const answer& row, lock_report&
 
 // The error a caller sees for a failed statement.
 error_code error_of(const answer& a);
+
+// Whether table_exists()'s answer says the table is there.
+bool decide_table_exists(const answer& a);
 
 // Whether terminate_holder's answer says the session was ended.
 bool decide_terminated(const answer& a);

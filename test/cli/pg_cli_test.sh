@@ -80,6 +80,28 @@ url_cases() {
   expect_no_match "run: the password is not echoed" "s3cret" "$tmp_dir/err"
   cl 10 run --url "postgres://corolock@${url#postgresql://corolock@}" r4 -- true
   expect_status "run: a postgres:// URL works too" 0 "$last_status" "$(cat "$tmp_dir/err")"
+
+  # A role that may read the lock table but not end another role's session
+  # (docs/security.md, "The minimal permissions"): break says PostgreSQL
+  # refused it, in the server's words, and the holder keeps the lock.
+  if [ -x "$pg_bindir/psql" ]; then
+    timeout 20 "$pg_bindir/psql" -X -q -v ON_ERROR_STOP=1 -d "$url" \
+      -c "CREATE ROLE viewer LOGIN; GRANT SELECT ON corolock_locks TO viewer" >"$tmp_dir/psql.log" 2>&1
+    local made=$?
+    expect_status "break: the role viewer is made" 0 "$made" "$(cat "$tmp_dir/psql.log")"
+    spawn 60 "$bin" run --url "$url" perm -- \
+      sh -c "echo \$COROLOCK_TOKEN >'$tmp_dir/perm-token'; $(long_child 30)"
+    local holder=$last_pid
+    expect_true "break: holder acquired" wait_until 15 test -s "$tmp_dir/perm-token"
+    cl 10 break --url "postgresql://viewer@${url#postgresql://corolock@}" perm
+    expect_status "break without the right to signal the holder: 76" 76 "$last_status" "$(cat "$tmp_dir/err")"
+    expect_match "break: PostgreSQL refused it, in its words" \
+      "PostgreSQL at 127\.0\.0\.1:[0-9]+ refused it for lack of permission: .*superuser" \
+      "$tmp_dir/err"
+    expect_true "break: the lock is still held" is_held perm
+    signal_corolock TERM "$holder"
+    reap "$holder"
+  fi
 }
 
 dead_url() { echo "postgresql://corolock:s3cret@127.0.0.1:$1/postgres"; }

@@ -1,10 +1,12 @@
 // The etcd admin (src/etcd/etcd_admin.hpp) against a real etcd: status with
-// the holder record each key's value carries, and list.
+// the holder record each key's value carries, and list; and the minimal
+// permissions (docs/security.md, "### etcd") for the locks and the admin.
 #include "etcd/codec.hpp"
 #include "etcd/etcd_admin.hpp"
 
 #include "support/async_test.hpp"
 #include "support/etcd_server.hpp"
+#include "support/lock_testing.hpp"
 
 #include <corolock/backend.hpp>
 #include <corolock/mutex.hpp>
@@ -16,6 +18,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/json/parse.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -76,6 +79,32 @@ void put_raw(const etcd_server& s, const std::string& key, const std::string& va
                                "{\"key\":\"" + codec::base64_encode(key) + "\",\"value\":\"" +
                                    codec::base64_encode(value) + "\"}");
     REQUIRE(answer.status == 200);
+}
+
+// POSTs an /v3/auth/... call as root (its token); the test fails unless etcd
+// answers 200.
+void as_root(const etcd_server& s, const std::string& root, const std::string& path,
+             const std::string& body) {
+    const auto answer = s.post(0, path, body, root);
+    INFO(path << ": " << answer.body);
+    REQUIRE(answer.status == 200);
+}
+
+// The documented minimal permissions (docs/security.md, "### etcd") as
+// etcdctl makes them, through the gateway: role `role` with `perm` (READ or
+// READWRITE) on every key under `prefix` (--prefix=true), granted to a new
+// user.
+void add_user_with_prefix(const etcd_server& s, const std::string& root, const std::string& user,
+                          const std::string& password, const std::string& role,
+                          const std::string& perm, const std::string& prefix) {
+    as_root(s, root, "/v3/auth/role/add", "{\"name\":\"" + role + "\"}");
+    as_root(s, root, "/v3/auth/role/grant",
+            "{\"name\":\"" + role + "\",\"perm\":{\"permType\":\"" + perm + "\",\"key\":\"" +
+                codec::base64_encode(prefix) + "\",\"range_end\":\"" +
+                codec::base64_encode(prefix_end(prefix)) + "\"}}");
+    as_root(s, root, "/v3/auth/user/add",
+            "{\"name\":\"" + user + "\",\"password\":\"" + password + "\"}");
+    as_root(s, root, "/v3/auth/user/grant", "{\"user\":\"" + user + "\",\"role\":\"" + role + "\"}");
 }
 
 std::vector<std::string> names_of(const admin_lock_list& l) {
@@ -319,4 +348,140 @@ TEST_CASE("etcd admin: list groups keys by lock (the first created holds, the re
         others.stop();
         a->stop();
     });
+}
+
+// docs/security.md, "### etcd", "The minimal permissions": readwrite on the
+// backend's key prefix is all a lock client and the admin need (leases are
+// not covered by key permissions in etcd 3.4; a lease's revoke needs write
+// on its keys); read on it is enough for status and list. Outside the
+// prefix every call is refused with no_permission, and nothing is held.
+TEST_CASE("etcd: a user with readwrite on the key prefix only takes, waits for, renews, "
+          "inspects, lists and breaks locks, and is refused outside it",
+          "[etcd][integration][auth]") {
+    etcd_server server;
+    server.enable_auth("root-pw");
+    const auto root = server.authenticate(0, "root", "root-pw");
+    add_user_with_prefix(server, root, "locks", "locks-pw", "corolock", "READWRITE", "corolock/");
+    add_user_with_prefix(server, root, "reader", "reader-pw", "corolock-read", "READ", "corolock/");
+    const std::string url = "etcd://locks:locks-pw@" + server.endpoint();
+    const std::string reader_url = "etcd://reader:reader-pw@" + server.endpoint();
+    const std::string outside_url = url + "/elsewhere/";  // another key prefix
+    asio::io_context ioc;
+    backend a(ioc.get_executor(), url), b(ioc.get_executor(), url);
+    backend reading(ioc.get_executor(), reader_url), outside(ioc.get_executor(), outside_url);
+    admin ops(ioc.get_executor(), url, 2000ms, 5000ms);
+    admin reader_ops(ioc.get_executor(), reader_url, 2000ms, 5000ms);
+    admin outside_ops(ioc.get_executor(), outside_url, 2000ms, 5000ms);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        mutex m1(a, "perm"), m2(b, "perm");
+        lock_options held_opts;
+        held_opts.lease = 6s;  // the watchdog renews it every 2 s
+        auto g1 = co_await m1.acquire(held_opts);
+
+        // A waiter. It looks for its turn only once the watch on the lock's
+        // prefix is in place, so without the watch's permission it would
+        // never look and end with wait_timeout.
+        std::optional<guard> g2;
+        std::optional<error_code> waited;
+        lock_options wait_opts;
+        wait_opts.lease = 30s;
+        wait_opts.wait = 20s;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto [ec, g] = co_await m2.async_acquire(wait_opts, use_nothrow);
+            waited = ec;
+            if (!ec) g2.emplace(std::move(g));
+        }, asio::detached);
+
+        // status (a range and the lease's time to live) as the same user.
+        const auto st = co_await status_when(ops, "perm", [](const admin_lock_status& s) {
+            return s.waiters.size() == 1;
+        });
+        CHECK(st.held);
+        CHECK(st.holder.owner == m1.owner_id());
+        CHECK(st.waiters.size() == 1);
+        CHECK(st.ttl > 0s);
+        const admin_list_options every;
+        {
+            auto [lec, all] = co_await ops.list(every);
+            REQUIRE_FALSE(lec);
+            CHECK(names_of(all) == std::vector<std::string>{"perm"});
+        }
+
+        // The watchdog's keep-alives are accepted.
+        const bool renewed = co_await eventually([&] { return a.metrics().renewals_sent >= 2; }, 20000ms);
+        CHECK(renewed);
+        CHECK(a.metrics().renewals_failed == 0);
+        CHECK_FALSE(g1.lost());
+        CHECK_FALSE(waited.has_value());
+
+        // Read on the prefix: status and list, but no lock and no break.
+        {
+            auto [sec, rst] = co_await reader_ops.status("perm");
+            CHECK_FALSE(sec);
+            CHECK(rst.holder.owner == m1.owner_id());
+            auto [lec, all] = co_await reader_ops.list(every);
+            CHECK_FALSE(lec);
+            CHECK(names_of(all) == std::vector<std::string>{"perm"});
+            auto [bec, removed] = co_await reader_ops.break_lock("perm");
+            CHECK(bec == error::no_permission);
+            CHECK_FALSE(removed.held);
+            mutex mr(reading, "read-only");
+            auto [aec, rg] = co_await mr.async_try_acquire({}, use_nothrow);
+            CHECK(aec == error::no_permission);
+        }
+        CHECK_FALSE(g1.lost());
+
+        // The release wakes the waiter through the watch.
+        {
+            const auto rec = co_await g1.release();
+            CHECK_FALSE(rec);
+        }
+        const bool woke = co_await eventually([&] { return waited.has_value(); }, 25000ms);
+        REQUIRE(woke);
+        REQUIRE_FALSE(*waited);
+        REQUIRE(g2);
+        CHECK(g2->token() > g1.token());
+
+        // break as the same user: the holder's lease revoked, the holder told.
+        {
+            auto [bec, removed] = co_await ops.break_lock("perm");
+            REQUIRE_FALSE(bec);
+            CHECK(removed.held);
+            CHECK(removed.lease_revoked);
+            CHECK(removed.removed.owner == m2.owner_id());
+        }
+        const bool lost = co_await eventually([&] { return g2->lost(); }, 10000ms);
+        CHECK(lost);
+
+        // Outside the granted prefix: refused, nothing held.
+        {
+            mutex mo(outside, "perm");
+            auto [tec, tg] = co_await mo.async_try_acquire({}, use_nothrow);
+            CHECK(tec == error::no_permission);
+            lock_options brief;
+            brief.wait = 2s;
+            auto [aec, ag] = co_await mo.async_acquire(brief, use_nothrow);
+            CHECK(aec == error::no_permission);
+            auto [sec, ost] = co_await outside_ops.status("perm");
+            CHECK(sec == error::no_permission);
+            auto [lec, olist] = co_await outside_ops.list(every);
+            CHECK(lec == error::no_permission);
+            auto [bec, oremoved] = co_await outside_ops.break_lock("perm");
+            CHECK(bec == error::no_permission);
+            CHECK_THAT(outside_ops.last_error().message, Catch::Contains("permission denied"));
+        }
+        const auto keys = server.post(0, "/v3/kv/range",
+                                      "{\"key\":\"" + codec::base64_encode("elsewhere/") +
+                                          "\",\"range_end\":\"" +
+                                          codec::base64_encode(prefix_end("elsewhere/")) +
+                                          "\",\"count_only\":true}",
+                                      root);
+        REQUIRE(keys.status == 200);
+        const auto counted = boost::json::parse(keys.body).as_object();
+        CHECK((!counted.contains("count") || counted.at("count") == "0"));  // 0 is left out
+
+        (void)co_await g2->async_release(use_nothrow);
+        for (auto* x : {&a, &b, &reading, &outside}) x->stop();
+        for (auto* x : {&ops, &reader_ops, &outside_ops}) x->stop();
+    }, 90s);
 }

@@ -306,6 +306,123 @@ TEST_CASE("pg: the admin lists the held locks page by page and breaks one", "[pg
     }, 60s);
 }
 
+// docs/security.md, "### PostgreSQL", "The minimal permissions": a role
+// with CONNECT and SELECT, INSERT, UPDATE on a table made beforehand takes,
+// re-enters, waits for and releases locks; status and list see other
+// roles' sessions with nothing more; a break of another role's session
+// needs pg_signal_backend, and is no_permission (the server's words kept)
+// without it. Without the table and without CREATE on the schema (no
+// longer PUBLIC's in PostgreSQL 15), an acquire is no_permission.
+TEST_CASE("pg: a role with CONNECT and the table's grants only takes, waits for and releases "
+          "locks, and breaks another role's only with pg_signal_backend", "[pg][permissions]") {
+    pg_server server;
+    server.query("REVOKE CONNECT ON DATABASE postgres FROM PUBLIC");
+    for (const char* role : {"locks", "other"}) {
+        server.query(std::string("CREATE ROLE ") + role + " LOGIN PASSWORD '" + role + "-pw'");
+        server.query(std::string("GRANT CONNECT ON DATABASE postgres TO ") + role);
+    }
+    const auto url_as = [&](const std::string& role) {
+        return "postgresql://" + role + ":" + role + "-pw@127.0.0.1:" + std::to_string(server.port()) +
+               "/postgres";
+    };
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), url_as("locks")), b(ioc.get_executor(), url_as("locks")),
+        c(ioc.get_executor(), url_as("other"));
+    corolock::detail::pg::backend_options po;
+    std::string why;
+    REQUIRE_FALSE(corolock::detail::pg::parse_url(url_as("locks"), po, why));
+    corolock::detail::pg::admin ops(ioc.get_executor(), po.url, 5000ms);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m1(a, "perm"), m2(b, "perm"), theirs(c, "theirs");
+        {
+            // No table yet, and no right to create it.
+            auto [ec, g] = co_await m1.async_try_acquire({}, use_nothrow);
+            CHECK(ec == error::no_permission);
+        }
+        // As the DBA (docs/security.md).
+        server.query("CREATE TABLE corolock_locks (name text PRIMARY KEY, fence bigint NOT NULL, "
+                     "holder text NOT NULL DEFAULT '')");
+        server.query("GRANT SELECT, INSERT, UPDATE ON corolock_locks TO locks, other");
+
+        auto g1 = co_await m1.acquire({.lease = 30s});
+        {
+            auto inner = co_await m1.acquire({.lease = 30s});  // a re-entry bumps the fence
+            CHECK(inner.token() > g1.token());
+            const auto rec = co_await inner.release();
+            CHECK_FALSE(rec);
+        }
+        std::optional<corolock::guard> g2;
+        std::optional<corolock::error_code> waited;
+        asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
+            auto [ec, g] = co_await m2.async_acquire({.lease = 30s, .wait = 20s}, use_nothrow);
+            waited = ec;
+            if (!ec) g2.emplace(std::move(g));
+        }, asio::detached);
+        const bool queued = co_await eventually([&] {
+            for (const auto& [pid, granted] : lock_sessions(server, "perm"))
+                if (!granted) return true;
+            return false;
+        }, 10000ms);
+        REQUIRE(queued);
+        {
+            const auto rec = co_await g1.release();
+            CHECK_FALSE(rec);
+        }
+        const bool woke = co_await eventually([&] { return waited.has_value(); }, 25000ms);
+        REQUIRE(woke);
+        REQUIRE_FALSE(*waited);
+        REQUIRE(g2);
+        CHECK(g2->token() > g1.token());
+        auto g3 = co_await theirs.acquire({.lease = 30s});  // another role's session
+
+        // status and list: pg_locks, pg_stat_activity's application_name
+        // (shown for every role's sessions) and the table.
+        const auto connected = co_await ops.connect();
+        REQUIRE_FALSE(connected);
+        {
+            auto [sec, st] = co_await ops.status("theirs");
+            REQUIRE_FALSE(sec);
+            CHECK(st.report.held);
+            CHECK(st.report.owner == theirs.owner_id());
+            const corolock::lock_list_options every;
+            auto [lec, all] = co_await ops.list(every);
+            REQUIRE_FALSE(lec);
+            std::vector<std::string> names;
+            for (const auto& x : all.locks) names.push_back(x.name);
+            CHECK(names == std::vector<std::string>{"perm", "theirs"});
+        }
+        // break: its own role's session without a grant, another role's not.
+        {
+            auto [bec, removed] = co_await ops.break_lock("theirs");
+            CHECK(bec == error::no_permission);
+            CHECK_THAT(ops.last_error(), Catch::Contains("pg_signal_backend"));
+            CHECK_FALSE(g3.lost());
+            auto [sec, st] = co_await ops.status("theirs");
+            CHECK_FALSE(sec);
+            CHECK(st.report.owner == theirs.owner_id());
+        }
+        {
+            auto [bec, removed] = co_await ops.break_lock("perm");
+            REQUIRE_FALSE(bec);
+            CHECK(removed.report.owner == m2.owner_id());
+            const bool told = co_await lost_within(*g2, 10s);
+            CHECK(told);
+        }
+        server.query("GRANT pg_signal_backend TO locks");
+        {
+            auto [bec, removed] = co_await ops.break_lock("theirs");
+            REQUIRE_FALSE(bec);
+            CHECK(removed.report.owner == theirs.owner_id());
+            const bool told = co_await lost_within(g3, 10s);
+            CHECK(told);
+        }
+        ops.stop();
+        a.stop();
+        b.stop();
+        c.stop();
+    }, 60s);
+}
+
 TEST_CASE("pg: a holder that stops renewing loses the lock on the server within its lease",
           "[pg][lease]") {
     pg_server server;

@@ -242,7 +242,8 @@ TEST_CASE("pg acquire answers", "[pg][acquire]") {
     CHECK(no_fence.what == kind::failed);
     CHECK(no_fence.error == error::unexpected_reply);
     CHECK(decide_acquire(rows({})).what == kind::failed);
-    CHECK(decide_acquire(failed("42501")).error == error::server_error);
+    CHECK(decide_acquire(failed("42501")).error == error::no_permission);  // a grant missing
+    CHECK(decide_acquire(failed("42P01")).error == error::server_error);
     CHECK(decide_acquire(failed("57P01")).error == error::connection_lost);
     answer lost;
     lost.transport = error::connection_lost;
@@ -278,6 +279,10 @@ TEST_CASE("pg statements carry their parameters in order", "[pg]") {
     CHECK(ddl_ok("23505"));
     CHECK(ddl_ok("42710"));
     CHECK_FALSE(ddl_ok("42501"));
+    // A role without CREATE on the schema: the table made beforehand will do.
+    CHECK(decide_table_exists(rows({{"t"}})));
+    CHECK_FALSE(decide_table_exists(rows({{"f"}})));
+    CHECK_FALSE(decide_table_exists(failed("42501")));
 }
 
 TEST_CASE("pg locked sql: transaction control and COPY are refused before sending", "[pg][sql]") {
