@@ -1,6 +1,6 @@
-// Splitting a URL after its "://" into the authority and the tail, shared
-// by the URL parsers whose user part may hold a password (config.cpp,
-// redlock_url.cpp) and by the corolock tool's rewrites of a URL.
+// Splitting a URL after its "://" into the authority and the tail: where
+// the authority ends, for core/url.hpp's split_url (every URL parser) and
+// for the corolock tool's rewrites of a URL.
 #pragma once
 
 #include <string_view>

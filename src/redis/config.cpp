@@ -10,8 +10,7 @@
 #include <corolock/config.hpp>
 #include <corolock/printable.hpp>
 
-#include "core/url_authority.hpp"
-#include "core/url_text.hpp"
+#include "core/url.hpp"
 
 #include <boost/asio/ip/address_v6.hpp>
 #include <boost/system/system_error.hpp>
@@ -40,47 +39,8 @@ std::string quoted(std::string_view s) {
     return out;
 }
 
-// Names one character for a message: printable ones as 'c', others by code
-// (the callers have already refused control characters, but be safe).
-std::string char_name(char c) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u > 0x20 && u < 0x7f) return std::string("'") + c + "'";
-    static constexpr char digits[] = "0123456789ABCDEF";
-    return std::string("byte 0x") + digits[u >> 4] + digits[u & 0xf];
-}
-
-bool is_digit(char c) noexcept { return c >= '0' && c <= '9'; }
-
 bool all_digits(std::string_view s) noexcept {
-    for (char c : s)
-        if (!is_digit(c)) return false;
-    return !s.empty();
-}
-
-// scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ), RFC 3986, 3.1.
-bool is_scheme(std::string_view s) noexcept {
-    auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
-    if (s.empty() || !alpha(s.front())) return false;
-    for (char c : s)
-        if (!alpha(c) && !is_digit(c) && c != '+' && c != '-' && c != '.') return false;
-    return true;
-}
-
-// Decodes %XX escapes. `what` names the part for the error message; the
-// value itself is never echoed, because it may be a password.
-bool percent_decode(std::string_view in, std::string& out, const char* what, std::string& why) {
-    if (percent_decode_strict(in, out)) return true;
-    why = std::string("malformed percent-escape in the URL's ") + what +
-          " (expected %XX with two hex digits)";
-    return false;
-}
-
-// A host name as DNS and /etc/hosts know it: letters, digits, '-', '.', and
-// '_' (container and service-discovery names use it). Anything else, such as
-// a stray '%' or '!', is more likely a typo than a name.
-bool is_host_char(char c) noexcept {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
-           c == '.' || c == '_';
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 // What a URL's query may set besides TLS options.
@@ -90,35 +50,14 @@ struct query_extras {
     std::string sentinel_password;
 };
 
-// The query's key=value pairs ("a=1&b=2"), decoded, into tls and extras.
-// Unknown keys and bad values are errors naming the key; values are never
-// echoed.
-bool apply_query(std::string_view query, bool tls_scheme, tls_config& tls, query_extras& extras,
-                 std::string& why) {
-    std::vector<std::string> seen;
-    for (bool more = !query.empty(); more;) {
-        const auto amp = query.find('&');
-        const std::string_view item = query.substr(0, amp);
-        more = amp != std::string_view::npos;
-        if (more) query.remove_prefix(amp + 1);
-        if (item.empty()) {
-            why = "empty parameter in the URL's query (expected key=value&key=value)";
-            return false;
-        }
-        const auto eq = item.find('=');
-        std::string key, value;
-        if (!percent_decode(item.substr(0, eq), key, "query", why)) return false;
-        if (eq == std::string_view::npos) {
-            why = "parameter " + quoted(printable(key)) +
-                  " in the URL's query has no value (expected key=value)";
-            return false;
-        }
-        if (!percent_decode(item.substr(eq + 1), value, "query", why)) return false;
-        if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-            why = "parameter " + quoted(printable(key)) + " is given twice in the URL's query";
-            return false;
-        }
-        seen.push_back(key);
+// The query's parameters (core/url.hpp has refused empty, duplicate and
+// badly escaped ones) into tls and extras. Unknown keys and bad values are
+// errors naming the key; values are never echoed.
+bool apply_query(std::vector<detail::url_param> params, bool tls_scheme, tls_config& tls,
+                 query_extras& extras, std::string& why) {
+    for (auto& p : params) {
+        const std::string& key = p.key;
+        std::string& value = p.value;
         if (key == "sentinel_tls_server_name" && !extras.sentinel) {
             why = "parameter " + quoted(key) + " in the URL's query is for rediss+sentinel:// URLs";
             return false;
@@ -146,76 +85,6 @@ bool apply_query(std::string_view query, bool tls_scheme, tls_config& tls, query
             return false;
         }
     }
-    return true;
-}
-
-// One host[:port] of the URL's host list into out; `fallback` is the port
-// of a host without one. On failure returns false with the reason in why.
-bool parse_host(std::string_view hostport, std::uint16_t fallback, endpoint& out,
-                std::string& why) {
-    auto fail_host = [&](std::string reason) {
-        why = std::move(reason);
-        return false;
-    };
-    std::string host;
-    std::string_view port_text;
-    bool has_port = false;
-    if (!hostport.empty() && hostport.front() == '[') {
-        const auto close = hostport.find(']');
-        if (close == std::string_view::npos)
-            return fail_host("unbalanced '[' in the URL's host (an IPv6 address goes in [brackets])");
-        host = std::string(hostport.substr(1, close - 1));
-        const std::string_view after = hostport.substr(close + 1);
-        if (!after.empty()) {
-            if (after.front() != ':')
-                return fail_host("unexpected " + quoted(after) + " after the bracketed host");
-            port_text = after.substr(1);
-            has_port = true;
-        }
-        if (host.empty()) return fail_host("the URL has an empty host");
-        // Brackets are for IPv6 literals only (RFC 3986, 3.2.2); a name or an
-        // IPv4 address in them is a mistake worth reporting, not guessing at.
-        boost::system::error_code aec;
-        (void)boost::asio::ip::make_address_v6(host, aec);
-        if (aec)
-            return fail_host("the URL's bracketed host " + quoted(host) +
-                        " is not an IPv6 address (write host names and IPv4 addresses "
-                        "without brackets)");
-    } else {
-        if (hostport.find_first_of("[]") != std::string_view::npos)
-            return fail_host("unbalanced bracket in the URL's host");
-        const auto colon = hostport.find(':');
-        if (colon != std::string_view::npos && hostport.find(':', colon + 1) != std::string_view::npos)
-            return fail_host("an IPv6 host must go in brackets, e.g. redis://[::1]:6379");
-        host = std::string(hostport.substr(0, colon));
-        if (colon != std::string_view::npos) {
-            port_text = hostport.substr(colon + 1);
-            has_port = true;
-        }
-        if (host.empty()) return fail_host("the URL has an empty host");
-        for (char c : host)
-            if (!is_host_char(c)) return fail_host("invalid character " + char_name(c) + " in the URL's host");
-    }
-
-    std::uint16_t port = fallback;
-    if (has_port) {
-        if (port_text.empty()) return fail_host("empty port after ':' in the URL");
-        // A port that is not a number is echoed only as "not a number":
-        // "redis://user:secret" (the "@host" forgotten) parses as host "user"
-        // with port "secret", and that is a password.
-        if (!all_digits(port_text))
-            return fail_host("invalid port in the URL: not a decimal number (expected 1-65535)");
-        unsigned long value = 0;
-        const auto [end, ec] =
-            std::from_chars(port_text.data(), port_text.data() + port_text.size(), value);
-        if (ec != std::errc() || end != port_text.data() + port_text.size() || value == 0 ||
-            value > 65535)
-            return fail_host("invalid port " + quoted(port_text) + " in the URL: must be 1-65535");
-        port = static_cast<std::uint16_t>(value);
-    }
-
-    out.host = std::move(host);
-    out.port = port;
     return true;
 }
 
@@ -264,18 +133,9 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
 
     // Everything is parsed into locals and copied into `out` only at the end,
     // so a failure leaves `out` as it was.
-    if (url.empty()) return fail("the URL is empty: expected redis://host[:port][/db] or rediss://...");
-    for (std::size_t i = 0; i < url.size(); ++i) {
-        const auto c = static_cast<unsigned char>(url[i]);
-        if (c <= 0x20 || c == 0x7f)
-            return fail("the URL contains whitespace or a control character at offset " +
-                        std::to_string(i));
-    }
-
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos)
-        return fail("the URL has no scheme: expected redis://host[:port][/db] or rediss://...");
-    const std::string_view scheme = url.substr(0, scheme_end);
+    detail::url_parts parts;
+    if (!detail::split_url(url, "redis://host[:port][/db] or rediss://...", parts, why))
+        return error::invalid_url;
     bool tls = false;
     topology mode = topology::single;
     // Schemes are case-insensitive (RFC 3986, 3.1).
@@ -286,66 +146,43 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         for (const bool t : {false, true}) {
             std::string name = t ? "rediss" : "redis";
             name += suffix;
-            if (iequals(scheme, name)) {
+            if (iequals(parts.scheme, name)) {
                 known = true;
                 tls = t;
                 mode = m;
             }
         }
     }
-    if (!known) {
-        // Text such as "user:secret@host/x://" has a "://" that is no
-        // scheme's; what precedes it may hold a password, so it is not echoed.
-        if (!is_scheme(scheme))
-            return fail("the URL has no scheme: expected redis://host[:port][/db] or rediss://...");
-        return fail("unsupported URL scheme " + quoted(scheme) +
+    if (!known)
+        return fail("unsupported URL scheme " + quoted(parts.scheme) +
                     ": expected redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or "
                     "rediss+cluster");
-    }
-    const std::string_view rest = url.substr(scheme_end + 3);
-
-    detail::url_authority parts;
-    if (!detail::split_authority(rest, parts)) return fail(std::string(detail::misplaced_at_message));
-    const std::string_view authority = parts.authority;
-    const std::string_view tail = parts.tail;
-    if (tail.find('#') != std::string_view::npos)
-        return fail("fragments ('#') are not supported in the URL");
-    // The tail is empty, "/db", "?query" or "/db?query".
-    const auto question = tail.find('?');
-    const std::string_view path_part = tail.substr(0, question);
-    const std::string_view query =
-        question == std::string_view::npos ? std::string_view() : tail.substr(question + 1);
-    const std::string_view path = path_part.empty() ? path_part : path_part.substr(1);
+    // The path is empty, "/db", or for Sentinel "/SERVICE[/db]".
+    const std::string_view path = parts.path.empty() ? parts.path : parts.path.substr(1);
+    std::vector<detail::url_param> params;
+    if (!detail::parse_url_query(parts.query, params, why)) return error::invalid_url;
     tls_config tls_options = out.tls;
     query_extras extras;
     extras.sentinel = mode == topology::sentinel;
-    if (!apply_query(query, tls, tls_options, extras, why)) return error::invalid_url;
+    if (!apply_query(std::move(params), tls, tls_options, extras, why)) return error::invalid_url;
 
-    // userinfo@hostport. The last '@' separates them: a host cannot contain
-    // '@', so a raw '@' in the password is unambiguous and tolerated.
     std::string username, password;
-    std::string_view hostport = authority;  // the host list
-    if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
-        const std::string_view userinfo = authority.substr(0, at);
-        hostport = authority.substr(at + 1);
-        const auto colon = userinfo.find(':');
-        if (!percent_decode(userinfo.substr(0, colon), username, "user name", why))
-            return error::invalid_url;
-        if (colon != std::string_view::npos &&
-            !percent_decode(userinfo.substr(colon + 1), password, "password", why))
-            return error::invalid_url;
+    if (parts.has_userinfo) {
+        detail::url_credentials c;
+        if (!detail::decode_userinfo(parts.userinfo, c, why)) return error::invalid_url;
         // The client sends AUTH only with a password, so a user name without
         // one would silently connect as "default": refuse it rather than
         // authenticate as someone the caller did not name.
         // The name is not echoed: in "redis://s3cret@host" the lone word
         // before '@' is far more likely a password than a user name.
-        if (!username.empty() && password.empty()) {
+        if (!c.user.empty() && c.password.empty()) {
             return fail(std::string("the URL has a user part") +
-                        (colon == std::string_view::npos ? " without a password"
-                                                         : " with an empty password") +
+                        (c.has_password ? " with an empty password" : " without a password") +
                         " (use user:password@ or :password@; the user part is not shown, as it "
                         "may be a password)");
         }
+        username = std::move(c.user);
+        password = std::move(c.password);
     }
 
     // The host list: one host for redis://, one or more (comma-separated)
@@ -353,16 +190,15 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
     std::vector<endpoint> nodes;
     const std::uint16_t fallback_port =
         mode == topology::sentinel ? default_sentinel_port : default_redis_port;
-    for (bool more = true; more;) {
-        const auto comma = hostport.find(',');
-        more = comma != std::string_view::npos;
-        endpoint e;
-        if (!parse_host(hostport.substr(0, comma), fallback_port, e, why)) return error::invalid_url;
+    std::vector<detail::url_host> hosts;
+    if (!detail::parse_url_hosts(parts.hosts, fallback_port, {}, hosts, why))
+        return error::invalid_url;
+    for (auto& h : hosts) {
+        endpoint e{std::move(h.host), h.port};
         if (std::find(nodes.begin(), nodes.end(), e) != nodes.end())
             return fail("the host " + quoted(e.host) + " port " + std::to_string(e.port) +
                         " is listed twice in the URL");
         nodes.push_back(std::move(e));
-        if (more) hostport.remove_prefix(comma + 1);
     }
     if (mode == topology::single && nodes.size() > 1)
         return fail("a redis:// URL names one server: for several, use redis+sentinel:// (the "
@@ -376,7 +212,9 @@ error_code config::parse_url(std::string_view url, config& out, std::string& why
         const auto slash = path.find('/');
         std::string_view name = path.substr(0, slash);
         db_path = slash == std::string_view::npos ? std::string_view() : path.substr(slash + 1);
-        if (!percent_decode(name, service, "service name", why)) return error::invalid_url;
+        if (!percent_decode_strict(name, service))
+            return fail("malformed percent-escape in the URL's service name (expected %XX with two "
+                        "hex digits)");
         if (service.empty())
             return fail("a redis+sentinel:// URL needs the service name after the hosts: "
                         "redis+sentinel://host:26379/SERVICE[/db]");

@@ -1,6 +1,6 @@
 #include "redlock/redlock_url.hpp"
 
-#include "core/url_authority.hpp"
+#include "core/url.hpp"
 
 #include <corolock/config.hpp>
 
@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 namespace corolock::detail {
 
@@ -35,70 +34,51 @@ bool is_redlock_scheme(std::string_view scheme) noexcept {
 }
 
 redlock_url parse_redlock_url(std::string_view url) {
-    const auto scheme_end = url.find("://");
-    const std::string scheme =
-        scheme_end == std::string_view::npos ? std::string() : lower(url.substr(0, scheme_end));
+    url_parts parts;
+    std::string why;
+    if (!split_url(url, "redlock://host:port,host:port,host:port", parts, why))
+        fail(error::invalid_url, why);
+    const std::string scheme = lower(parts.scheme);
     if (!is_redlock_scheme(scheme))
         fail(error::invalid_url, "expected redlock://, redlock+redis:// or redlock+rediss://");
     const std::string node_scheme = scheme == "redlock+rediss" ? "rediss" : "redis";
-    const std::string_view rest = url.substr(scheme_end + 3);
+    // The user part goes to every node as written; each node's parser
+    // decodes and judges it.
+    const std::string userinfo =
+        parts.has_userinfo ? std::string(parts.userinfo) + "@" : std::string();
+    const std::string_view path = parts.path;
 
-    url_authority parts;
-    if (!split_authority(rest, parts)) fail(error::invalid_url, std::string(misplaced_at_message));
-    const std::string_view authority = parts.authority;
-    const std::string_view tail = parts.tail;
-    const auto at = authority.rfind('@');
-    const std::string_view userinfo =
-        at == std::string_view::npos ? std::string_view() : authority.substr(0, at + 1);
-    std::string_view hosts = at == std::string_view::npos ? authority : authority.substr(at + 1);
-
-    // The query: node_timeout_ms is RedLock's, the rest every node's.
-    const auto question = tail.find('?');
-    const std::string_view path = tail.substr(0, question);
+    // The query: node_timeout_ms is RedLock's, the rest every node's, passed
+    // on as written.
+    std::vector<url_param> params;
+    if (!parse_url_query(parts.query, params, why)) fail(error::invalid_url, why);
     std::string node_query;
     redlock_url out;
-    if (question != std::string_view::npos) {
-        std::string_view query = tail.substr(question + 1);
-        bool timeout_seen = false;
-        for (bool more = true; more;) {
-            const auto amp = query.find('&');
-            more = amp != std::string_view::npos;
-            const std::string_view item = query.substr(0, amp);
-            if (more) query.remove_prefix(amp + 1);
-            const auto eq = item.find('=');
-            if (item.substr(0, eq) != "node_timeout_ms") {
-                node_query += node_query.empty() ? "?" : "&";
-                node_query += item;  // the node's parser judges it
-                continue;
-            }
-            const std::string_view value =
-                eq == std::string_view::npos ? std::string_view() : item.substr(eq + 1);
-            long long ms = 0;
-            const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-            if (timeout_seen || value.empty() || ec != std::errc() ||
-                end != value.data() + value.size() || ms < 1 || ms > max_node_timeout_ms)
-                fail(error::invalid_argument,
-                     "node_timeout_ms must be given once, as a whole number of milliseconds from "
-                     "1 to " + std::to_string(max_node_timeout_ms));
-            timeout_seen = true;
-            out.options.node_timeout = std::chrono::milliseconds(ms);
+    for (const auto& p : params) {
+        if (p.key != "node_timeout_ms") {
+            node_query += node_query.empty() ? "?" : "&";
+            node_query += p.text;  // the node's parser judges it
+            continue;
         }
+        std::chrono::milliseconds ms{};
+        if (!parse_url_milliseconds(p, std::chrono::milliseconds(1),
+                                    std::chrono::milliseconds(max_node_timeout_ms), ms, why))
+            fail(error::invalid_argument, why);
+        out.options.node_timeout = ms;
     }
 
-    // Each host becomes a node's URL, judged by the Redis URL parser; its
-    // message names the host, never the user part.
+    // The host list as every URL reads it (core/url.hpp); then each host
+    // becomes a node's URL, whose path and query the Redis URL parser
+    // judges. Its message names the host, never the user part.
+    std::vector<url_host> hosts;
+    if (!parse_url_hosts(parts.hosts, default_redis_port, {}, hosts, why))
+        fail(error::invalid_url, why);
     std::vector<config> seen;
-    for (bool more = true; more;) {
-        const auto comma = hosts.find(',');
-        more = comma != std::string_view::npos;
-        const std::string_view host = hosts.substr(0, comma);
-        if (more) hosts.remove_prefix(comma + 1);
+    for (const auto& host : hosts) {
         const std::string which = "node " + std::to_string(out.nodes.size() + 1);
-        if (host.empty()) fail(error::invalid_url, which + " of the host list is empty");
         std::string node = node_scheme + "://";
-        node.append(userinfo).append(host).append(path).append(node_query);
+        node.append(userinfo).append(host.text).append(path).append(node_query);
         config cfg;
-        std::string why;
         if (const auto ec = config::parse_url(node, cfg, why); ec)
             fail(error::invalid_url, which + ": " + (why.empty() ? ec.message() : why));
         for (const auto& other : seen)

@@ -1,10 +1,9 @@
 #include "zk/url.hpp"
 
-#include "core/credentials.hpp"
+#include "core/url.hpp"
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 
 namespace corolock::detail::zk {
 
@@ -35,77 +34,49 @@ error_code parse_url(std::string_view url, zk_options& out, std::string& why) {
         why = std::move(reason);
         return error_code(error::invalid_url);
     };
-    for (char c : url)
-        if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f)
-            return fail("the URL contains whitespace or a control character");
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos || !iequals(url.substr(0, scheme_end), "zk"))
+    constexpr std::string_view example = "zk://host:2181[,host:port...][/root]";
+    url_parts parts;
+    if (!split_url(url, example, parts, why)) return error::invalid_url;
+    if (!iequals(parts.scheme, "zk"))
         return fail("not a ZooKeeper URL: expected zk://host:port[,host:port...][/root]");
-    std::string_view rest = url.substr(scheme_end + 3);
-    std::string_view query;
-    if (auto q = rest.find('?'); q != std::string_view::npos) {
-        query = rest.substr(q + 1);
-        rest = rest.substr(0, q);
-    }
-    std::string_view path;
-    if (auto p = rest.find('/'); p != std::string_view::npos) {
-        path = rest.substr(p);
-        rest = rest.substr(0, p);
-    }
     zk_options o;
-    if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    if (parts.has_userinfo) {
         // Digest credentials. Nothing of them goes into a message.
-        const auto userinfo = rest.substr(0, at);
-        rest = rest.substr(at + 1);
-        const auto colon = userinfo.find(':');
-        if (colon == std::string_view::npos || colon == 0 || colon + 1 == userinfo.size())
+        url_credentials c;
+        if (!decode_userinfo(parts.userinfo, c, why)) return error::invalid_url;
+        if (c.user.empty() || c.password.empty())
             return fail("the URL's user part must be USER:PASSWORD (ZooKeeper digest "
                         "credentials, %-escaped)");
-        o.user = percent_decode(userinfo.substr(0, colon));
-        o.password = percent_decode(userinfo.substr(colon + 1));
-        if (o.user.find(':') != std::string::npos)
+        if (c.user.find(':') != std::string::npos)
             return fail("the user name may not hold ':' (digest credentials are USER:PASSWORD)");
+        o.user = std::move(c.user);
+        o.password = std::move(c.password);
     }
-    if (rest.empty()) return fail("the URL names no host: expected zk://host:2181");
-    for (bool more = true; more;) {
-        const auto comma = rest.find(',');
-        const auto ep = rest.substr(0, comma);
-        more = comma != std::string_view::npos;
-        rest = more ? rest.substr(comma + 1) : std::string_view{};
-        const auto colon = ep.rfind(':');
-        if (ep.empty() || colon == std::string_view::npos || colon == 0 || colon + 1 == ep.size())
-            return fail("each host needs a port: zk://host:2181[,host:port...]");
-        unsigned port = 0;
-        const auto r = std::from_chars(ep.data() + colon + 1, ep.data() + ep.size(), port);
-        if (r.ec != std::errc() || r.ptr != ep.data() + ep.size() || port == 0 || port > 65535)
-            return fail("a port is not a number from 1 to 65535");
+    if (parts.hosts.empty()) return fail("the URL names no host: expected zk://host:2181");
+    std::vector<url_host> hosts;
+    if (!parse_url_hosts(parts.hosts, std::nullopt, example, hosts, why)) return error::invalid_url;
+    // As zookeeper_init() takes them: host:port,host:port.
+    for (const auto& h : hosts) {
         if (!o.hosts.empty()) o.hosts += ',';
-        o.hosts += ep;
+        o.hosts += h.text;
     }
-    if (!path.empty() && path != "/") {
-        std::string root(path);
+    if (!parts.path.empty() && parts.path != "/") {
+        std::string root(parts.path);
         if (root.back() == '/') root.pop_back();
         if (!valid_root(root))
             return fail("the root path must be /segment[/segment...] of letters, digits, '-', "
                         "'_' and '.' (not /zookeeper)");
         o.root = std::move(root);
     }
-    while (!query.empty()) {
-        const auto amp = query.find('&');
-        const auto kv = query.substr(0, amp);
-        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-        const auto eq = kv.find('=');
-        const auto key = kv.substr(0, eq);
-        const auto value = eq == std::string_view::npos ? std::string_view{} : kv.substr(eq + 1);
-        if (key != "session_timeout_ms")
-            return fail("unknown URL option '" + std::string(key.substr(0, 32)) +
-                        "' (known: session_timeout_ms)");
-        unsigned long ms = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), ms);
-        if (ec != std::errc() || end != value.data() + value.size() || ms < 100 || ms > 600'000)
-            return fail("'session_timeout_ms' must be a whole number of milliseconds from 100 "
-                        "to 600000");
-        o.session_timeout = std::chrono::milliseconds(ms);
+    std::vector<url_param> query;
+    if (!parse_url_query(parts.query, query, why)) return error::invalid_url;
+    for (const auto& p : query) {
+        using std::chrono::milliseconds;
+        if (p.key != "session_timeout_ms")
+            return fail(unknown_url_option(p.key, "session_timeout_ms"));
+        if (!parse_url_milliseconds(p, milliseconds(100), milliseconds(600'000), o.session_timeout,
+                                    why))
+            return error::invalid_url;
     }
     out = std::move(o);
     why.clear();

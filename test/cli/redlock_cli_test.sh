@@ -168,7 +168,7 @@ while IFS='|' read -r what message args; do
 done <<EOF
 two hosts|run: malformed RedLock URL in --url: RedLock URL: names 2 hosts, at least 3|run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]} x -- true
 four hosts|run: RedLock takes an odd number of hosts in the redlock:// URL \(3, 5, ...\) and got 4|run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:${node_ports[2]},127.0.0.1:$down1 x -- true
-a bad third host|run: malformed RedLock URL in --url: RedLock URL: node 3: |run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:99999 x -- true
+a bad third host|run: malformed RedLock URL in --url: RedLock URL: host 3 of the URL's host list: invalid port |run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:99999 x -- true
 a host twice|run: malformed RedLock URL in --url: RedLock URL: node 3 names host|run --url redlock://u:pw-7c1e@127.0.0.1:${node_ports[0]},127.0.0.1:${node_ports[1]},127.0.0.1:${node_ports[0]} x -- true
 status|status: status reads one server, and a redlock:// URL names 3|status --url $rl_url x
 EOF
