@@ -3,6 +3,7 @@
 #pragma once
 
 #include <corolock/error.hpp>
+#include <corolock/lock_holder.hpp>  // max_holder_label_length
 
 #include <chrono>
 #include <cstdint>
@@ -56,8 +57,6 @@ struct tls_config {
     // and a why that names the key (never the value). Leaves `enabled` alone.
     error_code set(std::string_view key, std::string_view value, std::string& why);
 };
-
-inline constexpr std::size_t max_holder_label_length = 256;
 
 // One server's address, as in a URL's host list.
 struct endpoint {

@@ -15,7 +15,6 @@
 #pragma once
 
 #include <corolock/backend.hpp>
-#include <corolock/client.hpp>
 #include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
@@ -26,6 +25,10 @@
 #include <string>
 
 namespace corolock {
+
+// Redis's own client (client.hpp), which is a backend too; declared only, so
+// that a lock header does not compile the Redis client for other backends.
+class client;
 
 class fair_mutex : public detail::lock_handle {
 public:

@@ -3,10 +3,15 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace corolock {
+
+// The longest holder label recorded (config::holder_label,
+// backend_config::holder_label); a longer one is cut.
+inline constexpr std::size_t max_holder_label_length = 256;
 
 // Who holds a lock, as the grant that began the holder's tenure recorded it
 // (re-entries do not change it).

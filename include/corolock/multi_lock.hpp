@@ -15,7 +15,6 @@
 #pragma once
 
 #include <corolock/backend.hpp>
-#include <corolock/client.hpp>
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/guard.hpp>
@@ -36,6 +35,10 @@
 #include <vector>
 
 namespace corolock {
+
+// Redis's own client (client.hpp), which is a backend too; declared only, so
+// that a lock header does not compile the Redis client for other backends.
+class client;
 
 class multi_lock;
 

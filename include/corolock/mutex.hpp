@@ -11,7 +11,6 @@
 #pragma once
 
 #include <corolock/backend.hpp>
-#include <corolock/client.hpp>
 #include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
@@ -23,6 +22,10 @@
 #include <string_view>
 
 namespace corolock {
+
+// Redis's own client (client.hpp), which is a backend too; declared only, so
+// that a lock header does not compile the Redis client for other backends.
+class client;
 
 class mutex : public detail::lock_handle {
 public:

@@ -22,7 +22,6 @@
 #pragma once
 
 #include <corolock/backend.hpp>
-#include <corolock/client.hpp>
 #include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
@@ -34,6 +33,10 @@
 #include <string>
 
 namespace corolock {
+
+// Redis's own client (client.hpp), which is a backend too; declared only, so
+// that a lock header does not compile the Redis client for other backends.
+class client;
 
 // The largest capacity a semaphore may have.
 inline constexpr std::uint32_t max_semaphore_capacity = 1'000'000;

@@ -15,6 +15,4 @@ detail::lock_spec fair_spec() {
 fair_mutex::fair_mutex(const backend& b, std::string name)
     : lock_handle(b, std::move(name), fair_spec()) {}
 
-fair_mutex::fair_mutex(client& c, std::string name) : fair_mutex(c.lock_backend(), std::move(name)) {}
-
 }  // namespace corolock

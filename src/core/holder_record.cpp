@@ -1,6 +1,6 @@
 #include "core/holder_record.hpp"
 
-#include <corolock/config.hpp>
+#include <corolock/lock_holder.hpp>  // max_holder_label_length
 
 #include <unistd.h>
 

@@ -252,9 +252,6 @@ multi_lock::multi_lock(const backend& b, std::vector<std::string> names) : execu
     for (auto& n : names) members_->emplace_back(b, std::move(n));
 }
 
-multi_lock::multi_lock(client& c, std::vector<std::string> names)
-    : multi_lock(c.lock_backend(), std::move(names)) {}
-
 std::vector<std::string> multi_lock::names() const {
     std::vector<std::string> out;
     out.reserve(members_->size());

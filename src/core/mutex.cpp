@@ -68,6 +68,4 @@ error_code normalize_options(lock_options& o, std::string& why) {
 mutex::mutex(const backend& b, std::string name)
     : lock_handle(b, std::move(name), detail::lock_spec{}) {}
 
-mutex::mutex(client& c, std::string name) : mutex(c.lock_backend(), std::move(name)) {}
-
 }  // namespace corolock

@@ -25,7 +25,4 @@ detail::lock_spec semaphore_spec(std::uint32_t capacity) {
 semaphore::semaphore(const backend& b, std::string name, std::uint32_t capacity)
     : lock_handle(b, std::move(name), semaphore_spec(capacity)) {}
 
-semaphore::semaphore(client& c, std::string name, std::uint32_t capacity)
-    : semaphore(c.lock_backend(), std::move(name), capacity) {}
-
 }  // namespace corolock

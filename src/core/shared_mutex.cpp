@@ -23,9 +23,6 @@ detail::lock_spec shared_spec(shared_mutex_options o) {
 shared_mutex::shared_mutex(const backend& b, std::string name, shared_mutex_options o)
     : lock_handle(b, std::move(name), shared_spec(o)) {}
 
-shared_mutex::shared_mutex(client& c, std::string name, shared_mutex_options o)
-    : shared_mutex(c.lock_backend(), std::move(name), o) {}
-
 asio::awaitable<guard> shared_mutex::downgrade(guard& exclusive, lock_options opts) {
     if (!exclusive.owns_lock() || exclusive.lost()) fail(error::lock_lost, "downgrade");
     // Granted at once: this owner writes, and a writer's own shared level
