@@ -21,19 +21,20 @@
 #include "redis/sentinel.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
 #include <functional>
 #include <mutex>
 #include <memory>
 #include <optional>
-#include <random>
 #include <vector>
 
 namespace spdlog { class logger; }
@@ -324,6 +325,20 @@ private:
     } stats_;
     metrics_recorder metrics_;
 };
+
+template <class F>
+void client_impl::for_each_listener(F&& f) {
+    // Copy first: a listener may add or drop listeners while being called.
+    auto copy = listeners_;
+    for (auto& weak : copy)
+        if (auto l = weak.lock()) f(*l);
+    std::erase_if(listeners_, [](const auto& w) { return w.expired(); });
+}
+
+// Awaits on the client's strand without throwing: the error_code comes back
+// first in a tuple (connection.cpp's coroutines, the Sentinel connect).
+inline constexpr auto use_nothrow =
+    boost::asio::as_tuple(boost::asio::use_awaitable_t<client_impl::strand_type>{});
 
 // Maps a server error reply's text to a corolock error code.
 error_code classify_server_error(std::string_view message) noexcept;

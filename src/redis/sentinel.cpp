@@ -29,7 +29,7 @@ namespace asio = boost::asio;
 namespace {
 
 using strand_type = sentinel_link::strand_type;
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable_t<strand_type>{});
+static_assert(std::is_same_v<strand_type, client_impl::strand_type>);  // client_impl.hpp's use_nothrow
 
 
 }  // namespace

@@ -29,8 +29,6 @@ static_assert(asio::execution::is_executor<client_impl::strand_type>::value);
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable_t<client_impl::strand_type>{});
-
 std::string in_ms(std::chrono::steady_clock::duration d) {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) +
            " ms";
