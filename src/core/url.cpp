@@ -11,18 +11,6 @@ namespace corolock::detail {
 
 namespace {
 
-// Quotes a URL part for a message, so that empty and odd values are
-// visible. Only for parts that cannot hold a password.
-std::string quoted(std::string_view s) {
-    // Appended: g++ 12 at -O3 reports a false -Wrestrict for "\"" + string.
-    std::string out;
-    out.reserve(s.size() + 2);
-    out.push_back('"');
-    out.append(s);
-    out.push_back('"');
-    return out;
-}
-
 // Names one character for a message: printable ones as 'c', others by code.
 std::string char_name(char c) {
     const auto u = static_cast<unsigned char>(c);

@@ -25,19 +25,8 @@ namespace corolock {
 namespace {
 
 using detail::iequals;
+using detail::quoted;
 using detail::percent_decode_strict;
-
-// Quotes a URL part for an error message, so that empty and odd values are
-// visible. Only for parts that cannot hold a password.
-std::string quoted(std::string_view s) {
-    // Appended: g++ 12 at -O3 reports a false -Wrestrict for "\"" + string.
-    std::string out;
-    out.reserve(s.size() + 2);
-    out.push_back('"');
-    out.append(s);
-    out.push_back('"');
-    return out;
-}
 
 bool all_digits(std::string_view s) noexcept {
     return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
