@@ -6,8 +6,8 @@
 #include "process.hpp"
 
 #include <corolock/corolock.hpp>
-#include "redis/lock_service.hpp"
-#include "redis/scripts.hpp"
+#include "redis/lock/lock_service.hpp"
+#include "redis/lock/scripts.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/deferred.hpp>

@@ -1,4 +1,4 @@
-// libFuzzer target for the RESP3 parser (src/redis/resp3_parser.hpp).
+// libFuzzer target for the RESP3 parser (src/redis/resp/resp3_parser.hpp).
 //
 // Every input is parsed under three sets of limits (the defaults, small
 // fixed ones, and tiny ones drawn from the input's hash), and under each set
@@ -21,7 +21,7 @@
 // through scripts/fuzz.sh; the seed corpus is fuzz/corpus/resp3/.
 #include "targets.hpp"
 
-#include "redis/resp3_parser.hpp"
+#include "redis/resp/resp3_parser.hpp"
 
 #include "support/reply_equal.hpp"
 

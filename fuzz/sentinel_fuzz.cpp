@@ -1,4 +1,4 @@
-// Fuzz target for Redis Sentinel's reply readers (redis/sentinel.hpp):
+// Fuzz target for Redis Sentinel's reply readers (redis/topology/sentinel.hpp):
 // parse_switch_master agrees with a reference reader of the
 // +switch-master message ("<name> <old-ip> <old-port> <new-ip> <new-port>",
 // words split by spaces) on every reply the RESP3 parser makes of the
@@ -8,8 +8,8 @@
 #include "fuzz_check.hpp"
 #include "targets.hpp"
 
-#include "redis/resp3_parser.hpp"
-#include "redis/sentinel.hpp"
+#include "redis/resp/resp3_parser.hpp"
+#include "redis/topology/sentinel.hpp"
 
 #include <optional>
 #include <string>

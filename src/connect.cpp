@@ -7,7 +7,7 @@
 #ifdef COROLOCK_HAVE_POSTGRESQL
 #include "pg/pg_backend.hpp"
 #endif
-#include "redis/redis_backend.hpp"
+#include "redis/lock/redis_backend.hpp"
 #include "redlock/redlock_backend.hpp"
 #include "redlock/redlock_url.hpp"
 #include "schemes.hpp"

@@ -1,5 +1,5 @@
 // The one grammar of corolock's URLs, shared by every backend's parser
-// (redis/config.cpp for Redis, Sentinel and Cluster, redlock/redlock_url.cpp,
+// (redis/connection/config.cpp for Redis, Sentinel and Cluster, redlock/redlock_url.cpp,
 // etcd/etcd_url.cpp, zk/url.cpp):
 //
 //   scheme://[user[:password]@]host[:port][,host[:port]...][/path][?key=value[&key=value...]]

@@ -1,8 +1,8 @@
 #include "redlock/node_watch.hpp"
 
-#include "redis/lock_service.hpp"
-#include "redis/redis_backend.hpp"
-#include "redis/scripts.hpp"
+#include "redis/lock/lock_service.hpp"
+#include "redis/lock/redis_backend.hpp"
+#include "redis/lock/scripts.hpp"
 
 #include <boost/asio/post.hpp>
 

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "core/backend.hpp"
-#include "core/waiters.hpp"
+#include "redis/lock/waiters.hpp"
 
 #include <corolock/backend.hpp>
 

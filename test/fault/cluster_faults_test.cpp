@@ -6,9 +6,9 @@
 // tokens. The migration also counts the ASK and MOVED answers followed.
 #include <corolock/corolock.hpp>
 
-#include "redis/cluster/cluster_router.hpp"
-#include "redis/cluster/slot_map.hpp"
-#include "redis/scripts.hpp"
+#include "redis/topology/cluster_router.hpp"
+#include "redis/topology/slot_map.hpp"
+#include "redis/lock/scripts.hpp"
 #include "support/async_test.hpp"
 #include "support/cluster_fleet.hpp"
 #include "support/history.hpp"

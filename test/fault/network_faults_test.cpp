@@ -11,7 +11,7 @@
 #include "support/async_test.hpp"
 #include "support/fault_proxy.hpp"
 
-#include "redis/scripts.hpp"
+#include "redis/lock/scripts.hpp"
 
 #include <catch2/catch.hpp>
 

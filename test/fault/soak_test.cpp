@@ -21,7 +21,7 @@
 #include "fault/fault_fleet.hpp"
 
 #include <corolock/corolock.hpp>
-#include "redis/lock_service.hpp"
+#include "redis/lock/lock_service.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

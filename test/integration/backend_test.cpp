@@ -7,8 +7,8 @@
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
-#include "redis/client_impl.hpp"
-#include "redis/redis_backend.hpp"
+#include "redis/connection/client_impl.hpp"
+#include "redis/lock/redis_backend.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/io_context.hpp>

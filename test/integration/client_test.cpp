@@ -2,7 +2,7 @@
 // a free loopback port.
 #include <corolock/client.hpp>
 #include <corolock/mutex.hpp>
-#include "redis/client_impl.hpp"
+#include "redis/connection/client_impl.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

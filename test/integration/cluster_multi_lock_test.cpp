@@ -2,8 +2,8 @@
 // each member's keys on its own slot's primary, all or nothing across them.
 #include <corolock/corolock.hpp>
 
-#include "redis/cluster/slot_map.hpp"
-#include "redis/scripts.hpp"
+#include "redis/topology/slot_map.hpp"
+#include "redis/lock/scripts.hpp"
 #include "support/async_test.hpp"
 #include "support/cluster_fleet.hpp"
 #include "support/lock_testing.hpp"

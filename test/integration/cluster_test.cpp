@@ -5,9 +5,9 @@
 // without CLUSTER SHARDS, as Redis 6 is, by classic pub/sub).
 #include <corolock/corolock.hpp>
 
-#include "redis/cluster/cluster_router.hpp"
-#include "redis/cluster/slot_map.hpp"
-#include "redis/scripts.hpp"
+#include "redis/topology/cluster_router.hpp"
+#include "redis/topology/slot_map.hpp"
+#include "redis/lock/scripts.hpp"
 #include "support/async_test.hpp"
 #include "support/cluster_fleet.hpp"
 #include "support/lock_testing.hpp"

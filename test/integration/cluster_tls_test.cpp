@@ -5,8 +5,8 @@
 // connections came in.
 #include <corolock/corolock.hpp>
 
-#include "redis/cluster/slot_map.hpp"
-#include "redis/scripts.hpp"
+#include "redis/topology/slot_map.hpp"
+#include "redis/lock/scripts.hpp"
 #include "support/async_test.hpp"
 #include "support/cluster_fleet.hpp"
 #include "support/lock_testing.hpp"

@@ -5,7 +5,7 @@
 #include <corolock/fair_mutex.hpp>
 
 #include "core/watchdog_schedule.hpp"
-#include "redis/fair_scripts.hpp"
+#include "redis/lock/fair_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/child_process.hpp"

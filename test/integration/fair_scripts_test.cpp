@@ -1,11 +1,11 @@
-// The fair mutex's scripts (src/redis/fair_scripts.cpp) against a live
+// The fair mutex's scripts (src/redis/lock/fair_scripts.cpp) against a live
 // redis-server, run by raw EVAL through the client's command API: FIFO order,
 // handoff in the release, entry leases, cancellation, and the three ways
 // Redisson's fair lock failed (live waiters dropped, short waits meeting
 // long leases, many dead waiters).
 #include <corolock/corolock.hpp>
-#include "redis/fair_scripts.hpp"
-#include "redis/scripts.hpp"
+#include "redis/lock/fair_scripts.hpp"
+#include "redis/lock/scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

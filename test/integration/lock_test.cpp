@@ -2,7 +2,7 @@
 // handoff, re-entry, the watchdog, the lost signal, crashes and cancellation.
 #include <corolock/admin.hpp>
 #include <corolock/corolock.hpp>
-#include "redis/lock_service.hpp"
+#include "redis/lock/lock_service.hpp"
 
 #include "fault/fault_fleet.hpp"
 #include "support/async_test.hpp"

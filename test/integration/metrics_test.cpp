@@ -1,8 +1,8 @@
 // client::metrics() and config::observer against a live redis-server: one
 // scenario per figure, each checked to move by exactly what it caused.
 #include <corolock/corolock.hpp>
-#include "redis/client_impl.hpp"
-#include "redis/lock_service.hpp"
+#include "redis/connection/client_impl.hpp"
+#include "redis/lock/lock_service.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

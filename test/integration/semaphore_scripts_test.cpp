@@ -3,9 +3,9 @@
 // release of one's own grants, tokens, and bad input (docs/protocol.md,
 // "The semaphore").
 #include <corolock/client.hpp>
-#include "redis/scripts.hpp"
-#include "redis/semaphore_scripts.hpp"
-#include "redis/shared_scripts.hpp"
+#include "redis/lock/scripts.hpp"
+#include "redis/lock/semaphore_scripts.hpp"
+#include "redis/lock/shared_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

@@ -3,8 +3,8 @@
 // permits back at its lease end, renewal, cancellation, the lost signal and
 // bad input.
 #include <corolock/corolock.hpp>
-#include "redis/lock_service.hpp"
-#include "redis/semaphore_scripts.hpp"
+#include "redis/lock/lock_service.hpp"
+#include "redis/lock/semaphore_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

@@ -3,8 +3,8 @@
 // long), writer preference, cancellation, downgrade and upgrade, the lost
 // signal and other kinds on the name.
 #include <corolock/corolock.hpp>
-#include "redis/lock_service.hpp"
-#include "redis/shared_scripts.hpp"
+#include "redis/lock/lock_service.hpp"
+#include "redis/lock/shared_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

@@ -4,9 +4,9 @@
 // release, tokens, upgrade and downgrade, and other kinds on the name
 // (docs/protocol.md, "The shared mutex").
 #include <corolock/client.hpp>
-#include "redis/scripts.hpp"
-#include "redis/semaphore_scripts.hpp"
-#include "redis/shared_scripts.hpp"
+#include "redis/lock/scripts.hpp"
+#include "redis/lock/semaphore_scripts.hpp"
+#include "redis/lock/shared_scripts.hpp"
 
 #include "support/async_test.hpp"
 #include "support/lock_testing.hpp"

@@ -4,7 +4,7 @@
 // Each case is one that let another owner in while a guard still believed
 // itself valid, or one found by planting a bug that no test caught.
 #include <corolock/corolock.hpp>
-#include "redis/lock_service.hpp"
+#include "redis/lock/lock_service.hpp"
 
 #include "support/async_test.hpp"
 #include "support/fault_proxy.hpp"

@@ -2,7 +2,7 @@
 
 #include "support/child_process.hpp"
 
-#include "redis/client_impl.hpp"
+#include "redis/connection/client_impl.hpp"
 
 #include <corolock/config.hpp>
 

@@ -1,6 +1,6 @@
 #include "support/fault_proxy.hpp"
 
-#include "redis/resp3_parser.hpp"
+#include "redis/resp/resp3_parser.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>

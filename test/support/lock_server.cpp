@@ -13,8 +13,8 @@
 
 #include "etcd/codec.hpp"
 #include "etcd/etcd_backend.hpp"
-#include "redis/cluster/slot_map.hpp"
-#include "redis/scripts.hpp"
+#include "redis/topology/slot_map.hpp"
+#include "redis/lock/scripts.hpp"
 #ifdef COROLOCK_HAVE_ZOOKEEPER
 #include "zk/lock_recipe.hpp"
 #include "zk/url.hpp"

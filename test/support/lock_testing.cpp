@@ -1,6 +1,6 @@
 #include "support/lock_testing.hpp"
 
-#include "redis/lock_service.hpp"
+#include "redis/lock/lock_service.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>

@@ -8,7 +8,7 @@
 // only record what they saw (in atomics, or in data the lock under test
 // protects), and every CHECK runs on the test's own thread.
 #include <corolock/corolock.hpp>
-#include "redis/scripts.hpp"
+#include "redis/lock/scripts.hpp"
 #include "redlock/redlock_backend.hpp"
 
 #include "support/async_test.hpp"

@@ -1,6 +1,6 @@
 // The acquire operation's decisions (detail::acquire_fsm) on a made-up
 // clock: no server, no sockets, no timers.
-#include "core/acquire_fsm.hpp"
+#include "redis/lock/acquire_fsm.hpp"
 
 #include <boost/asio/error.hpp>
 

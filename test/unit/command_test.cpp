@@ -1,7 +1,7 @@
 // The command serializer: exact bytes, binary safety, and a round trip
 // through the parser.
 #include <corolock/command.hpp>
-#include "redis/resp3_parser.hpp"
+#include "redis/resp/resp3_parser.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,7 +1,7 @@
 // How the client words a connection failure's cause (client::last_error()).
 // The unknown-host case is checked here rather than against a resolver:
 // tests talk only to loopback, and resolving a missing name asks DNS.
-#include "redis/client_impl.hpp"
+#include "redis/connection/client_impl.hpp"
 
 #include <boost/asio/error.hpp>
 

@@ -1,7 +1,7 @@
 // The fair mutex's pieces that need no server: the handoff message's parser
-// and the queue keys (src/redis/fair_scripts.hpp, scripts.hpp).
-#include "redis/fair_scripts.hpp"
-#include "redis/scripts.hpp"
+// and the queue keys (src/redis/lock/fair_scripts.hpp, scripts.hpp).
+#include "redis/lock/fair_scripts.hpp"
+#include "redis/lock/scripts.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,6 +1,6 @@
-// The per-channel fairness decisions (src/redis/handoff.hpp), on made-up
+// The per-channel fairness decisions (src/redis/lock/handoff.hpp), on made-up
 // times: no server, no timer.
-#include "redis/handoff.hpp"
+#include "redis/lock/handoff.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -1,8 +1,8 @@
 // The lock layer's sans-I/O parts: unlock waiters and the watchdog schedule.
 #include <corolock/detail/completion.hpp>
-#include "redis/lock_service.hpp"
-#include "redis/scripts.hpp"
-#include "core/waiters.hpp"
+#include "redis/lock/lock_service.hpp"
+#include "redis/lock/scripts.hpp"
+#include "redis/lock/waiters.hpp"
 #include "core/watchdog_schedule.hpp"
 #include <corolock/mutex.hpp>
 

@@ -1,7 +1,7 @@
-// Replica acknowledgement's decisions (src/redis/replica_acks.hpp) and the
+// Replica acknowledgement's decisions (src/redis/topology/replica_acks.hpp) and the
 // option's default, on made-up replies: no server, no socket.
-#include "redis/replica_acks.hpp"
-#include "redis/scripts.hpp"
+#include "redis/topology/replica_acks.hpp"
+#include "redis/lock/scripts.hpp"
 
 #include <corolock/lock_options.hpp>
 

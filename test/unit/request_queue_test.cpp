@@ -1,4 +1,4 @@
-#include "redis/request_queue.hpp"
+#include "redis/connection/request_queue.hpp"
 
 #include "support/reply_build.hpp"
 

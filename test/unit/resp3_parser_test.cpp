@@ -1,6 +1,6 @@
 // The RESP3 parser: every type fed at every split point and byte by byte,
 // malformed input, limits, recovery, and the rendering of replies for logs.
-#include "redis/resp3_parser.hpp"
+#include "redis/resp/resp3_parser.hpp"
 
 #include "support/reply_build.hpp"
 #include "support/reply_equal.hpp"

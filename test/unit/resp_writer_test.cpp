@@ -1,9 +1,9 @@
-// The one RESP request writer (src/redis/resp_writer.hpp): exact bytes,
+// The one RESP request writer (src/redis/resp/resp_writer.hpp): exact bytes,
 // its bounds, and the same framing from corolock::command and the script
 // path for the same arguments.
-#include "redis/script_call.hpp"
-#include "redis/resp_writer.hpp"
-#include "redis/scripts.hpp"
+#include "redis/lock/script_call.hpp"
+#include "redis/resp/resp_writer.hpp"
+#include "redis/lock/scripts.hpp"
 #include <corolock/command.hpp>
 
 #include <catch2/catch.hpp>

@@ -1,8 +1,8 @@
-// Redis Cluster routing without a server (src/redis/cluster/slot_map.hpp):
+// Redis Cluster routing without a server (src/redis/topology/slot_map.hpp):
 // hash slots, the slot map from CLUSTER SHARDS / CLUSTER SLOTS replies, the
 // redirection errors and the retry decisions, on made-up times.
-#include "redis/cluster/slot_map.hpp"
-#include "redis/scripts.hpp"
+#include "redis/topology/slot_map.hpp"
+#include "redis/lock/scripts.hpp"
 
 #include "support/reply_build.hpp"
 

@@ -1,6 +1,6 @@
-// The Sentinel topology's decisions (src/redis/sentinel.hpp), sans-I/O: the
+// The Sentinel topology's decisions (src/redis/topology/sentinel.hpp), sans-I/O: the
 // replies are the bytes real Sentinels and servers send, parsed.
-#include "redis/sentinel.hpp"
+#include "redis/topology/sentinel.hpp"
 
 #include <catch2/catch.hpp>
 

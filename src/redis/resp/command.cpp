@@ -1,0 +1,53 @@
+#include <corolock/command.hpp>
+
+#include "redis/resp/resp_writer.hpp"
+
+#include <charconv>
+
+namespace corolock {
+
+namespace resp_writer = detail::resp_writer;
+
+// A guess at a typical short argument (a key, a token, a number) plus its
+// "$<len>\r\n...\r\n" framing; body_ grows as needed beyond it.
+void command::reserve(std::size_t argc) { body_.reserve(argc * 24); }
+
+command& command::arg(std::string_view a) {
+    resp_writer::append_bulk(body_, a);
+    ++argc_;
+    return *this;
+}
+
+command& command::arg(std::int64_t n) {
+    char digits[resp_writer::max_decimal];
+    const char* end = std::to_chars(digits, digits + sizeof digits, n).ptr;
+    return arg(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+}
+
+void command::append_to(std::string& out) const {
+    out.reserve(out.size() + body_.size() + resp_writer::array_header_bound);
+    resp_writer::append_array_header(out, argc_);
+    out.append(body_);
+}
+
+std::string command::payload() const {
+    std::string out;
+    append_to(out);
+    return out;
+}
+
+std::string command::name() const {
+    if (argc_ == 0) return {};
+    // body_ starts with "$<len>\r\n<name>\r\n", written by arg() above.
+    std::size_t len = 0;
+    const char* digits = body_.data() + 1;
+    const char* end = std::from_chars(digits, body_.data() + body_.size(), len).ptr;
+    std::string n = body_.substr(static_cast<std::size_t>(end - body_.data()) + 2, len);
+    // ASCII only: command names are ASCII, and std::toupper would depend on
+    // the global locale.
+    for (auto& c : n)
+        if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    return n;
+}
+
+}  // namespace corolock
