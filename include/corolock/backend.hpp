@@ -43,6 +43,8 @@
 // apply.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/metrics.hpp>
@@ -67,7 +69,7 @@ class lock_backend;
 
 // The initiation of backend::async_drain and client::async_drain (see
 // detail/completion.hpp).
-struct initiate_drain {
+struct COROLOCK_API initiate_drain {
     using executor_type = boost::asio::any_io_executor;
     std::shared_ptr<lock_backend> impl;
     executor_type ex;  // the backend's; empty without one
@@ -94,7 +96,7 @@ struct backend_config {
     std::string holder_label;
 };
 
-class backend {
+class COROLOCK_API backend {
 public:
     using executor_type = boost::asio::any_io_executor;
 
@@ -160,7 +162,7 @@ public:
     //
     // Cancellation (any type): completes at once with operation_aborted.
     // The handler runs on its associated executor, never inside this call.
-    template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
+    template <class CompletionToken = detail::default_token>
     auto async_drain(std::chrono::steady_clock::duration bound,
                      CompletionToken&& token = {}) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(

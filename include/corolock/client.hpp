@@ -9,6 +9,8 @@
 // lives on an internal strand, so it may be used from several threads.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/backend.hpp>
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>
@@ -56,7 +58,7 @@ struct error_detail {
     std::string message;
 };
 
-class client {
+class COROLOCK_API client {
 public:
     using executor_type = boost::asio::any_io_executor;
     using exec_signature = void(error_code, reply);
@@ -110,7 +112,7 @@ public:
     // is discarded when it arrives.
     //
     // The handler runs on its associated executor, never inside this call.
-    template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
+    template <class CompletionToken = detail::default_token>
     auto async_exec(command cmd, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, exec_signature>(
             initiate_exec{impl_, get_executor()}, token, std::move(cmd));
@@ -122,7 +124,7 @@ public:
     void stop() noexcept;
 
     // backend::async_drain (backend.hpp) on this client's lock backend.
-    template <class CompletionToken = boost::asio::default_completion_token_t<executor_type>>
+    template <class CompletionToken = detail::default_token>
     auto async_drain(std::chrono::steady_clock::duration bound,
                      CompletionToken&& token = {}) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(

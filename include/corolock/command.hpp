@@ -2,6 +2,8 @@
 // strings. Arguments are binary-safe: NUL, CR, LF and empty strings survive.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <concepts>
 #include <cstdint>
 #include <string>
@@ -17,7 +19,7 @@ concept command_argument =
     (std::integral<std::remove_cvref_t<T>> && !std::same_as<std::remove_cvref_t<T>, char> &&
      !std::same_as<std::remove_cvref_t<T>, bool>);
 
-class command {
+class COROLOCK_API command {
 public:
     command() = default;
 

@@ -2,6 +2,8 @@
 // durations. Zero durations mean "use the documented default".
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/error.hpp>
 #include <corolock/lock_holder.hpp>  // max_holder_label_length
 
@@ -18,7 +20,7 @@ namespace corolock {
 
 class observer;
 
-struct tls_config {
+struct COROLOCK_API tls_config {
     bool enabled = false;          // rediss:// sets this
     bool verify_peer = true;       // verification is on unless turned off explicitly
     std::string ca_file;           // PEM bundle; empty means the system's default paths
@@ -91,7 +93,7 @@ struct config_defaults {
     static constexpr std::size_t max_reply_size = 64u * 1024 * 1024;
 };
 
-struct config {
+struct COROLOCK_API config {
     // The server, when mode is topology::single. Unused otherwise.
     std::string host = "127.0.0.1";
     std::uint16_t port = default_redis_port;

@@ -7,6 +7,7 @@
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
+#include <corolock/export.hpp>
 #include <corolock/fair_mutex.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_holder.hpp>

@@ -6,6 +6,8 @@
 // squeezed into the code: it is kept as a diagnostic next to it.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <boost/system/error_code.hpp>
 
 #include <string>
@@ -68,7 +70,7 @@ enum class error {
                             // for the other's share forever
 };
 
-const boost::system::error_category& error_category() noexcept;
+COROLOCK_API const boost::system::error_category& error_category() noexcept;
 
 inline error_code make_error_code(error e) noexcept {
     return {static_cast<int>(e), error_category()};
@@ -85,14 +87,14 @@ enum class condition {
     lease_gone,         // not_owner, expired, lock_lost
 };
 
-const boost::system::error_category& condition_category() noexcept;
+COROLOCK_API const boost::system::error_category& condition_category() noexcept;
 
 inline boost::system::error_condition make_error_condition(condition c) noexcept {
     return {static_cast<int>(c), condition_category()};
 }
 
 // True when the code means the connection is unusable and must be rebuilt.
-bool is_fatal_connection_error(const error_code& ec) noexcept;
+COROLOCK_API bool is_fatal_connection_error(const error_code& ec) noexcept;
 
 }  // namespace corolock
 

@@ -14,6 +14,8 @@
 // mutex and a mutex on the same name refuse each other (error::wrong_type).
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/backend.hpp>
 #include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
@@ -30,7 +32,7 @@ namespace corolock {
 // that a lock header does not compile the Redis client for other backends.
 class client;
 
-class fair_mutex : public detail::lock_handle {
+class COROLOCK_API fair_mutex : public detail::lock_handle {
 public:
     // As mutex's constructors; also throws system_error(invalid_argument)
     // for a backend that has no fair mutex.
@@ -42,15 +44,15 @@ public:
     // As mutex::async_acquire. The wait holds a place in the server's queue;
     // a wait that ends without the lock (cancelled, timed out) gives it up
     // at once, and passes the turn on when it was first.
-    template <class CompletionToken>
-    auto async_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_acquire(lock_options opts, CompletionToken&& token = {}) {
         return initiate({}, opts, std::forward<CompletionToken>(token));
     }
 
     // Tries once: error::lock_held when another owner holds it, or when it
     // is free but others queue for it (a try never jumps the queue).
-    template <class CompletionToken>
-    auto async_try_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_try_acquire(lock_options opts, CompletionToken&& token = {}) {
         return initiate({.try_once = true}, opts, std::forward<CompletionToken>(token));
     }
 

@@ -6,6 +6,8 @@
 // the client's background work: the destructor never blocks and never throws.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 
@@ -29,7 +31,7 @@ guard make_guard(std::shared_ptr<lock_state> st, std::uint64_t level, std::uint6
                  std::shared_ptr<tenure> t) noexcept;
 }  // namespace detail
 
-class guard {
+class COROLOCK_API guard {
 public:
     using clock = std::chrono::steady_clock;
 
@@ -68,8 +70,8 @@ public:
     // Completes at once with error::released on an empty or released guard,
     // with error::client_stopped after the client stops, and with
     // operation_aborted when cancelled.
-    template <class CompletionToken>
-    auto async_until_lost(CompletionToken&& token) const {
+    template <class CompletionToken = detail::default_token>
+    auto async_until_lost(CompletionToken&& token = {}) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             initiate_until_lost{state_, tenure_}, token);
     }
@@ -87,8 +89,8 @@ public:
     // writes (the key is left untouched), error::released when this guard
     // was released already or is empty.
     // Renewal of the lock stops before the release is sent.
-    template <class CompletionToken>
-    auto async_release(CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_release(CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             initiate_release{this}, token);
     }

@@ -12,6 +12,8 @@
 //       guard, std::move(tx), asio::as_tuple(asio::use_awaitable));
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/guard.hpp>
@@ -57,8 +59,8 @@ struct sql_outcome {
 namespace detail {
 using sql_handler = boost::asio::any_completion_handler<void(error_code, sql_outcome)>;
 // The guard's client executor; empty for an empty guard.
-boost::asio::any_io_executor guard_executor(const guard& g) noexcept;
-void execute_locked_impl(const guard& g, std::vector<sql_statement> statements,
+COROLOCK_API boost::asio::any_io_executor guard_executor(const guard& g) noexcept;
+COROLOCK_API void execute_locked_impl(const guard& g, std::vector<sql_statement> statements,
                          sql_handler handler, bool direct);
 
 struct initiate_execute_locked {
@@ -98,9 +100,9 @@ struct initiate_execute_locked {
 //    back, the lock still held, the session usable.
 // Renewals of the lock wait while the transaction runs; its statements
 // renew the lease themselves. Each is bounded by the lease deadline.
-template <class CompletionToken>
+template <class CompletionToken = detail::default_token>
 auto async_execute_locked(const guard& g, std::vector<sql_statement> statements,
-                          CompletionToken&& token) {
+                          CompletionToken&& token = {}) {
     return boost::asio::async_initiate<CompletionToken, void(error_code, sql_outcome)>(
         detail::initiate_execute_locked{&g}, token, std::move(statements));
 }

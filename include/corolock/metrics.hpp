@@ -7,6 +7,8 @@
 // told about each event as it happens. docs/metrics.md defines every figure.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/error.hpp>
 
 #include <array>
@@ -85,11 +87,11 @@ using metric_labels = std::vector<std::pair<std::string, std::string>>;
 // HELP and TYPE lines, then one line per sample, every family named
 // corolock_*; histograms as _bucket{le="..."} (cumulative, le="+Inf" equal
 // to _count), _sum and _count, in seconds.
-std::string to_prometheus(const metrics_snapshot& m, const metric_labels& labels = {});
+COROLOCK_API std::string to_prometheus(const metrics_snapshot& m, const metric_labels& labels = {});
 
 // A label value escaped as the text format wants it (\\, \", \n), with bytes
 // that are not well-formed UTF-8 replaced by U+FFFD.
-std::string prometheus_label_value(std::string_view value);
+COROLOCK_API std::string prometheus_label_value(std::string_view value);
 
 // Told about a client's lock events as they happen, for an application to
 // export them (set it in config::observer). Every callback runs on the
@@ -98,7 +100,7 @@ std::string prometheus_label_value(std::string_view value);
 // never block. It may read client::metrics(). An exception it throws is
 // caught and logged at error level, and never reaches the lock machinery.
 // The defaults do nothing; override what you need.
-class observer {
+class COROLOCK_API observer {
 public:
     using duration = std::chrono::steady_clock::duration;
 

@@ -14,6 +14,8 @@
 // are released (and awaited) before it completes.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/backend.hpp>
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
@@ -45,7 +47,7 @@ class multi_lock;
 // Proof of holding every name of a multi_lock. Move-only; dropping it
 // releases every member in the background (each as a dropped guard does:
 // never blocking, never throwing).
-class multi_guard {
+class COROLOCK_API multi_guard {
 public:
     using clock = std::chrono::steady_clock;
 
@@ -73,8 +75,8 @@ public:
     // as guard::async_until_lost (error::released on an empty guard,
     // error::client_stopped, operation_aborted when cancelled: terminal
     // cancellation and every weaker kind).
-    template <class CompletionToken>
-    auto async_until_lost(CompletionToken&& token) const {
+    template <class CompletionToken = detail::default_token>
+    auto async_until_lost(CompletionToken&& token = {}) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             initiate_until_lost{this}, token);
     }
@@ -84,8 +86,8 @@ public:
     // with success when all were released, else with the error of the first
     // member (in canonical order) that failed, with guard::async_release's
     // meanings; error::released on an empty or released multi_guard.
-    template <class CompletionToken>
-    auto async_release(CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_release(CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
             initiate_release{this}, token);
     }
@@ -130,7 +132,7 @@ private:
     boost::asio::any_io_executor ex_;  // the backend's
 };
 
-class multi_lock {
+class COROLOCK_API multi_lock {
 public:
     using acquire_signature = void(error_code, multi_guard);
 
@@ -160,14 +162,14 @@ public:
     // error::lock_lost when a member taken earlier was lost before the last
     // was granted; in every failure, the members already taken are released
     // before it completes.
-    template <class CompletionToken>
-    auto async_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_acquire(lock_options opts, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
             initiate_acquire{this}, token, false, opts);
     }
     // Tries each member once: error::lock_held when another owner holds one.
-    template <class CompletionToken>
-    auto async_try_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_try_acquire(lock_options opts, CompletionToken&& token = {}) {
         return boost::asio::async_initiate<CompletionToken, acquire_signature>(
             initiate_acquire{this}, token, true, opts);
     }
@@ -202,10 +204,10 @@ private:
 
 namespace detail {
 // The canonical order: distinct names, sorted bytewise.
-std::vector<std::string> canonical_names(std::vector<std::string> names);
+COROLOCK_API std::vector<std::string> canonical_names(std::vector<std::string> names);
 // The remaining wait of an acquire that may wait until `deadline`, at `now`:
 // absent without a deadline, never negative.
-std::optional<std::chrono::steady_clock::duration> remaining_wait(
+COROLOCK_API std::optional<std::chrono::steady_clock::duration> remaining_wait(
     std::optional<std::chrono::steady_clock::time_point> deadline,
     std::chrono::steady_clock::time_point now);
 }  // namespace detail

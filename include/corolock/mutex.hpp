@@ -10,6 +10,8 @@
 // remaining TTL, so a lost message costs at most one TTL.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/backend.hpp>
 #include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
@@ -27,7 +29,7 @@ namespace corolock {
 // that a lock header does not compile the Redis client for other backends.
 class client;
 
-class mutex : public detail::lock_handle {
+class COROLOCK_API mutex : public detail::lock_handle {
 public:
     // A handle on `name` in the backend's lock service (any backend: see
     // backend.hpp), or in a Redis client's. Throws
@@ -45,14 +47,14 @@ public:
     // client_stopped, or operation_aborted on cancellation. Honours terminal
     // and partial cancellation while waiting and while a command is in flight;
     // if the server granted the lock after cancellation, it is released at once.
-    template <class CompletionToken>
-    auto async_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_acquire(lock_options opts, CompletionToken&& token = {}) {
         return initiate({}, opts, std::forward<CompletionToken>(token));
     }
 
     // Tries once: completes with error::lock_held when another owner holds it.
-    template <class CompletionToken>
-    auto async_try_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_try_acquire(lock_options opts, CompletionToken&& token = {}) {
         return initiate({.try_once = true}, opts, std::forward<CompletionToken>(token));
     }
 
@@ -66,6 +68,6 @@ public:
 };
 
 // Checks a name against the rules above; empty why on success.
-error_code validate_lock_name(std::string_view name, std::string& why);
+COROLOCK_API error_code validate_lock_name(std::string_view name, std::string& why);
 
 }  // namespace corolock

@@ -16,11 +16,13 @@
 // unchanged, so the output is one line, and distinct inputs stay distinct.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <string>
 #include <string_view>
 
 namespace corolock {
 
-std::string printable(std::string_view bytes);
+COROLOCK_API std::string printable(std::string_view bytes);
 
 }  // namespace corolock

@@ -1,6 +1,8 @@
 // A parsed RESP3 reply, owning its data.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -49,6 +51,6 @@ struct reply {
 };
 
 // Human-readable rendering for logs and diagnostics (not a RESP encoding).
-std::string to_string(const reply& r);
+COROLOCK_API std::string to_string(const reply& r);
 
 }  // namespace corolock

@@ -21,6 +21,8 @@
 // mutex's only (an acquire asking for it fails with invalid_argument).
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/backend.hpp>
 #include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
@@ -41,7 +43,7 @@ class client;
 // The largest capacity a semaphore may have.
 inline constexpr std::uint32_t max_semaphore_capacity = 1'000'000;
 
-class semaphore : public detail::lock_handle {
+class COROLOCK_API semaphore : public detail::lock_handle {
 public:
     // A handle on `name` with `capacity` permits. Throws
     // boost::system::system_error(error::invalid_argument) for a bad name
@@ -61,14 +63,14 @@ public:
     // connection error, client_stopped, or operation_aborted on
     // cancellation. Cancellation as mutex::async_acquire: permits granted
     // after it are given back at once.
-    template <class CompletionToken>
-    auto async_acquire(std::uint32_t permits, lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_acquire(std::uint32_t permits, lock_options opts, CompletionToken&& token = {}) {
         return initiate({.permits = permits}, opts, std::forward<CompletionToken>(token));
     }
 
     // Tries once: completes with error::lock_held when the permits do not fit.
-    template <class CompletionToken>
-    auto async_try_acquire(std::uint32_t permits, lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_try_acquire(std::uint32_t permits, lock_options opts, CompletionToken&& token = {}) {
         return initiate({.try_once = true, .permits = permits}, opts,
                         std::forward<CompletionToken>(token));
     }

@@ -29,6 +29,8 @@
 // lock_options::replicas is the mutex's only.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/backend.hpp>
 #include <corolock/detail/lock_handle.hpp>
 #include <corolock/guard.hpp>
@@ -50,7 +52,7 @@ struct shared_mutex_options {
     bool writer_preference = true;
 };
 
-class shared_mutex : public detail::lock_handle {
+class COROLOCK_API shared_mutex : public detail::lock_handle {
 public:
     // As mutex's constructors; also throws system_error(invalid_argument)
     // for a backend that has no shared mutex.
@@ -64,24 +66,24 @@ public:
     // associated executor), and error::upgrade_refused when this handle
     // holds only shared levels. A writer that is still waiting when it is
     // cancelled or times out takes its marker back at once.
-    template <class CompletionToken>
-    auto async_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_acquire(lock_options opts, CompletionToken&& token = {}) {
         return initiate({}, opts, std::forward<CompletionToken>(token));
     }
     // A shared level, likewise.
-    template <class CompletionToken>
-    auto async_acquire_shared(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_acquire_shared(lock_options opts, CompletionToken&& token = {}) {
         return initiate({.shared = true}, opts, std::forward<CompletionToken>(token));
     }
     // Try once: error::lock_held when another owner writes or readers hold
     // (exclusive), or when another owner writes or (with writer preference)
     // a writer waits (shared). A try never marks itself waiting.
-    template <class CompletionToken>
-    auto async_try_acquire(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_try_acquire(lock_options opts, CompletionToken&& token = {}) {
         return initiate({.try_once = true}, opts, std::forward<CompletionToken>(token));
     }
-    template <class CompletionToken>
-    auto async_try_acquire_shared(lock_options opts, CompletionToken&& token) {
+    template <class CompletionToken = detail::default_token>
+    auto async_try_acquire_shared(lock_options opts, CompletionToken&& token = {}) {
         return initiate({.try_once = true, .shared = true}, opts,
                         std::forward<CompletionToken>(token));
     }

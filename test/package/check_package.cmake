@@ -27,6 +27,15 @@ foreach(f include/corolock/corolock.hpp lib/cmake/corolock/corolockConfig.cmake)
   endif()
 endforeach()
 
+# A shared library (BUILD_SHARED_LIBS): its SONAME and its exports.
+file(GLOB shared ${prefix}/lib*/libcorolock.so.*.*.*)
+if(shared)
+  string(REGEX REPLACE ".*/(libcorolock\\.so\\.[0-9]+)\\..*" "\\1" soname "${shared}")
+  run(${CMAKE_COMMAND} -DLIBRARY=${shared} -DSONAME=${soname}
+    -P ${SOURCE_DIR}/test/package/check_shared_library.cmake)
+  message(STATUS "${last_output}")
+endif()
+
 # The installed headers: the umbrella names every public header; every
 # corolock header an installed header includes is installed; and of detail/
 # only what the public headers reach is installed (the rest is the library's

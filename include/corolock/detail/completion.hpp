@@ -9,6 +9,8 @@
 // calls it directly) and calls one compiled, non-template function of the
 // operation.
 //
+// Without a token, an operation takes default_token (below).
+//
 // Ending: through one of the helpers at the end of this file.
 //  - complete_posted(): an answer known inside the initiating call. post()
 //    runs the handler on its associated executor, never inside that call.
@@ -26,6 +28,7 @@
 #include <boost/asio/append.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/associator.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/execution/context.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -40,6 +43,13 @@
 #include <utility>
 
 namespace corolock::detail {
+
+// The token of every public async_* called without one: deferred, so that
+// `co_await m.async_acquire({})` works in an awaitable (it throws on error)
+// and `auto op = m.async_acquire({})` is a lazy operation to launch later.
+// Asio 1.86 makes deferred every executor's default; 1.81's any_io_executor
+// has none.
+using default_token = boost::asio::deferred_t;
 
 template <class Handler>
 bool runs_on_client_executor(const Handler& h, const boost::asio::any_io_executor& client_ex) {

@@ -4,6 +4,8 @@
 // it and adds the acquires its kind has; nothing else uses it.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/guard.hpp>
@@ -36,7 +38,7 @@ struct acquire_mode {
     std::uint32_t permits = 1;  // semaphore: permits to take (1 to the capacity)
 };
 
-class lock_handle {
+class COROLOCK_API lock_handle {
 public:
     using acquire_signature = void(error_code, guard);
 

@@ -1,8 +1,11 @@
 // Uses the installed headers and library: parses a URL, builds a command,
 // constructs a client and a mutex (no server is needed: nothing is awaited).
+// It names io_service, as older Asio code does: corolock must not define
+// BOOST_ASIO_NO_DEPRECATED for its users.
 #include <corolock/corolock.hpp>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/io_service.hpp>
 
 #include <iostream>
 
@@ -17,7 +20,7 @@ int main() {
         std::cerr << "consumer: command serialized wrongly\n";
         return 1;
     }
-    boost::asio::io_context ioc;
+    boost::asio::io_service ioc;
     corolock::client client{ioc.get_executor(), cfg};
     corolock::mutex lock{client, "consumer"};
     client.stop();
