@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -897,6 +898,32 @@ std::optional<usage_error> parse_list(const std::vector<std::string_view>& args,
     return resolve_url(cmd, url, o.common, cred);
 }
 
+// check: [options] NAME TOKEN; TOKEN a non-negative integer (a fencing
+// token as a guard or `corolock run` gives it).
+std::optional<usage_error> parse_check(const std::vector<std::string_view>& args,
+                                       check_options& o) {
+    const std::string cmd = "check";
+    option_reader r(cmd, args, /*run_style=*/false);
+    std::vector<std::string_view> url;
+    credential_options cred;
+    auto no_extra = [](option_reader&, const option_token&, std::optional<usage_error>&) {
+        return false;
+    };
+    if (auto err = read_options(r, o.common, url, cred, no_extra); err) return err;
+    if (r.positionals.size() < 2)
+        return r.error(r.positionals.empty() ? "missing NAME and TOKEN" : "missing TOKEN");
+    if (r.positionals.size() > 2)
+        return r.error("unexpected argument " + quoted(r.positionals[2]) +
+                       " (give one NAME and one TOKEN)");
+    o.name = std::string(r.positionals[0]);
+    if (auto e = check_name(cmd, o.name); e) return e;
+    const std::string_view t = r.positionals[1];
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), o.token);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size())
+        return r.error("bad TOKEN " + quoted(t) + ": a fencing token is a non-negative integer");
+    return resolve_url(cmd, url, o.common, cred);
+}
+
 }  // namespace
 
 url_kind kind_of_url(std::string_view url) {
@@ -1044,7 +1071,8 @@ std::string format_duration(duration d) {
 std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
                                               parsed_command& out) {
     using kind = parsed_command::kind;
-    if (args.empty()) return usage_error{"", "missing COMMAND (run, status, list, break or help)"};
+    if (args.empty())
+        return usage_error{"", "missing COMMAND (run, status, list, break, check or help)"};
     const auto first = args[0];
     const std::vector<std::string_view> rest(args.begin() + 1, args.end());
 
@@ -1073,7 +1101,8 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
         out.what = kind::version;
         return std::nullopt;
     }
-    if (first == "run" || first == "status" || first == "break" || first == "list") {
+    if (first == "run" || first == "status" || first == "break" || first == "list" ||
+        first == "check") {
         if (asks_for_help(rest)) {
             out.what = kind::help;
             out.help_topic = std::string(first);
@@ -1086,6 +1115,10 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
         if (first == "list") {
             out.what = kind::list;
             return parse_list(rest, out.list);
+        }
+        if (first == "check") {
+            out.what = kind::check;
+            return parse_check(rest, out.check);
         }
         if (first == "status") {
             out.what = kind::status;
@@ -1105,7 +1138,7 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
     }
     if (is_option(first)) return usage_error{"", "unknown option " + quoted(first)};
     return usage_error{"", "unknown command " + quoted(first) +
-                               " (commands: run, status, list, break, help)"};
+                               " (commands: run, status, list, break, check, help)"};
 }
 
 std::string command_label(const std::vector<std::string>& command) {

@@ -48,6 +48,7 @@ using duration = std::chrono::milliseconds;
 // why these stay clear of the small numbers commands use.
 namespace exit_status {
 inline constexpr int ok = 0;
+inline constexpr int stale_token = 1;     // check: the token is not the current holder's grant
 inline constexpr int usage = 64;          // EX_USAGE: bad command line
 inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis cannot be reached
 inline constexpr int lease_lost = 70;     // run: the lease was lost while COMMAND ran
@@ -178,6 +179,13 @@ struct break_options {
     std::string name;
 };
 
+// check: [options] NAME TOKEN (the sequencer check, async_check_token).
+struct check_options {
+    common_options common;
+    std::string name;
+    std::uint64_t token = 0;
+};
+
 struct list_options {
     common_options common;
     std::string pattern;  // a glob over lock names; empty: every name
@@ -186,12 +194,13 @@ struct list_options {
 
 // What the command line asked for.
 struct parsed_command {
-    enum class kind { help, version, run, status, break_lock, list } what = kind::help;
+    enum class kind { help, version, run, status, break_lock, list, check } what = kind::help;
     std::string help_topic;  // kind::help: "" for the overview, or a command name
     run_options run;
     status_options status;
     break_options brk;
     list_options list;
+    check_options check;
 };
 
 // Parses argv (without argv[0]). Returns the usage error on failure.
@@ -327,5 +336,6 @@ int run_command(const run_options& o);
 int status_command(const status_options& o);
 int break_command(const break_options& o);
 int list_command(const list_options& o);
+int check_command(const check_options& o);
 
 }  // namespace corolock::cli

@@ -17,6 +17,7 @@ Usage:
   corolock status [OPTIONS] [--json] NAME
   corolock list [OPTIONS] [--json] [PATTERN]
   corolock break [OPTIONS] NAME
+  corolock check [OPTIONS] NAME TOKEN
   corolock help [COMMAND]
   corolock --help | --version | -V
 
@@ -27,6 +28,8 @@ Commands:
   list    Show every held lock (or those whose name matches PATTERN) and
           who holds it.
   break   Force-release the lock NAME, whoever holds it, and wake its waiters.
+  check   Tell whether TOKEN is still the current holder's fencing token of
+          NAME (exit 0) or stale (exit 1).
   help    Show this text, or a command's own help.
 
 Options every command takes:
@@ -61,7 +64,9 @@ Names, owner ids and server text are printed with control bytes escaped
 (\n, \xNN, ...); --json output is JSON-escaped.
 
 Exit statuses:
-  0    success (run: COMMAND's own status is passed through instead)
+  0    success (run: COMMAND's own status is passed through instead; check:
+       the token is current)
+  1    check: the token is stale
   64   usage error: the message says what was wrong
   69   the service (Redis, etcd, ZooKeeper, PostgreSQL) cannot be reached
   70   run: the lease was lost while COMMAND ran (--on-lost kill)
@@ -357,6 +362,38 @@ Example:
   corolock break nightly-report
 )";
 
+constexpr std::string_view check_help = R"(Usage: corolock check [OPTIONS] NAME TOKEN
+
+The sequencer check: whether TOKEN (a fencing token, as a guard's token() or
+corolock run's COROLOCK_TOKEN gives it) is still the current holder's grant
+of the lock NAME. Current means: NAME is held and TOKEN is its latest token.
+A store that cannot check fences itself asks this before it accepts a write
+stamped with TOKEN. Prints one line:
+  token TOKEN is current for lock NAME
+  token TOKEN is stale for lock NAME
+The answer is true when read; a lease can end right after.
+
+Options:
+  --url URL       The lock service (default: $REDIS_URL, else @URL@):
+                  Redis, etcd://, zk:// or postgresql:// (see 'corolock
+                  help'). RedLock has no sequencer: refused.
+  --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+  --tls-server-name NAME, --sentinel-tls-server-name NAME, --tls-insecure
+                  As for every command.
+  -v, --verbose   Log connection events to stderr (-vv: debug).
+  -h, --help      Show this help.
+
+Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
+password.
+
+Exit statuses: 0 current, 1 stale (NAME free or held under another token),
+64 usage error (TOKEN not a non-negative integer), 69 the service cannot be
+reached, 76 it answered with an error.
+
+Example:
+  corolock check orders:42 "$TOKEN" && write_order
+)";
+
 // The texts name each default by a token (@NAME@), replaced here by its
 // value where it is defined, so that the help cannot drift from the code.
 std::string with_defaults(std::string_view text) {
@@ -388,6 +425,7 @@ std::string help_text(std::string_view topic) {
     if (topic == "status") return with_defaults(status_help);
     if (topic == "list") return with_defaults(list_help);
     if (topic == "break") return with_defaults(break_help);
+    if (topic == "check") return with_defaults(check_help);
     return {};
 }
 

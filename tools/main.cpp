@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
                                         : cmd.what == cli::parsed_command::kind::status ? &cmd.status.common
                                         : cmd.what == cli::parsed_command::kind::break_lock ? &cmd.brk.common
                                         : cmd.what == cli::parsed_command::kind::list ? &cmd.list.common
+                                        : cmd.what == cli::parsed_command::kind::check ? &cmd.check.common
                                                                                        : nullptr;
     if (common != nullptr)
         for (const auto& w : common->warnings) cli::report_warning(w);
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
         case cli::parsed_command::kind::status: return cli::status_command(cmd.status);
         case cli::parsed_command::kind::break_lock: return cli::break_command(cmd.brk);
         case cli::parsed_command::kind::list: return cli::list_command(cmd.list);
+        case cli::parsed_command::kind::check: return cli::check_command(cmd.check);
         }
     } catch (const std::exception& e) {
         // Setting up the event loop or the signal handling failed.

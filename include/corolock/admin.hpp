@@ -1,17 +1,20 @@
-// Operator tools for a lock name: read its state, or force-release it; and
-// list the locks held now.
+// Operator tools for a lock name: read its state, force-release it, or
+// release one owner's hold; list the locks held now; and check a fencing
+// token against the current holder's grant (a sequencer check).
 //
 // These are for people and scripts looking at a lock from outside (the
-// `corolock status`, `corolock break` and `corolock list` commands), not for
-// holders: a holder knows its own state from its guard. Status and break run
-// one script on the client's connection, so they are bounded by
-// config.command_timeout; list is bounded by its lock_list_options.
+// `corolock status`, `list`, `break` and `check` commands, a resource
+// checking a writer's token), not for holders: a holder knows its own state
+// from its guard.
 //
-// Each takes a corolock::client, or a Redis corolock::backend of any
-// topology (one server, Sentinel, Cluster: a Cluster cannot be a client).
-// On a Cluster, status and break go to the primary serving the lock's slot
-// and list scans every primary of the slot map. On a backend of another
-// service (etcd) they complete with error::invalid_argument.
+// Each takes a corolock::backend of any service: it is part of the seam
+// every backend implements (docs/architecture.md, "The admin seam"). Redis
+// (one server, Sentinel, Cluster) runs one script on the lock's node; etcd
+// reads the lock's key range over the backend's own gateway; ZooKeeper and
+// PostgreSQL open a session or connection of their own for the call.
+// RedLock answers error::not_supported to every operation (a lock held on
+// a majority has no one node to read or break). The client forms are the
+// same operations on client::lock_backend().
 //
 // Breaking a lock is unsafe by design: the holder keeps running until its
 // watchdog notices (at most one renewal period), so for that long two
@@ -25,10 +28,13 @@
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/lock_holder.hpp>
+#include <corolock/lock_type.hpp>
 
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/system_executor.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -39,15 +45,6 @@
 #include <vector>
 
 namespace corolock {
-
-// Which kind of lock a name holds: the lock hash's `kind` field
-// (docs/protocol.md). A name whose hash is gone reports mutex, or fair_mutex
-// while its waiting queue is still there.
-enum class lock_type : std::uint8_t { mutex, fair_mutex, shared_mutex, semaphore };
-
-// The protocol's name of a kind, as the CLI prints it: "mutex", "fair",
-// "shared", "semaphore".
-std::string_view lock_type_name(lock_type t) noexcept;
 
 // One owner among several holding a lock at once (a semaphore's holders,
 // a shared mutex's readers).
@@ -66,19 +63,28 @@ struct lock_status {
     // True when some owner holds the lock now (a semaphore: some permits
     // are held under a live lease).
     bool held = false;
+    // The kind (lock_type.hpp). On Redis a name whose hash is gone reports
+    // mutex, or fair_mutex while its waiting queue is still there.
     lock_type type = lock_type::mutex;
     // The holder's owner id (a mutex handle's owner_id(); a shared mutex's
     // writer); empty when not held, and for a semaphore (see holders).
     std::string owner;
     // Remaining lease as the server sees it. Zero when not held; -1 ms when
-    // the key exists without a TTL (never the case for corolock's own locks).
-    // A semaphore: the longest lease left among its holders.
+    // the key exists without a TTL (never the case for corolock's own locks
+    // on Redis). A semaphore: the longest lease left among its holders.
+    // etcd: the holder's lease, in whole seconds as etcd reports it (-1 ms
+    // without a live lease). ZooKeeper and PostgreSQL: -1 ms when held (the
+    // holder lasts as long as its session, which has no TTL to read).
     std::chrono::milliseconds ttl{0};
     // Re-entry count: how many levels the holder has acquired and not
-    // released. A semaphore: the live grants of all its holders.
+    // released. A semaphore: the live grants of all its holders. etcd,
+    // ZooKeeper and PostgreSQL keep re-entry in the holder's process: 1 when
+    // held.
     std::int64_t levels = 0;
     // The last fencing token minted for this name by anyone, held or not;
-    // 0 when no token was ever minted.
+    // 0 when no token was ever minted. etcd and ZooKeeper: the holder's
+    // latest token (its key's mod revision, its node's mzxid), 0 when not
+    // held. PostgreSQL: the name's fence, held or not.
     std::uint64_t last_token = 0;
     // Who holds it. Absent when not held, or when the hash records no holder
     // (written by a corolock older than the holder field, or by hand); a
@@ -88,7 +94,8 @@ struct lock_status {
     // A fair mutex: the entries in its waiting queue, including those of
     // dead waiters not pruned yet (a script prunes them when they reach the
     // head). A shared mutex: 1 while a waiting writer's marker holds new
-    // readers back. 0 for the other kinds.
+    // readers back. 0 for the other kinds on Redis. etcd, ZooKeeper and
+    // PostgreSQL: the contenders waiting in line behind the holder.
     std::uint64_t queued = 0;
     // A semaphore: its capacity (the latest acquirer's), the permits held
     // under a live lease, and (below) the owners holding them. 0 otherwise.
@@ -139,154 +146,211 @@ struct lock_list {
 };
 
 namespace detail {
+class lock_backend;
 using lock_status_handler = boost::asio::any_completion_handler<void(error_code, lock_status)>;
-void lock_status_impl(client& c, std::string name, lock_status_handler handler);
-void break_lock_impl(client& c, std::string name, lock_status_handler handler);
-void release_owner_impl(client& c, std::string name, std::string owner,
-                        boost::asio::any_completion_handler<void(error_code)> handler);
 using lock_list_handler = boost::asio::any_completion_handler<void(error_code, lock_list)>;
-void list_locks_impl(client& c, lock_list_options options, lock_list_handler handler);
-// The same on a backend (Redis of any topology; etcd: invalid_argument).
-void lock_status_impl(const backend& b, std::string name, lock_status_handler handler);
-void break_lock_impl(const backend& b, std::string name, lock_status_handler handler);
-void list_locks_impl(const backend& b, lock_list_options options, lock_list_handler handler);
+using check_token_handler = boost::asio::any_completion_handler<void(error_code, bool)>;
+// Compiled once (src/core/admin.cpp): check the arguments, then call the
+// backend's seam (core/backend.hpp). `b` may be null (a moved-from backend).
+void lock_status_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+                      lock_status_handler handler);
+void break_lock_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+                     lock_status_handler handler);
+void release_owner_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+                        std::string owner,
+                        boost::asio::any_completion_handler<void(error_code)> handler);
+void list_locks_impl(const std::shared_ptr<lock_backend>& b, lock_list_options options,
+                     lock_list_handler handler);
+void check_token_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+                      std::uint64_t token, check_token_handler handler);
 
 // The initiation of every operation below (see detail/completion.hpp):
 // erases the handler and calls the operation's compiled function `start`.
-// Target: client or const backend.
-template <class Target, class Signature, class... Args>
+// It holds the backend, so a deferred operation outlives a temporary handle
+// (client::lock_backend()).
+template <class Signature, class... Args>
 struct initiate_admin {
     using executor_type = boost::asio::any_io_executor;
-    using function = void (*)(Target&, Args..., boost::asio::any_completion_handler<Signature>);
-    Target* c;
+    using function = void (*)(const std::shared_ptr<lock_backend>&, Args...,
+                              boost::asio::any_completion_handler<Signature>);
+    std::shared_ptr<lock_backend> b;
+    executor_type ex;  // the backend's; empty without one
     function start;
-    executor_type get_executor() const noexcept { return c->get_executor(); }
+    executor_type get_executor() const noexcept {
+        return ex ? ex : executor_type(boost::asio::system_executor());
+    }
     template <class Handler>
     void operator()(Handler&& handler, Args... args) const {
-        start(*c, std::move(args)...,
-              erase_keeping_work<Signature>(std::forward<Handler>(handler), get_executor()));
+        start(b, std::move(args)...,
+              erase_keeping_work<Signature>(std::forward<Handler>(handler), ex));
     }
 };
 }  // namespace detail
 
-// Reads a lock's state in one atomic script run (read-only, so it is retried
-// once if the connection drops with it written).
+// The token an operation below takes when given none: `co_await
+// async_check_token(b, name, t)` in a coroutine (Asio 1.81 has no default
+// of its own; errors are thrown as system_error).
+using default_admin_token = boost::asio::use_awaitable_t<>;
+
+// Reads a lock's state: one atomic script run on Redis (read-only, so it is
+// retried once if the connection drops with it written), one range of the
+// lock's keys on etcd, the lock's directory on ZooKeeper, pg_locks and the
+// name's row on PostgreSQL.
 //
 // Completes with the status, or with: error::invalid_argument for a bad
 // name (see validate_lock_name); error::wrong_type when the name's key holds
-// something that is not a corolock lock; the connection errors of
-// client::async_exec (timeout, not_connected, connection_lost,
-// client_stopped); operation_aborted on cancellation.
+// something that is not a corolock lock (Redis); the backend's connection
+// errors (timeout, not_connected, connection_lost, client_stopped);
+// error::not_supported on RedLock; operation_aborted on cancellation.
 //
 // Cancellation (terminal and partial): the operation completes at once with
-// operation_aborted; the script may still run, which is harmless here.
-template <class CompletionToken>
-auto async_lock_status(client& c, std::string_view name, CompletionToken&& token) {
+// operation_aborted; the read may still run, which is harmless here.
+template <class CompletionToken = default_admin_token>
+auto async_lock_status(const backend& b, std::string_view name, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<client, signature, std::string>{&c, &detail::lock_status_impl},
-        token, std::string(name));
-}
-template <class CompletionToken>
-auto async_lock_status(const backend& b, std::string_view name, CompletionToken&& token) {
-    using signature = void(error_code, lock_status);
-    return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<const backend, signature, std::string>{&b,
-                                                                      &detail::lock_status_impl},
+        detail::initiate_admin<signature, std::string>{b.impl(), b.get_executor(),
+                                                       &detail::lock_status_impl},
         token, std::string(name));
 }
 
-// Force-releases a lock whoever holds it, of any kind: deletes the lock's
-// hash and publishes on its unlock channel, so waiters everywhere wake at
-// once rather than at the lease's end. The fencing counter is kept, so
-// tokens go on rising. A fair mutex's queue is kept too: its live waiters
-// keep their places, and the message (a "*" one) wakes every waiter, so the
-// queue's head takes the lock at once. Completes with what was removed, as
-// async_lock_status would have reported it just before (held == false when
-// nothing was held; a semaphore hash whose leases had all ended is deleted
-// all the same). Errors as for async_lock_status.
+// Force-releases a lock whoever holds it. Redis, any kind: deletes the
+// lock's hash and publishes on its unlock channel, so waiters everywhere
+// wake at once rather than at the lease's end; the fencing counter is kept,
+// so tokens go on rising; a fair mutex's queue is kept too (its live
+// waiters keep their places, and the queue's head takes the lock at once).
+// etcd: revokes the holder's lease (or deletes its key). ZooKeeper: deletes
+// the holder's node. PostgreSQL: ends the holder's session
+// (pg_terminate_backend; needs the right to signal it, else
+// error::no_permission). Waiters elsewhere keep their places. Completes
+// with what was removed, as async_lock_status would have reported it just
+// before (held == false when nothing was held). Errors as for
+// async_lock_status.
 //
 // Not idempotent: it is never re-sent after a connection loss, because a
 // second run could break the *next* holder. A connection_lost or timeout
 // result means it may or may not have run; check with async_lock_status.
 //
 // Cancellation (terminal and partial): completes at once with
-// operation_aborted, but a script already written may still break the lock.
-template <class CompletionToken>
-auto async_break_lock(client& c, std::string_view name, CompletionToken&& token) {
+// operation_aborted, but a request already written may still break the lock.
+template <class CompletionToken = default_admin_token>
+auto async_break_lock(const backend& b, std::string_view name, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<client, signature, std::string>{&c, &detail::break_lock_impl},
-        token, std::string(name));
-}
-template <class CompletionToken>
-auto async_break_lock(const backend& b, std::string_view name, CompletionToken&& token) {
-    using signature = void(error_code, lock_status);
-    return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<const backend, signature, std::string>{&b,
-                                                                      &detail::break_lock_impl},
+        detail::initiate_admin<signature, std::string>{b.impl(), b.get_executor(),
+                                                       &detail::break_lock_impl},
         token, std::string(name));
 }
 
 // Releases every level (a semaphore: every grant) that `owner` holds on the
 // lock, and nothing else: the owner-checked form of async_break_lock ("break
-// it only if it is still held by X"). It reads the lock's kind first, then
-// runs that kind's own release, so a fair mutex passes to its queue's head
-// and a semaphore's other holders keep their permits (a shared mutex's
-// other readers their shares). Completes with
-// success when the owner's hold was released (waiters are woken),
-// error::expired when nobody holds it, error::not_owner when others hold it
-// but not `owner` (untouched), or the errors of async_lock_status.
+// it only if it is still held by X"). On Redis it reads the lock's kind
+// first, then runs that kind's own release, so a fair mutex passes to its
+// queue's head and a semaphore's other holders keep their permits (a shared
+// mutex's other readers their shares). On etcd, ZooKeeper and PostgreSQL it
+// breaks the lock as async_break_lock does, only if `owner` is its holder.
+// Completes with success when the owner's hold was released (waiters are
+// woken), error::expired when nobody holds it, error::not_owner when others
+// hold it but not `owner` (untouched), error::invalid_argument for an empty
+// owner, or the errors of async_lock_status.
 //
-// Idempotent, so it is retried once after a connection loss. Because it is
-// queued behind every command the client has already queued, it also undoes
-// an acquire by the same owner that is still in flight. (A process that gave
-// up on its own acquire need not: client::async_drain waits for the
-// library's own clean-up of it.)
+// Redis: idempotent, so it is retried once after a connection loss. Because
+// it is queued behind every command the client has already queued, it also
+// undoes an acquire by the same owner that is still in flight.
 //
 // Cancellation (terminal and partial): completes at once with
-// operation_aborted; a script already written may still run.
-template <class CompletionToken>
-auto async_release_owner(client& c, std::string_view name, std::string_view owner,
-                         CompletionToken&& token) {
+// operation_aborted; a request already written may still run.
+template <class CompletionToken = default_admin_token>
+auto async_release_owner(const backend& b, std::string_view name, std::string_view owner,
+                         CompletionToken&& token = {}) {
     using signature = void(error_code);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<client, signature, std::string, std::string>{
-            &c, &detail::release_owner_impl},
+        detail::initiate_admin<signature, std::string, std::string>{
+            b.impl(), b.get_executor(), &detail::release_owner_impl},
         token, std::string(name), std::string(owner));
 }
 
-// Lists the locks held now, of every kind, with their holders: SCAN (never
-// KEYS) over the lock keys ("corolock:{name}" hashes; fence counters, a fair
-// mutex's queue and entries, and other keys are skipped) whose name matches options.pattern, then one status script per
-// key found (pipelined with the rest of the step). A lock taken or released
-// during the scan may or may not appear, as SCAN guarantees nothing more.
+// Lists the locks held now, of every kind, with their holders. Redis: SCAN
+// (never KEYS) over the lock keys ("corolock:{name}" hashes; fence counters,
+// a fair mutex's queue and entries, and other keys are skipped) whose name
+// matches options.pattern, then one status script per key found (pipelined
+// with the rest of the step; on a Cluster, every primary). etcd: ranges over
+// the backend's prefix, read at one revision. ZooKeeper: the lock
+// directories under the root. PostgreSQL: the advisory locks granted
+// (pg_locks) joined with the names of corolock_locks. A lock taken or
+// released during the listing may or may not appear.
 //
 // Completes with the list, or with: error::invalid_argument for a bad
-// pattern; the connection errors of client::async_exec; operation_aborted on
-// cancellation. A key that turns out not to be a corolock lock (WRONGTYPE) is
-// left out.
+// pattern; the errors of async_lock_status. A key that turns out not to be
+// a corolock lock (WRONGTYPE) is left out.
 //
 // Cancellation (terminal and partial): completes at once with
-// operation_aborted; commands already written still run (all read-only).
+// operation_aborted; requests already written still run (all read-only).
 //
 // With g++ 12, pass options as a named variable inside a co_await, not as a
 // braced temporary ({.pattern = "x"}): g++ 12 destroys it twice.
-template <class CompletionToken>
-auto async_list_locks(client& c, lock_list_options options, CompletionToken&& token) {
+template <class CompletionToken = default_admin_token>
+auto async_list_locks(const backend& b, lock_list_options options, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_list);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<client, signature, lock_list_options>{&c,
-                                                                     &detail::list_locks_impl},
+        detail::initiate_admin<signature, lock_list_options>{b.impl(), b.get_executor(),
+                                                             &detail::list_locks_impl},
         token, std::move(options));
 }
-template <class CompletionToken>
-auto async_list_locks(const backend& b, lock_list_options options, CompletionToken&& token) {
-    using signature = void(error_code, lock_list);
+
+// The sequencer check (Chubby's CheckSequencer): whether `token` is still
+// the current holder's grant of `name`, for a resource that cannot check
+// fences itself to ask before it accepts a write. Built on
+// async_lock_status: true when the lock is held and `token` is its latest
+// fencing token (lock_status::last_token); false when it is free, or held
+// under another grant (a later holder's, or the same holder's later
+// re-entry: ask with the guard's latest token). A shared mutex's reader or
+// a semaphore's holder is current only while its grant is the latest
+// minted. The answer is true when read: a lease can end right after, so a
+// resource that must never take a stale write fences it where the data
+// lives (docs/safety.md).
+//
+// Completes with the answer, or with the errors of async_lock_status
+// (error::not_supported on RedLock, whose tokens are no fencing tokens).
+//
+// Cancellation (terminal and partial): completes at once with
+// operation_aborted; the read may still run.
+template <class CompletionToken = default_admin_token>
+auto async_check_token(const backend& b, std::string_view name, std::uint64_t token,
+                       CompletionToken&& completion = {}) {
+    using signature = void(error_code, bool);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<const backend, signature, lock_list_options>{
-            &b, &detail::list_locks_impl},
-        token, std::move(options));
+        detail::initiate_admin<signature, std::string, std::uint64_t>{
+            b.impl(), b.get_executor(), &detail::check_token_impl},
+        completion, std::string(name), token);
+}
+
+// The client forms: the same operations on c.lock_backend() (a Redis
+// client is a backend too).
+template <class CompletionToken = default_admin_token>
+auto async_lock_status(const client& c, std::string_view name, CompletionToken&& token = {}) {
+    return async_lock_status(c.lock_backend(), name, std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = default_admin_token>
+auto async_break_lock(const client& c, std::string_view name, CompletionToken&& token = {}) {
+    return async_break_lock(c.lock_backend(), name, std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = default_admin_token>
+auto async_release_owner(const client& c, std::string_view name, std::string_view owner,
+                         CompletionToken&& token = {}) {
+    return async_release_owner(c.lock_backend(), name, owner,
+                               std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = default_admin_token>
+auto async_list_locks(const client& c, lock_list_options options, CompletionToken&& token = {}) {
+    return async_list_locks(c.lock_backend(), std::move(options),
+                            std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = default_admin_token>
+auto async_check_token(const client& c, std::string_view name, std::uint64_t token,
+                       CompletionToken&& completion = {}) {
+    return async_check_token(c.lock_backend(), name, token,
+                             std::forward<CompletionToken>(completion));
 }
 
 }  // namespace corolock

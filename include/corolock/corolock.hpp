@@ -12,6 +12,7 @@
 #include <corolock/guard.hpp>
 #include <corolock/lock_holder.hpp>
 #include <corolock/lock_options.hpp>
+#include <corolock/lock_type.hpp>
 #include <corolock/locked_sql.hpp>
 #include <corolock/metrics.hpp>
 #include <corolock/multi_lock.hpp>

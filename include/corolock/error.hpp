@@ -68,6 +68,8 @@ enum class error {
     upgrade_refused,        // shared_mutex: an exclusive acquire by a handle holding only
                             // shared levels; refused, since two upgraders would each wait
                             // for the other's share forever
+    not_supported,          // admin: this backend cannot do the operation (RedLock's
+                            // status, list, break and release-owner; docs/architecture.md)
 };
 
 COROLOCK_API const boost::system::error_category& error_category() noexcept;

@@ -17,9 +17,11 @@
 #include "core/inner_executor.hpp"
 #include "core/tenure.hpp"
 
+#include <corolock/admin.hpp>
 #include <corolock/error.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_options.hpp>
+#include <corolock/lock_type.hpp>
 #include <corolock/locked_sql.hpp>
 #include <corolock/metrics.hpp>
 
@@ -53,7 +55,7 @@ std::string left_out_backend(std::string_view scheme);
 // offers only some kinds refuses the others in make_state().
 // Eight bytes: a Redis handle keeps it (a byte per waiter counts, S4).
 struct lock_spec {
-    enum class kind_t : std::uint8_t { mutex, fair_mutex, shared_mutex, semaphore };
+    using kind_t = corolock::lock_type;  // the one kind enum, the public API's
     std::uint32_t capacity = 0;     // semaphore: the permits in all
     kind_t kind = kind_t::mutex;
     bool writer_preference = true;  // shared_mutex: a waiting writer holds back new readers
@@ -185,6 +187,25 @@ public:
     // call is done (see core/background_work.hpp), on the handler's
     // associated executor (or directly when `direct`), never inside this call.
     virtual void drain(clock::duration bound, release_handler handler, bool direct) = 0;
+
+    // The admin seam (corolock/admin.hpp): a lock seen from outside, by an
+    // operator or a resource checking a token. Any thread; `name` is valid
+    // (core/admin.cpp checked it). Each handler is completed once, on its
+    // associated executor, never inside the call; cancellation (terminal,
+    // partial) through the handler's slot completes it with
+    // operation_aborted. A backend that cannot do one leaves it to these
+    // defaults, which answer error::not_supported.
+    using status_handler = boost::asio::any_completion_handler<void(error_code, lock_status)>;
+    using list_handler = boost::asio::any_completion_handler<void(error_code, lock_list)>;
+    // One lock's state, read-only.
+    virtual void admin_status(std::string name, status_handler handler);
+    // The locks held now whose name matches options.pattern, within its bounds.
+    virtual void admin_list(lock_list_options options, list_handler handler);
+    // Removes the holder whoever it is; answers what was removed.
+    virtual void admin_break(std::string name, status_handler handler);
+    // Removes the hold of `owner` (not empty) only: success, or
+    // error::expired (nobody holds it), error::not_owner (others do).
+    virtual void admin_release_owner(std::string name, std::string owner, release_handler handler);
 };
 
 // A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.

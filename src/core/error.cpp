@@ -51,6 +51,7 @@ public:
         case error::upgrade_refused:
             return "an exclusive acquire while holding only shared levels (an upgrade) is "
                    "refused: two upgraders would deadlock";
+        case error::not_supported: return "this backend does not support the operation";
         }
         return "unknown corolock error " + std::to_string(ev);
     }

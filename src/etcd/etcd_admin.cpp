@@ -1,5 +1,6 @@
 #include "etcd/etcd_admin.hpp"
 
+#include "core/admin_call.hpp"
 #include "core/glob_match.hpp"
 #include "core/holder_record.hpp"
 
@@ -94,10 +95,13 @@ admin::admin(asio::any_io_executor ex, std::string_view url,
     wire_ = gateway::create(std::move(ex), opts_.gateway);
 }
 
+admin::admin(backend_options opts, std::shared_ptr<gateway> wire)
+    : opts_(std::move(opts)), wire_(std::move(wire)), owns_wire_(false) {}
+
 admin::~admin() { stop(); }
 
 void admin::stop() noexcept {
-    if (wire_) wire_->stop();
+    if (wire_ && owns_wire_) wire_->stop();
 }
 
 failure admin::last_error() const { return wire_->last_error(); }
@@ -229,11 +233,15 @@ asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(admin_list_
     co_return std::make_tuple(error_code(), out);
 }
 
-asio::awaitable<std::tuple<error_code, admin_break_result>> admin::break_lock(std::string name) {
+asio::awaitable<std::tuple<error_code, admin_break_result>> admin::break_lock(
+    std::string name, std::string only_owner) {
     admin_break_result out;
     auto [ec, st] = co_await status(name);
     if (ec && !st.held) co_return std::make_tuple(ec, out);  // a failed lease lookup is no matter here
     if (!st.held) co_return std::make_tuple(error_code(), out);
+    // The lease and key read are that owner's own: nobody else's is touched.
+    if (!only_owner.empty() && st.holder.owner != only_owner)
+        co_return std::make_tuple(error_code(error::not_owner), out);
     std::shared_ptr<transport> w = wire_;
     if (st.holder.lease != 0) {
         const std::int64_t lease = st.holder.lease;
@@ -269,6 +277,95 @@ asio::awaitable<std::tuple<error_code, admin_break_result>> admin::break_lock(st
         }
     }
     co_return std::make_tuple(error_code(), out);
+}
+
+// The admin seam (core/backend.hpp) of the etcd backend: an admin over
+// its own gateway, on its strand, one per call.
+namespace {
+
+lock_status public_status(const admin_lock_status& st) {
+    lock_status out;
+    out.held = st.held;
+    out.queued = st.waiters.size();
+    if (!st.held) return out;
+    out.owner = st.holder.owner;
+    out.ttl = st.ttl.count() < 0 ? std::chrono::milliseconds(-1)
+                                 : std::chrono::milliseconds(st.ttl);
+    out.levels = 1;
+    out.holder_count = 1;
+    out.last_token = static_cast<std::uint64_t>(st.holder.mod_revision);
+    out.holder = st.holder.holder;
+    return out;
+}
+
+lock_status public_status(const admin_break_result& r) {
+    admin_lock_status st;
+    st.held = r.held;
+    st.holder = r.removed;
+    st.ttl = std::chrono::seconds(-1);
+    return public_status(st);
+}
+
+}  // namespace
+
+std::shared_ptr<admin> etcd_backend::make_admin() const {
+    return std::make_shared<admin>(opts_, gateway_);
+}
+
+void etcd_backend::admin_status(std::string name, status_handler handler) {
+    run_admin<lock_status>(
+        asio::any_io_executor(strand_),
+        [a = make_admin(), name = std::move(name)]()
+            -> asio::awaitable<std::tuple<error_code, lock_status>> {
+            auto [ec, st] = co_await a->status(name);
+            co_return std::make_tuple(ec, ec ? lock_status{} : public_status(st));
+        },
+        std::move(handler));
+}
+
+void etcd_backend::admin_list(lock_list_options o, list_handler handler) {
+    admin_list_options ao;
+    ao.pattern = std::move(o.pattern);
+    ao.keys_per_page = o.count_per_step;
+    ao.max_pages = o.max_steps;
+    ao.max_locks = o.max_locks;
+    ao.max_time = o.max_time;
+    run_admin<lock_list>(
+        asio::any_io_executor(strand_),
+        [a = make_admin(), ao = std::move(ao)]() -> asio::awaitable<std::tuple<error_code, lock_list>> {
+            auto [ec, list] = co_await a->list(ao);
+            lock_list out;
+            if (!ec) {
+                out.truncated = list.truncated;
+                for (const auto& l : list.locks) out.locks.push_back({l.name, public_status(l.status)});
+            }
+            co_return std::make_tuple(ec, std::move(out));
+        },
+        std::move(handler));
+}
+
+void etcd_backend::admin_break(std::string name, status_handler handler) {
+    run_admin<lock_status>(
+        asio::any_io_executor(strand_),
+        [a = make_admin(), name = std::move(name)]()
+            -> asio::awaitable<std::tuple<error_code, lock_status>> {
+            auto [ec, r] = co_await a->break_lock(name);
+            co_return std::make_tuple(ec, ec ? lock_status{} : public_status(r));
+        },
+        std::move(handler));
+}
+
+void etcd_backend::admin_release_owner(std::string name, std::string owner,
+                                       release_handler handler) {
+    run_admin<>(
+        asio::any_io_executor(strand_),
+        [a = make_admin(), name = std::move(name), owner = std::move(owner)]()
+            -> asio::awaitable<std::tuple<error_code>> {
+            auto [ec, r] = co_await a->break_lock(name, owner);
+            if (!ec && !r.held) ec = error::expired;
+            co_return std::make_tuple(ec);
+        },
+        std::move(handler));
 }
 
 }  // namespace corolock::detail::etcd

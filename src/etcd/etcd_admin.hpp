@@ -106,6 +106,9 @@ public:
     // the reason as its text, never the password).
     admin(boost::asio::any_io_executor ex, std::string_view url,
           std::chrono::milliseconds connect_timeout, std::chrono::milliseconds request_timeout);
+    // An admin over a backend's own gateway (the seam: etcd_admin.cpp),
+    // which stop() leaves running.
+    admin(backend_options opts, std::shared_ptr<gateway> wire);
     ~admin();
     admin(const admin&) = delete;
     admin& operator=(const admin&) = delete;
@@ -131,8 +134,11 @@ public:
     // nothing else: a lease per tenure), or, for a key without a lease or
     // whose lease is already gone, deletes the key if it still has the
     // create revision read. Waiters are left alone; the next one in line
-    // sees the deletion on its watch and takes the lock.
-    boost::asio::awaitable<std::tuple<error_code, admin_break_result>> break_lock(std::string name);
+    // sees the deletion on its watch and takes the lock. With `only_owner`
+    // not empty, only a holder of that owner id is removed: else
+    // error::not_owner (someone else holds it; untouched).
+    boost::asio::awaitable<std::tuple<error_code, admin_break_result>> break_lock(
+        std::string name, std::string only_owner = {});
 
     // The cause of the last failure, in words.
     failure last_error() const;
@@ -142,6 +148,7 @@ public:
 private:
     backend_options opts_;
     std::shared_ptr<gateway> wire_;
+    bool owns_wire_ = true;
 };
 
 }  // namespace corolock::detail::etcd

@@ -76,6 +76,7 @@ error_code parse_url(std::string_view url, backend_options& out, std::string& wh
 std::string lock_prefix(const std::string& prefix, std::string_view name);
 
 class etcd_backend;
+class admin;  // etcd_admin.hpp
 
 // A local waiter or holder of a lock, told by the lock's shared watch.
 struct prefix_watcher {
@@ -140,6 +141,12 @@ public:
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
     void drain(clock::duration bound, release_handler handler, bool direct) override;
+    // The admin seam: etcd_admin.cpp, over this backend's gateway.
+    void admin_status(std::string name, status_handler handler) override;
+    void admin_list(lock_list_options options, list_handler handler) override;
+    void admin_break(std::string name, status_handler handler) override;
+    void admin_release_owner(std::string name, std::string owner,
+                             release_handler handler) override;
 
     // --- for the acquire operation, on the strand ---
     transport& wire() noexcept { return *gateway_; }
@@ -170,6 +177,7 @@ public:
     std::string holder_value() const;
 
 private:
+    std::shared_ptr<admin> make_admin() const;
     struct prefix_watch;
     void start_watch(const std::string& prefix);
     friend struct etcd_lock_state::holder_watch;

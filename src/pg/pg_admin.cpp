@@ -1,5 +1,7 @@
 #include "pg/pg_admin.hpp"
+#include "pg/pg_backend.hpp"
 
+#include "core/admin_call.hpp"
 #include "core/glob_match.hpp"
 #include "core/holder_record.hpp"
 #include "core/inner_executor.hpp"
@@ -155,10 +157,12 @@ asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(lock_list_o
         asio::use_awaitable);
 }
 
-asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(std::string name) {
+asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(
+    std::string name, std::string only_owner) {
     return asio::co_spawn(
         strand_,
-        [this, name = std::move(name)]() -> asio::awaitable<std::tuple<error_code, admin_lock_status>> {
+        [this, name = std::move(name), only_owner = std::move(only_owner)]()
+            -> asio::awaitable<std::tuple<error_code, admin_lock_status>> {
             using result = std::tuple<error_code, admin_lock_status>;
             // A re-entry or a new tenure between the read and the break
             // changes the fence: read again, a few times at most.
@@ -166,6 +170,10 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(std
                 const auto deadline = connection::clock::now() + request_timeout_;
                 auto [ec, st] = co_await read_status(name, deadline);
                 if (ec || !st.report.held) co_return result{ec, admin_lock_status{}};
+                // The session is ended only while it holds the fence read
+                // (terminate_holder): that owner's tenure, nobody else's.
+                if (!only_owner.empty() && st.report.owner != only_owner)
+                    co_return result{error::not_owner, admin_lock_status{}};
                 const answer ended = co_await conn_->exec(
                     terminate_holder(name, st.report.pid, st.report.fence), deadline);
                 if (!ended.ok()) {
@@ -178,6 +186,49 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(std
             co_return result{error::lock_held, admin_lock_status{}};
         },
         asio::use_awaitable);
+}
+
+// The admin seam (core/backend.hpp) of the PostgreSQL backend: an admin
+// with a connection of its own per call (the backend's sessions hold
+// advisory locks), bounded by the backend's request timeout.
+namespace {
+
+lock_status public_status(const admin_lock_status& st) {
+    lock_status out;
+    out.held = st.report.held;
+    out.last_token = st.report.fence;  // the row's, held or not
+    out.queued = st.report.waiting;
+    if (!out.held) return out;
+    out.owner = st.report.owner;
+    out.ttl = std::chrono::milliseconds(-1);  // the session's, which has none to read
+    out.levels = 1;
+    out.holder_count = 1;
+    out.holder = st.holder;
+    return out;
+}
+
+auto seam_of(const pg_backend& b) {
+    auto make = [ex = b.get_executor(), url = b.options().url,
+                 bound = b.options().request_timeout] {
+        return std::make_shared<admin>(ex, url, bound);
+    };
+    return session_admin(asio::any_io_executor(b.strand()), std::move(make), &public_status);
+}
+
+}  // namespace
+
+void pg_backend::admin_status(std::string name, status_handler handler) {
+    seam_of(*this).status(std::move(name), std::move(handler));
+}
+void pg_backend::admin_list(lock_list_options options, list_handler handler) {
+    seam_of(*this).list(std::move(options), std::move(handler));
+}
+void pg_backend::admin_break(std::string name, status_handler handler) {
+    seam_of(*this).break_lock(std::move(name), std::move(handler));
+}
+void pg_backend::admin_release_owner(std::string name, std::string owner,
+                                     release_handler handler) {
+    seam_of(*this).release_owner(std::move(name), std::move(owner), std::move(handler));
 }
 
 }  // namespace corolock::detail::pg

@@ -74,7 +74,10 @@ public:
     // a new tenure between the read and the break (another fence) reads
     // again, three times at most (then error::lock_held). Answers the
     // status read, held false when nothing was held.
-    boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> break_lock(std::string name);
+    // With `only_owner` not empty, only a session holding as that owner is
+    // ended: else error::not_owner (someone else holds it; untouched).
+    boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> break_lock(
+        std::string name, std::string only_owner = {});
 
     const std::string& last_error() const noexcept { return why_; }
     // Closes the connection. Idempotent; never throws.

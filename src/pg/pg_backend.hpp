@@ -88,6 +88,12 @@ public:
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
     void drain(clock::duration bound, release_handler handler, bool direct) override;
+    // The admin seam: pg_admin.cpp, a connection of its own per call.
+    void admin_status(std::string name, status_handler handler) override;
+    void admin_list(lock_list_options options, list_handler handler) override;
+    void admin_break(std::string name, status_handler handler) override;
+    void admin_release_owner(std::string name, std::string owner,
+                             release_handler handler) override;
     void execute_locked(const std::shared_ptr<lock_state>& st, std::shared_ptr<tenure> t,
                         std::vector<sql_statement> statements, sql_handler handler,
                         bool direct) override;

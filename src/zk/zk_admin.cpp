@@ -1,10 +1,12 @@
 #include "zk/zk_admin.hpp"
 
+#include "core/admin_call.hpp"
 #include "core/glob_match.hpp"
 #include "core/holder_record.hpp"
 #include "core/inner_executor.hpp"
 #include "core/logging.hpp"
 #include "zk/lock_recipe.hpp"
+#include "zk/zk_backend.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -188,13 +190,18 @@ asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::read_list(lock_l
     co_return result{error_code{}, std::move(out)};
 }
 
-asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(std::string name) {
+asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(
+    std::string name, std::string only_owner) {
     return asio::co_spawn(
         strand_,
-        [this, name = std::move(name)]() -> asio::awaitable<std::tuple<error_code, admin_lock_status>> {
+        [this, name = std::move(name), only_owner = std::move(only_owner)]()
+            -> asio::awaitable<std::tuple<error_code, admin_lock_status>> {
             using result = std::tuple<error_code, admin_lock_status>;
             auto [ec, st] = co_await read_status(name);
             if (ec || !st.held) co_return result{ec, admin_lock_status{}};
+            // The node's name carries its owner: nobody else's is deleted.
+            if (!only_owner.empty() && st.owner != only_owner)
+                co_return result{error::not_owner, admin_lock_status{}};
             // The node read, and only it: a later holder's node has another
             // sequence number.
             request_bound bound(*this);
@@ -206,6 +213,49 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::break_lock(std
             co_return result{error_code{}, std::move(st)};
         },
         asio::use_awaitable);
+}
+
+// The admin seam (core/backend.hpp) of the ZooKeeper backend: an admin
+// with a session of its own per call, bounded by the backend's session
+// timeout.
+namespace {
+
+lock_status public_status(const admin_lock_status& st) {
+    lock_status out;
+    out.held = st.held;
+    out.queued = st.waiters.size();
+    if (!st.held) return out;
+    out.owner = st.owner;
+    out.ttl = std::chrono::milliseconds(-1);  // the session's, which has none to read
+    out.levels = 1;
+    out.holder_count = 1;
+    out.last_token = static_cast<std::uint64_t>(st.mzxid);
+    out.holder = st.holder;
+    return out;
+}
+
+auto seam_of(const zk_backend& b, const zk_options& opts) {
+    auto make = [ex = b.get_executor(), opts,
+                 bound = std::chrono::duration_cast<std::chrono::milliseconds>(b.connect_bound())] {
+        return std::make_shared<admin>(ex, opts, bound);
+    };
+    return session_admin(asio::any_io_executor(b.strand()), std::move(make), &public_status);
+}
+
+}  // namespace
+
+void zk_backend::admin_status(std::string name, status_handler handler) {
+    seam_of(*this, opts_).status(std::move(name), std::move(handler));
+}
+void zk_backend::admin_list(lock_list_options options, list_handler handler) {
+    seam_of(*this, opts_).list(std::move(options), std::move(handler));
+}
+void zk_backend::admin_break(std::string name, status_handler handler) {
+    seam_of(*this, opts_).break_lock(std::move(name), std::move(handler));
+}
+void zk_backend::admin_release_owner(std::string name, std::string owner,
+                                     release_handler handler) {
+    seam_of(*this, opts_).release_owner(std::move(name), std::move(owner), std::move(handler));
 }
 
 }  // namespace corolock::detail::zk

@@ -77,8 +77,11 @@ public:
     // takes the lock. The holder's backend is told at once by its watch of
     // the node (lost signal), but whatever it is doing then is no longer
     // protected: for holders known to be dead. Answers the status read,
-    // held false when nothing was held or it was released meanwhile.
-    boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> break_lock(std::string name);
+    // held false when nothing was held or it was released meanwhile. With
+    // `only_owner` not empty, only a node of that owner is deleted: else
+    // error::not_owner (someone else holds it; untouched).
+    boost::asio::awaitable<std::tuple<error_code, admin_lock_status>> break_lock(
+        std::string name, std::string only_owner = {});
 
     // The cause of the last failure, in words.
     const std::string& last_error() const noexcept { return why_; }

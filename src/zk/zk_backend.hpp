@@ -81,6 +81,12 @@ public:
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
     void drain(clock::duration bound, release_handler handler, bool direct) override;
+    // The admin seam: zk_admin.cpp, a session of its own per call.
+    void admin_status(std::string name, status_handler handler) override;
+    void admin_list(lock_list_options options, list_handler handler) override;
+    void admin_break(std::string name, status_handler handler) override;
+    void admin_release_owner(std::string name, std::string owner,
+                             release_handler handler) override;
 
     // --- for the acquire operation, on the strand ---
     session& zk() noexcept { return *session_; }

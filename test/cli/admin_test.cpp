@@ -486,7 +486,8 @@ TEST_CASE("cli: admin: status, list and break on a backend opened from a config"
     redis_server server;
     asio::io_context ioc;
     corolock::backend locks(ioc.get_executor(), config_for(server));
-    // Not Redis: refused, never sent anywhere.
+    // Another service answers through its own admin (the seam): etcd, with
+    // nothing listening on port 1, fails to connect (never a status).
     corolock::backend other(ioc.get_executor(), "etcd://127.0.0.1:1");
     run_async(ioc, [&]() -> asio::awaitable<void> {
         CHECK(locks.scheme() == "redis");
@@ -513,7 +514,8 @@ TEST_CASE("cli: admin: status, list and break on a backend opened from a config"
         CHECK_FALSE(after.held);
 
         auto [eec, est] = co_await corolock::async_lock_status(other, "on-backend", use_nothrow);
-        CHECK(eec == error::invalid_argument);
+        INFO(eec.message());
+        CHECK(eec == boost::asio::error::connection_refused);
         CHECK_FALSE(est.held);
         locks.stop();
         other.stop();

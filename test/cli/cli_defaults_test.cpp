@@ -98,7 +98,7 @@ TEST_CASE("cli help: the texts state the defaults the code uses", "[unit][cli]")
                              std::to_string(list_defaults::max_steps) + " steps or " +
                              std::to_string(list_defaults::max_locks) + " locks"));
 
-    for (std::string_view topic : {"", "run", "status", "list", "break"}) {
+    for (std::string_view topic : {"", "run", "status", "list", "break", "check"}) {
         INFO("help topic '" << topic << "'");
         const std::string text = cli::help_text(topic);
         CHECK(contains(text, cli::defaults::url()));
@@ -109,7 +109,7 @@ TEST_CASE("cli help: the texts state the defaults the code uses", "[unit][cli]")
 TEST_CASE("cli help: the overview lists every exit status", "[unit][cli]") {
     namespace status = cli::exit_status;
     const std::string overview = cli::help_text("");
-    for (int code : {status::usage, status::unavailable, status::lease_lost, status::os_error,
+    for (int code : {status::stale_token, status::usage, status::unavailable, status::lease_lost, status::os_error,
                      status::not_acquired, status::remote_error, status::no_permission,
                      status::cannot_execute, status::not_found}) {
         INFO("exit status " << code);
@@ -363,4 +363,26 @@ TEST_CASE("cli: run records COMMAND's program name as its label, or --label, or 
                       .has_value());
     CHECK(longer.run.label->size() == corolock::max_holder_label_length);
     check_usage_errors({{{"run", "--label", "", "job", "--", "true"}, "--label needs a text"}});
+}
+
+TEST_CASE("cli: check takes NAME and a non-negative integer TOKEN", "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"check", "orders:42", "18446744073709551615"}, cmd).has_value());
+    CHECK(cmd.what == cli::parsed_command::kind::check);
+    CHECK(cmd.check.name == "orders:42");
+    CHECK(cmd.check.token == 18446744073709551615ull);
+    REQUIRE_FALSE(parse({"check", "--url", "etcd://127.0.0.1:2379", "n", "0"}, cmd).has_value());
+    CHECK(cmd.check.token == 0);
+    CHECK(cmd.check.common.kind == cli::url_kind::etcd);
+    const std::vector<std::pair<std::vector<std::string_view>, std::string>> bad = {
+        {{"check"}, "missing NAME and TOKEN"},
+        {{"check", "n"}, "missing TOKEN"},
+        {{"check", "n", "1", "2"}, "unexpected argument '2'"},
+        {{"check", "n", "x1"}, "bad TOKEN 'x1': a fencing token is a non-negative integer"},
+        {{"check", "n", "1.5"}, "bad TOKEN '1.5'"},
+        {{"check", "n", ""}, "bad TOKEN ''"},
+        {{"check", "n", "18446744073709551616"}, "bad TOKEN '18446744073709551616'"},
+        {{"check", "n", "+1"}, "bad TOKEN '+1'"},
+    };
+    check_usage_errors(bad);
 }

@@ -374,6 +374,7 @@ group_inspect() {
   expect_true "status --json: since is an RFC 3339 UTC time ($since)" \
     grep -Eqx '"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"' <<<"$since"
   expect_cond "status --json: held_for_ms is a count of ms ($held_for)" '[ "$held_for" -ge 0 ] 2>/dev/null'
+  check_cases "over redis" held1 "$token"
 
   cl 20 status --url "$url" held1
   expect_status "status (text) of a held lock" 0 "$last_status"

@@ -154,6 +154,7 @@ group_inspect() {
   expect_match "status: last token is the holder's token" "^last token: +$token\$" "$tmp_dir/out"
   expect_match "status: ttl from the lease" '^ttl: +([1-9]|1[0-9]|20) s \(lease [0-9a-f]+\)$' "$tmp_dir/out"
   expect_match "status: no waiters" '^waiters: +0$' "$tmp_dir/out"
+  check_cases "over etcd" ins "$token"
   cl 10 status --url "$url" --json ins
   expect_status "status --json of a held lock" 0 "$last_status"
   expect_true "status --json: held is true" [ "$(json_field "$tmp_dir/out" held)" = "true" ]

@@ -247,3 +247,21 @@ exclusion_cases() {
   t2=$(sed -n '3s/^start //p' "$log")
   expect_cond "exclusion: the second token is higher ($t1 < $t2)" '[ -n "$t1" ] && [ -n "$t2" ] && [ "$t1" -lt "$t2" ]'
 }
+
+# check on $url while NAME is held under TOKEN: current (0), another token stale
+# (1), a TOKEN that is no non-negative integer a usage error (64).
+check_cases() {  # LABEL NAME TOKEN
+  local over=$1 name=$2 token=$3
+  cl 10 check --url "$url" "$name" "$token"
+  expect_status "check $over: the holder's token is current (0)" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "check $over: says current" "^token $token is current for lock $name\$" "$tmp_dir/out"
+  cl 10 check --url "$url" "$name" "$((token + 1))"
+  expect_status "check $over: another token is stale (1)" 1 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "check $over: says stale" "^token $((token + 1)) is stale for lock $name\$" "$tmp_dir/out"
+  local bad
+  for bad in abc 1x '' 99999999999999999999999; do
+    cl 10 check --url "$url" "$name" "$bad"
+    expect_status "check $over: TOKEN '$bad' is a usage error (64)" 64 "$last_status"
+    expect_match "check $over: TOKEN '$bad': says why" "non-negative integer" "$tmp_dir/err"
+  done
+}

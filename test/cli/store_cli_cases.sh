@@ -1,5 +1,5 @@
-# The cases zk_cli_test.sh and pg_cli_test.sh share: run, status, list and
-# break over a lock service other than Redis and etcd. Sourced after lib.sh,
+# The cases zk_cli_test.sh and pg_cli_test.sh share: run, status, list,
+# break and check over a lock service other than Redis and etcd. Sourced after lib.sh,
 # once the script has set:
 #
 #   url        the running server's URL
@@ -105,12 +105,15 @@ group_inspect() {
   expect_true "status --json: pid" [ "$(json_field "$tmp_dir/out" pid)" = "$holder_pid" ]
   expect_true "status --json: backend" [ "$(json_field "$tmp_dir/out" backend)" = "\"$backend\"" ]
 
+  check_cases "$over" ins "$token"
   list_break_while_held ins "$holder_pid"
 
   signal_corolock TERM "$holder"
   reap "$holder"
   expect_status "status: the holder ends on SIGTERM" 143 "$last_status"
   expect_true "status: free after the holder ended" wait_until 10 is_free ins
+  cl 10 check --url "$url" ins "$token"
+  expect_status "check $over: the token of a freed lock is stale (1)" 1 "$last_status" "$(cat "$tmp_dir/err")"
 
   list_break_after
 }

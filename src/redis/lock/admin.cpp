@@ -38,16 +38,6 @@ namespace corolock {
 
 namespace asio = boost::asio;
 
-std::string_view lock_type_name(lock_type t) noexcept {
-    switch (t) {
-    case lock_type::mutex: return "mutex";
-    case lock_type::fair_mutex: return "fair";
-    case lock_type::shared_mutex: return "shared";
-    case lock_type::semaphore: return "semaphore";
-    }
-    return "mutex";
-}
-
 namespace {
 
 // One admin operation. Its handler is completed exactly once, on the
@@ -239,44 +229,16 @@ void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
         reply_parser<lock_status>(&parse_description), std::move(handler));
 }
 
-// The Redis client behind a backend (its cluster front on a Cluster); null
-// for a backend of another service.
-std::shared_ptr<client_impl> redis_of(const backend& b) {
-    auto* rb = dynamic_cast<redis_backend*>(b.impl().get());
-    return rb != nullptr ? rb->client().shared_from_this() : nullptr;
-}
-
-// Completes `handler` (posted) for a backend that is no Redis one: no
-// backend at all (moved from) or another service.
-template <class... Results>
-void refuse(const backend& b, asio::any_completion_handler<void(error_code, Results...)> handler) {
-    const error_code ec = b.impl() ? error_code(error::invalid_argument)
-                                   : error_code(error::client_stopped);
-    detail::complete_posted(std::move(handler), b.get_executor(), ec, Results{}...);
-}
-
 }  // namespace
 
-void lock_status_impl(client& c, std::string name, lock_status_handler handler) {
-    lock_status_for(c.impl(), std::move(name), std::move(handler));
+// The seam (core/backend.hpp), on the client behind this backend: its
+// cluster front on a Cluster.
+void redis_backend::admin_status(std::string name, status_handler handler) {
+    lock_status_for(client().shared_from_this(), std::move(name), std::move(handler));
 }
 
-void lock_status_impl(const backend& b, std::string name, lock_status_handler handler) {
-    if (auto impl = redis_of(b))
-        lock_status_for(impl, std::move(name), std::move(handler));
-    else
-        refuse(b, std::move(handler));
-}
-
-void break_lock_impl(client& c, std::string name, lock_status_handler handler) {
-    break_lock_for(c.impl(), std::move(name), std::move(handler));
-}
-
-void break_lock_impl(const backend& b, std::string name, lock_status_handler handler) {
-    if (auto impl = redis_of(b))
-        break_lock_for(impl, std::move(name), std::move(handler));
-    else
-        refuse(b, std::move(handler));
+void redis_backend::admin_break(std::string name, status_handler handler) {
+    break_lock_for(client().shared_from_this(), std::move(name), std::move(handler));
 }
 
 namespace {
@@ -333,16 +295,9 @@ void release_as(const std::shared_ptr<client_impl>& impl, std::string name, std:
 
 }  // namespace
 
-void release_owner_impl(client& c, std::string name, std::string owner,
-                        asio::any_completion_handler<void(error_code)> handler) {
-    auto impl = c.impl();
-    if (owner.empty()) {
-        // The scripts compare owners; an empty one would match nothing, but
-        // it is certainly a caller's mistake.
-        run_admin_script<>(impl, std::move(name), release_script(), {}, {}, true, {},
-                           std::move(handler), "owner id is empty");
-        return;
-    }
+void redis_backend::admin_release_owner(std::string name, std::string owner,
+                                        release_handler handler) {
+    auto impl = client().shared_from_this();
     // The kind first (read-only), then its release. Each kind's scripts
     // refuse the others' hashes, so a kind changing in between is harmless.
     auto slot = asio::get_associated_cancellation_slot(handler);
@@ -385,12 +340,9 @@ public:
 
     void start() {
         connect_cancellation();
-        const bool bad = options_.pattern.find_first_of("{}") != std::string::npos;
-        asio::post(impl_->strand(), [self = shared_from_this(), bad] {
-            if (bad) {
-                self->impl_->log().debug("admin list: the pattern has a brace");
-                self->finish(error::invalid_argument);
-            } else if (self->impl_->stopped()) {
+        // A pattern with a brace was refused before (core/admin.cpp).
+        asio::post(impl_->strand(), [self = shared_from_this()] {
+            if (self->impl_->stopped()) {
                 self->finish(error::client_stopped);
             } else {
                 self->deadline_ = std::chrono::steady_clock::now() + self->options_.max_time;
@@ -535,16 +487,9 @@ private:
 
 }  // namespace
 
-void list_locks_impl(client& c, lock_list_options options, lock_list_handler handler) {
-    std::make_shared<list_op>(c.impl(), std::move(options), std::move(handler))->start();
-}
-
-void list_locks_impl(const backend& b, lock_list_options options, lock_list_handler handler) {
-    if (auto impl = redis_of(b))
-        std::make_shared<list_op>(std::move(impl), std::move(options), std::move(handler))
-            ->start();
-    else
-        refuse(b, std::move(handler));
+void redis_backend::admin_list(lock_list_options options, list_handler handler) {
+    std::make_shared<list_op>(client().shared_from_this(), std::move(options), std::move(handler))
+        ->start();
 }
 
 }  // namespace detail

@@ -34,6 +34,12 @@ public:
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
     void drain(clock::duration bound, release_handler handler, bool direct) override;
+    // The admin seam: redis/admin.cpp.
+    void admin_status(std::string name, status_handler handler) override;
+    void admin_list(lock_list_options options, list_handler handler) override;
+    void admin_break(std::string name, status_handler handler) override;
+    void admin_release_owner(std::string name, std::string owner,
+                             release_handler handler) override;
 
     // This backend, sharing ownership of its client.
     std::shared_ptr<lock_backend> shared() const;
