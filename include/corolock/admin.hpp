@@ -23,6 +23,8 @@
 // known to be gone, sooner than its lease would.
 #pragma once
 
+#include <corolock/export.hpp>
+
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
 #include <corolock/detail/completion.hpp>
@@ -152,16 +154,16 @@ using lock_list_handler = boost::asio::any_completion_handler<void(error_code, l
 using check_token_handler = boost::asio::any_completion_handler<void(error_code, bool)>;
 // Compiled once (src/core/admin.cpp): check the arguments, then call the
 // backend's seam (core/backend.hpp). `b` may be null (a moved-from backend).
-void lock_status_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+COROLOCK_API void lock_status_impl(const std::shared_ptr<lock_backend>& b, std::string name,
                       lock_status_handler handler);
-void break_lock_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+COROLOCK_API void break_lock_impl(const std::shared_ptr<lock_backend>& b, std::string name,
                      lock_status_handler handler);
-void release_owner_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+COROLOCK_API void release_owner_impl(const std::shared_ptr<lock_backend>& b, std::string name,
                         std::string owner,
                         boost::asio::any_completion_handler<void(error_code)> handler);
-void list_locks_impl(const std::shared_ptr<lock_backend>& b, lock_list_options options,
+COROLOCK_API void list_locks_impl(const std::shared_ptr<lock_backend>& b, lock_list_options options,
                      lock_list_handler handler);
-void check_token_impl(const std::shared_ptr<lock_backend>& b, std::string name,
+COROLOCK_API void check_token_impl(const std::shared_ptr<lock_backend>& b, std::string name,
                       std::uint64_t token, check_token_handler handler);
 
 // The initiation of every operation below (see detail/completion.hpp):
@@ -187,10 +189,9 @@ struct initiate_admin {
 };
 }  // namespace detail
 
-// The token an operation below takes when given none: `co_await
-// async_check_token(b, name, t)` in a coroutine (Asio 1.81 has no default
-// of its own; errors are thrown as system_error).
-using default_admin_token = boost::asio::use_awaitable_t<>;
+// The token an operation below takes when given none is every async_*'s,
+// detail::default_token (deferred): `co_await async_check_token(b, name, t)`
+// in a coroutine, errors thrown as system_error.
 
 // Reads a lock's state: one atomic script run on Redis (read-only, so it is
 // retried once if the connection drops with it written), one range of the
@@ -205,7 +206,7 @@ using default_admin_token = boost::asio::use_awaitable_t<>;
 //
 // Cancellation (terminal and partial): the operation completes at once with
 // operation_aborted; the read may still run, which is harmless here.
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_lock_status(const backend& b, std::string_view name, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
@@ -233,7 +234,7 @@ auto async_lock_status(const backend& b, std::string_view name, CompletionToken&
 //
 // Cancellation (terminal and partial): completes at once with
 // operation_aborted, but a request already written may still break the lock.
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_break_lock(const backend& b, std::string_view name, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
@@ -260,7 +261,7 @@ auto async_break_lock(const backend& b, std::string_view name, CompletionToken&&
 //
 // Cancellation (terminal and partial): completes at once with
 // operation_aborted; a request already written may still run.
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_release_owner(const backend& b, std::string_view name, std::string_view owner,
                          CompletionToken&& token = {}) {
     using signature = void(error_code);
@@ -289,7 +290,7 @@ auto async_release_owner(const backend& b, std::string_view name, std::string_vi
 //
 // With g++ 12, pass options as a named variable inside a co_await, not as a
 // braced temporary ({.pattern = "x"}): g++ 12 destroys it twice.
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_list_locks(const backend& b, lock_list_options options, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_list);
     return boost::asio::async_initiate<CompletionToken, signature>(
@@ -315,7 +316,7 @@ auto async_list_locks(const backend& b, lock_list_options options, CompletionTok
 //
 // Cancellation (terminal and partial): completes at once with
 // operation_aborted; the read may still run.
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_check_token(const backend& b, std::string_view name, std::uint64_t token,
                        CompletionToken&& completion = {}) {
     using signature = void(error_code, bool);
@@ -327,26 +328,26 @@ auto async_check_token(const backend& b, std::string_view name, std::uint64_t to
 
 // The client forms: the same operations on c.lock_backend() (a Redis
 // client is a backend too).
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_lock_status(const client& c, std::string_view name, CompletionToken&& token = {}) {
     return async_lock_status(c.lock_backend(), name, std::forward<CompletionToken>(token));
 }
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_break_lock(const client& c, std::string_view name, CompletionToken&& token = {}) {
     return async_break_lock(c.lock_backend(), name, std::forward<CompletionToken>(token));
 }
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_release_owner(const client& c, std::string_view name, std::string_view owner,
                          CompletionToken&& token = {}) {
     return async_release_owner(c.lock_backend(), name, owner,
                                std::forward<CompletionToken>(token));
 }
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_list_locks(const client& c, lock_list_options options, CompletionToken&& token = {}) {
     return async_list_locks(c.lock_backend(), std::move(options),
                             std::forward<CompletionToken>(token));
 }
-template <class CompletionToken = default_admin_token>
+template <class CompletionToken = detail::default_token>
 auto async_check_token(const client& c, std::string_view name, std::uint64_t token,
                        CompletionToken&& completion = {}) {
     return async_check_token(c.lock_backend(), name, token,

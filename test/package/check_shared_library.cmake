@@ -35,7 +35,8 @@ endforeach()
 # Of corolock::detail, only what the installed headers declare and their
 # templates call may be exported.
 set(allowed_detail lock_handle initiate_drain canonical_names remaining_wait guard_executor
-  execute_locked_impl)
+  execute_locked_impl lock_status_impl break_lock_impl release_owner_impl list_locks_impl
+  check_token_impl)
 list(JOIN allowed_detail "|" allowed)
 set(exported 0)
 set(detail 0)

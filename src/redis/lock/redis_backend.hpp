@@ -34,7 +34,7 @@ public:
     void release_in_background(const std::shared_ptr<lock_state>& st,
                                std::uint64_t level) override;
     void drain(clock::duration bound, release_handler handler, bool direct) override;
-    // The admin seam: redis/admin.cpp.
+    // The admin seam: redis/lock/admin.cpp.
     void admin_status(std::string name, status_handler handler) override;
     void admin_list(lock_list_options options, list_handler handler) override;
     void admin_break(std::string name, status_handler handler) override;
