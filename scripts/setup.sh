@@ -17,6 +17,7 @@ packages=(
   libzookeeper-st-dev                   # the ZooKeeper backend: the single-threaded C client
   zookeeper default-jre-headless        # the ZooKeeper test servers (java, zookeeper.jar)
   python3 procps                        # the CLI and bench tests: JSON checks, ps
+  python3-kazoo python3-etcd3 python3-psycopg2  # the benchmarks' peers (bench/peers/)
 )
 # Extra packages a caller needs on top (for example clang for the fuzzer).
 if [[ -n "${COROLOCK_EXTRA_PACKAGES:-}" ]]; then
