@@ -7,7 +7,8 @@
 #   bench/smoke_test.sh SOURCE_DIR BENCH_BINARY [ETCD_BENCH [PG_BENCH [ZK_BENCH [TOPOLOGY_BENCH]]]]
 #
 # Each backend's program given (not "-") whose server is found also runs
-# once in smoke mode against a throwaway server of its own (scripts/lib).
+# once in smoke mode against a throwaway server of its own (scripts/lib),
+# and so do its peers (scripts/lib/peers_bench.sh), a few cycles each.
 # TOPOLOGY_BENCH, when given, runs RedLock's R3 once on three throwaway
 # servers: its figures are printed, never judged.
 set -euo pipefail
@@ -95,6 +96,8 @@ source "$src/scripts/lib/throwaway_etcd.sh"
 source "$src/scripts/lib/throwaway_pg.sh"
 # shellcheck source=../scripts/lib/throwaway_zk.sh
 source "$src/scripts/lib/throwaway_zk.sh"
+# shellcheck source=../scripts/lib/peers_bench.sh
+source "$src/scripts/lib/peers_bench.sh"
 trap 'throwaway_etcd_stop; throwaway_pg_stop; throwaway_zk_stop; cleanup' EXIT
 for name in etcd pg zk; do
   program_var=bench_$name
@@ -106,6 +109,8 @@ for name in etcd pg zk; do
   "throwaway_${name}_start" "$work"
   url_var=${name^^}_URL
   timeout 60 "$program" --url "${!url_var}" --mode smoke --out "$work/$name.json" >/dev/null
+  # Each peer of scripts/bench.sh once (a few cycles) on the same server.
+  peers_run "$name" smoke "$work/$name-peers.json" "$work/$name.json" | sed "s/^/bench smoke: $name: /"
   "throwaway_${name}_stop"
   python3 - "$work/$name.json" "$name" <<'PY'
 import json, sys

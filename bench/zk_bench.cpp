@@ -10,8 +10,9 @@
 //     memory).
 //  raw protocol cycle: the requests of an uncontended acquire and release
 //     in the lock recipe (src/zk/zk_backend.cpp): create an ephemeral
-//     sequential node in a lock directory, getChildren of the directory,
-//     delete the node.
+//     sequential node in a lock directory, in one multi with an empty
+//     setData of the directory (session::create_child), then delete the
+//     node.
 #include "backend_bench.hpp"
 
 #include "core/logging.hpp"
@@ -77,13 +78,10 @@ public:
     asio::awaitable<void> protocol_cycle() override {
         auto [rc, path, st] = co_await zk::ask<int, std::string, zk::node_stat>(
             strand_, [&](auto h) {
-                s_->create(raw_dir + "/lock-", "4242 bench-host corolock_bench_zk",
-                           ZOO_EPHEMERAL | ZOO_SEQUENCE, std::move(h));
+                s_->create_child(raw_dir, "lock-", "4242 bench-host corolock_bench_zk",
+                                 std::move(h));
             });
         check(rc, "create");
-        auto [crc, kids, cst] = co_await zk::ask<int, std::vector<std::string>, zk::node_stat>(
-            strand_, [&](auto h) { s_->children(raw_dir, std::move(h)); });
-        check(crc, "getChildren");
         auto [drc] = co_await zk::ask<int>(strand_, [&](auto h) { s_->remove(path, std::move(h)); });
         check(drc, "delete");
     }

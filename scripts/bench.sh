@@ -16,8 +16,8 @@
 #   scripts/bench.sh --redlock       # only the RedLock scenarios R1, R2, R3
 #   scripts/bench.sh --no-topology   # everything but C1, C2, T1, R1, R2, R3
 #   scripts/bench.sh --backends      # only the etcd, PostgreSQL and ZooKeeper
-#                                    # backends against their own servers
-#                                    # (about 30 s each)
+#                                    # backends against their own servers,
+#                                    # then their peers (about 40 s each)
 #   COROLOCK_BENCH_FSYNC=on scripts/bench.sh --backends
 #                                    # PostgreSQL and ZooKeeper with fsync on
 #   COROLOCK_BENCH_CLUSTER_REPLICAS=1 scripts/bench.sh --topology
@@ -97,12 +97,17 @@ source scripts/lib/throwaway_etcd.sh
 source scripts/lib/throwaway_pg.sh
 # shellcheck source=lib/throwaway_zk.sh
 source scripts/lib/throwaway_zk.sh
+# shellcheck source=lib/peers_bench.sh
+source scripts/lib/peers_bench.sh
 trap 'throwaway_redis_stop; throwaway_etcd_stop; throwaway_pg_stop; throwaway_zk_stop' EXIT
 
 # The etcd, PostgreSQL and ZooKeeper backends (bench/backend_bench.hpp), each
 # against a throwaway server of its own on a free loopback port, stopped by
 # PID: ratios to raw round trips that the program takes itself, on the same
-# server, in the same run. A backend whose server (or client library, so
+# server, in the same run; then the peers' own lock cycle on that server
+# (bench/peers/peer_cycles.py: kazoo, the etcd gateway's /v3/lock,
+# python-etcd3, a raw pg_advisory_lock cycle) and corolock's cycles/s over
+# the best peer's. A backend whose server (or client library, so
 # its program) is missing is skipped with a message.
 run_backends() {
   local name label result status=0
@@ -129,8 +134,11 @@ run_backends() {
     result=$build_dir/bench-$name-results.json
     timeout 300 "$build_dir/bench/corolock_bench_$name" --url "${!url_var}" --mode "$mode" \
       --out "$result" | sed "s/^/bench: $name: /" || status=1
+    # The peers on the same server, right after (scripts/lib/peers_bench.sh).
+    peers_run "$name" "$mode" "$build_dir/bench-$name-peers.json" "$result" |
+      sed "s/^/bench: $name: /" || status=1
     "throwaway_${name}_stop"
-    echo "bench: $label results in $result"
+    echo "bench: $label results in $result, the peers' in $build_dir/bench-$name-peers.json"
   done
   return "$status"
 }

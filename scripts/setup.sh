@@ -18,6 +18,7 @@ packages=(
   zookeeper default-jre-headless        # the ZooKeeper test servers (java, zookeeper.jar)
   python3 procps                        # the CLI and bench tests: JSON checks, ps
   man-db dpkg-dev binutils              # the package tests: man -l, cpack's dpkg-shlibdeps, readelf/nm
+  python3-kazoo python3-etcd3 python3-psycopg2  # the benchmarks' peers (bench/peers/)
 )
 # Extra packages a caller needs on top (for example clang for the fuzzer).
 if [[ -n "${COROLOCK_EXTRA_PACKAGES:-}" ]]; then

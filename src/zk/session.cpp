@@ -34,7 +34,7 @@ bool answered(int rc) noexcept {
 
 node_stat stat_of(const Stat* s) noexcept {
     if (s == nullptr) return {};
-    return {s->czxid, s->mzxid, s->pzxid};
+    return {s->czxid, s->mzxid, s->pzxid, s->numChildren};
 }
 
 void log_line(const char* message) {
@@ -85,6 +85,10 @@ asio::execution_context::id open_sessions::id;
 
 }  // namespace
 
+bool unanswered(int rc) noexcept {
+    return rc == ZCONNECTIONLOSS || rc == ZOPERATIONTIMEOUT || rc == ZSESSIONMOVED;
+}
+
 error_code error_of(int rc) {
     switch (rc) {
         case ZOK: return {};
@@ -111,6 +115,13 @@ struct session::pending {
     children_handler on_children;
     void_handler on_void;
     std::uint64_t watch_id = 0;
+    // create_child's: where the library writes the multi's results.
+    struct multi_out {
+        zoo_op_result_t results[2]{};
+        std::vector<char> path;  // sized for the path asked for
+        Stat dir{};
+    };
+    std::unique_ptr<multi_out> multi;
 
     // Takes the ticket back from the library and tells the clock.
     static std::unique_ptr<pending> claim(const void* data, int rc) {
@@ -436,6 +447,7 @@ ACL_vector* creator_all_world_read() {
 
 void session::create(const std::string& path, const std::string& data, int flags,
                      create_handler h) {
+    ++requests_.create;
     ACL_vector* acl = opts_.authenticated() ? creator_all_world_read() : &ZOO_OPEN_ACL_UNSAFE;
     submit(std::move(h), [&](pending& p) {
         return zoo_acreate2(
@@ -450,7 +462,34 @@ void session::create(const std::string& path, const std::string& data, int flags
     });
 }
 
+void session::create_child(const std::string& dir, const std::string& name,
+                           const std::string& data, create_handler h) {
+    ++requests_.create_child;
+    ACL_vector* acl = opts_.authenticated() ? creator_all_world_read() : &ZOO_OPEN_ACL_UNSAFE;
+    const auto path = dir + "/" + name;
+    submit(std::move(h), [&](pending& p) {
+        p.multi = std::make_unique<pending::multi_out>();
+        auto& out = *p.multi;
+        out.path.resize(path.size() + 16);  // room for the sequence's 10 digits and the NUL
+        zoo_op_t ops[2];
+        zoo_create_op_init(&ops[0], path.c_str(), data.data(), static_cast<int>(data.size()), acl,
+                           ZOO_EPHEMERAL | ZOO_SEQUENCE, out.path.data(),
+                           static_cast<int>(out.path.size()));
+        zoo_set_op_init(&ops[1], dir.c_str(), "", 0, -1, &out.dir);
+        return zoo_amulti(
+            zh_, 2, ops, out.results,
+            [](int rc, const void* d) {
+                auto p = pending::claim(d, rc);
+                const auto& out = *p->multi;
+                p->on_create(rc, rc == ZOK ? std::string(out.path.data()) : std::string{},
+                             rc == ZOK ? stat_of(&out.dir) : node_stat{});
+            },
+            &p);
+    });
+}
+
 void session::remove(const std::string& path, void_handler h) {
+    ++requests_.remove;
     submit(std::move(h), [&](pending& p) {
         return zoo_adelete(
             zh_, path.c_str(), -1,
@@ -459,6 +498,7 @@ void session::remove(const std::string& path, void_handler h) {
 }
 
 void session::set_data(const std::string& path, const std::string& data, stat_handler h) {
+    ++requests_.set_data;
     submit(std::move(h), [&](pending& p) {
         return zoo_aset(
             zh_, path.c_str(), data.data(), static_cast<int>(data.size()), -1,
@@ -470,6 +510,7 @@ void session::set_data(const std::string& path, const std::string& data, stat_ha
 }
 
 void session::children(const std::string& path, children_handler h) {
+    ++requests_.children;
     submit(std::move(h), [&](pending& p) {
         return zoo_aget_children2(
             zh_, path.c_str(), 0,
@@ -485,6 +526,7 @@ void session::children(const std::string& path, children_handler h) {
 }
 
 void session::watch_data(const std::string& path, stat_handler h, watch_handler w) {
+    ++requests_.get_data;
     submit(std::move(h), [&](pending& p) {
         const auto id = next_id_++;
         watches_.emplace(id, std::move(w));
@@ -499,6 +541,7 @@ void session::watch_data(const std::string& path, stat_handler h, watch_handler 
 }
 
 void session::get_data(const std::string& path, data_handler h) {
+    ++requests_.get_data;
     submit(std::move(h), [&](pending& p) {
         return zoo_aget(
             zh_, path.c_str(), 0,

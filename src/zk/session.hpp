@@ -47,6 +47,14 @@ namespace corolock::detail::zk {
 // The fields of a node's Stat that the recipe reads.
 struct node_stat {
     std::int64_t czxid = 0, mzxid = 0, pzxid = 0;
+    std::int32_t num_children = 0;
+};
+
+// Requests handed to the library, by kind (heartbeats apart), for the tests
+// that count a lock cycle's round trips. Strand only.
+struct request_counts {
+    std::uint64_t create = 0, create_child = 0, remove = 0, set_data = 0, children = 0,
+                  get_data = 0;
 };
 
 class session : public std::enable_shared_from_this<session> {
@@ -87,6 +95,12 @@ public:
 
     // `flags`: ZOO_EPHEMERAL | ZOO_SEQUENCE, ZOO_CONTAINER, or 0.
     void create(const std::string& path, const std::string& data, int flags, create_handler h);
+    // One transaction (a multi): an ephemeral sequential child `dir`/`name`,
+    // then an empty setData of `dir`, whose Stat is the answer's: its mzxid
+    // is the transaction's zxid (the child's czxid), its num_children
+    // counts the new child. `dir` must hold no data of its own.
+    void create_child(const std::string& dir, const std::string& name, const std::string& data,
+                      create_handler h);
     void remove(const std::string& path, void_handler h);
     void set_data(const std::string& path, const std::string& data, stat_handler h);
     void children(const std::string& path, children_handler h);
@@ -97,6 +111,8 @@ public:
     void watch_data(const std::string& path, stat_handler h, watch_handler w);
     // getData without a watch.
     void get_data(const std::string& path, data_handler h);
+
+    const request_counts& requests() const noexcept { return requests_; }
 
 private:
     struct pending;
@@ -142,10 +158,14 @@ private:
     std::uint64_t next_id_ = 1;
     // Node watches by id: the library keeps the id as the watch's context.
     std::map<std::uint64_t, watch_handler> watches_;
+    request_counts requests_;
 };
 
 // What a ZooKeeper return code means to a caller.
 error_code error_of(int rc);
+// Whether a request's answer may be on its way still, or lost with the
+// connection (made or not, the request is unknown).
+bool unanswered(int rc) noexcept;
 
 // One session request from a coroutine: its handler's arguments as a tuple,
 // delivered by a post to the strand (never inside the C client).

@@ -4,14 +4,18 @@
 // (session.hpp). docs/backends.md compares it with the others.
 //
 //  - acquire: create  <lock dir>/_c_<attempt id>-lock-<seq>  (ephemeral,
-//    sequential; the directories are made on first use, the lock's own as a
-//    container node), then list the directory: the lowest sequence owns.
-//    A create whose answer was lost is looked for by its attempt id once
-//    the session is back, and used or deleted.
+//    sequential) in one transaction with an empty setData of the directory,
+//    whose Stat comes back: a node alone in it owns at once; otherwise list
+//    the directory: the lowest sequence owns. The directories are made on
+//    first use (the ancestors once per backend, the lock's own as a
+//    container node, again when a create finds it gone). A create whose
+//    answer was lost is looked for by its attempt id once the session is
+//    back, and used or deleted.
 //  - wait: a data watch on the predecessor only; its deletion (or a
 //    session event) makes the waiter list the directory again.
-//  - fencing token: the node's creation zxid when the directory has not
-//    changed since the node was made (lock_recipe.hpp, creation_is_token);
+//  - fencing token: the node's creation zxid when it was alone at its
+//    creation, or when the directory has not changed since the node was
+//    made (lock_recipe.hpp, creation_is_token);
 //    otherwise, and for a re-entry, the zxid of a write to the holder's own
 //    node at the grant (a setData, which also proves the node is still
 //    there). zxids are one counter for the whole ensemble.
@@ -116,7 +120,8 @@ public:
     void delete_attempt_in_background(std::string dir, std::string attempt,
                                       std::uint64_t generation,
                                       const background_work::job& parent = {});
-    // Makes the directories above and of a lock (the lock's as a container).
+    // Makes the directories above and of a lock (the lock's as a container;
+    // the ones above once per backend, again once found gone).
     void make_dirs(const std::string& dir, std::function<void(int rc)> done);
 
     // The live tenure of `st` is lost (once): the lost signal, its node deleted.
@@ -156,6 +161,8 @@ private:
     // directory could not be read through every try: looked for again at
     // the next (re)connection.
     std::map<std::pair<std::string, std::string>, std::uint64_t> unfound_;
+    // The directories above every lock's were made (or found) once.
+    bool ancestors_made_ = false;
 };
 
 // A started ZooKeeper backend for `url`. Throws system_error (invalid_url).

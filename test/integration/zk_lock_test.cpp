@@ -12,6 +12,12 @@
 #include "support/lock_testing.hpp"  // eventually()
 #include "support/zk_server.hpp"
 #include "zk/zk_admin.hpp"
+#include "zk/lock_recipe.hpp"
+#include "zk/zk_backend.hpp"
+
+#include "core/logging.hpp"
+
+#include <zookeeper/zookeeper.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -90,6 +96,122 @@ TEST_CASE("zk: acquire, try, release and re-entry mint rising zxid tokens", "[zk
             const auto rc_ = co_await g3->release();
             CHECK_FALSE(rc_);
         }
+        b.stop();
+    }, 30s);
+}
+
+// The requests of an uncontended cycle, counted at the session: one create
+// transaction (the node and its directory's Stat, which says the node is
+// alone, so first in line), the holder's node watch (a read beside the
+// grant, not waited for) and one delete; no getChildren, no setData. The
+// token is the create's zxid, and still rises from cycle to cycle. On a
+// name never used, one more create makes the lock's directory only.
+TEST_CASE("zk: an uncontended cycle is one create transaction and one delete",
+          "[zk][integration]") {
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server.url());
+    auto impl = std::dynamic_pointer_cast<corolock::detail::zk::zk_backend>(b.impl());
+    REQUIRE(impl);
+    const auto& sent = impl->zk().requests();
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(b, "counted");
+        {
+            // The first cycle also makes the lock's directories.
+            auto g = co_await m.acquire({.wait = 10s});
+            const auto ec = co_await g.release();
+            CHECK_FALSE(ec);
+        }
+        std::uint64_t last = 0;
+        // The test server removes empty containers every second: a cycle
+        // that found its directory gone (and made it: a create) is not
+        // counted; three that did not are.
+        int counted = 0;
+        for (int i = 0; i < 30 && counted < 3; ++i) {
+            const auto before = sent;
+            auto g = co_await m.acquire({.wait = 10s});
+            const auto granted = sent;
+            CHECK(g.token() > last);
+            last = g.token();
+            const auto ec = co_await g.release();
+            CHECK_FALSE(ec);
+            const auto after = sent;
+            if (after.create != before.create) continue;
+            ++counted;
+            CHECK(granted.create_child - before.create_child == 1);
+            CHECK(granted.get_data - before.get_data <= 1);  // the node watch
+            CHECK(after.remove - before.remove == 1);
+            CHECK(after.get_data - before.get_data == 1);
+            CHECK(after.create == before.create);
+            CHECK(after.children == before.children);
+            CHECK(after.set_data == before.set_data);
+            CHECK(after.create_child - before.create_child == 1);
+        }
+        CHECK(counted == 3);
+        // A name never used: the create finds no directory, and only the
+        // lock's own is made (the ones above it were, once).
+        for (int i = 0; i < 2; ++i) {
+            corolock::mutex fresh(b, "counted-" + std::to_string(i));
+            const auto before = sent;
+            auto g = co_await fresh.acquire({.wait = 10s});
+            CHECK(g.token() > last);
+            last = g.token();
+            const auto ec = co_await g.release();
+            CHECK_FALSE(ec);
+            const auto after = sent;
+            CHECK(after.create_child - before.create_child == 2);
+            CHECK(after.create - before.create == 1);
+            CHECK(after.remove - before.remove == 1);
+            CHECK(after.children == before.children);
+            CHECK(after.set_data == before.set_data);
+        }
+        b.stop();
+    }, 30s);
+}
+
+// The backend remembers the directories it made; removed behind its back
+// (the ensemble removes an empty container; here by hand, the ones above
+// it too), the next create finds them gone and the acquire makes them again.
+TEST_CASE("zk: directories removed behind the backend's back are made again",
+          "[zk][integration]") {
+    namespace zkd = corolock::detail::zk;
+    zk_server server;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server.url());
+    zkd::zk_options zo;
+    std::string why;
+    REQUIRE_FALSE(zkd::parse_url(server.url(), zo, why));
+    const zkd::session::strand_type strand =
+        asio::make_strand(corolock::detail::inner_executor(ioc.get_executor()));
+    auto raw = std::make_shared<zkd::session>(strand, zo, *corolock::detail::default_logger(),
+                                              [](zkd::session::event) {});
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        asio::post(strand, [raw] { raw->start(); });
+        const auto up = co_await eventually([&] { return raw->timing().connected(); }, 10s);
+        REQUIRE(up);
+        const auto remove = [&](std::string path) -> asio::awaitable<int> {
+            auto [rc] = co_await zkd::ask<int>(strand, [&](auto h) {
+                raw->remove(path, std::move(h));
+            });
+            co_return rc;
+        };
+        corolock::mutex m(b, "gone");
+        for (int round = 0; round < 3; ++round) {
+            auto g = co_await m.acquire({.wait = 10s});
+            const auto ec = co_await g.release();
+            CHECK_FALSE(ec);
+            // Round 0: the lock's directory; round 1: every lock's too.
+            if (round < 2) {
+                // (Or already removed by the ensemble: an empty container.)
+                const int rc = co_await remove(zkd::lock_dir(zo.root, "gone"));
+                CHECK((rc == ZOK || rc == ZNONODE));
+            }
+            if (round == 1) {
+                const int rc = co_await remove(zkd::locks_root(zo.root));
+                CHECK(rc == ZOK);
+            }
+        }
+        asio::post(strand, [raw] { raw->stop(); });
         b.stop();
     }, 30s);
 }
