@@ -13,8 +13,8 @@
 // reads the lock's key range over the backend's own gateway; ZooKeeper and
 // PostgreSQL open a session or connection of their own for the call.
 // RedLock answers error::not_supported to every operation (a lock held on
-// a majority has no one node to read or break). The client forms are the
-// same operations on client::lock_backend().
+// a majority has no one node to read or break). The same operations on a
+// Redis client (on client::lock_backend()) are declared in client.hpp.
 //
 // Breaking a lock is unsafe by design: the holder keeps running until its
 // watchdog notices (at most one renewal period), so for that long two
@@ -26,7 +26,6 @@
 #include <corolock/export.hpp>
 
 #include <corolock/backend.hpp>
-#include <corolock/client.hpp>
 #include <corolock/detail/completion.hpp>
 #include <corolock/error.hpp>
 #include <corolock/lock_holder.hpp>
@@ -324,34 +323,6 @@ auto async_check_token(const backend& b, std::string_view name, std::uint64_t to
         detail::initiate_admin<signature, std::string, std::uint64_t>{
             b.impl(), b.get_executor(), &detail::check_token_impl},
         completion, std::string(name), token);
-}
-
-// The client forms: the same operations on c.lock_backend() (a Redis
-// client is a backend too).
-template <class CompletionToken = detail::default_token>
-auto async_lock_status(const client& c, std::string_view name, CompletionToken&& token = {}) {
-    return async_lock_status(c.lock_backend(), name, std::forward<CompletionToken>(token));
-}
-template <class CompletionToken = detail::default_token>
-auto async_break_lock(const client& c, std::string_view name, CompletionToken&& token = {}) {
-    return async_break_lock(c.lock_backend(), name, std::forward<CompletionToken>(token));
-}
-template <class CompletionToken = detail::default_token>
-auto async_release_owner(const client& c, std::string_view name, std::string_view owner,
-                         CompletionToken&& token = {}) {
-    return async_release_owner(c.lock_backend(), name, owner,
-                               std::forward<CompletionToken>(token));
-}
-template <class CompletionToken = detail::default_token>
-auto async_list_locks(const client& c, lock_list_options options, CompletionToken&& token = {}) {
-    return async_list_locks(c.lock_backend(), std::move(options),
-                            std::forward<CompletionToken>(token));
-}
-template <class CompletionToken = detail::default_token>
-auto async_check_token(const client& c, std::string_view name, std::uint64_t token,
-                       CompletionToken&& completion = {}) {
-    return async_check_token(c.lock_backend(), name, token,
-                             std::forward<CompletionToken>(completion));
 }
 
 }  // namespace corolock

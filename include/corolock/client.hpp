@@ -11,6 +11,7 @@
 
 #include <corolock/export.hpp>
 
+#include <corolock/admin.hpp>
 #include <corolock/backend.hpp>
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>
@@ -166,5 +167,35 @@ private:
 
     std::shared_ptr<detail::client_impl> impl_;
 };
+
+// admin.hpp's operations on a Redis client: the same operations on
+// c.lock_backend() (a client is a backend too). Here, so that admin.hpp
+// stays backend-neutral.
+template <class CompletionToken = detail::default_token>
+auto async_lock_status(const client& c, std::string_view name, CompletionToken&& token = {}) {
+    return async_lock_status(c.lock_backend(), name, std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = detail::default_token>
+auto async_break_lock(const client& c, std::string_view name, CompletionToken&& token = {}) {
+    return async_break_lock(c.lock_backend(), name, std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = detail::default_token>
+auto async_release_owner(const client& c, std::string_view name, std::string_view owner,
+                         CompletionToken&& token = {}) {
+    return async_release_owner(c.lock_backend(), name, owner,
+                               std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = detail::default_token>
+auto async_list_locks(const client& c, lock_list_options options, CompletionToken&& token = {}) {
+    return async_list_locks(c.lock_backend(), std::move(options),
+                            std::forward<CompletionToken>(token));
+}
+template <class CompletionToken = detail::default_token>
+auto async_check_token(const client& c, std::string_view name, std::uint64_t token,
+                       CompletionToken&& completion = {}) {
+    return async_check_token(c.lock_backend(), name, token,
+                             std::forward<CompletionToken>(completion));
+}
+
 
 }  // namespace corolock

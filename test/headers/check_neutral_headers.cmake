@@ -6,7 +6,7 @@
 # fraction of a second.
 #   cmake -DCXX=... -DINCLUDE_DIRS="a;b" -DSOURCE_DIR=... -P check_neutral_headers.cmake
 set(neutral mutex fair_mutex shared_mutex semaphore multi_lock guard lock_options backend
-    error metrics lock_holder)
+    error metrics lock_holder lock_type admin)
 set(forbidden client.hpp config.hpp command.hpp reply.hpp locked_sql.hpp)
 set(flags -std=c++20 -M -I${SOURCE_DIR}/include)
 foreach(dir IN LISTS INCLUDE_DIRS)
@@ -29,6 +29,23 @@ foreach(h IN LISTS neutral)
     endif()
   endforeach()
 endforeach()
+# The core's headers, with what they include in turn: nothing of the Redis
+# client's public headers.
+file(GLOB core_headers ${SOURCE_DIR}/src/core/*.hpp)
+foreach(header IN LISTS core_headers)
+  execute_process(COMMAND ${CXX} ${flags} -I${SOURCE_DIR}/src -x c++ ${header}
+    OUTPUT_VARIABLE deps ERROR_VARIABLE err RESULT_VARIABLE rc)
+  get_filename_component(name ${header} NAME)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "src/core/${name} does not preprocess on its own:\n${err}")
+  endif()
+  foreach(f client.hpp config.hpp command.hpp reply.hpp)
+    if(deps MATCHES "include/corolock/${f}")
+      string(APPEND failures "  src/core/${name} reaches corolock/${f}\n")
+    endif()
+  endforeach()
+endforeach()
+
 # And the core: nothing in src/core includes a backend's folder or the
 # Redis client's public headers (docs/architecture.md: every arrow points
 # down). The PostgreSQL locked statements still pass through the seam
