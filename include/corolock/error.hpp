@@ -66,6 +66,10 @@ enum class error {
     upgrade_refused,        // shared_mutex: an exclusive acquire by a handle holding only
                             // shared levels; refused, since two upgraders would each wait
                             // for the other's share forever
+    stale_token,            // a fence (Redis function, PostgreSQL corolock.fence) refused
+                            // a token older than the highest it recorded: a newer holder
+                            // has written; the server's message is kept as diagnostic
+    no_functions,           // fence install: the server has no Redis Functions (Redis < 7)
 };
 
 const boost::system::error_category& error_category() noexcept;
@@ -82,7 +86,7 @@ enum class condition {
     connection_failure, // connection_lost, not_connected, never_connected,
                         // resolve/connect/TLS failures, no_primary, cluster_down
     lock_unavailable,   // lock_held, wait_timeout
-    lease_gone,         // not_owner, expired, lock_lost
+    lease_gone,         // not_owner, expired, lock_lost, stale_token
 };
 
 const boost::system::error_category& condition_category() noexcept;
