@@ -27,6 +27,8 @@ Commands:
   list    Show every held lock (or those whose name matches PATTERN) and
           who holds it.
   break   Force-release the lock NAME, whoever holds it, and wake its waiters.
+  fence   fence install: the fencing-token check where the data lives
+          (Redis Functions, PostgreSQL); see corolock help fence.
   help    Show this text, or a command's own help.
 
 Options every command takes:
@@ -388,6 +390,7 @@ std::string help_text(std::string_view topic) {
     if (topic == "status") return with_defaults(status_help);
     if (topic == "list") return with_defaults(list_help);
     if (topic == "break") return with_defaults(break_help);
+    if (topic == "fence") return fence_help_text();
     return {};
 }
 
