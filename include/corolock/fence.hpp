@@ -79,7 +79,9 @@ struct initiate_fence {
 //    it (Redis before 7.0);
 //  - whatever client::async_exec completes with (a server error for the
 //    command itself, with nothing written and no token recorded; timeouts,
-//    connection loss, cancellation as documented there).
+//    connection loss, cancellation: the caller's slot goes with the FCALL
+//    as documented there; while a missing library is being loaded,
+//    cancellation waits for the load's end).
 // A missing library (a new server, FUNCTION FLUSH) is loaded once, then the
 // call is sent again. The write is idempotent on a repeat with the same
 // token only when `cmd` is, and is re-sent after a drop only if marked so.

@@ -8,6 +8,7 @@
 #include "redis/fence_library.hpp"
 #include "redis/redis_backend.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 
 #include <memory>
@@ -61,12 +62,16 @@ struct fenced_call : std::enable_shared_from_this<fenced_call> {
     client_impl::exec_options opts;
     bool loaded = false;  // the library was loaded once for this call
 
+    // The caller's cancellation slot goes with each FCALL, so it is honoured
+    // as client::async_exec honours it; the library's load is not cancellable.
     void send() {
+        auto on_reply = [self = shared_from_this()](error_code ec, reply r) {
+            self->on_reply(ec, std::move(r));
+        };
         impl->exec(payload, opts,
-                   asio::bind_executor(impl->strand(), [self = shared_from_this()](error_code ec,
-                                                                                   reply r) {
-                       self->on_reply(ec, std::move(r));
-                   }));
+                   asio::bind_cancellation_slot(asio::get_associated_cancellation_slot(handler),
+                                                asio::bind_executor(impl->strand(),
+                                                                    std::move(on_reply))));
     }
 
     void on_reply(error_code ec, reply r) {
