@@ -337,5 +337,8 @@ int status_command(const status_options& o);
 int break_command(const break_options& o);
 int list_command(const list_options& o);
 int check_command(const check_options& o);
+// corolock fence (fence_command.cpp): its own arguments, after "fence".
+int fence_command(const std::vector<std::string_view>& args);
+std::string fence_help_text();  // fence_help.cpp
 
 }  // namespace corolock::cli

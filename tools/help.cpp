@@ -30,6 +30,8 @@ Commands:
   break   Force-release the lock NAME, whoever holds it, and wake its waiters.
   check   Tell whether TOKEN is still the current holder's fencing token of
           NAME (exit 0) or stale (exit 1).
+  fence   fence install: the fencing-token check where the data lives
+          (Redis Functions, PostgreSQL); see corolock help fence.
   help    Show this text, or a command's own help.
 
 Options every command takes:
@@ -426,6 +428,7 @@ std::string help_text(std::string_view topic) {
     if (topic == "list") return with_defaults(list_help);
     if (topic == "break") return with_defaults(break_help);
     if (topic == "check") return with_defaults(check_help);
+    if (topic == "fence") return fence_help_text();
     return {};
 }
 

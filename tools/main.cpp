@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
     std::vector<std::string_view> args;
     for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
 
+    // corolock fence parses its own arguments (fence_command.cpp).
+    if (!args.empty() && args[0] == "fence")
+        return cli::fence_command(std::vector<std::string_view>(args.begin() + 1, args.end()));
     cli::parsed_command cmd;
     if (auto err = cli::parse_command_line(args, cmd)) {
         const std::string prefix = err->command.empty() ? "" : err->command + ": ";

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace corolock {
 
@@ -48,6 +49,9 @@ public:
 
     // The first argument, upper-cased (for logs and for pub/sub detection).
     std::string name() const;
+    // Every argument, as views into this command (valid while it lives
+    // unchanged), the name first.
+    std::vector<std::string_view> arguments() const;
 
     // A command that is safe to run twice (its effect does not change on a
     // repeat) may be re-sent once after the connection is lost with it

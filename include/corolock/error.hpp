@@ -70,6 +70,10 @@ enum class error {
                             // for the other's share forever
     not_supported,          // admin: this backend cannot do the operation (RedLock's
                             // status, list, break and release-owner; docs/architecture.md)
+    stale_token,            // a fence (Redis function, PostgreSQL corolock.fence) refused
+                            // a token older than the highest it recorded: a newer holder
+                            // has written; the server's message is kept as diagnostic
+    no_functions,           // fence install: the server has no Redis Functions (Redis < 7)
 };
 
 COROLOCK_API const boost::system::error_category& error_category() noexcept;
@@ -86,7 +90,7 @@ enum class condition {
     connection_failure, // connection_lost, not_connected, never_connected,
                         // resolve/connect/TLS failures, no_primary, cluster_down
     lock_unavailable,   // lock_held, wait_timeout
-    lease_gone,         // not_owner, expired, lock_lost
+    lease_gone,         // not_owner, expired, lock_lost, stale_token
 };
 
 COROLOCK_API const boost::system::error_category& condition_category() noexcept;

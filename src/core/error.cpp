@@ -52,6 +52,12 @@ public:
             return "an exclusive acquire while holding only shared levels (an upgrade) is "
                    "refused: two upgraders would deadlock";
         case error::not_supported: return "this backend does not support the operation";
+        case error::stale_token:
+            return "the fence refused a token older than the highest it recorded (a newer "
+                   "holder has written)";
+        case error::no_functions:
+            return "the server has no Redis Functions (FUNCTION LOAD): Redis 7.0 or later is "
+                   "required for the fence";
         }
         return "unknown corolock error " + std::to_string(ev);
     }
@@ -108,7 +114,8 @@ bool in_condition(condition c, const error_code& ec) noexcept {
         case error::lock_held: return c == condition::lock_unavailable;
         case error::not_owner:
         case error::expired:
-        case error::lock_lost: return c == condition::lease_gone;
+        case error::lock_lost:
+        case error::stale_token: return c == condition::lease_gone;
         // released is the caller's own doing, not a lost lease; client_stopped
         // likewise is no failure of the connection.
         default: return false;

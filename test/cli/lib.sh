@@ -209,6 +209,44 @@ trap_node_cleanup() {
   trap 'exit 143' TERM
 }
 
+# ---- a throwaway PostgreSQL (pg_cli_test.sh, fence_cli_test.sh) ----
+
+# Needs pg_bindir (initdb, postgres, pg_isready). pg_start makes a cluster in
+# $tmp_dir/data and starts postgres on a free loopback port, its socket in
+# $tmp_dir; its pid goes in node_pids, its URL in $url.
+pg_serving() {  # PORT: the server accepts a connection (pg_isready)
+  "$pg_bindir/pg_isready" -q -h 127.0.0.1 -p "$1" -t 1
+}
+
+pg_start() {
+  local port owner
+  # As root, the server runs as postgres (or nobody): it refuses root.
+  as_owner=()
+  if [ "$(id -u)" = 0 ]; then
+    owner=postgres
+    id "$owner" >/dev/null 2>&1 || owner=nobody
+    as_owner=(setpriv --reuid="$owner" --regid="$(id -g "$owner")" --clear-groups --)
+    chown "$owner" "$tmp_dir"
+  fi
+  port=$(free_port) || return 1
+  if ! timeout 120 "${as_owner[@]}" "$pg_bindir/initdb" -D "$tmp_dir/data" -U corolock -A trust \
+    -E UTF8 --no-sync --no-instructions >"$tmp_dir/initdb.log" 2>&1; then
+    echo "initdb failed:" >&2
+    tail -n 20 "$tmp_dir/initdb.log" >&2
+    return 1
+  fi
+  "${as_owner[@]}" "$pg_bindir/postgres" -D "$tmp_dir/data" -p "$port" -k "$tmp_dir" \
+    -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=50 -c shared_buffers=16MB \
+    -c log_min_messages=fatal >"$tmp_dir/pg.log" 2>&1 &
+  node_pids+=("$!")
+  url="postgresql://corolock@127.0.0.1:$port/postgres"
+  if ! wait_until 30 pg_serving "$port"; then
+    echo "postgres did not start:" >&2
+    tail -n 20 "$tmp_dir/pg.log" >&2
+    return 1
+  fi
+}
+
 # ---- two runs on one name (etcd_cli_test.sh, zk_cli_test.sh, pg_cli_test.sh) ----
 
 # Needs $url, and is_held NAME / has_waiters NAME N from the script. The

@@ -33,5 +33,7 @@ TEST_CASE("connect cause: server error replies map to their codes", "[unit][clie
     CHECK(classify_server_error("NOAUTH Authentication required.") == error::auth_failed);
     CHECK(classify_server_error("WRONGTYPE Operation against a key") == error::wrong_type);
     CHECK(classify_server_error("NOSCRIPT No matching script") == error::no_script);
+    CHECK(classify_server_error("STALE token 3 is older than 4, the highest recorded in {a}:fence") ==
+          error::stale_token);
     CHECK(classify_server_error("ERR DB index is out of range") == error::server_error);
 }

@@ -16,7 +16,7 @@ using corolock::error_code;
 
 namespace {
 constexpr int first_error = static_cast<int>(error::invalid_argument);
-constexpr int last_error = static_cast<int>(error::not_supported);
+constexpr int last_error = static_cast<int>(error::no_functions);
 
 error_code generic(boost::system::errc::errc_t e) { return boost::system::errc::make_error_code(e); }
 }  // namespace
@@ -154,6 +154,8 @@ TEST_CASE("error: each corolock code belongs to exactly the documented condition
         {error::replicas_missing, false, false, false, false},
         {error::upgrade_refused, false, false, false, false},
         {error::not_supported, false, false, false, false},
+        {error::stale_token, false, false, false, true},
+        {error::no_functions, false, false, false, false},
     };
     REQUIRE(std::size(rows) == static_cast<std::size_t>(last_error - first_error + 1));
     for (const auto& r : rows) {
@@ -192,6 +194,7 @@ TEST_CASE("error: fatal connection errors are the ones that need a new connectio
           error_code(error::no_permission), error_code(error::drain_timeout),
           error_code(error::cluster_down), error_code(error::replicas_missing),
           error_code(error::upgrade_refused), error_code(error::not_supported),
+          error_code(error::stale_token), error_code(error::no_functions),
           error_code(ae::operation_aborted), generic(boost::system::errc::invalid_argument)}) {
         INFO(ec.category().name() << ":" << ec.value() << " " << ec.message());
         CHECK_FALSE(corolock::is_fatal_connection_error(ec));

@@ -51,6 +51,8 @@ error_code classify_server_error(std::string_view message) noexcept {
     auto starts = [&](std::string_view prefix) { return message.substr(0, prefix.size()) == prefix; };
     if (starts("WRONGTYPE")) return error::wrong_type;
     if (starts("NOSCRIPT")) return error::no_script;
+    // A fence's refusal (src/redis/fence/fence_library.cpp): a newer token was recorded.
+    if (starts("STALE")) return error::stale_token;
     if (starts("NOPERM")) return error::no_permission;
     // An ACL denial inside a script comes back as ERR (Redis 7.0: "ERR The
     // user executing the script can't run this command or subcommand ...").

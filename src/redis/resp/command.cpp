@@ -36,9 +36,27 @@ std::string command::payload() const {
     return out;
 }
 
+std::vector<std::string_view> command::arguments() const {
+    std::vector<std::string_view> out;
+    out.reserve(argc_);
+    // body_ is "$<len>\r\n<bytes>\r\n" per argument, written by arg() above.
+    const std::string_view body = body_;
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < argc_; ++i) {
+        std::size_t len = 0;
+        const char* digits = body.data() + at + 1;
+        const char* end = std::from_chars(digits, body.data() + body.size(), len).ptr;
+        at = static_cast<std::size_t>(end - body.data()) + 2;
+        out.push_back(body.substr(at, len));
+        at += len + 2;
+    }
+    return out;
+}
+
 std::string command::name() const {
     if (argc_ == 0) return {};
-    // body_ starts with "$<len>\r\n<name>\r\n", written by arg() above.
+    // The first argument alone, without arguments()' vector: every
+    // async_exec asks for it.
     std::size_t len = 0;
     const char* digits = body_.data() + 1;
     const char* end = std::from_chars(digits, body_.data() + body_.size(), len).ptr;

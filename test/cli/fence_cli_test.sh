@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# End-to-end tests of `corolock fence install` (docs/fencing.md), against a
+# throwaway redis-server and a throwaway PostgreSQL that this script starts
+# on free loopback ports.
+#
+#   fence_cli_test.sh COROLOCK_BIN GROUP...
+#
+# GROUPs: redis (needs redis-server and redis-cli: COROLOCK_REDIS_SERVER,
+# COROLOCK_REDIS_CLI), postgresql (needs initdb, postgres and psql:
+# COROLOCK_PG_BINDIR, else the newest /usr/lib/postgresql/*/bin).
+#
+# Every command runs under `timeout`, every wait loop is bounded in count
+# and time, and only processes started here are ever signalled. The last
+# line is "N passed, M failed"; the exit status is non-zero on any failure.
+set -u
+
+bin=${1:?usage: fence_cli_test.sh COROLOCK_BIN GROUP...}
+shift
+
+redis_cli=${COROLOCK_REDIS_CLI:-redis-cli}
+pg_bindir=${COROLOCK_PG_BINDIR:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+python=${COROLOCK_PYTHON:-python3}
+tmp_dir=$(mktemp -d "${TMPDIR:-/tmp}/corolock-fence-cli-test.XXXXXX")
+url=""
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+trap_node_cleanup
+
+group_redis() {
+  start_nodes 1 || { fail "redis: the server starts"; return; }
+  local port=${node_ports[0]}
+  url="redis://127.0.0.1:$port"
+  cl 20 fence install --url "$url"
+  expect_status "redis: fence install exits 0" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_cond "redis: the library corolock is loaded" \
+    '[ "$(rcli "$port" FUNCTION LIST LIBRARYNAME corolock | grep -c "^corolock$")" = 1 ]'
+  cl 20 fence install --url "$url" -v
+  expect_status "redis: a second install exits 0" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "redis: -v says what was installed" "library corolock is loaded" "$tmp_dir/err"
+  # The functions work as documented: a stale token is refused.
+  rcli "$port" FCALL corolock_fenced_set 2 f k 5 v5 >/dev/null
+  local stale
+  stale=$(rcli "$port" FCALL corolock_fenced_set 2 f k 4 v4)
+  expect_cond "redis: an older token is refused with STALE" '[[ "$stale" == *STALE* ]]'
+  expect_cond "redis: the newer write stands" '[ "$(rcli "$port" GET k)" = v5 ]'
+
+  # A server without FUNCTION (as before Redis 7.0): a clear error, exit 76.
+  mkdir -p "$tmp_dir/old"
+  throwaway_redis_start "$tmp_dir/old" --rename-command FUNCTION corolock_test_renamed ||
+    { fail "redis: the server without FUNCTION starts"; return; }
+  node_pids+=("$REDIS_PID")
+  REDIS_PID=""
+  cl 20 fence install --url "redis://127.0.0.1:$REDIS_PORT"
+  expect_status "redis without Functions: exit 76" 76 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "redis without Functions: the cause is named" "no Redis Functions \(Redis 7\.0 or later\)" \
+    "$tmp_dir/err"
+
+  cl 10 fence install --url "etcd://127.0.0.1:1"
+  expect_status "an etcd URL is a usage error" 64 "$last_status"
+  expect_match "it says where the fences live" "Redis or PostgreSQL URL" "$tmp_dir/err"
+  cl 10 fence frobnicate
+  expect_status "an unknown subcommand is a usage error" 64 "$last_status"
+  cl 10 help fence
+  expect_status "help fence exits 0" 0 "$last_status"
+  expect_match "help fence shows the usage" "Usage: corolock fence install" "$tmp_dir/out"
+  cl 10 fence --help
+  expect_match "fence --help shows the same" "corolock_fenced_set" "$tmp_dir/out"
+}
+
+psql_value() {  # SQL: the one value it returns
+  timeout 20 "$pg_bindir/psql" -X -q -At -v ON_ERROR_STOP=1 -d "$url" -c "$1"
+}
+
+group_postgresql() {
+  pg_start || { fail "postgresql: the server starts"; return; }
+  cl 30 fence install --url "$url"
+  expect_status "postgresql: fence install exits 0" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  cl 30 fence install --url "$url"
+  expect_status "postgresql: a second install exits 0" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_cond "postgresql: corolock.fence records a token" \
+    '[ "$(psql_value "SELECT corolock.fence('"'r'"', 5)")" = 5 ]'
+  local state
+  state=$(timeout 20 "$pg_bindir/psql" -X -q -At -d "$url" \
+    -c "\\set VERBOSITY sqlstate" -c "SELECT corolock.fence('r', 4)" 2>&1)
+  expect_cond "postgresql: an older token raises CLF01" '[[ "$state" == *CLF01* ]]'
+
+  # A role without CREATE on the database: a clear error, nothing left behind.
+  psql_value "SET client_min_messages = warning; CREATE ROLE weak LOGIN; DROP SCHEMA corolock CASCADE" >/dev/null
+  cl 30 fence install --url "postgresql://weak@${url#postgresql://corolock@}"
+  expect_status "postgresql: a role that cannot create the schema: exit 76" 76 "$last_status" \
+    "$(cat "$tmp_dir/err")"
+  expect_match "postgresql: the cause is named" "may not create schema corolock" "$tmp_dir/err"
+  expect_cond "postgresql: nothing was installed" \
+    '[ "$(psql_value "SELECT count(*) FROM pg_namespace WHERE nspname = '"'corolock'"'")" = 0 ]'
+}
+
+[ $# -eq 0 ] && set -- redis postgresql
+for g in "$@"; do
+  echo "# $g"
+  "group_$g"
+done
+finish

@@ -1,0 +1,251 @@
+// The Redis fence (src/redis/fence/fence_library.cpp, include/corolock/fence.hpp)
+// against real servers: a write with a token older than the newest one
+// written through the same fence key is refused by the server, on one
+// server and on a Cluster, through the library's functions and through
+// async_fenced_exec; the library loads itself where it is missing.
+#include <corolock/backend.hpp>
+#include <corolock/client.hpp>
+#include <corolock/fence.hpp>
+#include <corolock/mutex.hpp>
+
+#include "redis/topology/slot_map.hpp"
+#include "support/async_test.hpp"
+#include "support/cluster_fleet.hpp"
+#include "support/redis_server.hpp"
+
+#include <boost/asio/io_context.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace corolock::test;
+using corolock::command;
+using corolock::error;
+
+namespace {
+
+using corolock::test::use_nothrow;
+
+// The server's error text for an FCALL, or "" when it succeeded.
+std::string fcall_error(redis_server& s, const std::vector<std::string>& args) {
+    try {
+        s.cmd(args);
+    } catch (const redis_reply_error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+bool library_loaded(redis_server& s) {
+    const auto libs = s.cmd({"FUNCTION", "LIST", "LIBRARYNAME", "corolock"});
+    for (const auto& v : libs)
+        if (v == "corolock") return true;
+    return false;
+}
+
+// A client or a backend.
+template <class Redis>
+auto fenced(Redis& c, const std::string& fence, std::uint64_t token, command cmd) {
+    return corolock::async_fenced_exec(c, fence, token, std::move(cmd), use_nothrow);
+}
+
+}  // namespace
+
+TEST_CASE("fence: an older token is refused after a newer one wrote, an equal one passes",
+          "[integration][fence]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    REQUIRE_FALSE(library_loaded(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        // The first call finds the library missing, loads it and is sent again.
+        auto [ec5, r5] = co_await fenced(c, "stock:fence", 5, command{"SET", "stock", "v5"});
+        CHECK_FALSE(ec5);
+        CHECK(r5.str == "OK");
+        CHECK(library_loaded(server));
+        auto [ec7, r7] = co_await fenced(c, "stock:fence", 7, command{"SET", "stock", "v7"});
+        CHECK_FALSE(ec7);
+        // The stale writer: refused, and nothing changed.
+        auto [stale, rs] = co_await fenced(c, "stock:fence", 5, command{"SET", "stock", "late"});
+        CHECK(stale == error::stale_token);
+        CHECK(stale == corolock::condition::lease_gone);
+        CHECK(rs.str.rfind("STALE token 5 is older than 7", 0) == 0);
+        CHECK(server.cmd1({"GET", "stock"}) == "v7");
+        CHECK(server.cmd1({"GET", "stock:fence"}) == "7");
+        // The same holder again: an equal token passes.
+        auto [eq, re] = co_await fenced(c, "stock:fence", 7, command{"HSET", "stock:h", "f", "1"});
+        CHECK_FALSE(eq);
+        CHECK(re.integer == 1);
+        // A failing command records nothing (WRONGTYPE: stock is a string).
+        auto [wrong, rw] = co_await fenced(c, "stock:fence", 9, command{"HSET", "stock", "f", "1"});
+        CHECK(wrong == error::wrong_type);
+        CHECK(server.cmd1({"GET", "stock:fence"}) == "7");
+        c.stop();
+    });
+}
+
+TEST_CASE("fence: the library's functions check, record and refuse", "[integration][fence]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await corolock::async_fence_install(c, use_nothrow);
+        CHECK_FALSE(ec);
+        // Installing twice is installing once.
+        auto [again, r2] = co_await corolock::async_fence_install(c, use_nothrow);
+        CHECK_FALSE(again);
+        c.stop();
+    });
+    REQUIRE(library_loaded(server));
+    CHECK(server.cmd1({"FCALL", "corolock_fenced_set", "2", "f", "k", "10", "a", "PX", "60000"}) ==
+          "OK");
+    CHECK(std::stoll(server.cmd1({"PTTL", "k"})) > 0);
+    CHECK(fcall_error(server, {"FCALL", "corolock_fenced_set", "2", "f", "k", "9", "b"})
+              .rfind("STALE", 0) == 0);
+    CHECK(server.cmd1({"GET", "k"}) == "a");
+    CHECK(server.cmd1({"FCALL", "corolock_fence_check", "1", "f", "11"}) == "OK");
+    CHECK(fcall_error(server, {"FCALL", "corolock_fence_check", "1", "f", "10"}).rfind("STALE", 0) == 0);
+    CHECK(server.cmd1({"FCALL", "corolock_fenced_hset", "2", "f", "h", "11", "x", "1", "y", "2"}) == "2");
+    CHECK(fcall_error(server, {"FCALL", "corolock_fenced_del", "2", "f", "h", "3"}).rfind("STALE", 0) == 0);
+    CHECK(server.cmd1({"EXISTS", "h"}) == "1");
+    CHECK(server.cmd1({"FCALL", "corolock_fenced_del", "2", "f", "h", "12"}) == "1");
+    CHECK(server.cmd1({"EXISTS", "h"}) == "0");
+    // Tokens compare exactly beyond 2^53, and leading zeros do not matter.
+    CHECK(server.cmd1({"FCALL", "corolock_fence_check", "1", "big", "18446744073709551615"}) == "OK");
+    CHECK(fcall_error(server, {"FCALL", "corolock_fence_check", "1", "big", "18446744073709551614"})
+              .rfind("STALE", 0) == 0);
+    CHECK(server.cmd1({"FCALL", "corolock_fence_check", "1", "z", "0012"}) == "OK");
+    CHECK(server.cmd1({"GET", "z"}) == "12");
+    // Bad input: each named, nothing recorded.
+    for (const std::string bad : {"-1", "abc", "1.5", "", "18446744073709551616"}) {
+        INFO(bad);
+        const auto why = fcall_error(server, {"FCALL", "corolock_fence_check", "1", "bad", bad});
+        CHECK(why.find("non-negative integer") != std::string::npos);
+    }
+    CHECK(server.cmd({"EXISTS", "bad"}) == std::vector<std::string>{"0"});
+    CHECK(fcall_error(server, {"FCALL", "corolock_fenced_set", "1", "f", "13", "v"})
+              .find("2 keys") != std::string::npos);
+    CHECK(fcall_error(server, {"FCALL", "corolock_fenced_set", "2", "f", "k", "13", "v", "PX", "x"})
+              .find("TOKEN VALUE [PX milliseconds]") != std::string::npos);
+    CHECK(server.cmd1({"GET", "f"}) == "12");
+}
+
+TEST_CASE("fence: bad input from C++ is refused before anything is sent",
+          "[integration][fence]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [empty_fence, r1] = co_await fenced(c, "", 1, command{"SET", "k", "v"});
+        CHECK(empty_fence == error::invalid_argument);
+        CHECK(r1.str.find("fence key is empty") != std::string::npos);
+        auto [no_key, r2] = co_await fenced(c, "f", 1, command{"PING"});
+        CHECK(no_key == error::invalid_argument);
+        CHECK(r2.str.find("needs a key") != std::string::npos);
+        c.stop();
+    });
+    CHECK(server.cmd1({"EXISTS", "k"}) == "0");
+    CHECK(server.cmd1({"EXISTS", "f"}) == "0");
+}
+
+TEST_CASE("fence: a server without Redis Functions is named as the cause",
+          "[integration][fence]") {
+    // FUNCTION renamed away, as a server before Redis 7.0 lacks it.
+    redis_server_options opts;
+    opts.extra_args = {"--rename-command", "FUNCTION", "corolock_test_renamed_function"};
+    redis_server server{opts};
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await corolock::async_fence_install(c, use_nothrow);
+        CHECK(ec == error::no_functions);
+        CHECK(r.str.find("Redis 7.0 or later") != std::string::npos);
+        auto [wec, wr] = co_await fenced(c, "f", 1, command{"SET", "k", "v"});
+        CHECK(wec == error::no_functions);
+        c.stop();
+    });
+    CHECK(server.cmd({"EXISTS", "k"}) == std::vector<std::string>{"0"});
+    // FCALL unknown too, as on Redis 6: the call itself names the cause.
+    redis_server_options old;
+    old.extra_args = {"--rename-command", "FCALL", "corolock_test_renamed_fcall"};
+    redis_server redis6{old};
+    corolock::client c6{ioc.get_executor(), redis6.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [wec, wr] = co_await fenced(c6, "f", 1, command{"SET", "k", "v"});
+        CHECK(wec == error::no_functions);
+        CHECK(wr.str.find("Redis 7.0 or later") != std::string::npos);
+        c6.stop();
+    });
+}
+
+TEST_CASE("fence: a holder whose lease lapsed cannot write after the next holder did",
+          "[integration][fence]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex a{c, "account:7"};
+        corolock::mutex b{c, "account:7"};
+        // A: a short lease and no watchdog, as a holder paused past its lease.
+        auto [aec, ga] = co_await a.async_acquire({.lease = 300ms, .watchdog = false}, use_nothrow);
+        REQUIRE_FALSE(aec);
+        // B waits until A's lease ends on the server, then holds the lock.
+        auto [bec, gb] = co_await b.async_acquire({.wait = 20s}, use_nothrow);
+        REQUIRE_FALSE(bec);
+        REQUIRE(gb.token() > ga.token());
+        auto [wb, rb] = co_await fenced(c, "{account:7}:fence", gb.token(),
+                                        command{"SET", "{account:7}:balance", "from B"});
+        CHECK_FALSE(wb);
+        // A wakes up and writes with its old token: refused by the server.
+        auto [wa, ra] = co_await fenced(c, "{account:7}:fence", ga.token(),
+                                        command{"SET", "{account:7}:balance", "from A"});
+        CHECK(wa == error::stale_token);
+        CHECK(server.cmd1({"GET", "{account:7}:balance"}) == "from B");
+        co_await gb.release();
+        c.stop();
+    });
+}
+
+TEST_CASE("fence: on a Cluster a stale write is refused, keys in two slots are refused, "
+          "every primary gets the library",
+          "[integration][fence][cluster]") {
+    cluster_fleet fleet;
+    asio::io_context ioc;
+    // A Cluster is opened as a backend, not a client (one connection).
+    corolock::backend c{ioc.get_executor(), fleet.url()};
+    using corolock::detail::cluster::key_slot;
+    // Hash tags whose slots lie on different primaries: each loads the
+    // library on demand where it is missing.
+    const std::vector<std::string> tags{"{a}", "{b}", "{c}", "{d}", "{e}"};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        for (const auto& t : tags) {
+            auto [ec2, r2] = co_await fenced(c, t + ":fence", 2, command{"SET", t + ":v", "2"});
+            CHECK_FALSE(ec2);
+            auto [ec1, r1] = co_await fenced(c, t + ":fence", 1, command{"SET", t + ":v", "1"});
+            CHECK(ec1 == error::stale_token);
+        }
+        REQUIRE(key_slot("fence:x") != key_slot("x"));
+        auto [split, rs] = co_await fenced(c, "fence:x", 3, command{"SET", "x", "3"});
+        CHECK(split == error::invalid_argument);
+        CHECK(rs.str.find("same hash tag") != std::string::npos);
+        auto [ec, r] = co_await corolock::async_fence_install(c, use_nothrow);
+        CHECK_FALSE(ec);
+        c.stop();
+    }, 60s);
+    for (const auto& t : tags) {
+        auto* at = fleet.primary_of_slot(key_slot(t));
+        REQUIRE(at != nullptr);
+        CHECK(at->cmd1({"GET", t + ":v"}) == "2");
+    }
+    int primaries = 0;
+    for (std::size_t i = 0; i < fleet.size(); ++i) {
+        if (fleet.node(i).cmd1({"ROLE"}) != "master") continue;
+        ++primaries;
+        CHECK(library_loaded(fleet.node(i)));
+    }
+    CHECK(primaries == 3);
+}
