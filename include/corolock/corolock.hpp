@@ -9,6 +9,7 @@
 #include <corolock/error.hpp>
 #include <corolock/export.hpp>
 #include <corolock/fair_mutex.hpp>
+#include <corolock/fence.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/lock_holder.hpp>
 #include <corolock/lock_options.hpp>
