@@ -81,16 +81,20 @@ std::string explain(const answer& a, std::string_view step, const url_parts& url
 
 std::span<const std::string_view> fence_install_statements() noexcept { return statements; }
 
+// Not a coroutine itself: it returns co_spawn's awaitable, as pg::admin's
+// operations do, so no frame of the caller's executor holds the strand or
+// the connection (a frame that did was freed twice under ASan).
 asio::awaitable<std::tuple<error_code, std::string>> install_fence(
     asio::any_io_executor ex, std::string_view url_text, std::chrono::milliseconds timeout) {
     using result = std::tuple<error_code, std::string>;
     auto url = std::make_shared<url_parts>();
     std::string why;
-    if (auto ec = split_url(url_text, *url, why); ec) co_return result{ec, "fence install: " + why};
-    auto strand = asio::make_strand(inner_executor(ex));
-    auto out = co_await asio::co_spawn(
+    const error_code bad = split_url(url_text, *url, why);
+    auto strand = asio::make_strand(inner_executor(std::move(ex)));
+    return asio::co_spawn(
         strand,
-        [strand, url, timeout]() -> asio::awaitable<result> {
+        [strand, url, timeout, bad, reason = std::move(why)]() -> asio::awaitable<result> {
+            if (bad) co_return result{bad, "fence install: " + reason};
             auto conn = std::make_shared<connection>(strand, url);
             std::string why;
             if (auto ec = co_await conn->connect(timeout, why); ec)
@@ -116,10 +120,6 @@ asio::awaitable<std::tuple<error_code, std::string>> install_fence(
             co_return result{error_of(a), explain(a, step, *url)};
         },
         asio::use_awaitable);
-    // This frame may have been resumed inside the strand's own invoker: let
-    // it return before the strand (this frame's copy may be the last) goes.
-    co_await asio::post(ex, asio::use_awaitable);
-    co_return out;
 }
 
 }  // namespace corolock::detail::pg
