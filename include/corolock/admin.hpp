@@ -92,6 +92,14 @@ struct lock_status {
     // semaphore's holders have theirs in `holders`.
     std::optional<lock_holder> holder;
 
+    // Lock-delay (lock_options::lock_delay): the delay the holder asked
+    // for (zero: none, or a backend that does not record it), and how much
+    // longer the name stays unavailable because its holder's lease ended
+    // without a clean release (zero: not in lock-delay). A name in
+    // lock-delay reports held = true, with the holder it had.
+    std::chrono::milliseconds lock_delay{0};
+    std::chrono::milliseconds delayed_for{0};
+
     // A fair mutex: the entries in its waiting queue, including those of
     // dead waiters not pruned yet (a script prunes them when they reach the
     // head). A shared mutex: 1 while a waiting writer's marker holds new

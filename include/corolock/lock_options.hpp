@@ -9,6 +9,8 @@ namespace corolock {
 
 // The shortest lease an acquire accepts.
 inline constexpr std::chrono::milliseconds min_lease{10};
+// The longest lock-delay an acquire accepts (Chubby's bound).
+inline constexpr std::chrono::seconds max_lock_delay{60};
 
 struct lock_options {
     using duration = std::chrono::steady_clock::duration;
@@ -42,6 +44,16 @@ struct lock_options {
         return renew_interval.count() == 0 ? lease / 3 : renew_interval;
     }
 
+    // Lock-delay (Chubby, Consul): when a tenure ends without a clean
+    // release (a crash, a partition, a pause past the lease), the name stays
+    // unavailable for this much longer after the lease ended, so that a
+    // paused holder's writes still in flight land, or fail, before anyone
+    // else starts. A clean release frees the name at once, whatever the
+    // delay. Zero (the default): no delay. At most max_lock_delay; negative
+    // is invalid_argument. The holder's own deadline (its lost signal) is
+    // unchanged: the delay only lengthens what the server keeps.
+    // A re-entry joins it as the lease: the tenure keeps the longest.
+    duration lock_delay{};
     // Redis: hand the guard out only once at least this many replicas
     // acknowledged the grant (WAIT, on a side connection: docs/safety.md,
     // "Replica acknowledgement"). If fewer do within replicas_timeout, the

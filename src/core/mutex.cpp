@@ -44,6 +44,10 @@ error_code normalize_options(lock_options& o, std::string& why) {
         return error::invalid_argument;
     }
     o.renew_interval = o.renew_interval_or_default();
+    if (o.lock_delay.count() < 0 || o.lock_delay > max_lock_delay) {
+        why = "lock_delay must be between 0 and " + std::to_string(max_lock_delay.count()) + " s";
+        return error::invalid_argument;
+    }
     if (o.replicas < 0) {
         why = "replicas must not be negative";
         return error::invalid_argument;

@@ -21,6 +21,13 @@ struct lease_terms {
 
     clock::duration lease{};
     clock::duration renew_every{};  // zero: no watchdog
+    // How long the server keeps the name after the lease ends without a
+    // clean release (lock_options::lock_delay). Zero: not at all.
+    clock::duration lock_delay{};
+
+    // What the server must keep without a renewal: the lease, then the
+    // lock-delay. The holder's own deadline stays at the lease.
+    clock::duration server_hold() const noexcept { return lease + lock_delay; }
 
     // A re-entry that asks for other terms joins them to the tenure's: the
     // tenure keeps the longest lease and the shortest renewal interval that
@@ -30,6 +37,7 @@ struct lease_terms {
     // scripts never shorten a TTL).
     void join(const lease_terms& other) noexcept {
         lease = std::max(lease, other.lease);
+        lock_delay = std::max(lock_delay, other.lock_delay);
         if (renew_every.count() == 0)
             renew_every = other.renew_every;
         else if (other.renew_every.count() > 0)

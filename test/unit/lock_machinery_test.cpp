@@ -278,6 +278,26 @@ TEST_CASE("lease_terms: a re-entry joins the longest lease, the shortest interva
     off.join({500ms, 150ms});  // a re-entry that asks for the watchdog gets it
     CHECK(off.lease == 1s);
     CHECK(off.renew_every == 150ms);
+    // The lock-delay is joined as the lease: the longest any level asked for.
+    lease_terms delayed{1s, 300ms, 2s};
+    delayed.join({1s, 300ms, 500ms});
+    CHECK(delayed.lock_delay == 2s);
+    delayed.join({1s, 300ms, 5s});
+    CHECK(delayed.lock_delay == 5s);
+    CHECK(delayed.server_hold() == 6s);
+}
+
+TEST_CASE("lock options: lock_delay from 0 to 60 s", "[options]") {
+    std::string why;
+    corolock::lock_options o;
+    CHECK_FALSE(corolock::detail::normalize_options(o, why));
+    o.lock_delay = corolock::max_lock_delay;
+    CHECK_FALSE(corolock::detail::normalize_options(o, why));
+    o.lock_delay = corolock::max_lock_delay + 1ms;
+    CHECK(corolock::detail::normalize_options(o, why) == corolock::error::invalid_argument);
+    CHECK(why.find("lock_delay") != std::string::npos);
+    o.lock_delay = -1ms;
+    CHECK(corolock::detail::normalize_options(o, why) == corolock::error::invalid_argument);
 }
 
 TEST_CASE("watchdog_schedule: one home for the terms, deadlines follow what was sent",
