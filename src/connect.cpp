@@ -46,30 +46,30 @@ std::shared_ptr<detail::lock_backend> open(boost::asio::any_io_executor ex, std:
     const auto scheme = detail::scheme_of(url);
     switch (detail::family_of(url)) {
         case detail::scheme_family::etcd:
-            return detail::etcd::connect(std::move(ex), url, cfg.holder_label);
+            return detail::etcd::connect(std::move(ex), url, cfg);
         case detail::scheme_family::postgresql:
 #ifdef COROLOCK_HAVE_POSTGRESQL
-            return detail::pg::connect(std::move(ex), url, cfg.holder_label);
+            return detail::pg::connect(std::move(ex), url, cfg);
 #else
             throw boost::system::system_error(make_error_code(error::invalid_url),
                                               detail::left_out_backend(scheme));
 #endif
         case detail::scheme_family::zk:
 #ifdef COROLOCK_HAVE_ZOOKEEPER
-            return detail::zk::connect(std::move(ex), url, cfg.holder_label);
+            return detail::zk::connect(std::move(ex), url, cfg);
 #else
             throw boost::system::system_error(make_error_code(error::invalid_url),
                                               detail::left_out_backend(scheme));
 #endif
         case detail::scheme_family::redlock: {
             auto parsed = detail::parse_redlock_url(url);
-            return detail::connect_redlock(std::move(ex), parsed.nodes, cfg.holder_label,
+            return detail::connect_redlock(std::move(ex), parsed.nodes, cfg,
                                            parsed.options);
         }
         case detail::scheme_family::redis:
             // The Redis URL parser explains what is wrong with a URL without
             // a scheme, without echoing a secret.
-            return detail::connect_redis(std::move(ex), url, cfg.holder_label);
+            return detail::connect_redis(std::move(ex), url, cfg);
         case detail::scheme_family::unknown:
             break;
     }
@@ -90,7 +90,7 @@ backend::backend(executor_type ex, const config& cfg)
 
 backend backend::redlock(executor_type ex, const std::vector<std::string>& urls,
                          const backend_config& cfg) {
-    return backend(detail::connect_redlock(std::move(ex), urls, cfg.holder_label), true);
+    return backend(detail::connect_redlock(std::move(ex), urls, cfg), true);
 }
 
 backend::backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept

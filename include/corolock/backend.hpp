@@ -60,6 +60,8 @@
 #include <string_view>
 #include <vector>
 
+namespace spdlog { class logger; }
+
 namespace corolock {
 
 struct config;
@@ -94,6 +96,20 @@ struct backend_config {
     // at most max_holder_label_length bytes (longer is cut), as
     // config::holder_label; the CLI's run puts its command line here.
     std::string holder_label;
+    // Logger for the backend's connection and lock events, as
+    // config::logger: null means corolock's own logger, quiet unless
+    // COROLOCK_LOG_LEVEL or spdlog::set_level raises it (it is registered
+    // with spdlog as "corolock"). Every backend logs through it; RedLock's
+    // nodes too.
+    std::shared_ptr<spdlog::logger> logger{};
+    // Told of the backend's lock events as they happen, as config::observer
+    // (metrics.hpp: callbacks on the backend's strand, exceptions caught and
+    // logged). Every backend: on_acquired, on_lost, on_release_found_gone;
+    // on_renewal_failed where the backend renews (Redis, RedLock, etcd,
+    // PostgreSQL: ZooKeeper's session keeps its locks without renewals);
+    // on_reconnected where the backend reconnects (Redis and RedLock's
+    // nodes). Null: nobody is told.
+    std::shared_ptr<corolock::observer> observer{};
 };
 
 class COROLOCK_API backend {

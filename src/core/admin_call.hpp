@@ -98,12 +98,10 @@ public:
 
     void status(std::string name,
                 boost::asio::any_completion_handler<void(error_code, lock_status)> h) const {
-        run_admin<lock_status>(
-            strand_,
-            [a = make_(), to = to_public_,
-             name = std::move(name)]() -> boost::asio::awaitable<std::tuple<error_code, lock_status>> {
-                if (auto ec = co_await a->connect(); ec) co_return std::make_tuple(ec, lock_status{});
-                auto [ec, st] = co_await a->status(name);
+        on_session<lock_status>(
+            [name = std::move(name)](auto& a, const ToPublic& to)
+                -> boost::asio::awaitable<std::tuple<error_code, lock_status>> {
+                auto [ec, st] = co_await a.status(name);
                 co_return std::make_tuple(ec, ec ? lock_status{} : to(st));
             },
             std::move(h));
@@ -111,12 +109,10 @@ public:
 
     void list(lock_list_options o,
               boost::asio::any_completion_handler<void(error_code, lock_list)> h) const {
-        run_admin<lock_list>(
-            strand_,
-            [a = make_(), to = to_public_,
-             o = std::move(o)]() -> boost::asio::awaitable<std::tuple<error_code, lock_list>> {
-                if (auto ec = co_await a->connect(); ec) co_return std::make_tuple(ec, lock_list{});
-                auto [ec, found] = co_await a->list(o);
+        on_session<lock_list>(
+            [o = std::move(o)](auto& a, const ToPublic& to)
+                -> boost::asio::awaitable<std::tuple<error_code, lock_list>> {
+                auto [ec, found] = co_await a.list(o);
                 lock_list out;
                 if (!ec) {
                     out.truncated = found.truncated;
@@ -129,12 +125,10 @@ public:
 
     void break_lock(std::string name,
                     boost::asio::any_completion_handler<void(error_code, lock_status)> h) const {
-        run_admin<lock_status>(
-            strand_,
-            [a = make_(), to = to_public_,
-             name = std::move(name)]() -> boost::asio::awaitable<std::tuple<error_code, lock_status>> {
-                if (auto ec = co_await a->connect(); ec) co_return std::make_tuple(ec, lock_status{});
-                auto [ec, st] = co_await a->break_lock(name, std::string());
+        on_session<lock_status>(
+            [name = std::move(name)](auto& a, const ToPublic& to)
+                -> boost::asio::awaitable<std::tuple<error_code, lock_status>> {
+                auto [ec, st] = co_await a.break_lock(name, std::string());
                 co_return std::make_tuple(ec, ec ? lock_status{} : to(st));
             },
             std::move(h));
@@ -143,12 +137,10 @@ public:
     // The break of `owner`'s hold only; error::expired when nobody holds it.
     void release_owner(std::string name, std::string owner,
                        boost::asio::any_completion_handler<void(error_code)> h) const {
-        run_admin<>(
-            strand_,
-            [a = make_(), to = to_public_, name = std::move(name),
-             owner = std::move(owner)]() -> boost::asio::awaitable<std::tuple<error_code>> {
-                if (auto ec = co_await a->connect(); ec) co_return std::make_tuple(ec);
-                auto [ec, st] = co_await a->break_lock(name, owner);
+        on_session<>(
+            [name = std::move(name), owner = std::move(owner)](
+                auto& a, const ToPublic& to) -> boost::asio::awaitable<std::tuple<error_code>> {
+                auto [ec, st] = co_await a.break_lock(name, owner);
                 if (!ec && !to(st).held) ec = error::expired;
                 co_return std::make_tuple(ec);
             },
@@ -156,6 +148,23 @@ public:
     }
 
 private:
+    // Runs ask(admin, to_public) on a fresh admin once it connected; a
+    // failed connect is the answer, with empty results. The closure (and so
+    // what ask captured) lives in the spawned coroutine's frame until it ends.
+    template <class... Results, class Ask>
+    void on_session(Ask ask,
+                    boost::asio::any_completion_handler<void(error_code, Results...)> h) const {
+        run_admin<Results...>(
+            strand_,
+            [a = make_(), to = to_public_, ask = std::move(ask)]()
+                -> boost::asio::awaitable<std::tuple<error_code, Results...>> {
+                if (auto ec = co_await a->connect(); ec)
+                    co_return std::tuple<error_code, Results...>{ec, Results{}...};
+                co_return co_await ask(*a, to);
+            },
+            std::move(h));
+    }
+
     boost::asio::any_io_executor strand_;
     Make make_;
     ToPublic to_public_;

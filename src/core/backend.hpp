@@ -39,6 +39,7 @@
 #include <string_view>
 
 namespace spdlog { class logger; }
+namespace corolock { class observer; }
 
 namespace corolock::detail {
 
@@ -138,6 +139,9 @@ public:
     // Nothing can be sent any more (stopped, or the lock layer was).
     virtual bool stopped() const noexcept = 0;
     virtual spdlog::logger& log() const noexcept = 0;
+    // The user's observer (config::observer, backend_config::observer), told
+    // of this backend's lock events through metrics_recorder; null: none.
+    virtual observer* event_observer() const noexcept = 0;
     // Ends every connection and background task. Idempotent, never throws.
     virtual void stop() noexcept = 0;
     // The backend's URL scheme ("redis", "etcd", ...), for messages.

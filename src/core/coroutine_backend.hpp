@@ -74,12 +74,11 @@ struct coroutine_acquire {
         complete(ec, {});
     }
 
-    // Counts a grant in the backend's metrics.
-    void count_grant(bool contended) {
-        auto& m = backend->recorder();
-        metrics_recorder::add(m.acquisitions);
-        if (contended) metrics_recorder::add(m.contended_acquisitions);
-        m.wait.record(clock::now() - started);
+    // Counts a grant of `lock` in the backend's metrics and tells its
+    // observer.
+    void count_grant(std::string_view lock, bool contended) {
+        backend->recorder().granted(backend->event_observer(), backend->log(), lock,
+                                    clock::now() - started, contended);
     }
 
     // run() is over: nothing more will be given back.
@@ -215,12 +214,12 @@ inline release_step take_level(lock_state& st, std::uint64_t level, const tenure
 }
 
 // A release's answer known on the strand, posted (a failure counted as a
-// release that found its lock gone).
+// release that found its lock gone, and told to the backend's observer).
 template <class Strand>
 void answer_release(const Strand& strand, const boost::asio::any_io_executor& ex,
-                    metrics_recorder& m, lock_backend::release_handler h, bool direct,
-                    error_code ec) {
-    if (ec) metrics_recorder::add(m.releases_found_gone);
+                    metrics_recorder& m, const lock_state& st, lock_backend::release_handler h,
+                    bool direct, error_code ec) {
+    if (ec) m.release_found_gone(st.backend->event_observer(), st.backend->log(), st.name, ec);
     boost::asio::post(strand, [h = std::move(h), ec, direct, ex]() mutable {
         detail::complete_now(std::move(h), direct, ex, ec);
     });
@@ -234,7 +233,7 @@ inline bool mark_live_lost(lock_state& st, metrics_recorder& m, spdlog::logger& 
     auto* t = st.live();
     if (!t || t->lost()) return false;
     log.warn("lock {}: lease lost: {}", escaped{st.name}, why);
-    metrics_recorder::add(m.leases_lost);
+    m.lost(st.backend->event_observer(), log, st.name, why);
     t->mark_lost(std::chrono::steady_clock::now());
     st.lost_epoch = t->epoch;
     return true;

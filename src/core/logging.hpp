@@ -20,6 +20,9 @@ namespace spdlog { class logger; }
 namespace corolock::detail {
 
 std::shared_ptr<spdlog::logger> default_logger();
+// `given` (a user's config::logger or backend_config::logger), or the
+// default logger when it is null: the one rule every backend follows.
+std::shared_ptr<spdlog::logger> logger_or_default(std::shared_ptr<spdlog::logger> given);
 
 // A log argument shown through printable() (see printable.hpp). Holds a view:
 // use it only inside the log call's own expression.

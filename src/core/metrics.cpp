@@ -19,6 +19,34 @@ void log_observer_failure(spdlog::logger& log, const char* event, const char* wh
     }
 }
 
+void metrics_recorder::granted(observer* o, spdlog::logger& log, std::string_view lock,
+                               std::chrono::steady_clock::duration waited,
+                               bool contended) noexcept {
+    add(acquisitions);
+    if (contended) add(contended_acquisitions);
+    wait.record(waited);
+    notify(o, log, "on_acquired", [&](observer& x) { x.on_acquired(lock, waited, contended); });
+}
+
+void metrics_recorder::lost(observer* o, spdlog::logger& log, std::string_view lock,
+                            std::string_view why) noexcept {
+    add(leases_lost);
+    notify(o, log, "on_lost", [&](observer& x) { x.on_lost(lock, why); });
+}
+
+void metrics_recorder::renewal_failed(observer* o, spdlog::logger& log, std::string_view lock,
+                                      error_code ec) noexcept {
+    add(renewals_failed);
+    notify(o, log, "on_renewal_failed", [&](observer& x) { x.on_renewal_failed(lock, ec); });
+}
+
+void metrics_recorder::release_found_gone(observer* o, spdlog::logger& log, std::string_view lock,
+                                          error_code ec) noexcept {
+    add(releases_found_gone);
+    notify(o, log, "on_release_found_gone",
+           [&](observer& x) { x.on_release_found_gone(lock, ec); });
+}
+
 metrics_snapshot metrics_recorder::snapshot() const noexcept {
     metrics_snapshot m;
     auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };

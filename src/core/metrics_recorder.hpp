@@ -5,10 +5,12 @@
 // one always agrees with itself).
 #pragma once
 
+#include <corolock/error.hpp>
 #include <corolock/metrics.hpp>
 
 #include <atomic>
 #include <exception>
+#include <string_view>
 
 namespace spdlog { class logger; }
 
@@ -48,6 +50,19 @@ struct metrics_recorder {
     std::atomic<std::uint64_t> acquisitions{0}, contended_acquisitions{0}, renewals_sent{0},
         renewals_failed{0}, leases_lost{0}, releases_found_gone{0};
     histogram_recorder wait, handoff;
+
+    // Count an event and tell the user's observer (config::observer,
+    // backend_config::observer; null: nobody) in one step, so that the
+    // figures and what the observer hears cannot drift apart. Strand only;
+    // never throw (an observer's exception is logged, see notify()).
+    void granted(observer* o, spdlog::logger& log, std::string_view lock,
+                 std::chrono::steady_clock::duration waited, bool contended) noexcept;
+    void lost(observer* o, spdlog::logger& log, std::string_view lock,
+              std::string_view why) noexcept;
+    void renewal_failed(observer* o, spdlog::logger& log, std::string_view lock,
+                        error_code ec) noexcept;
+    void release_found_gone(observer* o, spdlog::logger& log, std::string_view lock,
+                            error_code ec) noexcept;
 };
 
 // Logs an observer's exception; never throws.

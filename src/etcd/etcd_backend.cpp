@@ -169,13 +169,15 @@ void etcd_backend::start_watch(const std::string& prefix) {
 
 // ---- the backend ----
 
-etcd_backend::etcd_backend(asio::any_io_executor ex, backend_options opts, bool tls)
+etcd_backend::etcd_backend(asio::any_io_executor ex, backend_options opts, bool tls,
+                           const backend_config& settings)
     : executor_(ex),
       strand_(asio::make_strand(inner_executor(ex))),
       opts_(std::move(opts)),
       tls_(tls),
       holder_argument_(holder_argument(opts_.holder_label)),
-      logger_(default_logger()),
+      logger_(logger_or_default(settings.logger)),
+      observer_(settings.observer),
       work_(std::make_shared<background_work>(strand_, ex)) {}
 
 etcd_backend::~etcd_backend() {
@@ -317,7 +319,8 @@ void etcd_backend::run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64
                 if (!ec && r.ttl > 0 && clock::now() < t->deadline()) {
                     t->publish_deadline(std::max(t->deadline(), deadline_of(sent, lease, r.ttl)));
                 } else {
-                    metrics_recorder::add(metrics_.renewals_failed);
+                    metrics_.renewal_failed(event_observer(), log(), st->name,
+                                            ec ? ec : error_code(error::expired));
                     if (!ec) {
                         lose_tenure(st, r.ttl <= 0 ? "etcd reports the lease gone"
                                                    : "the keep-alive came back after the deadline");
@@ -422,7 +425,7 @@ struct acquire_op : waking_acquire<etcd_backend>,
                 co_return false;  // a fresh acquire follows
             }
             if (abandoned) co_return true;  // the level was never handed out
-            metrics_recorder::add(backend->recorder().acquisitions);
+            this->count_grant(st->name, false);
             auto tt = backend->on_granted(st, level, terms, t->deadline());
             complete({}, make_guard(st, level, static_cast<std::uint64_t>(r.header.revision),
                                     std::move(tt)));
@@ -629,7 +632,7 @@ struct acquire_op : waking_acquire<etcd_backend>,
         st->lease_id = std::exchange(lease_id, 0);
         st->create_revision = my_revision;
         st->value = std::move(value);
-        count_grant(contended);
+        count_grant(st->name, contended);
         auto t = backend->on_granted(st, level, terms, deadline);
         complete({}, make_guard(st, level, token, std::move(t)));
     }
@@ -654,7 +657,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
     auto st = std::static_pointer_cast<etcd_lock_state>(base);
     const bool expired = clock::now() >= t->deadline();
     auto finish = [&](error_code ec) {
-        answer_release(strand_, executor_, metrics_, std::move(handler), direct, ec);
+        answer_release(strand_, executor_, metrics_, *st, std::move(handler), direct, ec);
     };
     const auto step = take_level(*st, level, *t);
     if (step == release_step::later_tenure) return finish(error::lock_lost);
@@ -677,7 +680,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
                 result = error::not_owner;
             else if (!r.kvs.empty())
                 result = error::lock_lost;  // the handle's key again: a later tenure
-            metrics_recorder::add(metrics_.releases_found_gone);
+            metrics_.release_found_gone(event_observer(), log(), st->name, result);
             asio::dispatch(strand_, [h = std::move(h), result, direct, ex = executor_]() mutable {
                 detail::complete_now(std::move(h), direct, ex, result);
             });
@@ -689,7 +692,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
     // The last level: revoking the lease deletes the key, and only it.
     const auto lease = std::exchange(st->lease_id, 0);
     end_tenure(st);
-    gateway_->lease_revoke(lease, [this, expired, h = std::move(handler), direct,
+    gateway_->lease_revoke(lease, [this, st, expired, h = std::move(handler), direct,
                                    self = shared_from_this()](error_code ec,
                                                               lease_revoke_result) mutable {
         error_code result;
@@ -699,7 +702,7 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
             result = error::expired;  // etcd: the lease was not found, it expired
         else
             result = ec;
-        if (result) metrics_recorder::add(metrics_.releases_found_gone);
+        if (result) metrics_.release_found_gone(event_observer(), log(), st->name, result);
         asio::dispatch(strand_, [h = std::move(h), result, direct, ex = executor_]() mutable {
             detail::complete_now(std::move(h), direct, ex, result);
         });
@@ -716,13 +719,13 @@ void etcd_backend::release_in_background(const std::shared_ptr<lock_state>& base
 }
 
 std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,
-                                      std::string_view holder_label) {
+                                      const backend_config& settings) {
     backend_options o;
     std::string why;
     if (auto ec = parse_url(url, o, why); ec) throw boost::system::system_error(ec, why);
-    o.holder_label = holder_label;
+    o.holder_label = settings.holder_label;
     const bool tls = o.gateway.tls;
-    auto b = std::make_shared<etcd_backend>(std::move(ex), std::move(o), tls);
+    auto b = std::make_shared<etcd_backend>(std::move(ex), std::move(o), tls, settings);
     b->start();
     return b;
 }

@@ -47,6 +47,8 @@
 #include "core/background_work.hpp"
 #include "core/backend.hpp"
 #include "core/metrics_recorder.hpp"
+
+#include <corolock/backend.hpp>
 #include "etcd/gateway.hpp"
 
 #include <boost/asio/steady_timer.hpp>
@@ -118,7 +120,8 @@ struct etcd_lock_state final : lock_state {
 class etcd_backend final : public lock_backend,
                            public std::enable_shared_from_this<etcd_backend> {
 public:
-    etcd_backend(boost::asio::any_io_executor ex, backend_options opts, bool tls);
+    etcd_backend(boost::asio::any_io_executor ex, backend_options opts, bool tls,
+                 const backend_config& settings = {});
     ~etcd_backend() override;
 
     void start();
@@ -127,6 +130,7 @@ public:
     const strand_type& strand() const noexcept override { return strand_; }
     bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
     spdlog::logger& log() const noexcept override { return *logger_; }
+    observer* event_observer() const noexcept override { return observer_.get(); }
     void stop() noexcept override;
     std::string_view scheme() const noexcept override { return tls_ ? "etcds" : "etcd"; }
     metrics_snapshot metrics() const noexcept override;
@@ -192,6 +196,7 @@ private:
     bool tls_;
     std::string holder_argument_;  // formatted once (holder_argument)
     std::shared_ptr<spdlog::logger> logger_;
+    std::shared_ptr<observer> observer_;  // backend_config::observer
     std::shared_ptr<gateway> gateway_;
     metrics_recorder metrics_;
     std::shared_ptr<background_work> work_;  // strand only
@@ -204,6 +209,6 @@ private:
 // A started etcd backend for `url`, recording holder_label in its keys.
 // Throws system_error (invalid_url).
 std::shared_ptr<lock_backend> connect(boost::asio::any_io_executor ex, std::string_view url,
-                                      std::string_view holder_label);
+                                      const backend_config& settings);
 
 }  // namespace corolock::detail::etcd

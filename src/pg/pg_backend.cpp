@@ -78,12 +78,14 @@ pg_lock_state::pg_lock_state(std::shared_ptr<lock_backend> b, std::string lock_n
 
 // ---- the backend ----
 
-pg_backend::pg_backend(asio::any_io_executor ex, backend_options opts)
+pg_backend::pg_backend(asio::any_io_executor ex, backend_options opts,
+                       const backend_config& settings)
     : executor_(ex),
       strand_(asio::make_strand(inner_executor(ex))),
       opts_(std::move(opts)),
       holder_argument_(detail::holder_argument(opts_.holder_label)),
-      logger_(default_logger()),
+      logger_(logger_or_default(settings.logger)),
+      observer_(settings.observer),
       work_(std::make_shared<background_work>(strand_, ex)) {
     if (opts_.url && !opts_.url->tls_warning.empty())
         logger_->warn("postgresql: {}", opts_.url->tls_warning);
@@ -292,7 +294,10 @@ void pg_backend::run_renewals(std::shared_ptr<pg_lock_state> st, std::uint64_t e
             if (a.ok() && clock::now() < t->deadline()) {
                 t->publish_deadline(std::max(t->deadline(), deadline_of(sent, lease)));
             } else {
-                metrics_recorder::add(metrics_.renewals_failed);
+                metrics_.renewal_failed(event_observer(), log(), st->name,
+                                        a.ok()             ? error_code(error::lock_lost)
+                                        : a.transport ? a.transport
+                                                      : error_code(error::server_error));
                 lose_tenure(st, a.ok() ? "the renewal came back after the deadline"
                                        : "a renewal failed");
                 co_return;
@@ -358,7 +363,7 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
         const auto fence = decide_reenter(a);
         if (fence && t && t->epoch == epoch && !t->lost() && clock::now() < t->deadline()) {
             if (abandoned) co_return true;  // the level was never handed out
-            metrics_recorder::add(backend->recorder().acquisitions);
+            this->count_grant(st->name, false);
             auto tt = backend->on_granted(st, session, level, *fence, terms,
                                           deadline_of(sent, st->session_lease));
             complete({}, make_guard(st, level, *fence, std::move(tt)));
@@ -473,7 +478,7 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
             co_return complete(error::lock_lost, {});
         }
         st->session_lease = opts.lease;
-        count_grant(false);
+        count_grant(st->name, false);
         auto t = backend->on_granted(st, std::move(s), level, fence, terms, deadline);
         complete({}, make_guard(st, level, fence, std::move(t)));
     }
@@ -499,14 +504,14 @@ asio::awaitable<void> pg_backend::release_live(std::shared_ptr<pg_lock_state> st
         give_session(std::move(c));
     else
         c->close();  // in doubt: closing frees whatever it holds
-    if (ec) metrics_recorder::add(metrics_.releases_found_gone);
+    if (ec) metrics_.release_found_gone(event_observer(), log(), st->name, ec);
     work_->end(job);
     if (h) detail::complete_now(std::move(h), direct, executor_, ec);
 }
 
 asio::awaitable<void> pg_backend::release_lost(std::shared_ptr<pg_lock_state> st,
                                                release_handler h, bool direct) {
-    metrics_recorder::add(metrics_.releases_found_gone);
+    metrics_.release_found_gone(event_observer(), log(), st->name, error::lock_lost);
     error_code ec;
     std::string why;
     auto c = co_await take_session(ec, why);
@@ -522,7 +527,7 @@ void pg_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t 
                          std::shared_ptr<const tenure> t, release_handler handler, bool direct) {
     auto st = std::static_pointer_cast<pg_lock_state>(base);
     auto finish = [&](error_code ec) {
-        answer_release(strand_, executor_, metrics_, std::move(handler), direct, ec);
+        answer_release(strand_, executor_, metrics_, *st, std::move(handler), direct, ec);
     };
     const bool expired = clock::now() >= t->deadline();
     switch (take_level(*st, level, *t)) {
@@ -701,12 +706,12 @@ asio::awaitable<error_code> pg_backend::transact(sql_run& run) {
 }
 
 std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,
-                                      std::string_view holder_label) {
+                                      const backend_config& settings) {
     backend_options o;
     std::string why;
     if (auto ec = parse_url(url, o, why); ec) throw boost::system::system_error(ec, why);
-    o.holder_label = holder_label;
-    return std::make_shared<pg_backend>(std::move(ex), std::move(o));
+    o.holder_label = settings.holder_label;
+    return std::make_shared<pg_backend>(std::move(ex), std::move(o), settings);
 }
 
 }  // namespace corolock::detail::pg

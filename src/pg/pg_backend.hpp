@@ -25,6 +25,8 @@
 #include "core/background_work.hpp"
 #include "core/backend.hpp"
 #include "core/metrics_recorder.hpp"
+
+#include <corolock/backend.hpp>
 #include "pg/connection.hpp"
 
 #include <boost/asio/awaitable.hpp>
@@ -65,13 +67,15 @@ error_code parse_url(std::string_view url, backend_options& out, std::string& wh
 
 class pg_backend final : public lock_backend, public std::enable_shared_from_this<pg_backend> {
 public:
-    pg_backend(boost::asio::any_io_executor ex, backend_options opts);
+    pg_backend(boost::asio::any_io_executor ex, backend_options opts,
+               const backend_config& settings = {});
     ~pg_backend() override;
 
     boost::asio::any_io_executor get_executor() const noexcept override { return executor_; }
     const strand_type& strand() const noexcept override { return strand_; }
     bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
     spdlog::logger& log() const noexcept override { return *logger_; }
+    observer* event_observer() const noexcept override { return observer_.get(); }
     void stop() noexcept override;
     std::string_view scheme() const noexcept override { return "postgresql"; }
     metrics_snapshot metrics() const noexcept override { return metrics_.snapshot(); }
@@ -141,6 +145,7 @@ private:
     backend_options opts_;
     std::string holder_argument_;
     std::shared_ptr<spdlog::logger> logger_;
+    std::shared_ptr<observer> observer_;  // backend_config::observer
     metrics_recorder metrics_;
     std::shared_ptr<background_work> work_;
     std::atomic<bool> stopped_{false};
@@ -153,6 +158,6 @@ private:
 // A PostgreSQL backend for `url`, recording holder_label in the lock rows.
 // Throws system_error (invalid_url).
 std::shared_ptr<lock_backend> connect(boost::asio::any_io_executor ex, std::string_view url,
-                                      std::string_view holder_label);
+                                      const backend_config& settings);
 
 }  // namespace corolock::detail::pg

@@ -88,11 +88,12 @@ redlock_lock_state::redlock_lock_state(std::shared_ptr<lock_backend> b, std::str
       quorum(nodes.size()) {}
 
 redlock_backend::redlock_backend(asio::any_io_executor ex, std::vector<backend> nodes,
-                                 redlock_options opts)
+                                 redlock_options opts, std::shared_ptr<observer> events)
     : executor_(ex),
       strand_(asio::make_strand(inner_executor(ex))),
       nodes_(std::move(nodes)),
-      opts_(opts) {
+      opts_(opts),
+      observer_(std::move(events)) {
     if (nodes_.empty())
         throw boost::system::system_error(error::invalid_argument, "redlock needs at least one node");
 }
@@ -438,9 +439,7 @@ private:
     void note_grant() {
         auto& m = be->metrics_;
         const auto now = clock::now();
-        m.add(m.acquisitions);
-        m.wait.record(now - started);
-        if (contended_) m.add(m.contended_acquisitions);
+        m.granted(be->event_observer(), be->log(), st->name, now - started, contended_);
         if (round_woken_at_ != clock::time_point{}) m.handoff.record(now - round_woken_at_);
     }
 
@@ -578,7 +577,7 @@ void redlock_backend::lose_tenure(const std::shared_ptr<redlock_lock_state>& st,
     auto* t = st->live();
     if (!t || t->lost()) return;
     log().warn("redlock {}: lost: {}", st->name, why);
-    metrics_.add(metrics_.leases_lost);
+    metrics_.lost(event_observer(), log(), st->name, why);
     t->mark_lost(clock::now());
     st->lost_epoch = t->epoch;
     st->signal_lost();
@@ -605,7 +604,7 @@ void redlock_backend::end_tenure(const std::shared_ptr<redlock_lock_state>& st,
     // Released when a majority of the nodes confirmed it (docs/redlock.md,
     // "Releasing"); else the keys left behind expire at their TTL.
     release_everywhere(std::move(guards), [self = shared_from_this(), h = std::move(done), direct,
-                                           lost, m = st->quorum.majority()](
+                                           lost, m = st->quorum.majority(), name = st->name](
                                               std::size_t ok, error_code why) mutable {
         error_code ec;
         if (lost)
@@ -613,7 +612,7 @@ void redlock_backend::end_tenure(const std::shared_ptr<redlock_lock_state>& st,
         else if (ok < m)
             ec = why ? why : error_code(error::lock_lost);
         if (!lost && ec == condition::lease_gone)
-            self->metrics_.add(self->metrics_.releases_found_gone);
+            self->metrics_.release_found_gone(self->event_observer(), self->log(), name, ec);
         complete_now(std::move(h), direct, self->executor_, ec);
     });
 }
@@ -702,16 +701,35 @@ void redlock_backend::drain_nodes(clock::duration bound, release_handler handler
     }
 }
 
+namespace {
+// What a RedLock's user hears of its nodes: a node's renewal that failed and
+// a node's reconnection. The lock events (acquired, lost, release found
+// gone) are the RedLock's own, told by the RedLock backend once, not by
+// each node.
+class node_events final : public observer {
+public:
+    explicit node_events(std::shared_ptr<observer> to) : to_(std::move(to)) {}
+    void on_renewal_failed(std::string_view lock, error_code ec) override {
+        to_->on_renewal_failed(lock, ec);
+    }
+    void on_reconnected() override { to_->on_reconnected(); }
+
+private:
+    std::shared_ptr<observer> to_;
+};
+}  // namespace
+
 std::shared_ptr<lock_backend> connect_redlock(asio::any_io_executor ex,
                                               const std::vector<std::string>& urls,
-                                              std::string_view holder_label,
+                                              const backend_config& settings,
                                               redlock_options opts) {
     std::vector<backend> nodes;
     nodes.reserve(urls.size());
-    backend_config cfg;
-    cfg.holder_label = std::string(holder_label);
-    for (const auto& u : urls) nodes.emplace_back(ex, u, cfg);
-    return std::make_shared<redlock_backend>(std::move(ex), std::move(nodes), opts);
+    backend_config per_node = settings;
+    if (settings.observer) per_node.observer = std::make_shared<node_events>(settings.observer);
+    for (const auto& u : urls) nodes.emplace_back(ex, u, per_node);
+    return std::make_shared<redlock_backend>(std::move(ex), std::move(nodes), opts,
+                                             settings.observer);
 }
 
 }  // namespace corolock::detail

@@ -69,13 +69,16 @@ class redlock_backend final : public lock_backend,
                               public std::enable_shared_from_this<redlock_backend> {
 public:
     // `nodes`: 1 or more independent Redis backends (3 or 5 for RedLock).
+    // `events`: the user's observer of the RedLock's lock events (null:
+    // none); its nodes have their own (connect_redlock).
     redlock_backend(boost::asio::any_io_executor ex, std::vector<backend> nodes,
-                    redlock_options opts);
+                    redlock_options opts, std::shared_ptr<observer> events = {});
 
     boost::asio::any_io_executor get_executor() const noexcept override { return executor_; }
     const strand_type& strand() const noexcept override { return strand_; }
     bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
     spdlog::logger& log() const noexcept override { return nodes_.front().impl()->log(); }
+    observer* event_observer() const noexcept override { return observer_.get(); }
     void stop() noexcept override;
     std::string_view scheme() const noexcept override { return "redlock"; }
     // Its own acquire, loss and release figures and rounds; the nodes'
@@ -135,15 +138,18 @@ private:
     std::size_t tries_out_ = 0;
     std::vector<std::function<void()>> settled_waiters_;
     metrics_recorder metrics_;
+    std::shared_ptr<observer> observer_;
     std::atomic<std::uint64_t> rounds_{0}, rounds_failed_{0};
 };
 
 // A RedLock backend over `urls` (each a Redis URL, any topology), opened
-// with holder_label. Throws system_error(invalid_argument) for fewer than
-// one URL, or what a node's URL throws.
+// with `settings` (each node gets its holder label and logger; the observer
+// hears the RedLock's lock events, and its nodes' renewal failures and
+// reconnections). Throws system_error(invalid_argument) for fewer than one
+// URL, or what a node's URL throws.
 std::shared_ptr<lock_backend> connect_redlock(boost::asio::any_io_executor ex,
                                               const std::vector<std::string>& urls,
-                                              std::string_view holder_label,
+                                              const backend_config& settings,
                                               redlock_options opts = {});
 
 }  // namespace corolock::detail

@@ -125,7 +125,7 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
             if (t && t->epoch == epoch && !t->lost() && rc == ZOK &&
                 clock::now() < backend->deadline_of(*st)) {
                 if (abandoned) co_return;  // the level was never handed out
-                metrics_recorder::add(backend->recorder().acquisitions);
+                this->count_grant(st->name, false);
                 auto tt = backend->on_granted(st, level, terms, sent);
                 co_return complete({}, make_guard(st, level, static_cast<std::uint64_t>(stat.mzxid),
                                                   std::move(tt)));
@@ -348,7 +348,7 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
         }
         st->node = std::exchange(node, {});
         st->generation = generation;
-        count_grant(contended);
+        count_grant(st->name, contended);
         auto t = backend->on_granted(st, level, terms, decided);
         complete({}, make_guard(st, level, token, std::move(t)));
     }

@@ -38,12 +38,13 @@ zk_lock_state::zk_lock_state(std::shared_ptr<lock_backend> b, std::string lock_n
 
 // ---- the backend ----
 
-zk_backend::zk_backend(asio::any_io_executor ex, zk_options opts)
+zk_backend::zk_backend(asio::any_io_executor ex, zk_options opts, const backend_config& settings)
     : executor_(ex),
       strand_(asio::make_strand(inner_executor(ex))),
       opts_(std::move(opts)),
       holder_argument_(holder_argument(opts_.holder_label)),
-      logger_(default_logger()),
+      logger_(logger_or_default(settings.logger)),
+      observer_(settings.observer),
       work_(std::make_shared<background_work>(strand_, ex)) {}
 
 zk_backend::~zk_backend() {
@@ -376,8 +377,8 @@ void zk_backend::make_dirs(const std::string& dir, std::function<void(int rc)> d
 void zk_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t level,
                          std::shared_ptr<const tenure> t, release_handler handler, bool direct) {
     auto st = std::static_pointer_cast<zk_lock_state>(base);
-    auto finish = [this, direct](release_handler h, error_code ec) {
-        answer_release(strand_, executor_, metrics_, std::move(h), direct, ec);
+    auto finish = [this, st, direct](release_handler h, error_code ec) {
+        answer_release(strand_, executor_, metrics_, *st, std::move(h), direct, ec);
     };
     const bool expired = clock::now() >= deadline_of(*st);
     const auto step = take_level(*st, level, *t);
@@ -428,12 +429,12 @@ void zk_backend::release_in_background(const std::shared_ptr<lock_state>& base,
 }
 
 std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,
-                                      std::string_view holder_label) {
+                                      const backend_config& settings) {
     zk_options o;
     std::string why;
     if (auto ec = parse_url(url, o, why); ec) throw boost::system::system_error(ec, why);
-    o.holder_label = holder_label;
-    auto b = std::make_shared<zk_backend>(std::move(ex), std::move(o));
+    o.holder_label = settings.holder_label;
+    auto b = std::make_shared<zk_backend>(std::move(ex), std::move(o), settings);
     b->start();
     return b;
 }

@@ -33,6 +33,8 @@
 #include "core/background_work.hpp"
 #include "core/backend.hpp"
 #include "core/metrics_recorder.hpp"
+
+#include <corolock/backend.hpp>
 #include "zk/session.hpp"
 #include "zk/url.hpp"
 
@@ -62,7 +64,8 @@ struct zk_lock_state final : lock_state {
 
 class zk_backend final : public lock_backend, public std::enable_shared_from_this<zk_backend> {
 public:
-    zk_backend(boost::asio::any_io_executor ex, zk_options opts);
+    zk_backend(boost::asio::any_io_executor ex, zk_options opts,
+               const backend_config& settings = {});
     ~zk_backend() override;
 
     void start();
@@ -71,6 +74,7 @@ public:
     const strand_type& strand() const noexcept override { return strand_; }
     bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
     spdlog::logger& log() const noexcept override { return *logger_; }
+    observer* event_observer() const noexcept override { return observer_.get(); }
     void stop() noexcept override;
     std::string_view scheme() const noexcept override { return "zk"; }
     metrics_snapshot metrics() const noexcept override { return metrics_.snapshot(); }
@@ -146,6 +150,7 @@ private:
     zk_options opts_;
     std::string holder_argument_;
     std::shared_ptr<spdlog::logger> logger_;
+    std::shared_ptr<observer> observer_;  // backend_config::observer
     std::shared_ptr<session> session_;
     metrics_recorder metrics_;
     std::shared_ptr<background_work> work_;
@@ -167,6 +172,6 @@ private:
 
 // A started ZooKeeper backend for `url`. Throws system_error (invalid_url).
 std::shared_ptr<lock_backend> connect(boost::asio::any_io_executor ex, std::string_view url,
-                                      std::string_view holder_label);
+                                      const backend_config& settings);
 
 }  // namespace corolock::detail::zk

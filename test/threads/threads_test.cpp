@@ -544,11 +544,11 @@ TEST_CASE("threads: RedLock on two threads, its per-node timeouts firing while n
     asio::io_context ioc(2);
     corolock::detail::redlock_options hasty;
     hasty.node_timeout = 1ms;
-    corolock::backend quick(corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), "",
+    corolock::backend quick(corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), {},
                                                               hasty),
                             true);
     corolock::backend steady(
-        corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), ""), true);
+        corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), {}), true);
     constexpr int contenders = 4, rounds = 25;
     // Atomics: two backends order their holders through the servers, which
     // ThreadSanitizer cannot see.

@@ -1,9 +1,13 @@
 // Histogram bucketing and the Prometheus text rendering (metrics.hpp), with
 // a small parser of the text exposition format that checks every line.
+#include "core/logging.hpp"
 #include "core/metrics_recorder.hpp"
 #include <corolock/metrics.hpp>
 
 #include <catch2/catch.hpp>
+
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <map>
@@ -283,4 +287,62 @@ TEST_CASE("metrics: labels go on every sample, escaped and valid UTF-8", "[metri
     check_histogram(e, "corolock_handoff_seconds", 0);
     CHECK(corolock::prometheus_label_value("plain") == "plain");
     CHECK(corolock::prometheus_label_value("\xe2\x82") == "\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+namespace {
+struct recording_observer final : corolock::observer {
+    std::vector<std::string> events;
+    void on_acquired(std::string_view lock, duration, bool contended) override {
+        events.push_back("acquired " + std::string(lock) + (contended ? " contended" : ""));
+    }
+    void on_lost(std::string_view lock, std::string_view why) override {
+        events.push_back("lost " + std::string(lock) + ": " + std::string(why));
+    }
+    void on_renewal_failed(std::string_view lock, corolock::error_code) override {
+        events.push_back("renewal failed " + std::string(lock));
+    }
+    void on_release_found_gone(std::string_view lock, corolock::error_code) override {
+        events.push_back("gone " + std::string(lock));
+        throw std::runtime_error("an observer that throws");
+    }
+};
+}  // namespace
+
+TEST_CASE("metrics: the recorder counts an event and tells the observer in one step",
+          "[metrics][observer]") {
+    corolock::detail::metrics_recorder m;
+    recording_observer o;
+    auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+    spdlog::logger log("recorder-test", sink);
+    m.granted(&o, log, "a", std::chrono::milliseconds(3), true);
+    m.granted(nullptr, log, "b", std::chrono::milliseconds(1), false);  // nobody told
+    m.lost(&o, log, "a", "the lease ran out");
+    m.renewal_failed(&o, log, "a", corolock::error::expired);
+    m.release_found_gone(&o, log, "a", corolock::error::lock_lost);  // its throw is logged
+    CHECK(o.events == std::vector<std::string>{"acquired a contended", "lost a: the lease ran out",
+                                               "renewal failed a", "gone a"});
+    const auto s = m.snapshot();
+    CHECK(s.acquisitions == 2);
+    CHECK(s.contended_acquisitions == 1);
+    CHECK(s.wait.count() == 2);
+    CHECK(s.leases_lost == 1);
+    CHECK(s.renewals_failed == 1);
+    CHECK(s.releases_found_gone == 1);
+    const auto lines = sink->last_formatted();
+    REQUIRE(lines.size() == 1);
+    CHECK(lines.front().find("on_release_found_gone") != std::string::npos);
+}
+
+TEST_CASE("logging: the default logger is spdlog's \"corolock\", quiet until spdlog raises it",
+          "[logging]") {
+    const auto mine = corolock::detail::default_logger();
+    CHECK(spdlog::get("corolock") == mine);
+    CHECK(corolock::detail::logger_or_default(nullptr) == mine);
+    auto given = std::make_shared<spdlog::logger>("given");
+    CHECK(corolock::detail::logger_or_default(given) == given);
+    const auto before = mine->level();
+    if (std::getenv("COROLOCK_LOG_LEVEL") == nullptr) CHECK(before == spdlog::level::off);
+    spdlog::set_level(spdlog::level::info);  // what an application does
+    CHECK(mine->level() == spdlog::level::info);
+    mine->set_level(before);  // quiet again for the other cases
 }

@@ -123,7 +123,7 @@ client_impl::client_impl(asio::any_io_executor ex, config cfg, std::optional<str
     : executor_(ex),
       strand_(strand ? *strand : strand_type(inner_executor(ex))),
       cfg_(cfg.with_defaults()),
-      logger_(cfg_.logger ? cfg_.logger : default_logger()),
+      logger_(logger_or_default(cfg_.logger)),
       holder_(holder_argument(cfg_.holder_label)),
       // I/O objects live on the strand's inner executor (executor_ itself):
       // they are only touched on the strand, and their completions resume
@@ -336,9 +336,11 @@ backend client::lock_backend() const noexcept {
 
 std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_executor ex,
                                                             std::string_view url,
-                                                            std::string_view holder_label) {
+                                                            const backend_config& settings) {
     config cfg = config::from_url(url);
-    cfg.holder_label = holder_label;
+    cfg.holder_label = settings.holder_label;
+    if (settings.logger) cfg.logger = settings.logger;
+    cfg.observer = settings.observer;
     return connect_redis(std::move(ex), std::move(cfg));
 }
 

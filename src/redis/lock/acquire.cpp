@@ -273,13 +273,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         auto& c = st->client();
         auto& m = c.metrics();
         const auto waited = now - started;
-        m.add(m.acquisitions);
-        m.wait.record(waited);
-        if (machine.contended()) m.add(m.contended_acquisitions);
         if (woken_at != clock::time_point{} && woken_at <= sent) m.handoff.record(now - woken_at);
-        detail::notify(c.event_observer(), c.log(), "on_acquired", [&](observer& o) {
-            o.on_acquired(st->name, waited, machine.contended());
-        });
+        m.granted(c.event_observer(), c.log(), st->name, waited, machine.contended());
     }
 
     // A grant that cannot start or continue a tenure safely. Either the

@@ -33,9 +33,7 @@ extra_keys extra_keys_of(lock_spec::kind_t kind) noexcept {
 }
 
 void note_renewal_failed(client_impl& c, const redis_lock_state& st, error_code ec) {
-    c.metrics().add(c.metrics().renewals_failed);
-    notify(c.event_observer(), c.log(), "on_renewal_failed",
-           [&](observer& o) { o.on_renewal_failed(st.name, ec); });
+    c.metrics().renewal_failed(c.event_observer(), c.log(), st.name, ec);
 }
 }  // namespace
 
@@ -131,9 +129,7 @@ public:
             if (!ec && tenure_ && tenure_->lost()) ec = error::lock_lost;
             if (ec && granted_ && ec == condition::lease_gone) {
                 auto& c = st_->client();
-                c.metrics().add(c.metrics().releases_found_gone);
-                notify(c.event_observer(), c.log(), "on_release_found_gone",
-                       [&](observer& o) { o.on_release_found_gone(st_->name, ec); });
+                c.metrics().release_found_gone(c.event_observer(), c.log(), st_->name, ec);
             }
         }
         st_->client().log().debug("release {} level {}: {}", escaped{st_->name}, level_,
@@ -691,7 +687,6 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     auto* t = st->live();
     if (!t) return;
     impl_.log().warn("lock {} lost: {}", escaped{st->name}, why);
-    impl_.metrics().add(impl_.metrics().leases_lost);
     t->mark_lost(clock::now());
     st->lost_epoch = t->epoch;
     const auto levels = std::exchange(st->levels, {});
@@ -699,8 +694,7 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     schedule_.remove(st->watch_id);
     unwatch(st->watch_id);
     st->signal_lost();
-    notify(impl_.event_observer(), impl_.log(), "on_lost",
-           [&](observer& o) { o.on_lost(st->name, why); });
+    impl_.metrics().lost(impl_.event_observer(), impl_.log(), st->name, why);
     // If the lease was only presumed lost (renewals unconfirmed), the key may
     // still be ours: remove it, owner-checked, so it cannot outlive us. Each
     // of the tenure's own levels, never all of the owner's: a grant the owner

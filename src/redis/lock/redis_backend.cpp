@@ -15,6 +15,7 @@ boost::asio::any_io_executor redis_backend::get_executor() const noexcept {
 const lock_backend::strand_type& redis_backend::strand() const noexcept { return client_.strand(); }
 bool redis_backend::stopped() const noexcept { return client_.stopped(); }
 spdlog::logger& redis_backend::log() const noexcept { return client_.log(); }
+observer* redis_backend::event_observer() const noexcept { return client_.event_observer(); }
 void redis_backend::stop() noexcept { client_.stop(); }
 std::string_view redis_backend::scheme() const noexcept {
     const bool tls = client_.cfg().tls.enabled;

@@ -6,6 +6,7 @@
 
 #include "core/backend.hpp"
 
+#include <corolock/backend.hpp>
 #include <corolock/config.hpp>
 
 namespace corolock::detail {
@@ -20,6 +21,7 @@ public:
     const strand_type& strand() const noexcept override;
     bool stopped() const noexcept override;
     spdlog::logger& log() const noexcept override;
+    observer* event_observer() const noexcept override;
     void stop() noexcept override;
     std::string_view scheme() const noexcept override;
     metrics_snapshot metrics() const noexcept override;
@@ -49,11 +51,11 @@ private:
     client_impl& client_;
 };
 
-// A started Redis client for `url` (its config::holder_label given), as a
-// backend. Throws system_error (invalid_argument) for a bad URL or
-// configuration.
+// A started Redis client for `url` (its config's holder label, logger and
+// observer from `settings`), as a backend. Throws system_error
+// (invalid_argument) for a bad URL or configuration.
 std::shared_ptr<lock_backend> connect_redis(boost::asio::any_io_executor ex, std::string_view url,
-                                            std::string_view holder_label);
+                                            const backend_config& settings);
 // The same from a config (any topology, a Cluster included).
 std::shared_ptr<lock_backend> connect_redis(boost::asio::any_io_executor ex, config cfg);
 
