@@ -38,6 +38,18 @@ struct options {
     double seconds = 0;
 };
 
+// Picks the figure for the run mode: the published run, a shorter one, or a
+// token amount that only proves the code path works.
+template <class T>
+T pick(const options& o, T full, T quick, T smoke) {
+    switch (o.mode) {
+    case run_mode::full: return full;
+    case run_mode::quick: return quick;
+    case run_mode::smoke: return smoke;
+    }
+    return smoke;
+}
+
 // Metrics of one scenario, in order: a name and a JSON literal. A scenario
 // process prints them as "name<TAB>literal" lines; the orchestrator turns
 // them into one JSON object per scenario and reads numbers back for targets.
@@ -105,6 +117,10 @@ struct scenario_info {
     int time_limit_s;  // the scenario process is killed after this
 };
 const std::vector<scenario_info>& scenarios();
+
+// FENCE (fence_scenario.cpp): a fenced write and the sequencer check against
+// their floors, a plain write and a PING, interleaved on one client.
+boost::asio::awaitable<void> scenario_fence(const options& o, metrics& m);
 
 // Runs one scenario in this process and prints its metrics. Exit status 0
 // on success; on failure an "error" metric says why.

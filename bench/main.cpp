@@ -440,6 +440,8 @@ int orchestrate(const cli& c) {
         {"S6", "heap allocations per cycle (fresh name)", metric("s6", "allocations_per_cycle_fresh_name"), "<=", 10, ""},
         {"SEM", "semaphore / mutex cycles/s, 64 coroutines", metric("sem", "ratio_fresh_median"), ">=", 0.8, "x"},
         {"RW", "2 x read-heavy shared cycles/s / EVALSHA 50-client ops/s", 2 * metric("rw", "cycles_per_s") / base("evalsha_c50").ops_per_s, ">=", 2.0, "x"},
+        {"FENCE", "fenced SET p50 / plain SET p50", metric("fence", "fenced_over_set_p50"), "<=", 1.2, "x"},
+        {"CHECK", "check_token p50 / PING p50", metric("fence", "check_over_ping_p50"), "<=", 1.3, "x"},
     };
     const double wall = std::chrono::duration<double>(clock::now() - t_start).count();
 

@@ -47,18 +47,6 @@ namespace {
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-// Picks the figure for the run mode: the published run, a shorter one, or a
-// token amount that only proves the code path works.
-template <class T>
-T pick(const options& o, T full, T quick, T smoke) {
-    switch (o.mode) {
-    case run_mode::full: return full;
-    case run_mode::quick: return quick;
-    case run_mode::smoke: return smoke;
-    }
-    return smoke;
-}
-
 double to_us(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 double to_s(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -1248,6 +1236,7 @@ const std::vector<scenario_info>& scenarios() {
         {"sem", &scenario_sem, 60},
         {"fair_handoff", &scenario_fair_handoff, 40},
         {"rw", &scenario_rw, 40},
+        {"fence", &scenario_fence, 40},
     };
     return list;
 }

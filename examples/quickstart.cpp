@@ -4,6 +4,7 @@
 //   quickstart [redis://127.0.0.1:6379]
 #include <corolock/corolock.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -17,24 +18,19 @@ using namespace std::chrono_literals;
 
 // The protected store checks the token: a write carrying an older token than
 // one it has already seen is refused, so a holder whose lease ran out cannot
-// overwrite its successor's work.
-//
-// KEYS[1] the stock hash   ARGV[1] the fencing token
-// Returns the units left, or -1 when the token is stale.
-constexpr std::string_view fenced_decrement = R"lua(
-    local last = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
-    if tonumber(ARGV[1]) <= last then return -1 end
-    redis.call('HSET', KEYS[1], 'fence', ARGV[1])
-    return redis.call('HINCRBY', KEYS[1], 'units', -1)
-)lua";
-
+// overwrite its successor's work. The Redis fence (docs/fencing.md) does it
+// on the server, in one function call: HINCRBY runs only if `token` is at
+// least the highest token recorded in the fence key, which shares the data
+// key's hash tag. The library loads itself into Redis (7.0 or later) on
+// first use.
 asio::awaitable<bool> write_stock(corolock::client& redis, const std::string& sku,
                                   std::uint64_t token) {
-    const std::string key = "stock:{" + sku + "}";
-    corolock::command cmd{"EVAL", fenced_decrement, "1", key};
-    cmd.arg(static_cast<std::int64_t>(token));
-    auto r = co_await redis.async_exec(std::move(cmd), asio::use_awaitable);
-    co_return r.integer >= 0;
+    const std::string tag = "{stock:" + sku + "}";
+    auto [ec, r] = co_await corolock::async_fenced_exec(
+        redis, tag + ":fence", token, corolock::command{"HINCRBY", tag, "units", "-1"},
+        asio::as_tuple(asio::use_awaitable));
+    if (ec && ec != corolock::error::stale_token) throw boost::system::system_error(ec);
+    co_return !ec;
 }
 
 asio::awaitable<void> reserve(corolock::client& redis, std::string sku) {

@@ -17,6 +17,7 @@ packages=(
   libzookeeper-st-dev                   # the ZooKeeper backend: the single-threaded C client
   zookeeper default-jre-headless        # the ZooKeeper test servers (java, zookeeper.jar)
   python3 procps                        # the CLI and bench tests: JSON checks, ps
+  curl                                  # the fenced HTTP store example's test (test/demo)
   man-db dpkg-dev binutils              # the package tests: man -l, cpack's dpkg-shlibdeps, readelf/nm
   python3-kazoo python3-etcd3 python3-psycopg2  # the benchmarks' peers (bench/peers/)
 )

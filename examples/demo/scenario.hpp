@@ -29,6 +29,9 @@ struct scenario {
     // in the lock's slot and the fenced write touches one slot only.
     std::string store_key() const { return "demo:{" + lock_name() + "}:store"; }
     std::string counter_key() const { return "demo:{" + lock_name() + "}:sold"; }
+    // The Redis fence's record of the highest token written (one slot with
+    // the store: the same hash tag).
+    std::string fence_key() const { return "demo:{" + lock_name() + "}:fence"; }
 
     // Empty when the parameters make a meaningful run; otherwise why not.
     std::string check() const;

@@ -1,9 +1,14 @@
 #include "store.hpp"
 
 #include <corolock/command.hpp>
+#include <corolock/error.hpp>
+#include <corolock/fence.hpp>
 #include <corolock/reply.hpp>
 
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
+
+#include <system_error>
 
 #include <stdexcept>
 
@@ -12,18 +17,6 @@ namespace demo {
 namespace asio = boost::asio;
 
 namespace {
-
-// KEYS[1]: the stock hash {units, fence}
-// ARGV[1]: the writer's fencing token, ARGV[2]: the new number of units
-// Returns {1, token} when written, {0, fence} when refused as stale.
-// Check and write happen in one script, so no other write can slip between.
-constexpr std::string_view fenced_write_lua = R"lua(
-local fence = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
-local token = tonumber(ARGV[1])
-if token <= fence then return {0, fence} end
-redis.call('HSET', KEYS[1], 'units', ARGV[2], 'fence', ARGV[1])
-return {1, token}
-)lua";
 
 std::int64_t as_int(const corolock::reply& r, const char* what) {
     if (r.type == corolock::resp3_type::integer) return r.integer;
@@ -38,12 +31,15 @@ std::int64_t as_int(const corolock::reply& r, const char* what) {
 }  // namespace
 
 stock_store::stock_store(corolock::client& redis, const scenario& sc)
-    : redis_(redis), store_key_(sc.store_key()), counter_key_(sc.counter_key()) {}
+    : redis_(redis),
+      store_key_(sc.store_key()),
+      counter_key_(sc.counter_key()),
+      fence_key_(sc.fence_key()) {}
 
 asio::awaitable<void> stock_store::reset(std::int64_t units) {
-    co_await redis_.async_exec(corolock::command("DEL", store_key_, counter_key_), asio::use_awaitable);
+    co_await redis_.async_exec(corolock::command("DEL", store_key_, counter_key_, fence_key_), asio::use_awaitable);
     co_await redis_.async_exec(
-        corolock::command("HSET", store_key_, "units").arg(units).arg("fence").arg(std::int64_t{0}),
+        corolock::command("HSET", store_key_, "units").arg(units),
         asio::use_awaitable);
     co_await redis_.async_exec(corolock::command("SET", counter_key_, "0"), asio::use_awaitable);
 }
@@ -56,16 +52,20 @@ asio::awaitable<std::int64_t> stock_store::units() {
 
 asio::awaitable<stock_store::write_result> stock_store::write_units(std::uint64_t token,
                                                                     std::int64_t units) {
-    auto r = co_await redis_.async_exec(
-        corolock::command("EVAL", fenced_write_lua, "1", store_key_)
-            .arg(static_cast<std::int64_t>(token))
-            .arg(units),
-        asio::use_awaitable);
-    if (r.type != corolock::resp3_type::array || r.elements.size() != 2)
-        throw std::runtime_error("demo store: unexpected reply to the fenced write: " +
-                                 corolock::to_string(r));
-    co_return write_result{as_int(r.elements[0], "fenced write") == 1,
-                           static_cast<std::uint64_t>(as_int(r.elements[1], "fence"))};
+    // The Redis fence (docs/fencing.md): the server runs the HSET only if
+    // `token` is at least the highest token written through fence_key_, and
+    // records it, in one function call; a stale token gets error::stale_token.
+    auto [ec, r] = co_await corolock::async_fenced_exec(
+        redis_, fence_key_, token, corolock::command("HSET", store_key_, "units").arg(units),
+        asio::as_tuple(asio::use_awaitable));
+    if (ec && ec != corolock::error::stale_token)
+        throw std::system_error(ec, "demo store: the fenced write: " + corolock::to_string(r));
+    co_return write_result{!ec, co_await fence()};
+}
+
+asio::awaitable<std::uint64_t> stock_store::fence() {
+    auto f = co_await redis_.async_exec(corolock::command("GET", fence_key_), asio::use_awaitable);
+    co_return static_cast<std::uint64_t>(as_int(f, "GET fence"));
 }
 
 asio::awaitable<void> stock_store::write_units_unfenced(std::int64_t units) {
@@ -82,12 +82,8 @@ asio::awaitable<void> stock_store::count_sale() {
 
 asio::awaitable<stock_store::totals> stock_store::read_totals() {
     totals t;
-    auto u = co_await redis_.async_exec(corolock::command("HMGET", store_key_, "units", "fence"),
-                                        asio::use_awaitable);
-    if (u.type != corolock::resp3_type::array || u.elements.size() != 2)
-        throw std::runtime_error("demo store: unexpected reply to HMGET: " + corolock::to_string(u));
-    t.units = as_int(u.elements[0], "units");
-    t.fence = static_cast<std::uint64_t>(as_int(u.elements[1], "fence"));
+    t.units = co_await units();
+    t.fence = co_await fence();
     auto c = co_await redis_.async_exec(corolock::command("GET", counter_key_), asio::use_awaitable);
     t.counter = as_int(c, "GET sold");
     co_return t;

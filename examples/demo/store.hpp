@@ -1,5 +1,5 @@
 // The protected resource: one SKU's stock in a Redis hash, written only
-// through a fencing check.
+// through the Redis fence (corolock::async_fenced_exec, docs/fencing.md).
 //
 // The store remembers the highest fencing token it has accepted and refuses
 // any write that carries a token not above it. That is what keeps a holder
@@ -34,8 +34,9 @@ public:
         bool accepted = false;
         std::uint64_t fence = 0;  // the highest token accepted, after this write
     };
-    // The fenced write: sets the units if `token` is above every token the
-    // store accepted before, atomically with the check (one Lua script).
+    // The fenced write: sets the units if `token` is at least every token the
+    // store accepted before, atomically with the check (one call of the
+    // corolock Redis function library, loaded on first use).
     boost::asio::awaitable<write_result> write_units(std::uint64_t token, std::int64_t units);
     // What code without fencing does: just write.
     boost::asio::awaitable<void> write_units_unfenced(std::int64_t units);
@@ -43,6 +44,9 @@ public:
     // A separate non-atomic GET-then-SET counter of sales. Nothing but the
     // lock protects it, so it ends exact only if holders never overlapped.
     boost::asio::awaitable<void> count_sale();
+
+    // The highest token the fence has recorded (0 before any write).
+    boost::asio::awaitable<std::uint64_t> fence();
 
     struct totals {
         std::int64_t units = 0;
@@ -55,6 +59,7 @@ private:
     corolock::client& redis_;
     std::string store_key_;
     std::string counter_key_;
+    std::string fence_key_;
 };
 
 }  // namespace demo

@@ -1,7 +1,7 @@
 // The Redis fence (src/redis/fence/fence_library.cpp, include/corolock/fence.hpp)
 // against real servers: a write with a token older than the newest one
 // written through the same fence key is refused by the server, on one
-// server and on a Cluster, through the library's functions and through
+// server, through Sentinel (across a failover) and on a Cluster, through the library's functions and through
 // async_fenced_exec; the library loads itself where it is missing.
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
@@ -12,8 +12,10 @@
 #include "support/async_test.hpp"
 #include "support/cluster_fleet.hpp"
 #include "support/redis_server.hpp"
+#include "support/sentinel_fleet.hpp"
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -25,6 +27,7 @@ using namespace std::chrono_literals;
 using namespace corolock::test;
 using corolock::command;
 using corolock::error;
+using corolock::error_code;
 
 namespace {
 
@@ -248,4 +251,46 @@ TEST_CASE("fence: on a Cluster a stale write is refused, keys in two slots are r
         CHECK(library_loaded(fleet.node(i)));
     }
     CHECK(primaries == 3);
+}
+
+TEST_CASE("fence: through Sentinel the fence record survives a failover and still refuses "
+          "the older token",
+          "[integration][fence][sentinel]") {
+    sentinel_fleet fleet;
+    asio::io_context ioc;
+    corolock::backend b{ioc.get_executor(), fleet.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        // The library is loaded on the primary on demand; the write and its
+        // token are recorded there.
+        auto [e2, r2] = co_await fenced(b, "{acct}:fence", 2, command{"SET", "{acct}:v", "2"});
+        REQUIRE_FALSE(e2);
+        auto [e1, r1] = co_await fenced(b, "{acct}:fence", 1, command{"SET", "{acct}:v", "1"});
+        CHECK(e1 == error::stale_token);
+    }, 60s);
+    // Both replicas have the library, the value and the fence record (FUNCTION
+    // LOAD and the FCALL's writes replicate) before the primary is replaced.
+    REQUIRE(fleet.server(0).cmd1({"WAIT", "2", "10000"}) == "2");
+    fleet.sentinel(1).cmd({"SENTINEL", "FAILOVER", fleet.options().service});
+    const auto now = fleet.wait_for_failover(0, std::chrono::milliseconds(30'000));
+    REQUIRE(now != 0);
+    CHECK(library_loaded(fleet.server(now)));
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        // The backend follows Sentinel to the new primary. A write may meet
+        // the switch (a dropped or READONLY connection): asked again, at
+        // most 100 times, each after the reply.
+        error_code stale{};
+        for (int i = 0; i < 100; ++i) {
+            auto [ec, r] = co_await fenced(b, "{acct}:fence", 1, command{"SET", "{acct}:v", "1"});
+            stale = ec;
+            if (ec == error::stale_token || !ec) break;
+            asio::steady_timer pause{ioc, 100ms};
+            co_await pause.async_wait(use_nothrow);
+        }
+        CHECK(stale == error::stale_token);
+        auto [e3, r3] = co_await fenced(b, "{acct}:fence", 3, command{"SET", "{acct}:v", "3"});
+        CHECK_FALSE(e3);
+        b.stop();
+    }, 60s);
+    CHECK(fleet.server(now).cmd1({"GET", "{acct}:v"}) == "3");
+    CHECK(fleet.server(now).cmd1({"GET", "{acct}:fence"}) == "3");
 }
