@@ -8,7 +8,9 @@
 // Its users: the Redis client's reconnects, the Sentinel subscription's
 // move to the next Sentinel, the Cluster router's retries after TRYAGAIN,
 // CLUSTERDOWN or an unreachable node, an acquire's retry after a transient
-// failure (acquire_fsm), the etcd watch's restart.
+// failure (acquire_fsm), the etcd watch's restart, ZooKeeper's background
+// clean-up after an unanswered delete, PostgreSQL's repeated cancel of a
+// waiter's statement.
 #pragma once
 
 #include <algorithm>

@@ -259,11 +259,11 @@ void zk_backend::arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t e
 void zk_backend::delete_in_background(std::string path, std::uint64_t generation,
                                       const background_work::job& parent) {
     if (path.empty() || stopped() || generation != session_->generation()) return;
-    delete_attempt(std::move(path), generation, work_->begin_with(parent), 0);
+    delete_attempt(std::move(path), generation, work_->begin_with(parent), retry_pauses());
 }
 
 void zk_backend::delete_attempt(std::string path, std::uint64_t generation,
-                                background_work::job job, int tries) {
+                                background_work::job job, retry tries) {
     session_->remove(path, [this, self = shared_from_this(), path, generation, job,
                             tries](int rc) mutable {
         // A lost answer: the node may still be there while its session
@@ -271,9 +271,11 @@ void zk_backend::delete_attempt(std::string path, std::uint64_t generation,
         // reconnection of the same session (an outage without a quorum can
         // outlast any fixed run of tries, and the session outlives it).
         if (unanswered(rc) && !stopped() && generation == session_->generation()) {
-            if (tries < 20) {
-                after_pause([this, self, path = std::move(path), generation, job, tries]() mutable {
-                    delete_attempt(std::move(path), generation, job, tries + 1);
+            if (tries.left > 0) {
+                const auto wait = take_try(tries);  // before the copy below
+                after_pause(wait, [this, self, path = std::move(path), generation, job,
+                                    tries]() mutable {
+                    delete_attempt(std::move(path), generation, job, tries);
                 });
                 return;
             }
@@ -285,9 +287,20 @@ void zk_backend::delete_attempt(std::string path, std::uint64_t generation,
     });
 }
 
-void zk_backend::after_pause(std::function<void()> f) {
+zk_backend::retry zk_backend::retry_pauses() {
+    // From 100 ms, doubling to 1 s, with jitter (core/backoff.hpp): 20
+    // tries span 10-17 s; after them, each reconnection tries again.
+    return {detail::backoff(std::chrono::milliseconds(100), std::chrono::seconds(1)), 20};
+}
+
+std::chrono::steady_clock::duration zk_backend::take_try(retry& tries) {
+    --tries.left;
+    return tries.pauses.next();
+}
+
+void zk_backend::after_pause(std::chrono::steady_clock::duration wait, std::function<void()> f) {
     auto timer = std::make_shared<asio::steady_timer>(strand_);
-    timer->expires_after(std::chrono::milliseconds(100));
+    timer->expires_after(wait);
     timer->async_wait([timer, f = std::move(f)](error_code) { f(); });
 }
 
@@ -296,12 +309,12 @@ void zk_backend::delete_attempt_in_background(std::string dir, std::string attem
                                               const background_work::job& parent) {
     if (stopped() || generation != session_->generation()) return;
     find_attempt_to_delete(std::move(dir), std::move(attempt), generation,
-                           work_->begin_with(parent), 0);
+                           work_->begin_with(parent), retry_pauses());
 }
 
 void zk_backend::find_attempt_to_delete(std::string dir, std::string attempt,
                                         std::uint64_t generation, background_work::job job,
-                                        int tries) {
+                                        retry tries) {
     session_->children(dir, [this, self = shared_from_this(), dir, attempt, generation, job,
                              tries](int rc, std::vector<std::string> kids, node_stat) mutable {
         if (stopped() || generation != session_->generation()) {
@@ -310,11 +323,12 @@ void zk_backend::find_attempt_to_delete(std::string dir, std::string attempt,
         }
         if (unanswered(rc)) {
             // As delete_attempt: a few tries, then at each reconnection.
-            if (tries < 20) {
-                after_pause([this, self, dir = std::move(dir), attempt = std::move(attempt),
-                             generation, job, tries]() mutable {
+            if (tries.left > 0) {
+                const auto wait = take_try(tries);  // before the copy below
+                after_pause(wait, [this, self, dir = std::move(dir), attempt = std::move(attempt),
+                                    generation, job, tries]() mutable {
                     find_attempt_to_delete(std::move(dir), std::move(attempt), generation, job,
-                                           tries + 1);
+                                           tries);
                 });
                 return;
             }
@@ -323,7 +337,7 @@ void zk_backend::find_attempt_to_delete(std::string dir, std::string attempt,
             unfound_.emplace(std::make_pair(std::move(dir), std::move(attempt)), generation);
         } else if (rc == ZOK) {
             if (auto found = zk::find_attempt(kids, attempt)) {
-                delete_attempt(dir + "/" + *found, generation, job, 0);  // ends the job
+                delete_attempt(dir + "/" + *found, generation, job, retry_pauses());  // ends the job
                 return;
             }
         }

@@ -31,6 +31,7 @@
 #pragma once
 
 #include "core/background_work.hpp"
+#include "core/backoff.hpp"
 #include "core/backend.hpp"
 #include "core/metrics_recorder.hpp"
 
@@ -138,12 +139,20 @@ private:
     // Watches the live tenure's node: deleted by anyone else (corolock
     // break, or by hand), the tenure is lost at once, not at the release.
     void watch_node(const std::shared_ptr<zk_lock_state>& st);
+    // A background clean-up's tries left and the pauses between them.
+    struct retry {
+        detail::backoff pauses;
+        int left = 0;
+    };
+    static retry retry_pauses();
     void delete_attempt(std::string path, std::uint64_t generation, background_work::job job,
-                        int tries);
+                        retry tries);
     void find_attempt_to_delete(std::string dir, std::string attempt, std::uint64_t generation,
-                                background_work::job job, int tries);
-    // A later try, 100 ms from now, on the strand.
-    void after_pause(std::function<void()> f);
+                                background_work::job job, retry tries);
+    // Takes one try from `tries`: the pause before it.
+    static std::chrono::steady_clock::duration take_try(retry& tries);
+    // Runs f on the strand after `wait`.
+    void after_pause(std::chrono::steady_clock::duration wait, std::function<void()> f);
 
     boost::asio::any_io_executor executor_;
     strand_type strand_;
