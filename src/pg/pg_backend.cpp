@@ -1,5 +1,6 @@
 #include "pg/pg_backend.hpp"
 
+#include "core/backoff.hpp"
 #include "core/coroutine_backend.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
@@ -332,9 +333,12 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
     // statement does (and be ignored): cancel again until it ends.
     static asio::awaitable<void> cancel_until_answered(std::shared_ptr<acquire_op> self) {
         asio::steady_timer pause(self->backend->strand());
+        // From 50 ms, doubling to 500 ms, with jitter (core/backoff.hpp): 40
+        // tries span about 15 s.
+        detail::backoff pauses(std::chrono::milliseconds(50), std::chrono::milliseconds(500));
         for (int i = 0; i < 40 && self->waiting_pid != 0 && !self->backend->stopped(); ++i) {
             self->backend->cancel_in_background(self->waiting_pid, self->cleanup);
-            pause.expires_after(std::chrono::milliseconds(250));
+            pause.expires_after(pauses.next());
             co_await pause.async_wait(nothrow);
         }
     }
@@ -390,13 +394,16 @@ struct acquire_op : coroutine_acquire<pg_backend>, std::enable_shared_from_this<
             auto s = co_await backend->take_session(ec, why);
             if (!s) co_return complete(backend->stopped() ? error::client_stopped : ec, {});
             if (abandoned) co_return backend->give_session(std::move(s));
-            answer a;
+            // A try first, waiting or not: a free lock is taken in this one
+            // statement. A try never takes a lock from a session queued for
+            // it (the server grants a released advisory lock to its queue
+            // at the release), so trying first costs a waiter no place.
             auto sent = clock::now();
-            if (try_only) {
-                a = co_await s->exec(try_acquire(st->name, opts.lease, backend->holder_argument(),
-                                                 st->owner),
-                                     request_deadline());
-            } else {
+            answer a = co_await s->exec(
+                try_acquire(st->name, opts.lease, backend->holder_argument(), st->owner),
+                request_deadline());
+            if (!try_only && decide_acquire(a).what == acquire_outcome::kind::refused) {
+                if (abandoned) co_return backend->give_session(std::move(s));
                 std::optional<clock::duration> left;
                 if (opts.wait) left = std::max<clock::duration>(started + *opts.wait - clock::now(),
                                                                std::chrono::milliseconds(1));

@@ -156,6 +156,32 @@ TEST_CASE("pg: a waiter waits in the server's lock queue and a release wakes it 
     }, 30s);
 }
 
+// Issue 46: an uncontended acquire that may wait is one statement, the try
+// (pg_try_advisory_lock with the fence), not the wait's two (its
+// lock_timeout, then pg_advisory_lock). The holding session's last
+// statement, in pg_stat_activity, says which one took the lock.
+TEST_CASE("pg: a free lock is taken by one try statement, also by an acquire that may wait",
+          "[pg][wait]") {
+    pg_server server;
+    asio::io_context ioc;
+    corolock::backend a(ioc.get_executor(), server.url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::mutex m(a, "free");
+        auto g = co_await m.acquire({.lease = 30s, .wait = 5s});
+        const auto sessions = lock_sessions(server, "free");
+        REQUIRE(sessions.size() == 1);
+        const auto last = server.query("SELECT query FROM pg_stat_activity WHERE pid = " +
+                                       sessions.at(0).first);
+        REQUIRE(last.size() == 1);
+        const std::string statement = last.at(0).at(0).value_or("");
+        INFO("the holder's last statement: " << statement);
+        CHECK(statement.find("pg_try_advisory_lock") != std::string::npos);
+        const auto rec = co_await g.release();
+        CHECK_FALSE(rec);
+        a.stop();
+    }, 30s);
+}
+
 // Issue 43: the fence restarted at 1 when its row was lost (deleted by hand,
 // or a failover to a standby that had not seen it), so a stale holder's
 // token could equal or beat a newer one's. Its floor is the server's time in
