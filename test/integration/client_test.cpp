@@ -479,6 +479,36 @@ TEST_CASE("client: a cancelled command that was not written is never sent",
     c.stop();
 }
 
+// A cancellation emitted right after async_exec returns, before the command
+// reached the connection's strand, used to find the slot empty: the command
+// was sent anyway and completed with its reply.
+TEST_CASE("client: a command cancelled right after it is started is never sent",
+          "[client][integration]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c(ioc.get_executor(), plain_config_for(server));
+    run_async(ioc, [&]() -> asio::awaitable<void> { co_await wait_connected(c); });
+    for (const auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                            asio::cancellation_type::total}) {
+        asio::cancellation_signal signal;
+        std::optional<error_code> result;
+        c.async_exec(command{"INCR", "cancelled-early"},
+                     asio::bind_cancellation_slot(signal.slot(), [&](error_code ec, reply) {
+                         result = ec;
+                     }));
+        signal.emit(type);
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            // Its reply: the connection wrote all that was queued before it.
+            auto r = co_await c.async_exec(command{"PING"}, asio::use_awaitable);
+            CHECK(r.str == "PONG");
+        });
+        REQUIRE(result);
+        CHECK(*result == asio::error::operation_aborted);
+    }
+    CHECK(server.cmd1({"GET", "cancelled-early"}).empty());
+    c.stop();
+}
+
 TEST_CASE("client: stop() ends every background task", "[client][integration]") {
     redis_server server;
     asio::io_context ioc;

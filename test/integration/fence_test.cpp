@@ -14,11 +14,14 @@
 #include "support/redis_server.hpp"
 #include "support/sentinel_fleet.hpp"
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -293,4 +296,39 @@ TEST_CASE("fence: through Sentinel the fence record survives a failover and stil
     }, 60s);
     CHECK(fleet.server(now).cmd1({"GET", "{acct}:v"}) == "3");
     CHECK(fleet.server(now).cmd1({"GET", "{acct}:fence"}) == "3");
+}
+
+TEST_CASE("fence: a fenced write cancelled before it is written is never sent",
+          "[integration][fence]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    // Connected and the library loaded, so the cancelled call's FCALL is the
+    // next thing the connection would write.
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await corolock::async_fence_install(c, use_nothrow);
+        REQUIRE_FALSE(ec);
+    });
+    for (const auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial,
+                            asio::cancellation_type::total}) {
+        asio::cancellation_signal cancel;
+        std::optional<error_code> got;
+        corolock::async_fenced_exec(c, "{cancel}:fence", 7, command{"SET", "{cancel}:v", "x"},
+                                    asio::bind_cancellation_slot(
+                                        cancel.slot(), [&](error_code ec, corolock::reply) {
+                                            got = ec;
+                                        }));
+        cancel.emit(type);  // before the call's first step has run
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            // A PING after it: its reply means the connection wrote everything
+            // queued before it.
+            auto [pec, pr] = co_await c.async_exec(command{"PING"}, use_nothrow);
+            CHECK_FALSE(pec);
+        });
+        REQUIRE(got.has_value());
+        CHECK(*got == asio::error::operation_aborted);
+        CHECK(server.cmd1({"GET", "{cancel}:v"}).empty());
+        CHECK(server.cmd1({"GET", "{cancel}:fence"}).empty());
+    }
+    c.stop();
 }

@@ -14,8 +14,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cassert>
 #include <exception>
+#include <memory>
 
 namespace corolock {
 namespace detail {
@@ -30,8 +32,24 @@ void client_impl::exec(std::string payload, exec_options opts, exec_handler hand
         push_request(std::move(payload), opts, std::move(handler));
         return;
     }
+    // Off the strand, the command reaches the queue (and push_request puts
+    // its handler in the caller's cancellation slot) only later. A
+    // cancellation emitted before then would find the slot empty and be
+    // lost, and the command sent: this handler keeps it, and the command is
+    // then completed with operation_aborted without ever being sent.
+    std::shared_ptr<std::atomic<bool>> cancelled_early;
+    if (auto slot = asio::get_associated_cancellation_slot(handler); slot.is_connected()) {
+        cancelled_early = std::make_shared<std::atomic<bool>>(false);
+        slot.assign([flag = cancelled_early](asio::cancellation_type) { flag->store(true); });
+    }
     asio::dispatch(strand_, [self = shared_from_this(), payload = std::move(payload), opts,
-                             handler = std::move(handler)]() mutable {
+                             handler = std::move(handler), cancelled_early]() mutable {
+        if (cancelled_early && cancelled_early->load()) {
+            asio::get_associated_cancellation_slot(handler).clear();
+            self->complete_refused(std::move(handler), opts.direct,
+                                   asio::error::operation_aborted, reply{});
+            return;
+        }
         self->push_request(std::move(payload), opts, std::move(handler));
     });
 }
