@@ -1,9 +1,10 @@
 #include "pg/connection.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <libpq-fe.h>
@@ -14,7 +15,6 @@
 namespace corolock::detail::pg {
 
 namespace asio = boost::asio;
-using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -58,7 +58,7 @@ asio::awaitable<error_code> connection::connect(clock::duration timeout, std::st
         co_return error::never_connected;
     }
     PQsetNoticeProcessor(conn_, ignore_notice, nullptr);
-    asio::steady_timer limit(ex_, timeout);
+    const auto handshake_deadline = clock::now() + timeout;
     auto poll = PGRES_POLLING_WRITING;
     for (int step = 0; poll != PGRES_POLLING_OK; ++step) {
         if (PQstatus(conn_) == CONNECTION_BAD || poll == PGRES_POLLING_FAILED || step > 10'000) {
@@ -75,9 +75,9 @@ asio::awaitable<error_code> connection::connect(clock::duration timeout, std::st
         reassign_socket();
         const auto type = poll == PGRES_POLLING_READING ? asio::posix::descriptor_base::wait_read
                                                         : asio::posix::descriptor_base::wait_write;
-        auto r = co_await (socket_.async_wait(type, nothrow) || limit.async_wait(nothrow));
+        const bool ready = co_await wait_socket(type, handshake_deadline);
         if (broken_) co_return broken_;
-        if (r.index() == 1) {
+        if (!ready) {
             why = "no connection within " +
                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
                   " ms";
@@ -95,6 +95,27 @@ asio::awaitable<error_code> connection::connect(clock::duration timeout, std::st
     reassign_socket();
     asio::co_spawn(ex_, read_loop(self), asio::detached);  // weak inside
     co_return error_code{};
+}
+
+asio::awaitable<bool> connection::wait_socket(asio::posix::descriptor_base::wait_type type,
+                                              clock::time_point deadline) {
+    // Only this wait is cancelled at the deadline: the read loop's own wait
+    // on the same socket goes on. The timer's handler can run after this
+    // frame ended (its expiry queued beside the socket's answer), so what
+    // it touches is shared, not on the frame.
+    struct bound {
+        asio::cancellation_signal cancel;
+        bool expired = false;
+    };
+    auto b = std::make_shared<bound>();
+    asio::steady_timer limit(ex_, deadline);
+    limit.async_wait([b](error_code ec) {
+        if (ec) return;
+        b->expired = true;
+        b->cancel.emit(asio::cancellation_type::terminal);
+    });
+    co_await socket_.async_wait(type, asio::bind_cancellation_slot(b->cancel.slot(), nothrow));
+    co_return !b->expired;
 }
 
 asio::awaitable<void> connection::read_loop(std::weak_ptr<connection> weak) {
@@ -252,9 +273,7 @@ asio::awaitable<answer> connection::run(statement s, clock::time_point deadline)
             broke(error::connection_lost);
             co_return a;
         }
-        asio::steady_timer limit(ex_, deadline);
-        co_await (socket_.async_wait(asio::posix::descriptor_base::wait_write, nothrow) ||
-                  limit.async_wait(nothrow));
+        co_await wait_socket(asio::posix::descriptor_base::wait_write, deadline);
         if (broken_) {
             a.transport = broken_;
             co_return a;

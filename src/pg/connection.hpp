@@ -95,6 +95,10 @@ private:
     boost::asio::awaitable<answer> run(statement s, clock::time_point deadline);
     void read_result(::pg_result* r, bool describe, bool& first, answer& a);
     void reassign_socket();
+    // Waits until the socket is ready for `type` (or failed): true; false
+    // when `deadline` came first.
+    boost::asio::awaitable<bool> wait_socket(boost::asio::posix::descriptor_base::wait_type type,
+                                             clock::time_point deadline);
     answer collect();
 
     executor_type ex_;

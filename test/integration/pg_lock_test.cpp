@@ -21,6 +21,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -549,6 +550,30 @@ asio::awaitable<tls_attempt> acquire_over(const pg_server& server, std::string u
 }
 
 }  // namespace
+
+// The handshake's bound: a server that accepts the connection and never
+// answers ends the connect with connect_timeout at its deadline (the socket's
+// wait is cancelled, and only that wait).
+TEST_CASE("pg: a server that accepts and never answers ends the connect at its bound",
+          "[pg]") {
+    asio::io_context ioc;
+    asio::ip::tcp::acceptor silent(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+    std::vector<asio::ip::tcp::socket> held;  // accepted and never read
+    silent.async_accept([&](boost::system::error_code ec, asio::ip::tcp::socket s) {
+        if (!ec) held.push_back(std::move(s));
+    });
+    const auto url = "postgresql://corolock@127.0.0.1:" +
+                     std::to_string(silent.local_endpoint().port()) + "/postgres?sslmode=disable";
+    corolock::detail::pg::backend_options po;
+    std::string why;
+    REQUIRE_FALSE(corolock::detail::pg::parse_url(url, po, why));
+    corolock::detail::pg::admin probe(ioc.get_executor(), po.url, 300ms);
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const auto ec = co_await probe.connect();  // no co_await in a Catch macro
+        CHECK(ec == error::connect_timeout);
+        CHECK(held.size() == 1);  // it did reach the listener
+    }, 30s);
+}
 
 TEST_CASE("pg: TLS asked for is verified: the certificate must chain to the CA and name the host",
           "[pg][tls]") {
