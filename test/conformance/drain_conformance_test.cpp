@@ -176,3 +176,43 @@ TEST_CASE("a drain completes at once with nothing to wait for, and after stop wi
         CHECK(stopped == error::client_stopped);
     });
 }
+
+// A cancellation emitted right after async_acquire returns, before any step
+// of the acquire has run (its first step is posted to the backend's strand),
+// must not be lost: the acquire completes with operation_aborted, and
+// nothing of its owner is left once drained.
+TEST_CASE("an acquire cancelled right after it starts is aborted and leaves nothing once drained",
+          "[conformance][drain]") {
+    auto server = start_server();
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), server->url());
+    run_async(ioc, [&]() -> asio::awaitable<void> { co_await warm_up(b); });
+    corolock::mutex m(b, "drain-at-once");
+    for (const auto type : {asio::cancellation_type::terminal, asio::cancellation_type::partial}) {
+        asio::cancellation_signal cancel;
+        std::optional<error_code> result;
+        std::optional<guard> granted;
+        m.async_acquire({.lease = 10s, .wait = 60s},
+                        asio::bind_cancellation_slot(cancel.slot(), [&](error_code ec, guard g) {
+                            result = ec;
+                            if (!ec) granted = std::move(g);
+                        }));
+        cancel.emit(type);
+        run_async(ioc, [&]() -> asio::awaitable<void> {
+            const bool answered = co_await eventually([&] { return result.has_value(); }, 10s);
+            REQUIRE(answered);
+        });
+        INFO("cancellation type " << static_cast<int>(type));
+        CHECK(*result == asio::error::operation_aborted);
+        CHECK_FALSE(granted.has_value());
+    }
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [dec] = co_await b.async_drain(10s, use_nothrow);
+        CHECK(dec == error_code{});
+        const auto left = server->owners("drain-at-once");
+        INFO("owners left: " << listed(left) << "; the cancelled owner was " << m.owner_id());
+        CHECK(left.empty());
+        CHECK(m.held_levels() == 0);
+        b.stop();
+    }, 30s);
+}
