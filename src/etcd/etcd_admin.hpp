@@ -133,10 +133,9 @@ public:
     // Read-only.
     boost::asio::awaitable<std::tuple<error_code, admin_lock_list>> list(admin_list_options options);
 
-    // Removes the holder's key: revokes its lease (which deletes the key and
-    // nothing else: a lease per tenure), or, for a key without a lease or
-    // whose lease is already gone, deletes the key if it still has the
-    // create revision read. Waiters are left alone; the next one in line
+    // Removes the holder's key if it still has the create revision read;
+    // never revokes its lease, which the holder's backend shares with its
+    // other locks (lease_pool.hpp). Waiters are left alone; the next one in line
     // sees the deletion on its watch and takes the lock. With `only_owner`
     // not empty, only a holder of that owner id is removed: else
     // error::not_owner (someone else holds it; untouched).

@@ -204,8 +204,8 @@ public:
                               const background_work::job& parent = {});
     // Revokes a lease in the background.
     void revoke_in_background(std::int64_t lease_id);
-    // Background clean-up (revokes nobody waits for, abandoned acquires
-    // still running) and the drains of it.
+    // Background clean-up (deletes and revokes nobody waits for, abandoned
+    // acquires still running) and the drains of it.
     background_work& work() noexcept { return *work_; }
     // A key's value: the holder record, since = now by this machine's clock.
     std::string holder_value() const;
