@@ -303,13 +303,11 @@ void etcd_backend::grant_lease(clock::duration duration) {
     });
 }
 
+// Bookkeeping only (an acquire's destructor calls it): the lease's timer
+// wakes at its next keep-alive anyway, and from then on counts the idle
+// grace too.
 void etcd_backend::put_back_lease(std::int64_t lease_id) noexcept {
-    if (lease_id == 0) return;
-    leases_.release(lease_id, clock::now());
-    try {
-        if (leases_.find(lease_id) && !stopped()) arm_lease(lease_id);  // its idle grace
-    } catch (...) {
-    }
+    if (lease_id != 0) leases_.release(lease_id, clock::now());
 }
 
 clock::time_point etcd_backend::lease_deadline(std::int64_t lease_id) const noexcept {
