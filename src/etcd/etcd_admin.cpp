@@ -49,14 +49,6 @@ auto async_lease_ttl(std::shared_ptr<transport> w, std::int64_t lease) {
         use_nothrow, std::move(w), lease);
 }
 
-auto async_lease_revoke(std::shared_ptr<transport> w, std::int64_t lease) {
-    return asio::async_initiate<decltype(use_nothrow), void(error_code, lease_revoke_result)>(
-        [](auto h, std::shared_ptr<transport> t, std::int64_t id) {
-            t->lease_revoke(id, handler<lease_revoke_result>(std::move(h)));
-        },
-        use_nothrow, std::move(w), lease);
-}
-
 // The wall clock now, in µs since the Unix epoch: what a key's since is
 // measured against (etcd reports no time of its own).
 std::int64_t wall_now_us() {
@@ -239,23 +231,12 @@ asio::awaitable<std::tuple<error_code, admin_break_result>> admin::break_lock(
     auto [ec, st] = co_await status(name);
     if (ec && !st.held) co_return std::make_tuple(ec, out);  // a failed lease lookup is no matter here
     if (!st.held) co_return std::make_tuple(error_code(), out);
-    // The lease and key read are that owner's own: nobody else's is touched.
+    // The key read is that owner's own: nobody else's is touched.
     if (!only_owner.empty() && st.holder.owner != only_owner)
         co_return std::make_tuple(error_code(error::not_owner), out);
     std::shared_ptr<transport> w = wire_;
-    if (st.holder.lease != 0) {
-        const std::int64_t lease = st.holder.lease;
-        auto [rec, rr] = co_await async_lease_revoke(w, lease);
-        if (!rec) {
-            out.held = true;
-            out.removed = st.holder;
-            out.lease_revoked = true;
-            co_return std::make_tuple(error_code(), out);
-        }
-        // A lease already gone (its key with it, or about to be): fall
-        // through to the owner-checked delete, which tells which.
-        if (rec != error::server_error) co_return std::make_tuple(rec, out);
-    }
+    // Never by revoking the holder's lease: the holder's backend shares it
+    // with its other locks (lease_pool.hpp), which a break must not touch.
     // Delete the key only if it is still the one read (same create revision).
     const std::string key = key_prefix(name) + st.holder.owner;
     txn_request t;

@@ -6,7 +6,8 @@
 //
 // A lock's keys are those under lock_prefix(prefix, name); the holder is
 // the key with the lowest create revision, the others wait in that order.
-// Each key is  <lock prefix><owner id>,  attached to the tenure's own lease;
+// Each key is  <lock prefix><owner id>,  attached to its backend's lease for
+// the lock's lease duration (shared with its other locks of that duration);
 // its value is the holder record (core/holder_record.hpp) of the process
 // that wrote it, and its mod revision is the latest fencing token of that
 // tenure.
@@ -96,7 +97,9 @@ bool split_lock_key(std::string_view key, std::string_view prefix, std::string_v
 struct admin_break_result {
     bool held = false;                // false: nothing was removed
     lock_key removed;                 // the holder's key as it was
-    bool lease_revoked = false;       // removed by revoking its lease (else by a delete)
+    // Always false now: a break deletes the key (owner-checked) and never
+    // revokes the lease, which the holder shares with its other locks.
+    bool lease_revoked = false;
 };
 
 class admin {
@@ -130,10 +133,9 @@ public:
     // Read-only.
     boost::asio::awaitable<std::tuple<error_code, admin_lock_list>> list(admin_list_options options);
 
-    // Removes the holder's key: revokes its lease (which deletes the key and
-    // nothing else: a lease per tenure), or, for a key without a lease or
-    // whose lease is already gone, deletes the key if it still has the
-    // create revision read. Waiters are left alone; the next one in line
+    // Removes the holder's key if it still has the create revision read;
+    // never revokes its lease, which the holder's backend shares with its
+    // other locks (lease_pool.hpp). Waiters are left alone; the next one in line
     // sees the deletion on its watch and takes the lock. With `only_owner`
     // not empty, only a holder of that owner id is removed: else
     // error::not_owner (someone else holds it; untouched).

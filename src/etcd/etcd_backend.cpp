@@ -38,17 +38,14 @@ asio::awaitable<std::tuple<error_code, Result>> call(F f) {
         [f = std::move(f)](auto h) mutable { f(handler<Result>(std::move(h))); }, nothrow);
 }
 
-// etcd leases are whole seconds: at least the lease asked for.
-std::int64_t ttl_seconds(clock::duration lease) {
-    const auto s = std::chrono::ceil<std::chrono::seconds>(lease).count();
-    return std::max<std::int64_t>(s, 1);
-}
-
-// The lease's deadline: from when its last confirmed grant or keep-alive
-// was sent, for the shorter of the lease asked for and the TTL granted.
-clock::time_point deadline_of(clock::time_point sent, clock::duration lease, std::int64_t ttl) {
-    const auto granted = std::chrono::duration_cast<clock::duration>(std::chrono::seconds(ttl));
-    return watchdog_schedule::deadline_for(sent, std::min(lease, granted));
+// A txn that deletes `key` only while its create revision is
+// `create_revision`: a tenure's key and no later one.
+txn_request guarded_delete(const std::string& key, std::int64_t create_revision) {
+    txn_request t;
+    t.compares.push_back({key, compare::target::create_revision, compare::op::equal,
+                          create_revision});
+    t.success.push_back(delete_request{key, {}});
+    return t;
 }
 
 }  // namespace
@@ -208,11 +205,15 @@ void etcd_backend::stop() noexcept {
             auto holding = std::move(self->holding_);
             for (auto& [id, weak] : holding) {
                 if (auto st = weak.lock()) {
-                    if (st->renew_timer) st->renew_timer->cancel();
                     if (st->deadline_timer) st->deadline_timer->cancel();
                     st->signal_lost();
                 }
             }
+            // The leases' keep-alives stop; they expire on the server.
+            for (auto& [id, timer] : self->lease_timers_) timer->cancel();
+            auto waiters = std::move(self->lease_waiters_);
+            for (auto& [d, hs] : waiters)
+                for (auto& h : hs) std::move(h)(error_code(error::client_stopped), 0);
             self->work_->stop();
         });
     } catch (...) {
@@ -235,13 +236,170 @@ std::string etcd_backend::holder_value() const {
                          holder_argument_);
 }
 
-void etcd_backend::revoke_in_background(std::int64_t lease_id, const background_work::job& parent) {
-    if (lease_id == 0 || stopped()) return;
+void etcd_backend::delete_in_background(const std::string& key, std::int64_t create_revision,
+                                        const background_work::job& parent) {
+    if (create_revision == 0 || stopped()) return;
     auto job = work_->begin_with(parent);
+    gateway_->txn(guarded_delete(key, create_revision),
+                  [self = shared_from_this(), job](error_code, txn_result) {
+                      asio::dispatch(self->strand_, [self, job]() mutable { self->work_->end(job); });
+                  });
+}
+
+void etcd_backend::revoke_in_background(std::int64_t lease_id) {
+    if (lease_id == 0 || stopped()) return;
+    auto job = work_->begin();
     gateway_->lease_revoke(lease_id, [self = shared_from_this(), job](error_code,
                                                                       lease_revoke_result) {
         asio::dispatch(self->strand_, [self, job]() mutable { self->work_->end(job); });
     });
+}
+
+// ---- the lease pool's I/O ----
+
+void etcd_backend::obtain_lease(clock::duration duration, handler<std::int64_t> h) {
+    for (int tries = 0; tries < 2; ++tries) {
+        std::int64_t id = 0;
+        switch (leases_.reserve(duration, clock::now(), id)) {
+        case lease_pool::reserved::stale:
+            lose_lease(id, "the lease deadline passed without a confirmed keep-alive");
+            continue;  // the next try grants a fresh one
+        case lease_pool::reserved::ready:
+            asio::post(strand_, [h = std::move(h), id]() mutable { std::move(h)(error_code(), id); });
+            return;
+        case lease_pool::reserved::wait:
+            lease_waiters_[duration].push_back(std::move(h));
+            return;
+        case lease_pool::reserved::grant:
+            lease_waiters_[duration].push_back(std::move(h));
+            grant_lease(duration);
+            return;
+        }
+    }
+    asio::post(strand_, [h = std::move(h)]() mutable {
+        std::move(h)(error_code(error::server_error), 0);
+    });
+}
+
+void etcd_backend::grant_lease(clock::duration duration) {
+    const auto sent = clock::now();
+    gateway_->lease_grant(lease_pool::ttl_seconds(duration), [this, duration, sent,
+                                                              self = shared_from_this()](
+                                                                 error_code ec,
+                                                                 lease_grant_result g) {
+        asio::dispatch(strand_, [this, duration, sent, ec, g, self] {
+            auto waiters = std::move(lease_waiters_[duration]);
+            lease_waiters_.erase(duration);
+            if (ec || stopped()) {
+                leases_.on_grant_failed(duration);
+                const error_code why = ec ? ec : error_code(error::client_stopped);
+                for (auto& h : waiters) std::move(h)(why, 0);
+                return;
+            }
+            leases_.on_granted(duration, g.id, g.ttl, sent);
+            arm_lease(g.id);
+            for (auto& h : waiters) std::move(h)(error_code(), g.id);
+        });
+    });
+}
+
+// Bookkeeping only (an acquire's destructor calls it): the lease's timer
+// wakes at its next keep-alive anyway, and from then on counts the idle
+// grace too.
+void etcd_backend::put_back_lease(std::int64_t lease_id) noexcept {
+    if (lease_id != 0) leases_.release(lease_id, clock::now());
+}
+
+clock::time_point etcd_backend::lease_deadline(std::int64_t lease_id) const noexcept {
+    const auto* l = leases_.find(lease_id);
+    return l ? l->deadline : clock::time_point::min();
+}
+
+void etcd_backend::arm_lease(std::int64_t lease_id) {
+    auto& timer = lease_timers_[lease_id];
+    if (!timer) timer = std::make_unique<asio::steady_timer>(strand_);
+    timer->expires_at(leases_.next_wake(lease_id));
+    timer->async_wait([this, lease_id, self = shared_from_this()](error_code ec) {
+        if (ec != asio::error::operation_aborted) on_lease_due(lease_id);
+    });
+}
+
+void etcd_backend::on_lease_due(std::int64_t lease_id) {
+    if (stopped() || !leases_.find(lease_id)) return;
+    switch (leases_.due(lease_id, clock::now())) {
+    case lease_pool::action::lose:
+        lose_lease(lease_id, "the lease deadline passed without a confirmed keep-alive");
+        return;
+    case lease_pool::action::revoke:
+        // Idle for its grace: nobody's key is on it.
+        leases_.remove(lease_id);
+        lease_timers_.erase(lease_id);
+        revoke_in_background(lease_id);
+        return;
+    case lease_pool::action::renew:
+        send_keepalive(lease_id);
+        break;
+    case lease_pool::action::none:
+        break;
+    }
+    arm_lease(lease_id);
+}
+
+void etcd_backend::send_keepalive(std::int64_t lease_id) {
+    const auto sent = clock::now();
+    metrics_recorder::add(metrics_.renewals_sent);
+    gateway_->lease_keepalive(lease_id, [this, lease_id, sent, self = shared_from_this()](
+                                            error_code ec, lease_keepalive_result r) {
+        asio::dispatch(strand_, [this, lease_id, sent, ec, r, self] {
+            const auto* l = leases_.find(lease_id);
+            if (stopped() || !l) return;
+            const auto failed = [&](error_code why) {
+                for (auto h : l->holders)
+                    if (auto it = holding_.find(h); it != holding_.end())
+                        if (auto st = it->second.lock())
+                            metrics_.renewal_failed(event_observer(), log(), st->name, why);
+            };
+            if (ec) {
+                failed(ec);
+                log().info("etcd lease {:x}: keep-alive failed: {}", lease_id, ec.message());
+                leases_.on_keepalive_failed(lease_id, clock::now());
+                arm_lease(lease_id);
+                return;
+            }
+            if (!leases_.on_keepalive(lease_id, sent, r.ttl, clock::now())) {
+                failed(error::expired);
+                lose_lease(lease_id, r.ttl <= 0 ? "etcd reports the lease gone"
+                                                : "the keep-alive came back after the deadline");
+                return;
+            }
+            publish_lease(lease_id);
+            arm_lease(lease_id);
+        });
+    });
+}
+
+void etcd_backend::publish_lease(std::int64_t lease_id) {
+    const auto* l = leases_.find(lease_id);
+    if (!l) return;
+    for (auto h : l->holders) {
+        auto it = holding_.find(h);
+        auto st = it == holding_.end() ? nullptr : it->second.lock();
+        auto* t = st ? st->live() : nullptr;
+        if (t && !t->lost() && t->terms.renew_every.count() > 0)
+            t->publish_deadline(std::max(t->deadline(), l->deadline));
+    }
+}
+
+void etcd_backend::lose_lease(std::int64_t lease_id, const char* why) {
+    auto l = leases_.remove(lease_id);
+    lease_timers_.erase(lease_id);
+    if (!l) return;
+    for (auto h : l->holders) {
+        auto it = holding_.find(h);
+        if (it == holding_.end()) continue;
+        if (auto st = it->second.lock()) lose_tenure(st, why, false);
+    }
+    revoke_in_background(lease_id);
 }
 
 void etcd_backend::drain(clock::duration bound, release_handler handler, bool direct) {
@@ -254,20 +412,27 @@ std::shared_ptr<tenure> etcd_backend::on_granted(const std::shared_ptr<etcd_lock
     auto [t, began, start_renewals] = add_level(*st, level, terms, deadline);
     if (began) {
         holding_[st->watch_id] = st;
+        leases_.add_holder(st->lease_id, st->watch_id);
         watch_prefix(st->prefix, &st->holder);  // a deleted key is a lost tenure
-        arm_deadline(st, t->epoch);
+        // With the watchdog the deadline is the lease's, watched by the
+        // lease's timer; without, the one it was granted with.
+        if (!start_renewals) arm_deadline(st, t->epoch);
     }
-    if (start_renewals) run_renewals(st, t->epoch);
+    // The lease's keep-alives move the deadline of a tenure with the
+    // watchdog, from a re-entry that asked for it on too.
+    if (start_renewals) t->publish_deadline(std::max(t->deadline(), lease_deadline(st->lease_id)));
     return t;
 }
 
 void etcd_backend::end_tenure(const std::shared_ptr<etcd_lock_state>& st) noexcept {
     st->levels.clear();
     st->held.store(0, std::memory_order_release);
-    if (st->renew_timer) st->renew_timer->cancel();
     if (st->deadline_timer) st->deadline_timer->cancel();
     unwatch_prefix(st->prefix, &st->holder);
     holding_.erase(st->watch_id);
+    const auto lease = std::exchange(st->lease_id, 0);
+    leases_.remove_holder(lease, st->watch_id);
+    put_back_lease(lease);
 }
 
 void etcd_backend::check_key(const std::shared_ptr<etcd_lock_state>& st) {
@@ -285,51 +450,17 @@ void etcd_backend::check_key(const std::shared_ptr<etcd_lock_state>& st) {
     });
 }
 
-void etcd_backend::lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why) {
+void etcd_backend::lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why,
+                               bool delete_key) {
     if (!mark_live_lost(*st, metrics_, log(), why)) return;
-    const auto lease = std::exchange(st->lease_id, 0);
     end_tenure(st);
     st->signal_lost();
-    revoke_in_background(lease);
+    if (delete_key) delete_in_background(st->key, st->create_revision);
 }
 
 void etcd_backend::arm_deadline(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch) {
     arm_tenure_deadline(std::move(st), epoch, strand_, [self = shared_from_this()](const auto& s) {
         self->lose_tenure(s, "the lease deadline passed without a confirmed keep-alive");
-    });
-}
-
-void etcd_backend::run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch) {
-    if (!st->renew_timer) st->renew_timer = std::make_unique<asio::steady_timer>(strand_);
-    const auto* live = st->live();
-    if (!live) return;
-    st->renew_timer->expires_at(watchdog_schedule::renewal_due(
-        live->deadline(), live->terms.lease, live->terms.renew_every, clock::now()));
-    st->renew_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code) {
-        auto* t = st->live();
-        if (!t || t->epoch != epoch || t->lost() || stopped()) return;
-        const auto sent = clock::now();
-        const auto lease = t->terms.lease;
-        metrics_recorder::add(metrics_.renewals_sent);
-        gateway_->lease_keepalive(
-            st->lease_id, [this, st, epoch, sent, lease, self](error_code ec,
-                                                               lease_keepalive_result r) {
-                auto* t = st->live();
-                if (!t || t->epoch != epoch || t->lost()) return;
-                if (!ec && r.ttl > 0 && clock::now() < t->deadline()) {
-                    t->publish_deadline(std::max(t->deadline(), deadline_of(sent, lease, r.ttl)));
-                } else {
-                    metrics_.renewal_failed(event_observer(), log(), st->name,
-                                            ec ? ec : error_code(error::expired));
-                    if (!ec) {
-                        lose_tenure(st, r.ttl <= 0 ? "etcd reports the lease gone"
-                                                   : "the keep-alive came back after the deadline");
-                        return;
-                    }
-                    log().info("lock {}: keep-alive failed: {}", escaped{st->name}, ec.message());
-                }
-                run_renewals(st, epoch);
-            });
     });
 }
 
@@ -350,17 +481,17 @@ struct acquire_op : waking_acquire<etcd_backend>,
     bool watching = false;
     std::string predecessor;
 
-    // This acquire's own lease and key while it waits or until its grant.
+    // The pool's lease this acquire uses, and its key on it (0: none) while
+    // it waits or until its grant.
     std::int64_t lease_id = 0;
     std::int64_t my_revision = 0;
     std::string value;  // the key's value as last written
-    clock::time_point lease_sent{};
-    std::int64_t lease_ttl = 0;
 
     ~acquire_op() {
         // Normally out already; an operation dropped unfinished (its
         // execution context destroyed) must not stay registered.
         if (watching) backend->unwatch_prefix(st->prefix, this);
+        backend->put_back_lease(lease_id);
     }
 
     void on_deleted(const std::string& key, std::int64_t) override {
@@ -372,21 +503,38 @@ struct acquire_op : waking_acquire<etcd_backend>,
         watching = false;
     }
 
-    // Gives the lease (and with it the key) back.
+    // Deletes this acquire's key (if it made one) and ends its use of the
+    // lease.
     void give_back() {
         stop_watching();
-        backend->revoke_in_background(std::exchange(lease_id, 0), cleanup);
+        backend->delete_in_background(st->key, std::exchange(my_revision, 0), cleanup);
+        backend->put_back_lease(std::exchange(lease_id, 0));
     }
 
-    // Gives the lease back and waits for etcd's answer (bounded by the
-    // request timeout), so that a caller told lock_held or wait_timeout can
-    // exit at once without leaving its key queued until its lease ends.
+    // The same, waiting for etcd's answer (bounded by the request timeout),
+    // so that a caller told lock_held or wait_timeout can exit at once
+    // without leaving its key queued until its lease ends.
     asio::awaitable<void> give_back_now() {
         stop_watching();
-        const auto id = std::exchange(lease_id, 0);
-        if (id == 0 || backend->stopped()) co_return;
+        backend->put_back_lease(std::exchange(lease_id, 0));
+        const auto rev = std::exchange(my_revision, 0);
+        if (rev == 0 || backend->stopped()) co_return;
         auto& wire = backend->wire();
-        co_await call<lease_revoke_result>([&](auto h) { wire.lease_revoke(id, std::move(h)); });
+        co_await call<txn_result>(
+            [&](auto h) { wire.txn(guarded_delete(st->key, rev), std::move(h)); });
+    }
+
+    // After a txn etcd refused: true when the lease it used is gone (etcd
+    // says so to a keep-alive), which loses it in the pool; a fresh round
+    // then gets another.
+    asio::awaitable<bool> lease_gone() {
+        const auto id = lease_id;
+        auto& wire = backend->wire();
+        auto [ec, k] = co_await call<lease_keepalive_result>(
+            [&](auto h) { wire.lease_keepalive(id, std::move(h)); });
+        if (ec || k.ttl > 0) co_return false;
+        backend->lose_lease(id, "etcd reports the lease gone");
+        co_return true;
     }
 
     asio::awaitable<void> run() {
@@ -447,14 +595,12 @@ struct acquire_op : waking_acquire<etcd_backend>,
         bool contended = false;
         for (int round = 0; round < 1000; ++round) {
             if (abandoned || backend->stopped()) break;
-            // A lease of this acquire's own, and its key under the lock.
-            lease_sent = clock::now();
+            // The pool's lease for this duration, and a key under the lock on it.
             {
-                auto [ec, g] = co_await call<lease_grant_result>(
-                    [&](auto h) { wire.lease_grant(ttl_seconds(opts.lease), std::move(h)); });
+                auto [ec, id] = co_await call<std::int64_t>(
+                    [&](auto h) { backend->obtain_lease(opts.lease, std::move(h)); });
                 if (ec) co_return complete(ec, {});
-                lease_id = g.id;
-                lease_ttl = g.ttl;
+                lease_id = id;
             }
             if (abandoned) break;
             txn_request req;
@@ -476,6 +622,13 @@ struct acquire_op : waking_acquire<etcd_backend>,
             req.failure.push_back(first);
             auto [ec, r] =
                 co_await call<txn_result>([&](auto h) { wire.txn(std::move(req), std::move(h)); });
+            // etcd refuses a put on a lease it does not know as NOT_FOUND
+            // (the gateway's expired): the lease was revoked from outside.
+            if ((ec == error::expired || ec == error::server_error) && !abandoned &&
+                co_await lease_gone()) {
+                give_back();
+                continue;
+            }
             if (ec) {
                 give_back();
                 co_return complete(ec, {});
@@ -602,20 +755,10 @@ struct acquire_op : waking_acquire<etcd_backend>,
             if (!(co_await wait_until(until))) co_return turn::abandoned;
             if (auto d = wait_deadline(); d && clock::now() >= *d && !woken)
                 co_return turn::timed_out;
-            if (clock::now() >= slice_end) {
-                // A slice passed: keep this acquire's own lease alive.
-                const auto sent = clock::now();
-                auto [kec, k] = co_await call<lease_keepalive_result>(
-                    [&](auto h) { wire.lease_keepalive(lease_id, std::move(h)); });
-                if (abandoned || backend->stopped()) co_return turn::abandoned;
-                if (kec) {
-                    last_error = kec;
-                    co_return turn::failed;
-                }
-                if (k.ttl <= 0) co_return turn::restart;  // our key is gone
-                lease_sent = sent;
-                lease_ttl = k.ttl;
-            }
+            // A slice passed: the pool keeps the lease alive; one lost took
+            // this waiter's key with it.
+            if (clock::now() >= slice_end && !backend->lease_alive(lease_id))
+                co_return turn::restart;
         }
         co_return turn::restart;
     }
@@ -623,14 +766,16 @@ struct acquire_op : waking_acquire<etcd_backend>,
     void grant(std::uint64_t level, const lease_terms& terms, std::uint64_t token,
                bool contended) {
         stop_watching();
-        const auto deadline = deadline_of(lease_sent, opts.lease, lease_ttl);
+        // The lease's deadline: the confirming write found the key, so the
+        // lease was alive then, and it was last confirmed alive until here.
+        const auto deadline = backend->lease_deadline(lease_id);
         if (abandoned || clock::now() >= deadline) {
             give_back();
             if (!abandoned) complete(error::lock_lost, {});
             return;
         }
         st->lease_id = std::exchange(lease_id, 0);
-        st->create_revision = my_revision;
+        st->create_revision = std::exchange(my_revision, 0);
         st->value = std::move(value);
         count_grant(st->name, contended);
         auto t = backend->on_granted(st, level, terms, deadline);
@@ -689,19 +834,18 @@ void etcd_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_
     }
     if (step == release_step::more_levels)
         return finish(expired ? error_code(error::expired) : error_code{});
-    // The last level: revoking the lease deletes the key, and only it.
-    const auto lease = std::exchange(st->lease_id, 0);
+    // The last level: one delete of the tenure's key, and of no later one.
     end_tenure(st);
-    gateway_->lease_revoke(lease, [this, st, expired, h = std::move(handler), direct,
-                                   self = shared_from_this()](error_code ec,
-                                                              lease_revoke_result) mutable {
+    gateway_->txn(guarded_delete(st->key, st->create_revision),
+                  [this, st, expired, h = std::move(handler), direct,
+                   self = shared_from_this()](error_code ec, txn_result r) mutable {
         error_code result;
         if (expired)
             result = error::expired;
-        else if (ec == error::server_error)
-            result = error::expired;  // etcd: the lease was not found, it expired
-        else
+        else if (ec)
             result = ec;
+        else if (!r.succeeded)
+            result = error::expired;  // the key was gone: its lease ended
         if (result) metrics_.release_found_gone(event_observer(), log(), st->name, result);
         asio::dispatch(strand_, [h = std::move(h), result, direct, ex = executor_]() mutable {
             detail::complete_now(std::move(h), direct, ex, result);
@@ -713,9 +857,8 @@ void etcd_backend::release_in_background(const std::shared_ptr<lock_state>& base
                                          std::uint64_t level) {
     auto st = std::static_pointer_cast<etcd_lock_state>(base);
     if (!st->current || take_level(*st, level, *st->current) != release_step::last_level) return;
-    const auto lease = std::exchange(st->lease_id, 0);
     end_tenure(st);
-    revoke_in_background(lease);
+    delete_in_background(st->key, st->create_revision);
 }
 
 std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,

@@ -3,19 +3,22 @@
 //
 // A lock NAME is the key prefix  <prefix><len(NAME)>:<NAME>/  (the length
 // keeps names binary-safe: "a" and "a/b" never share a prefix). A handle's
-// tenure is one key under it,  <lock prefix><owner id>,  attached to a lease
-// of the tenure's own:
+// tenure is one key under it,  <lock prefix><owner id>,  attached to the
+// backend's lease for the lease duration asked for (lease_pool.hpp: one
+// lease per duration, shared by all of the backend's locks of it, one
+// keep-alive for all of them):
 //
-//  - acquire: grant a lease (TTL = the lease asked for, rounded up to whole
-//    seconds), then one txn: "if my key has no create revision, put it with
-//    the lease; then range the prefix, first by create revision". The owner
-//    is the key with the lowest create revision.
+//  - acquire: one txn: "if my key has no create revision, put it with the
+//    lease; then range the prefix, first by create revision". The owner is
+//    the key with the lowest create revision. Only the backend's first
+//    acquire of a duration grants the lease (and one after it was lost or
+//    revoked when idle).
 //  - wait: the waiter's predecessor is the last key created before its own.
 //    One watch on the lock's prefix per process, shared by every local
 //    waiter and holder of that lock, delivers the predecessor's deletion to
 //    the one waiter behind it (no herd). A waiter's wait is also capped at a
-//    third of its lease: it keeps its own key's lease alive then and looks
-//    again, which also covers a watch that broke.
+//    third of its lease: it looks again then, and starts over if its lease
+//    was lost, which also covers a watch that broke.
 //  - grant after waiting: a txn "if my key still has its create revision,
 //    put it again" both checks that the key survived the wait (etcd 3.4's
 //    own Lock could report success after its session expired) and mints the
@@ -24,16 +27,22 @@
 //    creating put, or that confirming put, or a re-entry's put): etcd's
 //    revision is one counter for the whole cluster, and each grant's write
 //    comes after every earlier holder's last write, so tokens rise.
-//  - lease deadline: when the last lease grant or keep-alive that etcd
-//    confirmed was *sent*, plus min(lease, granted TTL), minus the drift
-//    allowance. The server cannot expire the lease before that.
-//  - watchdog: a keep-alive every renew interval; the deadline is checked by
-//    a timer of its own, so a keep-alive that hangs cannot delay the lost
-//    signal. The shared watch also reports the holder's key deleted (a
-//    `break`, a revoked lease) at once.
-//  - release: the tenure's last level revokes its lease, which deletes its
-//    key and no other. A cancelled acquire revokes its lease the same way,
-//    in the background; drain() waits for such revokes, and for abandoned
+//  - lease deadline: the lease's (lease_pool.hpp): when its last grant or
+//    keep-alive that etcd confirmed was *sent*, plus min(lease, granted
+//    TTL), minus the drift allowance. The server cannot expire the lease
+//    before that. A tenure without the watchdog keeps the deadline it was
+//    granted with; past it the tenure is lost and its key deleted.
+//  - watchdog: one timer per lease sends its keep-alives and watches its
+//    deadline, never waiting for a keep-alive's answer, so one that hangs
+//    cannot delay the lost signal. A lease lost (its deadline passed
+//    unconfirmed, or etcd says it is gone) loses every tenure under it,
+//    each guard's lost signal firing, and is revoked. A tenure without the
+//    watchdog has a deadline timer of its own. The shared watch also
+//    reports the holder's key deleted (a `break`, a revoked lease) at once.
+//  - release: the tenure's last level deletes its key in one txn guarded by
+//    the key's create revision, so it removes that tenure's key and no
+//    other. A cancelled acquire deletes its key the same way, in the
+//    background; drain() waits for such deletes, and for abandoned
 //    acquires still on their way to one.
 //  - value: each key holds the holder record "<since µs> <pid> <host>
 //    <label>" (core/holder_record.hpp, the format the Redis hash's holder
@@ -50,6 +59,7 @@
 
 #include <corolock/backend.hpp>
 #include "etcd/gateway.hpp"
+#include "etcd/lease_pool.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -99,14 +109,13 @@ struct etcd_lock_state final : lock_state {
     const std::string prefix;  // the lock's key prefix
     const std::string key;     // this handle's key: prefix + owner id
 
-    // --- strand only: the live tenure's lease and key ---
+    // --- strand only: the live tenure's lease (the pool's) and key ---
     std::int64_t lease_id = 0;
     std::int64_t create_revision = 0;
     std::string value;  // the key's value (its holder record), kept by re-entries
-    std::chrono::steady_clock::duration lease_ttl{};  // granted by etcd
-    // The keep-alive and deadline loops of the live tenure end when its
-    // epoch is no longer live.
-    std::unique_ptr<boost::asio::steady_timer> renew_timer, deadline_timer;
+    // The deadline loop of the live tenure ends when its epoch is no longer
+    // live.
+    std::unique_ptr<boost::asio::steady_timer> deadline_timer;
 
     // While a tenure is live: its key deleted (a break, a revoked lease)
     // loses it at once.
@@ -168,14 +177,35 @@ public:
     std::shared_ptr<tenure> on_granted(const std::shared_ptr<etcd_lock_state>& st,
                                        std::uint64_t level, const lease_terms& terms,
                                        clock::time_point deadline);
-    // The live tenure is lost: lost signal now, its lease revoked.
-    void lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why);
-    // Revokes a lease in the background (a give-back, a cancelled acquire):
+    // The live tenure is lost: lost signal now, its key deleted (unless its
+    // whole lease is being revoked: delete_key false).
+    void lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why,
+                     bool delete_key = true);
+
+    // --- the lease pool (lease_pool.hpp), on the strand ---
+    // The lease for `duration`, counted as a use until put_back_lease():
+    // the pool's, or granted now (one grant for every acquire asking
+    // meanwhile). Completes on the strand, never inside this call.
+    void obtain_lease(clock::duration duration, handler<std::int64_t> h);
+    void put_back_lease(std::int64_t lease_id) noexcept;
+    // The lease's local deadline; time_point::min() for a lease lost.
+    clock::time_point lease_deadline(std::int64_t lease_id) const noexcept;
+    bool lease_alive(std::int64_t lease_id) const noexcept {
+        return leases_.alive(lease_id, clock::now());
+    }
+    // The lease is lost: every tenure under it too, and it is revoked.
+    void lose_lease(std::int64_t lease_id, const char* why);
+
+    // Deletes `key` in the background if its create revision is still
+    // `create_revision` (a give-back, a cancelled acquire, a lost tenure):
     // a background job until etcd answers, done for `parent` when that is
     // counted (an abandoned acquire's give-back).
-    void revoke_in_background(std::int64_t lease_id, const background_work::job& parent = {});
-    // Background clean-up (revokes nobody waits for, abandoned acquires
-    // still running) and the drains of it.
+    void delete_in_background(const std::string& key, std::int64_t create_revision,
+                              const background_work::job& parent = {});
+    // Revokes a lease in the background.
+    void revoke_in_background(std::int64_t lease_id);
+    // Background clean-up (deletes and revokes nobody waits for, abandoned
+    // acquires still running) and the drains of it.
     background_work& work() noexcept { return *work_; }
     // A key's value: the holder record, since = now by this machine's clock.
     std::string holder_value() const;
@@ -187,8 +217,13 @@ private:
     friend struct etcd_lock_state::holder_watch;
     void end_tenure(const std::shared_ptr<etcd_lock_state>& st) noexcept;
     void check_key(const std::shared_ptr<etcd_lock_state>& st);
-    void run_renewals(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch);
     void arm_deadline(std::shared_ptr<etcd_lock_state> st, std::uint64_t epoch);
+    void grant_lease(clock::duration duration);
+    void arm_lease(std::int64_t lease_id);
+    void on_lease_due(std::int64_t lease_id);
+    void send_keepalive(std::int64_t lease_id);
+    // Moves the watchdog-run tenures under the lease to its deadline.
+    void publish_lease(std::int64_t lease_id);
 
     boost::asio::any_io_executor executor_;
     strand_type strand_;
@@ -202,8 +237,14 @@ private:
     std::shared_ptr<background_work> work_;  // strand only
     std::atomic<bool> stopped_{false};
     std::map<std::string, std::shared_ptr<prefix_watch>> watches_;  // strand only
-    // The handles with a live tenure, for stop(): strand only.
+    // The handles with a live tenure, by watch_id (for stop() and the
+    // lease pool's holders): strand only.
     std::map<std::uint64_t, std::weak_ptr<etcd_lock_state>> holding_;
+    lease_pool leases_;  // strand only
+    // The acquires waiting for a lease's grant, by duration: strand only.
+    std::map<clock::duration, std::vector<handler<std::int64_t>>> lease_waiters_;
+    // One timer per lease (keep-alives, deadline, idle grace): strand only.
+    std::map<std::int64_t, std::unique_ptr<boost::asio::steady_timer>> lease_timers_;
 };
 
 // A started etcd backend for `url`, recording holder_label in its keys.

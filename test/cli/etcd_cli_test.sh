@@ -175,7 +175,7 @@ group_inspect() {
   expect_match "status: the waiter's host, pid and since" "^  [0-9a-f]{32} \(created at revision [0-9]+; $host:[0-9]+ waiting since $since_re\)\$" "$tmp_dir/st"
   cl 10 break --url "$url" ins
   expect_status "break a held lock" 0 "$last_status" "$(cat "$tmp_dir/err")"
-  expect_match "break: says what it removed" "^removed lock ins held by $owner \\(revoked lease [0-9a-f]+\\)\$" "$tmp_dir/out"
+  expect_match "break: says what it removed" "^removed lock ins held by $owner \\(deleted its key\\)\$" "$tmp_dir/out"
   reap "$waiter"
   expect_status "break: the waiter ran" 0 "$last_status"
   expect_true "break: the waiter's command ran" test -s "$tmp_dir/ins-waiter"

@@ -7,7 +7,7 @@
 // directly (lock_server::owners: the Redis hash's owner, etcd's keys under
 // the lock's prefix) that nothing of that owner is left:
 //  - a waiting acquire, cancelled: on etcd its waiter's key must be gone
-//    (its lease revoked); Redis keeps no trace of a waiter, so there the
+//    (deleted by its give-back); Redis keeps no trace of a waiter, so there the
 //    case checks only that the drain completes and the holder is untouched;
 //  - an acquire on a free lock, cancelled the moment the server shows its
 //    owner (the grant's answer is still on its way back): the backend gives
