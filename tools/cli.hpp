@@ -1,6 +1,6 @@
 // The corolock command-line tool: shared declarations.
 //
-//   arguments.cpp   command-line parsing (durations, options, usage errors)
+//   arguments.cpp   command-line parsing on CLI11 (durations, options, usage errors)
 //   help.cpp        --help texts
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
 //   run_command.cpp corolock run
@@ -206,6 +206,10 @@ struct parsed_command {
 // Parses argv (without argv[0]). Returns the usage error on failure.
 std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
                                               parsed_command& out);
+
+// Every option name ("-w", "--wait", ...) the parser knows for a command
+// (run, status, list, break, check): what the help must document.
+std::vector<std::string> parser_option_names(std::string_view command);
 
 // How a lock's holder reads in text (defined in inspect_commands.cpp):
 // RFC 3339 UTC with milliseconds; "2d 3h 4m 5s" (or "12.345s"); host:pid,

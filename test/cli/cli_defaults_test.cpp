@@ -9,6 +9,7 @@
 #include <boost/asio/error.hpp>
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -104,6 +105,38 @@ TEST_CASE("cli help: the texts state the defaults the code uses", "[unit][cli]")
         CHECK(contains(text, cli::defaults::url()));
         CHECK(left_token(text).empty());
     }
+}
+
+// `name` ("-w", "--wait") as an option of the text: after a space, ',',
+// '[' or '|' and before a character that cannot continue an option name.
+bool documents_option(const std::string& text, const std::string& name) {
+    for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+        const char before = at == 0 ? ' ' : text[at - 1];
+        const std::size_t end = at + name.size();
+        const char after = end < text.size() ? text[end] : ' ';
+        const bool starts = before == ' ' || before == ',' || before == '[' || before == '|';
+        const bool ends = !(std::isalnum(static_cast<unsigned char>(after)) || after == '-');
+        if (starts && ends) return true;
+    }
+    return false;
+}
+
+// The help texts are the one source of the man page and the completion
+// (packaging/cli_docs.cpp): an option the parser takes and the help does
+// not name would be missing from both.
+TEST_CASE("cli help: every option the parser knows is in the command's help", "[unit][cli]") {
+    const std::string overview = cli::help_text("");
+    for (std::string_view command : {"run", "status", "list", "break", "check"}) {
+        const auto names = cli::parser_option_names(command);
+        INFO("command " << command);
+        CHECK(names.size() >= 10);  // the common options at least
+        const std::string help = cli::help_text(command);
+        for (const auto& name : names) {
+            INFO("option " << name);
+            CHECK((documents_option(help, name) || documents_option(overview, name)));
+        }
+    }
+    CHECK(cli::parser_option_names("nope").empty());
 }
 
 TEST_CASE("cli help: the overview lists every exit status", "[unit][cli]") {
