@@ -565,19 +565,21 @@ std::optional<usage_error> check_name(const std::string& command, std::string_vi
 // run's own options.
 struct run_slots {
     value_slot lease, wait, conflict_exit_code, replicas, capacity, permits, grace, on_lost,
-        label, metrics_file;
+        label, metrics_file, lock_delay, shell_command;
     int quiet = 0, fair = 0, shared = 0, exclusive = 0, no_process_group = 0,
         pass_credentials = 0, no_label = 0, no_wait = 0;
+    // flock(1)'s -o, -u and -F: accepted (-o) or refused with the reason.
+    int close = 0, unlock = 0, no_fork = 0;
 };
 
 void add_run_options(CLI::App& app, run_slots& s) {
     value_option(app, "--lease", s.lease);
-    value_option(app, "-w,--wait", s.wait);
-    flag_option(app, "-n,--no-wait", s.no_wait);
+    value_option(app, "-w,--wait,--timeout", s.wait);
+    flag_option(app, "-n,--no-wait,--nonblock,--nb", s.no_wait);
     value_option(app, "-E,--conflict-exit-code", s.conflict_exit_code);
     flag_option(app, "-q,--quiet", s.quiet);
     flag_option(app, "-s,--shared", s.shared);
-    flag_option(app, "-x,--exclusive", s.exclusive);
+    flag_option(app, "-x,-e,--exclusive", s.exclusive);
     flag_option(app, "--fair", s.fair);
     value_option(app, "--capacity", s.capacity);
     value_option(app, "--permits", s.permits);
@@ -589,6 +591,11 @@ void add_run_options(CLI::App& app, run_slots& s) {
     value_option(app, "--label", s.label);
     flag_option(app, "--no-label", s.no_label);
     value_option(app, "--metrics-file", s.metrics_file);
+    value_option(app, "--lock-delay", s.lock_delay);
+    value_option(app, "-c,--command", s.shell_command);
+    flag_option(app, "-o,--close", s.close);
+    flag_option(app, "-u,--unlock", s.unlock);
+    flag_option(app, "-F,--no-fork", s.no_fork);
 }
 
 // A whole number from lo to hi with at most max_digits digits; `expected`
@@ -609,20 +616,11 @@ std::optional<usage_error> number_value(const std::string& command, const typed_
     return std::nullopt;
 }
 
+// Every time option (--lease, -w/--wait, --grace, --lock-delay) follows one
+// rule: plain or fractional seconds ("5", "0.25", as flock(1) takes them),
+// or a duration ("500ms", "2m").
 std::optional<usage_error> duration_value(const std::string& command, const typed_value& v,
                                           duration& out) {
-    std::string why;
-    auto d = parse_duration(v.value, why);
-    if (!d)
-        return usage_error{command, "bad " + v.option + " value " + single_quoted(v.value) + ": " + why};
-    out = *d;
-    return std::nullopt;
-}
-
-// -w/--wait: plain or fractional seconds ("5", "0.25", as flock(1) takes
-// them), or a duration ("500ms").
-std::optional<usage_error> seconds_or_duration_value(const std::string& command,
-                                                     const typed_value& v, duration& out) {
     if (auto d = parse_seconds(v.value)) {
         out = *d;
         return std::nullopt;
@@ -642,7 +640,7 @@ std::optional<usage_error> read_run_options(const std::string& cmd, const run_sl
     auto error = [&](std::string m) { return usage_error{cmd, std::move(m)}; };
     if (s.lease) {
         if (auto e = duration_value(cmd, *s.lease, o.lease); e) return e;
-        o.lease_text = s.lease->value;
+        o.lease_text = format_duration(o.lease);
     }
     o.quiet = s.quiet > 0;
     o.fair = s.fair > 0;
@@ -697,10 +695,26 @@ std::optional<usage_error> read_run_options(const std::string& cmd, const run_sl
     }
     if (s.wait) {
         duration d{};
-        if (auto e = seconds_or_duration_value(cmd, *s.wait, d); e) return e;
+        if (auto e = duration_value(cmd, *s.wait, d); e) return e;
         o.wait = d;
         o.wait_text = format_duration(d);
     }
+    if (s.lock_delay) {
+        if (auto e = duration_value(cmd, *s.lock_delay, o.lock_delay); e) return e;
+        if (o.lock_delay > max_lock_delay)
+            return error("--lock-delay must be at most " +
+                         format_duration(std::chrono::duration_cast<duration>(max_lock_delay)) +
+                         " (got " + format_duration(o.lock_delay) + ")");
+    }
+    if (s.unlock > 0)
+        return error("-u (--unlock) is not offered: the lock is held by corolock run itself and "
+                     "released when COMMAND exits; 'corolock break NAME' force-releases it");
+    if (s.no_fork > 0)
+        return error("-F (--no-fork) is not offered: corolock run stays beside COMMAND to renew "
+                     "the lease and release the lock, so it cannot exec COMMAND in its place");
+    // -o (--close): flock closes the lock's descriptor before COMMAND runs;
+    // COMMAND never gets the lock here (corolock holds it), so there is
+    // nothing to close: accepted for flock's command lines.
     if (s.on_lost) {
         if (s.on_lost->value == "kill")
             o.on_lost = on_lost_action::kill;
@@ -745,11 +759,15 @@ std::optional<usage_error> read_run_options(const std::string& cmd, const run_sl
     return std::nullopt;
 }
 
+// run [OPTIONS] NAME COMMAND [ARGS...], as flock(1): the first word after
+// NAME starts COMMAND (options after it are COMMAND's). run [OPTIONS] NAME...
+// -- COMMAND [ARGS...]: with "--" (which several NAMEs need), the words
+// before the first "--" are NAMEs and options, everything after it COMMAND.
+// run [OPTIONS] NAME -c 'SHELL COMMAND': $SHELL (else /bin/sh) -c, as flock.
 std::optional<usage_error> parse_run(const std::vector<std::string_view>& args,
                                      parsed_command& out) {
     const std::string cmd = "run";
     run_options& o = out.run;
-    // COMMAND is what follows the first "--".
     const auto separator = std::find(args.begin(), args.end(), std::string_view("--"));
     const bool saw_separator = separator != args.end();
     const std::vector<std::string_view> head(args.begin(), separator);
@@ -757,27 +775,54 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args,
     common_slots common;
     run_slots slots;
     std::vector<std::string> names;
+    std::string name;
     add_common_options(app, common);
     add_run_options(app, slots);
-    app.add_option("NAME", names);
+    if (saw_separator) {
+        app.add_option("NAME", names);
+    } else {
+        // One NAME; CLI11 stops at the next word and leaves it, and all that
+        // follows, in remaining(): COMMAND.
+        app.add_option("NAME", name);
+        app.prefix_command();
+    }
     if (auto e = run_parser(app, cmd, head); e) return e;
+    if (!saw_separator && app.count("NAME") > 0) names.push_back(name);
     if (common.help > 0) {
         out.what = parsed_command::kind::help;
         out.help_topic = cmd;
         return std::nullopt;
     }
-    if (auto e = unknown_option(cmd, app.remaining()); e) return e;
+    std::vector<std::string> command;
+    if (saw_separator) {
+        if (auto e = unknown_option(cmd, app.remaining()); e) return e;
+        command.assign(separator + 1, args.end());
+    } else {
+        // remaining(): the options CLI11 did not know, then COMMAND.
+        command = app.remaining();
+        const auto first_word = std::find_if(command.begin(), command.end(),
+                                             [](const std::string& w) { return !is_option(w); });
+        if (auto e = unknown_option(cmd, {command.begin(), first_word}); e) return e;
+    }
     credential_options cred;
     if (auto e = read_common_options(cmd, common, o.common, cred); e) return e;
     if (auto e = read_run_options(cmd, slots, o); e) return e;
     auto error = [&](std::string m) { return usage_error{cmd, std::move(m)}; };
 
     if (names.empty()) return error(saw_separator ? "missing NAME before '--'" : "missing NAME");
-    if (names.size() > 1 && !saw_separator)
-        return error("unexpected argument " + single_quoted(names[1]) +
-                     " after NAME: put '--' before COMMAND");
-    if (!saw_separator) return error("missing '--' and COMMAND after NAME");
-    if (separator + 1 == args.end()) return error("missing COMMAND after '--'");
+    if (slots.shell_command) {
+        if (!command.empty())
+            return error(slots.shell_command->option + " takes the whole command as one " +
+                         "argument; nothing may follow NAME (got " + single_quoted(command[0]) +
+                         ")");
+        if (slots.shell_command->value.empty())
+            return error("option " + slots.shell_command->option + " needs a value");
+        const char* shell = std::getenv("SHELL");
+        command = {shell != nullptr && *shell != 0 ? shell : "/bin/sh", "-c",
+                   slots.shell_command->value};
+    }
+    if (command.empty())
+        return error(saw_separator ? "missing COMMAND after '--'" : "missing COMMAND after NAME");
     for (const auto& name : names)
         if (auto e = check_name(cmd, name); e) return e;
     o.names = detail::canonical_names({names.begin(), names.end()});
@@ -798,7 +843,7 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args,
     }
     o.name = o.names.front();
     for (std::size_t i = 1; i < o.names.size(); ++i) o.name += "," + o.names[i];
-    o.command.assign(separator + 1, args.end());
+    o.command = std::move(command);
     const std::vector<std::string_view> urls(common.urls.begin(), common.urls.end());
     if (auto e = resolve_url(cmd, urls, o.common, cred); e) return e;
     if (o.common.redlock()) {

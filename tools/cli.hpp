@@ -147,6 +147,7 @@ struct run_options {
     std::string wait_text;
     int conflict_exit_code = exit_status::not_acquired;  // -E: when not acquired in time
     int replicas = 0;              // --replicas: lock_options::replicas
+    duration lock_delay{};         // --lock-delay: lock_options::lock_delay
     std::uint32_t capacity = 0;    // --capacity: a semaphore of N permits (0: a mutex)
     std::uint32_t permits = 1;     // --permits: how many of them
     bool fair = false;             // --fair: a corolock::fair_mutex (Redis only)

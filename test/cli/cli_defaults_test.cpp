@@ -419,3 +419,84 @@ TEST_CASE("cli: check takes NAME and a non-negative integer TOKEN", "[unit][cli]
     };
     check_usage_errors(bad);
 }
+
+TEST_CASE("cli: run takes flock's command line: NAME COMMAND, -c, -o; -u and -F refused",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    // The first word after NAME starts COMMAND; what follows is COMMAND's,
+    // options too ("-n" is echo's here, not --no-wait).
+    REQUIRE_FALSE(parse({"run", "-w", "5", "job", "echo", "-n", "hi"}, cmd).has_value());
+    CHECK(cmd.run.names == std::vector<std::string>{"job"});
+    CHECK(cmd.run.command == std::vector<std::string>{"echo", "-n", "hi"});
+    CHECK(cmd.run.wait == cli::duration(5s));
+    // Options between NAME and COMMAND are run's, as flock's.
+    cli::parsed_command between;
+    REQUIRE_FALSE(parse({"run", "job", "-n", "true"}, between).has_value());
+    CHECK(between.run.wait == cli::duration::zero());
+    CHECK(between.run.command == std::vector<std::string>{"true"});
+    // With "--": NAMEs before it, COMMAND after it.
+    cli::parsed_command several;
+    REQUIRE_FALSE(parse({"run", "b", "a", "--", "git", "log", "--", "f"}, several).has_value());
+    CHECK(several.run.names == std::vector<std::string>{"a", "b"});
+    CHECK(several.run.command == std::vector<std::string>{"git", "log", "--", "f"});
+    // -c: the shell runs the command line, as flock -c.
+    ::setenv("SHELL", "/bin/sh", 1);
+    cli::parsed_command shell;
+    REQUIRE_FALSE(parse({"run", "-n", "job", "-c", "echo hi | wc -c"}, shell).has_value());
+    CHECK(shell.run.command == std::vector<std::string>{"/bin/sh", "-c", "echo hi | wc -c"});
+    CHECK(shell.run.wait == cli::duration::zero());
+    // flock's other names: --timeout for -w, --nb and --nonblock for -n, -e for -x.
+    cli::parsed_command aliases;
+    REQUIRE_FALSE(parse({"run", "--timeout", "2", "-e", "job", "true"}, aliases).has_value());
+    CHECK(aliases.run.wait == cli::duration(2s));
+    CHECK(aliases.run.level == cli::lock_level::exclusive);
+    for (std::string_view nb : {"--nb", "--nonblock"}) {
+        cli::parsed_command c;
+        REQUIRE_FALSE(parse({"run", nb, "job", "true"}, c).has_value());
+        CHECK(c.run.wait == cli::duration::zero());
+    }
+    // -o is accepted and changes nothing.
+    cli::parsed_command close;
+    REQUIRE_FALSE(parse({"run", "-o", "job", "true"}, close).has_value());
+    CHECK(close.run.command == std::vector<std::string>{"true"});
+    check_usage_errors({
+        {{"run", "-u", "job", "true"}, "-u (--unlock) is not offered: "},
+        {{"run", "--unlock", "job", "true"}, "'corolock break NAME' force-releases it"},
+        {{"run", "-F", "job", "true"}, "-F (--no-fork) is not offered: "},
+        {{"run", "job", "-c", "true", "false"}, "-c takes the whole command as one argument"},
+        {{"run", "job"}, "missing COMMAND after NAME"},
+        {{"run", "job", "--"}, "missing COMMAND after '--'"},
+        {{"run", "--bogus", "job", "true"}, "unknown option '--bogus'"},
+        {{"run", "job", "--bogus", "true"}, "unknown option '--bogus'"},
+    });
+}
+
+TEST_CASE("cli: a bare number is seconds for every time option of run (one rule)",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "--lease", "5", "-w", "5", "--grace", "2.5", "--lock-delay",
+                         "1.5", "job", "true"},
+                        cmd)
+                      .has_value());
+    CHECK(cmd.run.lease == cli::duration(5s));
+    CHECK(cmd.run.lease_text == "5s");
+    CHECK(cmd.run.wait == cli::duration(5s));
+    CHECK(cmd.run.grace == cli::duration(2500ms));
+    CHECK(cmd.run.lock_delay == cli::duration(1500ms));
+    cli::parsed_command units;
+    REQUIRE_FALSE(
+        parse({"run", "--lease", "2m", "-w", "500ms", "--lock-delay", "3s", "job", "true"}, units)
+            .has_value());
+    CHECK(units.run.lease == cli::duration(2min));
+    CHECK(units.run.wait == cli::duration(500ms));
+    CHECK(units.run.lock_delay == cli::duration(3s));
+    cli::parsed_command none;
+    REQUIRE_FALSE(parse({"run", "job", "true"}, none).has_value());
+    CHECK(none.run.lock_delay == cli::duration::zero());
+    check_usage_errors({
+        {{"run", "--lease", "soon", "job", "true"},
+         "bad --lease value 'soon': expected a whole number and a unit"},
+        {{"run", "--lease", "soon", "job", "true"}, "; or plain seconds: 5, 0.5"},
+        {{"run", "--lock-delay", "61", "job", "true"}, "--lock-delay must be at most 1m (got 61s)"},
+    });
+}

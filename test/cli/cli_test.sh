@@ -94,10 +94,13 @@ group_usage() {
     "unknown run option|run: unknown option '--bogus'|run --bogus x -- true"
     "missing NAME|run: missing NAME$|run"
     "missing NAME before --|run: missing NAME before '--'|run -- true"
-    "missing --|run: missing '--' and COMMAND after NAME|run x"
-    "COMMAND without --|run: unexpected argument 'echo' after NAME: put '--' before COMMAND|run x echo hi"
+    "missing COMMAND|run: missing COMMAND after NAME$|run x"
+    "-c and a COMMAND|run: -c takes the whole command as one argument|run x -c true false"
+    "flock's -u|run: -u \\(--unlock\\) is not offered: .*corolock break NAME|run -u x true"
+    "flock's -F|run: -F \\(--no-fork\\) is not offered: |run -F x true"
+    "unknown option after NAME|run: unknown option '--bogus'|run x --bogus true"
     "missing COMMAND|run: missing COMMAND after '--'|run x --"
-    "bare number duration|run: bad --lease value '5': no unit|run --lease 5 x -- true"
+    "garbage --lease|run: bad --lease value 'soon': expected a whole number and a unit|run --lease soon x -- true"
     "garbage duration|run: bad --wait value 'soon': expected a whole number and a unit|run --wait soon x -- true"
     "unknown duration unit|run: bad --wait value '3d': unknown unit 'd'|run --wait 3d x -- true"
     "lease below the minimum|run: --lease must be at least 100ms \\(got 50ms\\)|run --lease 50ms x -- true"
@@ -709,6 +712,8 @@ group_flock() {
   cl 20 run --url "$url" -n fl -- touch "$tmp_dir/fl-ran"
   expect_status "flock: -n on a held lock" 75 "$last_status"
   expect_match "flock: -n: message" "lock 'fl' is held by another owner \(--no-wait\)" "$tmp_dir/err"
+  # Without -v, the line a cron mail shows names the holder.
+  expect_match "flock: -n names the holder without -v" "lock 'fl' is held by another owner \(--no-wait\): [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [^,]+, label 'sh'\)$" "$tmp_dir/err"
   cl 20 run --url "$url" -n -q fl -- touch "$tmp_dir/fl-ran"
   expect_status "flock: -n -q on a held lock" 75 "$last_status"
   expect_true "flock: -q: nothing on stderr" [ ! -s "$tmp_dir/err" ]
@@ -724,6 +729,7 @@ group_flock() {
   elapsed=$(($(now_ms) - start))
   expect_status "flock: -w 0.3 on a held lock" 75 "$last_status"
   expect_match "flock: -w 0.3: message" "lock 'fl' not acquired within 300ms" "$tmp_dir/err"
+  expect_match "flock: -w 0.3 names the holder without -v" "lock 'fl' not acquired within 300ms; held by [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [^,]+, label 'sh'\)$" "$tmp_dir/err"
   expect_cond "flock: -w 0.3 waited about 300 ms (${elapsed} ms)" '[ "$elapsed" -ge 250 ] && [ "$elapsed" -lt 5000 ]'
   start=$(now_ms)
   cl 20 run --url "$url" -w1 fl -- touch "$tmp_dir/fl-ran"
@@ -760,6 +766,22 @@ group_flock() {
   expect_status "flock: -v waiter ran" 0 "$last_status" "$(cat "$tmp_dir/fl2-err")"
   expect_match "flock: -v: waiting until free" "lock 'fl2' is held by [^ ]+:[0-9]+ since .*label 'sleep'.*waiting until it is free" "$tmp_dir/fl2-err"
   expect_match "flock: -v: acquired after waiting" "acquired lock 'fl2' \(token [0-9]+, lease 30s\) after waiting [0-9]+\.[0-9]{3} s" "$tmp_dir/fl2-err"
+
+  # flock's command line: NAME COMMAND without '--', -c, -o, bare seconds.
+  cl 20 run --url "$url" fl4 sh -c 'printf %s "$COROLOCK_NAME" >"$1"' sh "$tmp_dir/fl4-out"
+  expect_status "flock: NAME COMMAND without --" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "flock: COMMAND ran with the lock" grep -qx fl4 "$tmp_dir/fl4-out"
+  cl 20 run --url "$url" fl4 echo -n hi
+  expect_status "flock: COMMAND's own options stay COMMAND's" 0 "$last_status"
+  expect_true "flock: echo got its -n" [ "$(cat "$tmp_dir/out")" = hi ]
+  cl 20 run --url "$url" -n -o fl4 -c 'printf %s "$COROLOCK_NAME" >'"$tmp_dir/fl4-c"
+  expect_status "flock: -c runs a shell command line" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "flock: -c ran with the lock" grep -qx fl4 "$tmp_dir/fl4-c"
+  cl 20 run --url "$url" -v --lease 5 -w 2 fl4 true
+  expect_status "flock: --lease 5 -w 2" 0 "$last_status"
+  expect_match "flock: --lease 5 is 5 seconds" "acquired lock 'fl4' \(token [0-9]+, lease 5s\)" "$tmp_dir/err"
+  cl 20 run --url "$url" --lock-delay 1 fl4 true
+  expect_status "flock: --lock-delay on Redis" 0 "$last_status" "$(cat "$tmp_dir/err")"
 
   # -vv: each renewal (lease 300ms: one every 100 ms).
   cl 20 run --url "$url" -vv --lease 300ms fl3 -- sleep 0.6
