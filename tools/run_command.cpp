@@ -972,6 +972,18 @@ asio::awaitable<int> run_flow(run_state& s) {
         }
         co_return o.conflict_exit_code;
     }
+    if (aec == error::wrong_type && o.common.redis() && o.capacity == 0 && !o.several() &&
+        s.nodes == nullptr) {
+        // The name is another kind of lock: say which, and what to add.
+        auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
+        if (!sec && st.type == lock_type::semaphore) {
+            const std::string n = st.capacity > 0 ? std::to_string(st.capacity) : "N";
+            report_error("acquire " + s.name() + ": the name is a semaphore" +
+                         (st.capacity > 0 ? " of " + n + " permits" : std::string()) +
+                         ", not a lock: add --capacity " + n + " to take one of its permits");
+            co_return exit_status::remote_error;
+        }
+    }
     if (aec == error::not_supported && o.lock_delay.count() > 0) {
         report_error("acquire " + s.name() + ": --lock-delay is not supported by " +
                      service_at(o.common) + "; run without it");

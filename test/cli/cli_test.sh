@@ -113,7 +113,8 @@ group_usage() {
     "-s with --replicas|run: --replicas is not offered with -s \\(--shared\\)|run -sn --replicas 1 x -- true"
     "-s over etcd|-s \\(--shared\\) is not supported on etcd|run --url etcd://127.0.0.1:1 -s x -- true"
     "option without its value|run: option --lease needs a value|run x --lease"
-    "malformed URL|run: malformed Redis URL in --url|run --url http://example x -- true"
+    "unknown scheme|run: unsupported URL scheme 'http' in --url: corolock accepts redis, rediss, .*etcd, etcds, zk, postgresql, postgres \\(SCHEME://...\\)$|run --url http://example x -- true"
+    "scheme without //|status: malformed URL in --url: the scheme is followed by ':/' instead of '://'$|status --url redis:/127.0.0.1 x"
     "name with a brace|status: bad lock NAME 'a\\{b'|status a{b"
     "status without NAME|status: missing NAME|status"
     "status with two NAMEs|status: unexpected argument 'b'|status a b"
@@ -783,6 +784,16 @@ group_flock() {
   cl 20 run --url "$url" --lock-delay 1 fl4 true
   expect_status "flock: --lock-delay on Redis" 0 "$last_status" "$(cat "$tmp_dir/err")"
 
+  # A plain lock on a semaphore's name: add --capacity.
+  spawn 60 "$bin" run --url "$url" --capacity 2 fsem -- sh -c "touch '$tmp_dir/fsem-in'; $(long_child 30)"
+  local sem_holder=$last_pid
+  expect_true "flock: semaphore holder acquired" wait_until 10 test -e "$tmp_dir/fsem-in"
+  cl 20 run --url "$url" -n fsem true
+  expect_status "flock: a plain lock on a semaphore" 76 "$last_status"
+  expect_match "flock: a plain lock on a semaphore: add --capacity" "lock 'fsem': the name is a semaphore of 2 permits, not a lock: add --capacity 2" "$tmp_dir/err"
+  signal_corolock TERM "$sem_holder"
+  reap "$sem_holder"
+
   # -vv: each renewal (lease 300ms: one every 100 ms).
   cl 20 run --url "$url" -vv --lease 300ms fl3 -- sleep 0.6
   expect_status "flock: -vv run" 0 "$last_status"
@@ -903,6 +914,14 @@ group_credentials() {
     sh -c 'echo "url=$REDIS_URL"' >"$tmp_dir/out" 2>"$tmp_dir/err"
   expect_true "credentials: --pass-credentials keeps them" grep -qx "url=redis://alice:s3cret-pw@127.0.0.1:$port" "$tmp_dir/out"
   rcli ACL DELUSER alice >/dev/null
+
+  # A server that wants a password, and none given: say how to give one.
+  rcli CONFIG SET requirepass cred-pw >/dev/null
+  cl 20 status --url "redis://127.0.0.1:$port" cred4
+  expect_status "credentials: no password for a server that requires one" 69 "$last_status"
+  expect_match "credentials: no password: says how to give one" "rejected the credentials: it requires a password; give it in the URL .*--password-file FILE, or in COROLOCK_PASSWORD" "$tmp_dir/err"
+  REDISCLI_AUTH=cred-pw rcli CONFIG SET requirepass "" >/dev/null
+  expect_true "credentials: the server's password is off again" [ "$(rcli PING)" = PONG ]
 
   # corolock holds the password while it runs: it is not dumpable (no core
   # file, no ptrace or /proc/PID/mem for the same user), which the kernel
@@ -1088,6 +1107,10 @@ group_tls() {
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" tls1
   expect_status "tls: no client certificate where the server asks for one" 69 "$last_status"
   stop_pid "$tls_pid"
+  # TLS spoken to a plain Redis port: the message says TLS failed.
+  cl 20 status --url "rediss://127.0.0.1:$port" tls1
+  expect_status "tls: rediss:// to a plain server" 69 "$last_status"
+  expect_match "tls: rediss:// to a plain server: says TLS failed" "TLS failed: no TLS session within .*a plain Redis port takes redis://" "$tmp_dir/err"
 }
 
 # ---- ACL: NOPERM ----
