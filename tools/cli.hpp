@@ -49,6 +49,7 @@ using duration = std::chrono::milliseconds;
 namespace exit_status {
 inline constexpr int ok = 0;
 inline constexpr int stale_token = 1;     // check: the token is not the current holder's grant
+inline constexpr int not_held = 1;        // status: the lock is free (0: held), as test(1)
 inline constexpr int usage = 64;          // EX_USAGE: bad command line
 inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis cannot be reached
 inline constexpr int lease_lost = 70;     // run: the lease was lost while COMMAND ran

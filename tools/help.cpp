@@ -69,8 +69,8 @@ Names, owner ids and server text are printed with control bytes escaped
 
 Exit statuses:
   0    success (run: COMMAND's own status is passed through instead; check:
-       the token is current)
-  1    check: the token is stale
+       the token is current; status: the lock is held)
+  1    check: the token is stale; status: the lock is free
   64   usage error: the message says what was wrong
   69   the service (Redis, etcd, ZooKeeper, PostgreSQL) cannot be reached
   70   run: the lease was lost while COMMAND ran (--on-lost kill)
@@ -306,7 +306,8 @@ Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
 password. In text output the name, owner, host and label are shown with
 control bytes escaped.
 
-Exit statuses: 0 the status was printed (held or not), 64 usage error,
+Exit statuses, as test(1): 0 the lock is held, 1 it is free (so
+'corolock status NAME && ...' runs when it is held); 64 usage error,
 69 Redis cannot be reached, 76 Redis answered with an error or NOPERM.
 
 Examples:

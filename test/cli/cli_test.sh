@@ -333,7 +333,7 @@ expect_waiter_after_break() {
 
 group_inspect() {
   cl 20 status --url "$url" --json never-used
-  expect_status "status --json of an unknown lock" 0 "$last_status"
+  expect_status "status --json of an unknown lock: free, exit 1 (as test(1))" 1 "$last_status"
   expect_true "status --json: one exact object when not held" \
     grep -qxF '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null,"kind":"mutex","queued":0,"capacity":0,"permits_in_use":0,"holder_count":0,"holders":[]}' "$tmp_dir/out"
 
@@ -788,6 +788,9 @@ group_flock() {
   spawn 60 "$bin" run --url "$url" --capacity 2 fsem -- sh -c "touch '$tmp_dir/fsem-in'; $(long_child 30)"
   local sem_holder=$last_pid
   expect_true "flock: semaphore holder acquired" wait_until 10 test -e "$tmp_dir/fsem-in"
+  cl 20 status --url "$url" fsem
+  expect_status "flock: status of a held semaphore: 0" 0 "$last_status"
+  expect_match "flock: one permit is '1 permit'" "^  [0-9a-f]{32}: 1 permit, 1 level, ttl " "$tmp_dir/out"
   cl 20 run --url "$url" -n fsem true
   expect_status "flock: a plain lock on a semaphore" 76 "$last_status"
   expect_match "flock: a plain lock on a semaphore: add --capacity" "lock 'fsem': the name is a semaphore of 2 permits, not a lock: add --capacity 2" "$tmp_dir/err"
@@ -893,7 +896,7 @@ group_credentials() {
   cl 20 run --url "redis://alice@127.0.0.1:$port" --password-file "$tmp_dir/pw" cred1 -- true
   expect_status "credentials: --password-file with a user in the URL" 0 "$last_status"
   cl 20 status --url "redis://alice@127.0.0.1:$port" --password-file "$tmp_dir/pw" cred1
-  expect_status "credentials: status with --password-file" 0 "$last_status"
+  expect_status "credentials: status with --password-file (free: 1)" 1 "$last_status"
   COROLOCK_PASSWORD=s3cret-pw timeout 20 "$bin" run --url "redis://alice:wrong@127.0.0.1:$port" cred1 -- true \
     >"$tmp_dir/out" 2>"$tmp_dir/err"
   expect_status "credentials: COROLOCK_PASSWORD overrides the URL's password" 0 $?
@@ -952,7 +955,7 @@ group_escape() {
   # A name with a newline cannot forge a line of status or break output.
   local forged=$'x\ncorolock: released lock cleanly'
   cl 20 status --url "$url" "$forged"
-  expect_status "escape: status of a name with a newline" 0 "$last_status"
+  expect_status "escape: status of a name with a newline (free: 1)" 1 "$last_status"
   expect_true "escape: status prints seven lines" [ "$(wc -l <"$tmp_dir/out")" -eq 7 ]
   expect_true "escape: the newline is shown as \\n" grep -qxF 'lock:       x\ncorolock: released lock cleanly' "$tmp_dir/out"
   cl 20 break --url "$url" "$forged"
@@ -1082,24 +1085,24 @@ group_tls() {
   local d=$tmp_dir/tls turl="rediss://127.0.0.1:$tls_port"
   local -a client=(--tls-cert "$d/client.crt" --tls-key "$d/client.key")
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" "${client[@]}" tls1
-  expect_status "tls: status with --tls-ca, --tls-cert, --tls-key" 0 "$last_status"
+  expect_status "tls: status with --tls-ca, --tls-cert, --tls-key (free: 1)" 1 "$last_status"
   cl 20 run --url "$turl" --tls-ca "$d/ca.crt" "${client[@]}" tls1 -- sh -c 'echo "token=$COROLOCK_TOKEN"'
   expect_status "tls: run" 0 "$last_status"
   expect_match "tls: run: COMMAND ran with a token" '^token=[0-9]+$' "$tmp_dir/out"
   cl 20 status --url "redis://127.0.0.1:$tls_port" --tls-ca "$d/ca.crt" "${client[@]}" tls1
-  expect_status "tls: a --tls-* option turns TLS on for redis://" 0 "$last_status"
+  expect_status "tls: a --tls-* option turns TLS on for redis:// (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" --tls-server-name localhost "${client[@]}" tls1
-  expect_status "tls: --tls-server-name matching the certificate" 0 "$last_status"
+  expect_status "tls: --tls-server-name matching the certificate (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" --tls-server-name wrong.invalid "${client[@]}" tls1
   expect_status "tls: --tls-server-name not in the certificate" 69 "$last_status"
   cl 20 status --url "$turl" "${client[@]}" tls1
   expect_status "tls: the system's CAs do not trust the test CA" 69 "$last_status"
   cl 20 status --url "$turl" --tls-insecure "${client[@]}" tls1
-  expect_status "tls: --tls-insecure skips verification" 0 "$last_status"
+  expect_status "tls: --tls-insecure skips verification (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl/0?tls_ca=$d/ca.crt&tls_server_name=localhost" "${client[@]}" tls1
-  expect_status "tls: tls_ca and tls_server_name in the URL's query" 0 "$last_status"
+  expect_status "tls: tls_ca and tls_server_name in the URL's query (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl?tls_verify=no" "${client[@]}" tls1
-  expect_status "tls: tls_verify=no in the URL's query" 0 "$last_status"
+  expect_status "tls: tls_verify=no in the URL's query (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl?tls_ca=/nonexistent/ca.crt" "${client[@]}" tls1
   expect_status "tls: an unreadable tls_ca in the URL's query" 64 "$last_status"
   expect_true "tls: the unreadable file is named by its query key" \
