@@ -9,6 +9,7 @@ packages=(
   libboost1.81-dev libboost-system1.81-dev  # Asio and System
   libboost-json1.81-dev                 # the etcd gateway's JSON
   libspdlog-dev                         # logging
+  libcli11-dev                          # the corolock tool's option parser (header-only)
   catch2                                # tests: Catch2 v2.13
   libssl-dev openssl                    # TLS, and test certificates
   redis-server redis-tools              # the test server, redis-cli, redis-benchmark

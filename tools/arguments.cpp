@@ -22,6 +22,8 @@
 #include <corolock/printable.hpp>
 #include <corolock/semaphore.hpp>
 
+#include <CLI/CLI.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +44,7 @@ constexpr duration max_duration = std::chrono::hours(24 * 365);
 
 // Quoted for a message; the bytes are made printable when the whole message
 // is (report_error), so a name with a newline cannot forge another line.
-std::string quoted(std::string_view s) {
+std::string single_quoted(std::string_view s) {
     std::string out = "'";
     out.append(s);
     out.push_back('\'');
@@ -101,195 +103,138 @@ std::optional<duration> parse_seconds(std::string_view text) {
     return duration(ms);
 }
 
-// flock(1)-style short options for run: "-nq" is "-n -q", "-sn" is "-s -n", "-w5" is "-w 5",
-// "-E0" is "-E 0". Only before the first "--".
-std::vector<std::string_view> expand_short_options(const std::vector<std::string_view>& args) {
-    static constexpr std::string_view letters = "nqvsx";
-    static constexpr std::string_view flags[] = {"-n", "-q", "-v", "-s", "-x"};
-    std::vector<std::string_view> out;
-    bool done = false;
-    for (auto tok : args) {
-        if (!done && tok == "--") done = true;
-        if (done || tok.size() <= 2 || tok[0] != '-' || tok[1] == '-') {
-            out.push_back(tok);
-            continue;
-        }
-        if (tok[1] == 'w' || tok[1] == 'E') {
-            out.push_back(tok.substr(0, 2));
-            out.push_back(tok.substr(2));
-            continue;
-        }
-        if (tok.find_first_not_of(letters, 1) == std::string_view::npos) {
-            for (char c : tok.substr(1)) out.push_back(flags[letters.find(c)]);
-            continue;
-        }
-        out.push_back(tok);
+// The option parser is CLI11 (Debian 12's libcli11-dev): a Debian package,
+// header-only (nothing to link or to ship), and made for a tool with
+// subcommands: short-option bundling ("-nq", "-w5", "-E0"), "--opt=value",
+// repeated options (several --url), "-vv", "--". Its own help is turned off:
+// `corolock help` (help.cpp) is the one help source, from which the man page
+// and the bash completion are generated (packaging/cli_docs.cpp), and a unit
+// test checks that every option given to CLI11 is documented there
+// (cli_defaults_test.cpp, parser_option_names). What CLI11 does not know is
+// the meaning of a value: each value is checked below, with a message that
+// names the option as the user typed it.
+
+// An option's value as typed: "-w" or "--wait", and its text.
+struct typed_value {
+    std::string option;
+    std::string value;
+};
+using value_slot = std::optional<typed_value>;
+
+std::vector<std::string> option_names(std::string_view names) {
+    std::vector<std::string> out;
+    while (!names.empty()) {
+        const auto comma = names.find(',');
+        out.emplace_back(names.substr(0, comma));
+        if (comma == std::string_view::npos) break;
+        names.remove_prefix(comma + 1);
     }
     return out;
 }
 
-// One option as typed: "--lease 5s", "--lease=5s", "-v", "-vv".
-struct option_token {
-    std::string_view name;                 // "--lease", "-v"
-    std::optional<std::string_view> value; // from "=value"
+// Each of `names` ("-w,--wait") is registered as an option of its own that
+// takes one value, so that a message names the spelling the user typed. The
+// last one given wins.
+void value_option(CLI::App& app, std::string_view names, value_slot& slot) {
+    for (auto& name : option_names(names))
+        app.add_option_function<std::string>(
+               name, [&slot, name](const std::string& v) { slot = typed_value{name, v}; })
+            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+            ->allow_extra_args(false);
+}
+
+// A flag: counts how often it is given; "--flag=value" is refused.
+void flag_option(CLI::App& app, std::string_view names, int& count) {
+    app.add_flag(std::string(names), count)->disable_flag_override();
+}
+
+// The options every command takes.
+struct common_slots {
+    std::vector<std::string> urls;  // each --url given (several: RedLock's nodes, run only)
+    int verbose = 0;
+    int help = 0;
+    value_slot password_file, tls_ca, tls_cert, tls_key, tls_server_name,
+        sentinel_tls_server_name;
+    int tls_insecure = 0;
 };
 
-option_token split_option(std::string_view tok) {
-    if (tok.substr(0, 2) == "--") {
-        const auto eq = tok.find('=');
-        if (eq != std::string_view::npos) return {tok.substr(0, eq), tok.substr(eq + 1)};
+void add_common_options(CLI::App& app, common_slots& s) {
+    // CLI11's own --help prints CLI11's text, not help.cpp's.
+    app.set_help_flag();
+    app.allow_extras();  // unknown options are reported below, in our words
+    flag_option(app, "-h,--help", s.help);
+    flag_option(app, "-v,--verbose", s.verbose);
+    app.add_option("--url", s.urls)->take_all()->expected(1)->allow_extra_args(false);
+    value_option(app, "--password-file", s.password_file);
+    value_option(app, "--tls-ca", s.tls_ca);
+    value_option(app, "--tls-cert", s.tls_cert);
+    value_option(app, "--tls-key", s.tls_key);
+    value_option(app, "--tls-server-name", s.tls_server_name);
+    value_option(app, "--sentinel-tls-server-name", s.sentinel_tls_server_name);
+    flag_option(app, "--tls-insecure", s.tls_insecure);
+}
+
+std::optional<usage_error> read_common_options(const std::string& command, const common_slots& s,
+                                               common_options& o, credential_options& cred) {
+    auto text = [&](const value_slot& slot,
+                    std::optional<std::string>& out) -> std::optional<usage_error> {
+        if (!slot) return std::nullopt;
+        if (slot->value.empty())
+            return usage_error{command, "option " + slot->option + " needs a value"};
+        out = slot->value;
+        return std::nullopt;
+    };
+    for (auto [slot, out] : {std::pair{&s.password_file, &cred.password_file},
+                             std::pair{&s.tls_ca, &cred.tls_ca},
+                             std::pair{&s.tls_cert, &cred.tls_cert},
+                             std::pair{&s.tls_key, &cred.tls_key},
+                             std::pair{&s.tls_server_name, &cred.tls_server_name},
+                             std::pair{&s.sentinel_tls_server_name,
+                                       &cred.sentinel_tls_server_name}})
+        if (auto e = text(*slot, *out); e) return e;
+    cred.tls_insecure = s.tls_insecure > 0;
+    o.verbosity = s.verbose;
+    return std::nullopt;
+}
+
+// Runs CLI11 over one command's arguments. A CLI11 error is put in the
+// tool's words where it has some: a missing value, a value given to a flag.
+std::optional<usage_error> run_parser(CLI::App& app, const std::string& command,
+                                      const std::vector<std::string_view>& args) {
+    std::vector<std::string> reversed;  // CLI11 takes them last first
+    for (auto it = args.rbegin(); it != args.rend(); ++it) reversed.emplace_back(*it);
+    try {
+        app.parse(reversed);
+    } catch (const CLI::ArgumentMismatch& e) {
+        // "--lease: 1 required TEXT missing", "json was given a disallowed
+        // flag override".
+        const std::string what = e.what();
+        auto named = [](std::string name) {
+            if (!name.starts_with('-')) name.insert(0, name.size() == 1 ? "-" : "--");
+            return name;
+        };
+        if (const auto at = what.find(" was given a disallowed flag override");
+            at != std::string::npos)
+            return usage_error{command, "option " + named(what.substr(0, at)) + " takes no value"};
+        if (const auto at = what.find(": "); at != std::string::npos &&
+                                             what.find(" required ") != std::string::npos)
+            return usage_error{command, "option " + named(what.substr(0, at)) + " needs a value"};
+        return usage_error{command, what};
+    } catch (const CLI::ParseError& e) {
+        return usage_error{command, e.what()};
     }
-    return {tok, std::nullopt};
+    return std::nullopt;
 }
 
 bool is_option(std::string_view tok) { return tok.size() > 1 && tok[0] == '-'; }
 
-// Reads the common and command-specific options of one command. Positionals
-// go to `positionals`; for `run`, what follows the first "--" goes to
-// `rest` and `saw_separator` is set.
-class option_reader {
-public:
-    option_reader(std::string command, const std::vector<std::string_view>& args, bool run_style)
-        : command_(std::move(command)), args_(args), run_style_(run_style) {}
-
-    // Calls on_option(opt) for every option; it returns false for an unknown
-    // one. Stops at the first error.
-    template <class OnOption>
-    std::optional<usage_error> read(OnOption&& on_option) {
-        bool options_done = false;
-        for (index_ = 0; index_ < args_.size(); ++index_) {
-            const auto tok = args_[index_];
-            if (tok == "--") {
-                if (run_style_) {
-                    saw_separator = true;
-                    rest.assign(args_.begin() + static_cast<std::ptrdiff_t>(index_) + 1,
-                                args_.end());
-                    return std::nullopt;
-                }
-                if (!options_done) {
-                    options_done = true;
-                    continue;
-                }
-            }
-            if (options_done || !is_option(tok)) {
-                positionals.push_back(tok);
-                continue;
-            }
-            current_ = split_option(tok);
-            if (auto err = on_option(current_); err) return err;
-        }
-        return std::nullopt;
-    }
-
-    // The option's value: "=value", or the next argument.
-    std::optional<usage_error> value(std::string_view& out) {
-        if (current_.value) {
-            out = *current_.value;
-            return std::nullopt;
-        }
-        if (index_ + 1 >= args_.size() || (run_style_ && args_[index_ + 1] == "--"))
-            return error("option " + std::string(current_.name) + " needs a value");
-        out = args_[++index_];
-        return std::nullopt;
-    }
-
-    std::optional<usage_error> no_value() {
-        if (current_.value)
-            return error("option " + std::string(current_.name) + " takes no value");
-        return std::nullopt;
-    }
-
-    std::optional<usage_error> duration_value(duration& out, std::string& text) {
-        std::string_view v;
-        if (auto err = value(v); err) return err;
-        std::string why;
-        auto d = parse_duration(v, why);
-        if (!d) return error("bad " + std::string(current_.name) + " value " + quoted(v) + ": " + why);
-        out = *d;
-        text = std::string(v);
-        return std::nullopt;
-    }
-
-    // -w/--wait: plain or fractional seconds ("5", "0.25", as flock(1)
-    // takes them), or a duration ("500ms").
-    std::optional<usage_error> seconds_or_duration_value(duration& out, std::string& text) {
-        std::string_view v;
-        if (auto err = value(v); err) return err;
-        if (auto d = parse_seconds(v)) {
-            out = *d;
-            text = format_duration(*d);
-            return std::nullopt;
-        }
-        std::string why;
-        auto d = parse_duration(v, why);
-        if (!d)
-            return error("bad " + std::string(current_.name) + " value " + quoted(v) + ": " + why +
-                         "; or plain seconds: 5, 0.5");
-        out = *d;
-        text = std::string(v);
-        return std::nullopt;
-    }
-
-    usage_error error(std::string message) const { return {command_, std::move(message)}; }
-
-    usage_error unknown() const {
-        return error("unknown option " + quoted(current_.name));
-    }
-
-    std::vector<std::string_view> positionals;
-    std::vector<std::string_view> rest;
-    bool saw_separator = false;
-
-private:
-    std::string command_;
-    const std::vector<std::string_view>& args_;
-    bool run_style_;
-    std::size_t index_ = 0;
-    option_token current_;
-};
-
-// -v, -vv, --verbose, --url (each one given: several make a RedLock for
-// run), the credential options: shared by every command. Returns true when the
-// option was one of these (err set on a bad value).
-bool common_option(option_reader& r, const option_token& opt, common_options& o,
-                   std::optional<usage_error>& err, std::vector<std::string_view>& urls,
-                   credential_options& cred) {
-    auto string_value = [&](std::optional<std::string>& out) {
-        std::string_view v;
-        err = r.value(v);
-        if (!err && v.empty()) err = r.error("option " + std::string(opt.name) + " needs a value");
-        if (!err) out = std::string(v);
-        return true;
-    };
-    if (opt.name == "--password-file") return string_value(cred.password_file);
-    if (opt.name == "--tls-ca") return string_value(cred.tls_ca);
-    if (opt.name == "--tls-cert") return string_value(cred.tls_cert);
-    if (opt.name == "--tls-key") return string_value(cred.tls_key);
-    if (opt.name == "--tls-server-name") return string_value(cred.tls_server_name);
-    if (opt.name == "--sentinel-tls-server-name")
-        return string_value(cred.sentinel_tls_server_name);
-    if (opt.name == "--tls-insecure") {
-        err = r.no_value();
-        cred.tls_insecure = true;
-        return true;
-    }
-    if (opt.name == "--verbose") {
-        err = r.no_value();
-        ++o.verbosity;
-        return true;
-    }
-    if (opt.name.size() >= 2 && opt.name[0] == '-' && opt.name[1] == 'v' &&
-        opt.name.find_first_not_of('v', 1) == std::string_view::npos) {
-        o.verbosity += static_cast<int>(opt.name.size() - 1);
-        return true;
-    }
-    if (opt.name == "--url") {
-        std::string_view v;
-        err = r.value(v);
-        if (!err) urls.push_back(v);
-        return true;
-    }
-    return false;
+// The first option CLI11 did not know (it leaves them in remaining()).
+std::optional<usage_error> unknown_option(const std::string& command,
+                                          const std::vector<std::string>& remaining) {
+    for (const auto& tok : remaining)
+        if (is_option(tok) && tok != "--")
+            return usage_error{command, "unknown option " + single_quoted(tok.substr(0, tok.find('=')))};
+    return std::nullopt;
 }
 
 // The password in a file: its first line, without the line end.
@@ -298,14 +243,14 @@ std::optional<usage_error> read_password_file(const std::string& command, const 
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         const int err = errno;
-        return usage_error{command, "cannot read --password-file " + quoted(path) + ": " +
+        return usage_error{command, "cannot read --password-file " + single_quoted(path) + ": " +
                                         std::strerror(err != 0 ? err : EIO)};
     }
     std::string line;
     std::getline(in, line);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty())
-        return usage_error{command, "--password-file " + quoted(path) +
+        return usage_error{command, "--password-file " + single_quoted(path) +
                                         " is empty (the password is its first line)"};
     out = std::move(line);
     return std::nullopt;
@@ -348,7 +293,7 @@ std::optional<usage_error> apply_credentials(const std::string& command,
         if (file.empty() || ::access(file.c_str(), R_OK) == 0) return std::nullopt;
         const std::string err = std::strerror(errno);
         if (from_option)
-            return usage_error{command, std::string("cannot read ") + option + " " + quoted(file) +
+            return usage_error{command, std::string("cannot read ") + option + " " + single_quoted(file) +
                                             ": " + err};
         return usage_error{command,
                            std::string("cannot read the file in the URL's ") + key + ": " + err};
@@ -511,6 +456,23 @@ std::optional<usage_error> resolve_url(const std::string& command,
         o.url = defaults::url();
         o.url_from = "the default URL";
     }
+    // A scheme of no service: every scheme corolock accepts, from the table
+    // the library dispatches on (src/schemes.hpp).
+    if (detail::family_of(o.url) == detail::scheme_family::unknown)
+        return usage_error{command, "unsupported URL scheme " +
+                                        single_quoted(detail::scheme_of(o.url)) + " in " +
+                                        o.url_from + ": corolock accepts " +
+                                        detail::accepted_schemes() + " (SCHEME://...)"};
+    // "redis:/host": a scheme that lost a '/', which the library's parser
+    // reports as a URL without a scheme (test/unit/config_test.cpp pins
+    // that); said here as what it is. Nothing of the URL is repeated.
+    if (const auto colon = o.url.find(':');
+        o.url.find("://") == std::string::npos && colon != std::string::npos &&
+        colon <= 32 && detail::family_of(o.url.substr(0, colon) + "://") !=
+                           detail::scheme_family::unknown &&
+        o.url.compare(colon + 1, 1, "/") == 0)
+        return usage_error{command, "malformed URL in " + o.url_from +
+                                        ": the scheme is followed by ':/' instead of '://'"};
     o.kind = kind_of_url(o.url);
     if (o.kind == url_kind::redlock) {
         // One URL naming RedLock's nodes: each becomes a node URL, as if
@@ -613,197 +575,277 @@ std::optional<usage_error> resolve_redlock(const std::string& command,
 std::optional<usage_error> check_name(const std::string& command, std::string_view name) {
     std::string why;
     if (validate_lock_name(name, why))
-        return usage_error{command, "bad lock NAME " + quoted(name) + ": " + why};
+        return usage_error{command, "bad lock NAME " + single_quoted(name) + ": " + why};
     return std::nullopt;
 }
 
-bool asks_for_help(const std::vector<std::string_view>& args) {
-    for (auto tok : args) {
-        if (tok == "--") return false;  // beyond here it is COMMAND's (run) or a NAME
-        if (tok == "--help" || tok == "-h") return true;
-    }
-    return false;
+// run's own options.
+struct run_slots {
+    value_slot lease, wait, conflict_exit_code, replicas, capacity, permits, grace, on_lost,
+        label, metrics_file, lock_delay, shell_command;
+    int quiet = 0, fair = 0, shared = 0, exclusive = 0, no_process_group = 0,
+        pass_credentials = 0, no_label = 0, no_wait = 0;
+    // flock(1)'s -o, -u and -F: accepted (-o) or refused with the reason.
+    int close = 0, unlock = 0, no_fork = 0;
+};
+
+void add_run_options(CLI::App& app, run_slots& s) {
+    value_option(app, "--lease", s.lease);
+    value_option(app, "-w,--wait,--timeout", s.wait);
+    flag_option(app, "-n,--no-wait,--nonblock,--nb", s.no_wait);
+    value_option(app, "-E,--conflict-exit-code", s.conflict_exit_code);
+    flag_option(app, "-q,--quiet", s.quiet);
+    flag_option(app, "-s,--shared", s.shared);
+    flag_option(app, "-x,-e,--exclusive", s.exclusive);
+    flag_option(app, "--fair", s.fair);
+    value_option(app, "--capacity", s.capacity);
+    value_option(app, "--permits", s.permits);
+    value_option(app, "--replicas", s.replicas);
+    value_option(app, "--on-lost", s.on_lost);
+    value_option(app, "--grace", s.grace);
+    flag_option(app, "--no-process-group", s.no_process_group);
+    flag_option(app, "--pass-credentials", s.pass_credentials);
+    value_option(app, "--label", s.label);
+    flag_option(app, "--no-label", s.no_label);
+    value_option(app, "--metrics-file", s.metrics_file);
+    value_option(app, "--lock-delay", s.lock_delay);
+    value_option(app, "-c,--command", s.shell_command);
+    flag_option(app, "-o,--close", s.close);
+    flag_option(app, "-u,--unlock", s.unlock);
+    flag_option(app, "-F,--no-fork", s.no_fork);
 }
 
-std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, run_options& o) {
-    const std::string cmd = "run";
-    const auto expanded = expand_short_options(args);
-    option_reader r(cmd, expanded, /*run_style=*/true);
-    std::vector<std::string_view> url;
-    credential_options cred;
-    bool no_wait = false;
-    bool wait_given = false;
-    bool permits_given = false;
-    auto err = r.read([&](const option_token& opt) -> std::optional<usage_error> {
-        std::optional<usage_error> e;
-        if (common_option(r, opt, o.common, e, url, cred)) return e;
-        if (opt.name == "--lease") return r.duration_value(o.lease, o.lease_text);
-        if (opt.name == "-q" || opt.name == "--quiet") {
-            o.quiet = true;
-            return r.no_value();
-        }
-        if (opt.name == "--fair") {
-            o.fair = true;
-            return r.no_value();
-        }
-        if (opt.name == "-s" || opt.name == "--shared" || opt.name == "-x" ||
-            opt.name == "--exclusive") {
-            const auto level = opt.name == "-s" || opt.name == "--shared" ? lock_level::shared
-                                                                          : lock_level::exclusive;
-            if (o.level != lock_level::mutex && o.level != level)
-                return r.error("-s (--shared) and -x (--exclusive) cannot be used together");
-            o.level = level;
-            return r.no_value();
-        }
-        if (opt.name == "--no-process-group") {
-            o.own_process_group = false;
-            return r.no_value();
-        }
-        if (opt.name == "--pass-credentials") {
-            o.pass_credentials = true;
-            return r.no_value();
-        }
-        if (opt.name == "--label") {
-            std::string_view v;
-            if (auto e2 = r.value(v); e2) return e2;
-            if (v.empty()) return r.error("--label needs a text (--no-label records none)");
-            o.label = std::string(v.substr(0, max_holder_label_length));
-            return std::nullopt;
-        }
-        if (opt.name == "--no-label") {
-            o.label = std::string();
-            return r.no_value();
-        }
-        if (opt.name == "--metrics-file") {
-            std::string_view v;
-            if (auto e2 = r.value(v); e2) return e2;
-            o.metrics_file = std::string(v);
-            if (auto why = check_metrics_file(o.metrics_file))
-                return r.error("bad --metrics-file " + quoted(v) + ": " + *why);
-            return std::nullopt;
-        }
-        if (opt.name == "-E" || opt.name == "--conflict-exit-code") {
-            std::string_view v;
-            if (auto e2 = r.value(v); e2) return e2;
-            int code = 0;
-            bool ok = !v.empty() && v.size() <= 3;
-            for (char c : v) {
-                if (c < '0' || c > '9') ok = false;
-                else code = code * 10 + (c - '0');
-            }
-            if (!ok || code > 255)
-                return r.error("bad " + std::string(opt.name) + " value " + quoted(v) +
-                               ": expected an exit status from 0 to 255");
-            o.conflict_exit_code = code;
-            return std::nullopt;
-        }
-        if (opt.name == "--replicas") {
-            std::string_view v;
-            if (auto e2 = r.value(v); e2) return e2;
-            int n = 0;
-            bool ok = !v.empty() && v.size() <= 3;
-            for (char c : v) {
-                if (c < '0' || c > '9') ok = false;
-                else n = n * 10 + (c - '0');
-            }
-            if (!ok)
-                return r.error("bad --replicas value " + quoted(v) +
-                               ": expected a number of replicas from 0 to 999");
-            o.replicas = n;
-            return std::nullopt;
-        }
-        if (opt.name == "--capacity" || opt.name == "--permits") {
-            std::string_view v;
-            if (auto e2 = r.value(v); e2) return e2;
-            std::uint32_t n = 0;
-            bool ok = !v.empty() && v.size() <= 7;
-            for (char c : v) {
-                if (c < '0' || c > '9') ok = false;
-                else n = n * 10 + static_cast<std::uint32_t>(c - '0');
-            }
-            if (!ok || n < 1 || n > max_semaphore_capacity)
-                return r.error("bad " + std::string(opt.name) + " value " + quoted(v) +
-                               ": expected a whole number from 1 to " +
-                               std::to_string(max_semaphore_capacity));
-            (opt.name == "--capacity" ? o.capacity : o.permits) = n;
-            permits_given = permits_given || opt.name == "--permits";
-            return std::nullopt;
-        }
-        if (opt.name == "--grace") {
-            std::string ignored;
-            return r.duration_value(o.grace, ignored);
-        }
-        if (opt.name == "--wait" || opt.name == "-w") {
-            duration d{};
-            if (auto e2 = r.seconds_or_duration_value(d, o.wait_text); e2) return e2;
-            o.wait = d;
-            wait_given = true;
-            return std::nullopt;
-        }
-        if (opt.name == "--no-wait" || opt.name == "-n") {
-            no_wait = true;
-            return r.no_value();
-        }
-        if (opt.name == "--on-lost") {
-            std::string_view v;
-            if (auto e2 = r.value(v); e2) return e2;
-            if (v == "kill")
-                o.on_lost = on_lost_action::kill;
-            else if (v == "ignore")
-                o.on_lost = on_lost_action::ignore;
-            else
-                return r.error("bad --on-lost value " + quoted(v) + ": expected kill or ignore");
-            return std::nullopt;
-        }
-        return r.unknown();
-    });
-    if (err) return err;
-    if (wait_given && no_wait)
-        return r.error("--wait and --no-wait cannot be used together (nor -w and -n)");
-    if (permits_given && o.capacity == 0)
-        return r.error("--permits needs --capacity N: the semaphore's number of permits");
+// A whole number from lo to hi with at most max_digits digits; `expected`
+// ends the message ("expected ...").
+std::optional<usage_error> number_value(const std::string& command, const typed_value& v,
+                                        std::size_t max_digits, std::uint32_t lo, std::uint32_t hi,
+                                        const std::string& expected, std::uint32_t& out) {
+    std::uint32_t n = 0;
+    bool ok = !v.value.empty() && v.value.size() <= max_digits;
+    for (char c : v.value) {
+        if (c < '0' || c > '9') ok = false;
+        else n = n * 10 + static_cast<std::uint32_t>(c - '0');
+    }
+    if (!ok || n < lo || n > hi)
+        return usage_error{command, "bad " + v.option + " value " + single_quoted(v.value) +
+                                        ": expected " + expected};
+    out = n;
+    return std::nullopt;
+}
+
+// Every time option (--lease, -w/--wait, --grace, --lock-delay) follows one
+// rule: plain or fractional seconds ("5", "0.25", as flock(1) takes them),
+// or a duration ("500ms", "2m").
+std::optional<usage_error> duration_value(const std::string& command, const typed_value& v,
+                                          duration& out) {
+    if (auto d = parse_seconds(v.value)) {
+        out = *d;
+        return std::nullopt;
+    }
+    std::string why;
+    auto d = parse_duration(v.value, why);
+    if (!d)
+        return usage_error{command, "bad " + v.option + " value " + single_quoted(v.value) + ": " + why +
+                                        "; or plain seconds: 5, 0.5"};
+    out = *d;
+    return std::nullopt;
+}
+
+// The values of run's options, checked, into o.
+std::optional<usage_error> read_run_options(const std::string& cmd, const run_slots& s,
+                                            run_options& o) {
+    auto error = [&](std::string m) { return usage_error{cmd, std::move(m)}; };
+    if (s.lease) {
+        if (auto e = duration_value(cmd, *s.lease, o.lease); e) return e;
+        o.lease_text = format_duration(o.lease);
+    }
+    o.quiet = s.quiet > 0;
+    o.fair = s.fair > 0;
+    if (s.shared > 0 && s.exclusive > 0)
+        return error("-s (--shared) and -x (--exclusive) cannot be used together");
+    if (s.shared > 0) o.level = lock_level::shared;
+    if (s.exclusive > 0) o.level = lock_level::exclusive;
+    o.own_process_group = s.no_process_group == 0;
+    o.pass_credentials = s.pass_credentials > 0;
+    if (s.label) {
+        if (s.label->value.empty()) return error("--label needs a text (--no-label records none)");
+        o.label = s.label->value.substr(0, max_holder_label_length);
+    }
+    if (s.no_label > 0) o.label = std::string();
+    if (s.metrics_file) {
+        o.metrics_file = s.metrics_file->value;
+        if (auto why = check_metrics_file(o.metrics_file))
+            return error("bad --metrics-file " + single_quoted(o.metrics_file) + ": " + *why);
+    }
+    if (s.conflict_exit_code) {
+        std::uint32_t code = 0;
+        if (auto e = number_value(cmd, *s.conflict_exit_code, 3, 0, 255,
+                                  "an exit status from 0 to 255", code);
+            e)
+            return e;
+        o.conflict_exit_code = static_cast<int>(code);
+    }
+    if (s.replicas) {
+        std::uint32_t n = 0;
+        if (auto e = number_value(cmd, *s.replicas, 3, 0, 999,
+                                  "a number of replicas from 0 to 999", n);
+            e)
+            return e;
+        o.replicas = static_cast<int>(n);
+    }
+    const std::string permits_range =
+        "a whole number from 1 to " + std::to_string(max_semaphore_capacity);
+    if (s.capacity) {
+        if (auto e = number_value(cmd, *s.capacity, 7, 1, max_semaphore_capacity, permits_range,
+                                  o.capacity);
+            e)
+            return e;
+    }
+    if (s.permits) {
+        if (auto e = number_value(cmd, *s.permits, 7, 1, max_semaphore_capacity, permits_range,
+                                  o.permits);
+            e)
+            return e;
+    }
+    if (s.grace) {
+        if (auto e = duration_value(cmd, *s.grace, o.grace); e) return e;
+    }
+    if (s.wait) {
+        duration d{};
+        if (auto e = duration_value(cmd, *s.wait, d); e) return e;
+        o.wait = d;
+        o.wait_text = format_duration(d);
+    }
+    if (s.lock_delay) {
+        if (auto e = duration_value(cmd, *s.lock_delay, o.lock_delay); e) return e;
+        if (o.lock_delay > max_lock_delay)
+            return error("--lock-delay must be at most " +
+                         format_duration(std::chrono::duration_cast<duration>(max_lock_delay)) +
+                         " (got " + format_duration(o.lock_delay) + ")");
+    }
+    if (s.unlock > 0)
+        return error("-u (--unlock) is not offered: the lock is held by corolock run itself and "
+                     "released when COMMAND exits; 'corolock break NAME' force-releases it");
+    if (s.no_fork > 0)
+        return error("-F (--no-fork) is not offered: corolock run stays beside COMMAND to renew "
+                     "the lease and release the lock, so it cannot exec COMMAND in its place");
+    // -o (--close): flock closes the lock's descriptor before COMMAND runs;
+    // COMMAND never gets the lock here (corolock holds it), so there is
+    // nothing to close: accepted for flock's command lines.
+    if (s.on_lost) {
+        if (s.on_lost->value == "kill")
+            o.on_lost = on_lost_action::kill;
+        else if (s.on_lost->value == "ignore")
+            o.on_lost = on_lost_action::ignore;
+        else
+            return error("bad --on-lost value " + single_quoted(s.on_lost->value) +
+                         ": expected kill or ignore");
+    }
+    if (s.wait && s.no_wait > 0)
+        return error("--wait and --no-wait cannot be used together (nor -w and -n)");
+    if (s.permits && o.capacity == 0)
+        return error("--permits needs --capacity N: the semaphore's number of permits");
     if (o.permits > o.capacity && o.capacity > 0)
-        return r.error("--permits " + std::to_string(o.permits) + " is more than --capacity " +
-                       std::to_string(o.capacity));
+        return error("--permits " + std::to_string(o.permits) + " is more than --capacity " +
+                     std::to_string(o.capacity));
     if (o.fair && o.capacity > 0)
-        return r.error("--fair and --capacity cannot be used together (the semaphore has no "
-                       "queue)");
+        return error("--fair and --capacity cannot be used together (the semaphore has no "
+                     "queue)");
     if (o.level != lock_level::mutex) {
         const std::string flag = o.level == lock_level::shared ? "-s (--shared)" : "-x (--exclusive)";
         if (o.fair)
-            return r.error(flag + " and --fair cannot be used together (the shared mutex has "
-                                  "no queue)");
+            return error(flag + " and --fair cannot be used together (the shared mutex has "
+                                "no queue)");
         if (o.capacity > 0)
-            return r.error(flag + " and --capacity cannot be used together (a semaphore has no "
-                                  "shared level)");
+            return error(flag + " and --capacity cannot be used together (a semaphore has no "
+                                "shared level)");
         if (o.replicas > 0)
-            return r.error("--replicas is not offered with " + flag +
-                           " (replica acknowledgement is the plain mutex's)");
+            return error("--replicas is not offered with " + flag +
+                         " (replica acknowledgement is the plain mutex's)");
     }
     if (o.fair && o.replicas > 0)
-        return r.error("--replicas is not offered with --fair (replica acknowledgement is the "
-                       "plain mutex's)");
-    if (no_wait) {
+        return error("--replicas is not offered with --fair (replica acknowledgement is the "
+                     "plain mutex's)");
+    if (s.no_wait > 0) {
         o.wait = duration::zero();
         o.wait_text = "0s";
     }
     if (o.lease < defaults::min_lease)
-        return r.error("--lease must be at least " + format_duration(defaults::min_lease) +
-                       " (got " + o.lease_text + ")");
+        return error("--lease must be at least " + format_duration(defaults::min_lease) +
+                     " (got " + o.lease_text + ")");
+    return std::nullopt;
+}
 
-    if (r.positionals.empty())
-        return r.error(r.saw_separator ? "missing NAME before '--'" : "missing NAME");
-    if (r.positionals.size() > 1 && !r.saw_separator)
-        return r.error("unexpected argument " + quoted(r.positionals[1]) +
-                       " after NAME: put '--' before COMMAND");
-    if (!r.saw_separator) return r.error("missing '--' and COMMAND after NAME");
-    if (r.rest.empty()) return r.error("missing COMMAND after '--'");
-    for (auto name : r.positionals)
+// run [OPTIONS] NAME COMMAND [ARGS...], as flock(1): the first word after
+// NAME starts COMMAND (options after it are COMMAND's). run [OPTIONS] NAME...
+// -- COMMAND [ARGS...]: with "--" (which several NAMEs need), the words
+// before the first "--" are NAMEs and options, everything after it COMMAND.
+// run [OPTIONS] NAME -c 'SHELL COMMAND': $SHELL (else /bin/sh) -c, as flock.
+std::optional<usage_error> parse_run(const std::vector<std::string_view>& args,
+                                     parsed_command& out) {
+    const std::string cmd = "run";
+    run_options& o = out.run;
+    const auto separator = std::find(args.begin(), args.end(), std::string_view("--"));
+    const bool saw_separator = separator != args.end();
+    const std::vector<std::string_view> head(args.begin(), separator);
+    CLI::App app;
+    common_slots common;
+    run_slots slots;
+    std::vector<std::string> names;
+    std::string name;
+    add_common_options(app, common);
+    add_run_options(app, slots);
+    if (saw_separator) {
+        app.add_option("NAME", names);
+    } else {
+        // One NAME; CLI11 stops at the next word and leaves it, and all that
+        // follows, in remaining(): COMMAND.
+        app.add_option("NAME", name);
+        app.prefix_command();
+    }
+    if (auto e = run_parser(app, cmd, head); e) return e;
+    if (!saw_separator && app.count("NAME") > 0) names.push_back(name);
+    if (common.help > 0) {
+        out.what = parsed_command::kind::help;
+        out.help_topic = cmd;
+        return std::nullopt;
+    }
+    std::vector<std::string> command;
+    if (saw_separator) {
+        if (auto e = unknown_option(cmd, app.remaining()); e) return e;
+        command.assign(separator + 1, args.end());
+    } else {
+        // remaining(): the options CLI11 did not know, then COMMAND.
+        command = app.remaining();
+        const auto first_word = std::find_if(command.begin(), command.end(),
+                                             [](const std::string& w) { return !is_option(w); });
+        if (auto e = unknown_option(cmd, {command.begin(), first_word}); e) return e;
+    }
+    credential_options cred;
+    if (auto e = read_common_options(cmd, common, o.common, cred); e) return e;
+    if (auto e = read_run_options(cmd, slots, o); e) return e;
+    auto error = [&](std::string m) { return usage_error{cmd, std::move(m)}; };
+
+    if (names.empty()) return error(saw_separator ? "missing NAME before '--'" : "missing NAME");
+    if (slots.shell_command) {
+        if (!command.empty())
+            return error(slots.shell_command->option + " takes the whole command as one " +
+                         "argument; nothing may follow NAME (got " + single_quoted(command[0]) +
+                         ")");
+        if (slots.shell_command->value.empty())
+            return error("option " + slots.shell_command->option + " needs a value");
+        const char* shell = std::getenv("SHELL");
+        command = {shell != nullptr && *shell != 0 ? shell : "/bin/sh", "-c",
+                   slots.shell_command->value};
+    }
+    if (command.empty())
+        return error(saw_separator ? "missing COMMAND after '--'" : "missing COMMAND after NAME");
+    for (const auto& name : names)
         if (auto e = check_name(cmd, name); e) return e;
-    o.names = detail::canonical_names({r.positionals.begin(), r.positionals.end()});
+    o.names = detail::canonical_names({names.begin(), names.end()});
     if (o.names.size() > max_run_names)
-        return r.error("too many NAMEs: " + std::to_string(o.names.size()) + " (at most " +
-                       std::to_string(max_run_names) + ")");
+        return error("too many NAMEs: " + std::to_string(o.names.size()) + " (at most " +
+                     std::to_string(max_run_names) + ")");
     if (o.names.size() > 1) {
         // A multi_lock is one plain mutex per name.
         const char* kind = o.fair                           ? "--fair"
@@ -812,14 +854,15 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
                            : o.level == lock_level::exclusive ? "-x (--exclusive)"
                                                             : nullptr;
         if (kind != nullptr)
-            return r.error(std::string("several NAMEs take a plain lock each (all or none); "
-                                       "not with ") +
-                           kind);
+            return error(std::string("several NAMEs take a plain lock each (all or none); "
+                                     "not with ") +
+                         kind);
     }
     o.name = o.names.front();
     for (std::size_t i = 1; i < o.names.size(); ++i) o.name += "," + o.names[i];
-    o.command.assign(r.rest.begin(), r.rest.end());
-    if (auto e = resolve_url(cmd, url, o.common, cred); e) return e;
+    o.command = std::move(command);
+    const std::vector<std::string_view> urls(common.urls.begin(), common.urls.end());
+    if (auto e = resolve_url(cmd, urls, o.common, cred); e) return e;
     if (o.common.redlock()) {
         // RedLock (src/redlock) offers the plain mutex only, and each node
         // is a primary of its own: nothing to acknowledge.
@@ -831,99 +874,124 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args, 
                               : o.replicas > 0            ? "--replicas"
                                                           : nullptr;
         if (refused != nullptr)
-            return r.error(std::string(refused) +
-                           " is not offered with several --url (RedLock takes a plain lock on "
-                           "independent servers)");
+            return error(std::string(refused) +
+                         " is not offered with several --url (RedLock takes a plain lock on "
+                         "independent servers)");
     }
     return std::nullopt;
 }
 
-// Reads the options of a command that takes the common ones plus those
-// `extra` knows (it returns true for an option it took, with any error in
-// e); the positionals stay in r.
-template <class Common, class Extra>
-std::optional<usage_error> read_options(option_reader& r, Common& common,
-                                        std::vector<std::string_view>& url,
-                                        credential_options& cred, Extra&& extra) {
-    return r.read([&](const option_token& opt) -> std::optional<usage_error> {
-        std::optional<usage_error> e;
-        if (common_option(r, opt, common, e, url, cred)) return e;
-        if (extra(r, opt, e)) return e;
-        return r.unknown();
-    });
+// status, break, list and check: the common options, `json` (--json) when
+// the command has it, and positionals.
+struct simple_command {
+    CLI::App app;
+    common_slots common;
+    int json = 0;
+    std::vector<std::string> words;
+};
+
+void add_simple_options(const std::string& cmd, simple_command& c) {
+    add_common_options(c.app, c.common);
+    if (cmd == "status" || cmd == "list") flag_option(c.app, "--json", c.json);
+    c.app.add_option("WORDS", c.words);
+}
+
+// Parses a simple command; the positionals are left in c.words. Sets help
+// when asked for.
+std::optional<usage_error> parse_simple(const std::string& cmd,
+                                        const std::vector<std::string_view>& args,
+                                        simple_command& c, common_options& o,
+                                        credential_options& cred, parsed_command& out) {
+    add_simple_options(cmd, c);
+    if (auto e = run_parser(c.app, cmd, args); e) return e;
+    if (c.common.help > 0) {
+        out.what = parsed_command::kind::help;
+        out.help_topic = cmd;
+        return std::nullopt;
+    }
+    if (auto e = unknown_option(cmd, c.app.remaining()); e) return e;
+    return read_common_options(cmd, c.common, o, cred);
 }
 
 // status and break: [options] NAME
-template <class Options, class Extra>
+template <class Options>
 std::optional<usage_error> parse_name_command(const std::string& cmd,
                                               const std::vector<std::string_view>& args,
-                                              Options& o, Extra&& extra) {
-    option_reader r(cmd, args, /*run_style=*/false);
-    std::vector<std::string_view> url;
+                                              Options& o, bool& json, parsed_command& out) {
+    simple_command c;
     credential_options cred;
-    if (auto err = read_options(r, o.common, url, cred, extra); err) return err;
-    if (r.positionals.empty()) return r.error("missing NAME");
-    if (r.positionals.size() > 1)
-        return r.error("unexpected argument " + quoted(r.positionals[1]) +
-                       " (give exactly one NAME)");
-    o.name = std::string(r.positionals[0]);
+    if (auto e = parse_simple(cmd, args, c, o.common, cred, out); e) return e;
+    if (out.what == parsed_command::kind::help) return std::nullopt;
+    json = c.json > 0;
+    if (c.words.empty()) return usage_error{cmd, "missing NAME"};
+    if (c.words.size() > 1)
+        return usage_error{cmd, "unexpected argument " + single_quoted(c.words[1]) +
+                                    " (give exactly one NAME)"};
+    o.name = c.words[0];
     if (auto e = check_name(cmd, o.name); e) return e;
-    return resolve_url(cmd, url, o.common, cred);
+    const std::vector<std::string_view> urls(c.common.urls.begin(), c.common.urls.end());
+    return resolve_url(cmd, urls, o.common, cred);
 }
 
 // list: [options] [--json] [PATTERN]
-std::optional<usage_error> parse_list(const std::vector<std::string_view>& args, list_options& o) {
+std::optional<usage_error> parse_list(const std::vector<std::string_view>& args,
+                                      parsed_command& out) {
     const std::string cmd = "list";
-    option_reader r(cmd, args, /*run_style=*/false);
-    std::vector<std::string_view> url;
+    list_options& o = out.list;
+    simple_command c;
     credential_options cred;
-    auto err = read_options(r, o.common, url, cred,
-                            [&](option_reader& rr, const option_token& opt,
-                                std::optional<usage_error>& e) {
-                                if (opt.name != "--json") return false;
-                                o.json = true;
-                                e = rr.no_value();
-                                return true;
-                            });
-    if (err) return err;
-    if (r.positionals.size() > 1)
-        return r.error("unexpected argument " + quoted(r.positionals[1]) +
-                       " (give at most one PATTERN)");
-    if (!r.positionals.empty()) {
-        o.pattern = std::string(r.positionals[0]);
+    if (auto e = parse_simple(cmd, args, c, o.common, cred, out); e) return e;
+    if (out.what == parsed_command::kind::help) return std::nullopt;
+    o.json = c.json > 0;
+    if (c.words.size() > 1)
+        return usage_error{cmd, "unexpected argument " + single_quoted(c.words[1]) +
+                                    " (give at most one PATTERN)"};
+    if (!c.words.empty()) {
+        o.pattern = c.words[0];
         if (o.pattern.find_first_of("{}") != std::string::npos)
-            return r.error("bad PATTERN " + quoted(o.pattern) +
-                           ": lock names never contain '{' or '}'");
+            return usage_error{cmd, "bad PATTERN " + single_quoted(o.pattern) +
+                                        ": lock names never contain '{' or '}'"};
     }
-    return resolve_url(cmd, url, o.common, cred);
+    const std::vector<std::string_view> urls(c.common.urls.begin(), c.common.urls.end());
+    return resolve_url(cmd, urls, o.common, cred);
 }
 
 // check: [options] NAME TOKEN; TOKEN a non-negative integer (a fencing
 // token as a guard or `corolock run` gives it).
 std::optional<usage_error> parse_check(const std::vector<std::string_view>& args,
-                                       check_options& o) {
+                                       parsed_command& out) {
     const std::string cmd = "check";
-    option_reader r(cmd, args, /*run_style=*/false);
-    std::vector<std::string_view> url;
+    check_options& o = out.check;
+    simple_command c;
     credential_options cred;
-    auto no_extra = [](option_reader&, const option_token&, std::optional<usage_error>&) {
-        return false;
-    };
-    if (auto err = read_options(r, o.common, url, cred, no_extra); err) return err;
-    if (r.positionals.size() < 2)
-        return r.error(r.positionals.empty() ? "missing NAME and TOKEN" : "missing TOKEN");
-    if (r.positionals.size() > 2)
-        return r.error("unexpected argument " + quoted(r.positionals[2]) +
-                       " (give one NAME and one TOKEN)");
-    o.name = std::string(r.positionals[0]);
+    if (auto e = parse_simple(cmd, args, c, o.common, cred, out); e) return e;
+    if (out.what == parsed_command::kind::help) return std::nullopt;
+    if (c.words.size() < 2)
+        return usage_error{cmd, c.words.empty() ? "missing NAME and TOKEN" : "missing TOKEN"};
+    if (c.words.size() > 2)
+        return usage_error{cmd, "unexpected argument " + single_quoted(c.words[2]) +
+                                    " (give one NAME and one TOKEN)"};
+    o.name = c.words[0];
     if (auto e = check_name(cmd, o.name); e) return e;
-    const std::string_view t = r.positionals[1];
+    const std::string_view t = c.words[1];
     const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), o.token);
     if (t.empty() || ec != std::errc() || end != t.data() + t.size())
-        return r.error("bad TOKEN " + quoted(t) + ": a fencing token is a non-negative integer");
-    return resolve_url(cmd, url, o.common, cred);
+        return usage_error{cmd, "bad TOKEN " + single_quoted(t) +
+                                    ": a fencing token is a non-negative integer"};
+    const std::vector<std::string_view> urls(c.common.urls.begin(), c.common.urls.end());
+    return resolve_url(cmd, urls, o.common, cred);
 }
 
+// Every option name a command's parser knows ("-w", "--wait", ...).
+std::vector<std::string> names_in(const CLI::App& app) {
+    std::vector<std::string> out;
+    for (const CLI::Option* opt : app.get_options()) {
+        if (opt->get_positional()) continue;
+        for (const auto& n : opt->get_snames()) out.push_back("-" + n);
+        for (const auto& n : opt->get_lnames()) out.push_back("--" + n);
+    }
+    return out;
+}
 }  // namespace
 
 url_kind kind_of_url(std::string_view url) {
@@ -978,7 +1046,7 @@ std::optional<duration> parse_duration(std::string_view text, std::string& why) 
     else if (unit == "m") per_unit = 60 * 1000;
     else if (unit == "h") per_unit = 60 * 60 * 1000;
     else {
-        why = "unknown unit " + quoted(unit) + "; " + std::string(hint);
+        why = "unknown unit " + single_quoted(unit) + "; " + std::string(hint);
         return std::nullopt;
     }
     std::chrono::milliseconds::rep value = 0;
@@ -1080,65 +1148,68 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
         out.what = kind::help;
         if (first != "help") {
             if (!rest.empty())
-                return usage_error{"", "unexpected argument " + quoted(rest[0]) + " after " +
+                return usage_error{"", "unexpected argument " + single_quoted(rest[0]) + " after " +
                                            std::string(first)};
             return std::nullopt;
         }
         if (rest.size() > 1)
-            return usage_error{"", "unexpected argument " + quoted(rest[1]) +
+            return usage_error{"", "unexpected argument " + single_quoted(rest[1]) +
                                        " (help takes at most one COMMAND)"};
         if (!rest.empty()) {
             if (help_text(rest[0]).empty())
-                return usage_error{"", "no help for unknown command " + quoted(rest[0])};
+                return usage_error{"", "no help for unknown command " + single_quoted(rest[0])};
             out.help_topic = std::string(rest[0]);
         }
         return std::nullopt;
     }
     if (first == "--version" || first == "-V") {
         if (!rest.empty())
-            return usage_error{"", "unexpected argument " + quoted(rest[0]) + " after " +
+            return usage_error{"", "unexpected argument " + single_quoted(rest[0]) + " after " +
                                        std::string(first)};
         out.what = kind::version;
         return std::nullopt;
     }
-    if (first == "run" || first == "status" || first == "break" || first == "list" ||
-        first == "check") {
-        if (asks_for_help(rest)) {
-            out.what = kind::help;
-            out.help_topic = std::string(first);
-            return std::nullopt;
-        }
-        if (first == "run") {
-            out.what = kind::run;
-            return parse_run(rest, out.run);
-        }
-        if (first == "list") {
-            out.what = kind::list;
-            return parse_list(rest, out.list);
-        }
-        if (first == "check") {
-            out.what = kind::check;
-            return parse_check(rest, out.check);
-        }
-        if (first == "status") {
-            out.what = kind::status;
-            return parse_name_command(
-                "status", rest, out.status,
-                [&](option_reader& r, const option_token& opt, std::optional<usage_error>& e) {
-                    if (opt.name != "--json") return false;
-                    e = r.no_value();
-                    out.status.json = true;
-                    return true;
-                });
-        }
-        out.what = kind::break_lock;
-        return parse_name_command(
-            "break", rest, out.brk,
-            [](option_reader&, const option_token&, std::optional<usage_error>&) { return false; });
+    if (first == "run") {
+        out.what = kind::run;
+        return parse_run(rest, out);
     }
-    if (is_option(first)) return usage_error{"", "unknown option " + quoted(first)};
-    return usage_error{"", "unknown command " + quoted(first) +
+    if (first == "list") {
+        out.what = kind::list;
+        return parse_list(rest, out);
+    }
+    if (first == "check") {
+        out.what = kind::check;
+        return parse_check(rest, out);
+    }
+    if (first == "status") {
+        out.what = kind::status;
+        return parse_name_command("status", rest, out.status, out.status.json, out);
+    }
+    if (first == "break") {
+        out.what = kind::break_lock;
+        bool no_json = false;
+        return parse_name_command("break", rest, out.brk, no_json, out);
+    }
+    if (is_option(first)) return usage_error{"", "unknown option " + single_quoted(first)};
+    return usage_error{"", "unknown command " + single_quoted(first) +
                                " (commands: run, status, list, break, check, help)"};
+}
+
+std::vector<std::string> parser_option_names(std::string_view command) {
+    if (command == "run") {
+        CLI::App app;
+        common_slots common;
+        run_slots slots;
+        add_common_options(app, common);
+        add_run_options(app, slots);
+        return names_in(app);
+    }
+    if (command == "status" || command == "list" || command == "break" || command == "check") {
+        simple_command c;
+        add_simple_options(std::string(command), c);
+        return names_in(c.app);
+    }
+    return {};
 }
 
 std::string command_label(const std::vector<std::string>& command) {

@@ -1,6 +1,6 @@
 // The corolock command-line tool: shared declarations.
 //
-//   arguments.cpp   command-line parsing (durations, options, usage errors)
+//   arguments.cpp   command-line parsing on CLI11 (durations, options, usage errors)
 //   help.cpp        --help texts
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
 //   run_command.cpp corolock run
@@ -49,6 +49,7 @@ using duration = std::chrono::milliseconds;
 namespace exit_status {
 inline constexpr int ok = 0;
 inline constexpr int stale_token = 1;     // check: the token is not the current holder's grant
+inline constexpr int not_held = 1;        // status: the lock is free (0: held), as test(1)
 inline constexpr int usage = 64;          // EX_USAGE: bad command line
 inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis cannot be reached
 inline constexpr int lease_lost = 70;     // run: the lease was lost while COMMAND ran
@@ -147,6 +148,7 @@ struct run_options {
     std::string wait_text;
     int conflict_exit_code = exit_status::not_acquired;  // -E: when not acquired in time
     int replicas = 0;              // --replicas: lock_options::replicas
+    duration lock_delay{};         // --lock-delay: lock_options::lock_delay
     std::uint32_t capacity = 0;    // --capacity: a semaphore of N permits (0: a mutex)
     std::uint32_t permits = 1;     // --permits: how many of them
     bool fair = false;             // --fair: a corolock::fair_mutex (Redis only)
@@ -206,6 +208,10 @@ struct parsed_command {
 // Parses argv (without argv[0]). Returns the usage error on failure.
 std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
                                               parsed_command& out);
+
+// Every option name ("-w", "--wait", ...) the parser knows for a command
+// (run, status, list, break, check): what the help must document.
+std::vector<std::string> parser_option_names(std::string_view command);
 
 // How a lock's holder reads in text (defined in inspect_commands.cpp):
 // RFC 3339 UTC with milliseconds; "2d 3h 4m 5s" (or "12.345s"); host:pid,

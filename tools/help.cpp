@@ -13,6 +13,8 @@ namespace {
 constexpr std::string_view overview = R"(corolock - a distributed lock on Redis, from the shell
 
 Usage:
+  corolock run [OPTIONS] NAME COMMAND [ARGS...]
+  corolock run [OPTIONS] NAME -c 'SHELL COMMAND'
   corolock run [OPTIONS] NAME [NAME...] -- COMMAND [ARGS...]
   corolock status [OPTIONS] [--json] NAME
   corolock list [OPTIONS] [--json] [PATTERN]
@@ -67,8 +69,8 @@ Names, owner ids and server text are printed with control bytes escaped
 
 Exit statuses:
   0    success (run: COMMAND's own status is passed through instead; check:
-       the token is current)
-  1    check: the token is stale
+       the token is current; status: the lock is held)
+  1    check: the token is stale; status: the lock is free
   64   usage error: the message says what was wrong
   69   the service (Redis, etcd, ZooKeeper, PostgreSQL) cannot be reached
   70   run: the lease was lost while COMMAND ran (--on-lost kill)
@@ -95,8 +97,8 @@ corolock:{NAME} (the lock), corolock:{NAME}:fence (the token counter) and the
 channel corolock:{NAME}:unlock.
 
 Examples:
-  corolock run --no-wait deploy -- make deploy
-  corolock run -n -q backup -- ./backup.sh      # cron: skip silently if busy
+  corolock run -n deploy make deploy             # as flock -n FILE COMMAND
+  corolock run -n -q backup -c './backup.sh >/dev/null'  # cron: skip silently if busy
   corolock run --wait 2m db-migrate -- ./migrate.sh
   corolock status --json deploy
   corolock list 'db-*'
@@ -105,7 +107,9 @@ Examples:
 Run 'corolock help COMMAND' for a command's options and more examples.
 )";
 
-constexpr std::string_view run_help = R"(Usage: corolock run [OPTIONS] NAME [NAME...] -- COMMAND [ARGS...]
+constexpr std::string_view run_help = R"(Usage: corolock run [OPTIONS] NAME COMMAND [ARGS...]
+       corolock run [OPTIONS] NAME -c 'SHELL COMMAND'
+       corolock run [OPTIONS] NAME [NAME...] -- COMMAND [ARGS...]
 
 Acquires the lock NAME (waiting for it if another holder has it), runs
 COMMAND with the lock held, renews the lease in the background while COMMAND
@@ -133,7 +137,8 @@ Options:
                       lock held on a majority of these independent Redis
                       servers (plain lock only; no fencing token:
                       COROLOCK_TOKEN is not set).
-  --lease DURATION    How long Redis keeps the lock if this process stops
+  --lease SECONDS|DURATION
+                      How long Redis keeps the lock if this process stops
                       renewing it (crash, network partition). Renewed every
                       third of it while COMMAND runs. At least @MIN_LEASE@.
                       Default @LEASE@.
@@ -142,7 +147,19 @@ Options:
                       within that time: plain or fractional seconds as
                       flock(1) takes them (5, 0.5) or a DURATION (500ms).
                       Default: wait until acquired or signalled.
+  --timeout SECONDS|DURATION
+                      The same as -w (flock's name for it).
   -n, --no-wait       Give up at once if the lock is held (same as -w 0).
+  --nonblock, --nb    The same as -n (flock's names for it).
+  -c, --command 'SHELL COMMAND'
+                      Run SHELL COMMAND with $SHELL -c (else /bin/sh -c), as
+                      flock -c; nothing may follow NAME then.
+  -o, --close         Accepted for flock's command lines: COMMAND never holds
+                      the lock (corolock does), so there is nothing to close.
+  -u, --unlock, -F, --no-fork
+                      flock's; refused with the reason: the lock is released
+                      when COMMAND exits ('corolock break NAME' forces it),
+                      and corolock stays beside COMMAND to renew the lease.
   -E, --conflict-exit-code N
                       Exit N (0-255) instead of 75 when the lock is not
                       acquired in time.
@@ -157,6 +174,7 @@ Options:
   -x, --exclusive     Redis: take the shared mutex's exclusive level, as
                       flock -x: alone, and ahead of -s runs that arrive
                       while it waits. Every user of NAME must give -s or -x.
+  -e                  The same as -x (as flock's -e).
   --replicas N        Redis: start COMMAND only once N replicas acknowledged
                       the lock (WAIT, up to 1 s or a quarter of the lease);
                       otherwise give it back and exit 76. Ignored by etcd;
@@ -175,8 +193,16 @@ Options:
                       SIGKILL after --grace, and exits 70; 'ignore' logs a
                       warning and lets COMMAND finish, then exits with its
                       status.
-  --grace DURATION    Time between SIGTERM and SIGKILL for --on-lost kill.
+  --grace SECONDS|DURATION
+                      Time between SIGTERM and SIGKILL for --on-lost kill.
                       Default @GRACE@.
+  --lock-delay SECONDS|DURATION
+                      Redis: if this run's tenure ends without a clean release
+                      (crash, partition, a pause past the lease), NAME stays
+                      unavailable this much longer, so that writes still in
+                      flight land first (lock_options::lock_delay; at most
+                      @MAX_LOCK_DELAY@). Other services answer that it is not
+                      supported (exit 76). Default 0.
   --no-process-group  Run COMMAND in corolock's own process group instead of
                       one of its own; signals then reach COMMAND's process
                       only, not its children.
@@ -198,9 +224,13 @@ Options:
                       connection events, on stderr (-vv: also each renewal).
   -h, --help          Show this help.
 
-DURATION is a whole number and a unit: 500ms, 10s, 2m, 1h.
-Options go before '--'; everything after it is COMMAND and its arguments.
-Flags may be grouped: -nq, -w5, -E0.
+Every time takes plain or fractional seconds (5, 0.5, as flock(1)) or a
+DURATION, a whole number and a unit: 500ms, 10s, 2m, 1h.
+As flock(1): options go before NAME or between NAME and COMMAND; the first
+word after NAME starts COMMAND, and everything from it is COMMAND's. With
+'--' (several NAMEs need it), the words before it are NAMEs and everything
+after it is COMMAND: a COMMAND that itself holds a '--' after its first word
+(git log -- FILE) needs a '--' after NAME. Flags may be grouped: -nq, -w5, -E0.
 
 Process group and signals: COMMAND runs in a process group of its own (in a
 terminal's foreground it gets the terminal). SIGINT, SIGTERM and SIGHUP sent
@@ -233,8 +263,10 @@ Exit statuses:
   128+N  corolock got signal N while waiting for the lock
 
 Examples:
-  corolock run nightly-report -- ./report.sh --date today
-  corolock run --no-wait deploy -- make deploy || echo "a deploy is running"
+  corolock run nightly-report ./report.sh --date today
+  corolock run -n deploy make deploy || echo "a deploy is running"
+  corolock run -w 10 nightly -c 'pg_dump app | gzip > /backup/app.gz'
+  corolock run a b -- ./uses-both.sh
   corolock run --wait 2m --lease 10s db-migrate -- ./migrate.sh
   corolock run -n -q -E 0 backup -- ./backup.sh   # cron: a busy lock is fine
   corolock run --url redis://app@redis.internal:6379/2 \
@@ -274,7 +306,8 @@ Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
 password. In text output the name, owner, host and label are shown with
 control bytes escaped.
 
-Exit statuses: 0 the status was printed (held or not), 64 usage error,
+Exit statuses, as test(1): 0 the lock is held, 1 it is free (so
+'corolock status NAME && ...' runs when it is held); 64 usage error,
 69 Redis cannot be reached, 76 Redis answered with an error or NOPERM.
 
 Examples:
@@ -404,6 +437,8 @@ std::string with_defaults(std::string_view text) {
         {"@LEASE@", format_duration(defaults::lease)},
         {"@MIN_LEASE@", format_duration(defaults::min_lease)},
         {"@GRACE@", format_duration(defaults::grace)},
+        {"@MAX_LOCK_DELAY@",
+         format_duration(std::chrono::duration_cast<duration>(max_lock_delay))},
         {"@COMMAND_TIMEOUT@", format_duration(defaults::command_timeout)},
         {"@LIST_STEP@", std::to_string(lock_list_defaults::count_per_step)},
         {"@LIST_TIME@", format_duration(lock_list_defaults::max_time)},

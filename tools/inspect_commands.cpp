@@ -31,6 +31,10 @@ namespace asio = boost::asio;
 
 namespace {
 
+// status's exit status, as test(1): 0 when the lock is held, 1 when free.
+int status_exit(bool held) { return held ? exit_status::ok : exit_status::not_held; }
+
+
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 // corolock list's columns, the same on every backend (docs/cli.md).
@@ -157,14 +161,14 @@ int etcd_status(const status_options& o) {
         if (o.json) {
             const std::string line = etcd_status_json(o.name, st) + "\n";
             std::fputs(line.c_str(), stdout);
-            co_return exit_status::ok;
+            co_return status_exit(st.held);
         }
         std::printf("lock:       %s\n", printable(o.name).c_str());
         std::printf("kind:       mutex\n");
         std::printf("held:       %s\n", st.held ? "yes" : "no");
         if (!st.held) {
             std::printf("key prefix: %s\n", printable(a.key_prefix(o.name)).c_str());
-            co_return exit_status::ok;
+            co_return exit_status::not_held;
         }
         std::printf("owner:      %s\n", printable(st.holder.owner).c_str());
         if (const auto& h = st.holder.holder) {
@@ -237,7 +241,7 @@ int store_status(const status_options& o) {
         if (o.json) {
             const std::string line = store_status_json(o.name, zk, st) + "\n";
             std::fputs(line.c_str(), stdout);
-            co_return exit_status::ok;
+            co_return status_exit(st.held);
         }
         std::printf("lock:       %s\n", printable(o.name).c_str());
         std::printf("kind:       mutex\n");
@@ -259,7 +263,7 @@ int store_status(const status_options& o) {
         if (st.held || !zk)
             std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
         std::printf("waiters:    %zu\n", st.waiters);
-        co_return exit_status::ok;
+        co_return status_exit(st.held);
     });
 }
 
@@ -435,7 +439,8 @@ void print_holders(const lock_status& st, std::uint64_t others) {
             who = holder_text(*h.holder) + " since " + format_time(h.holder->since) + ", label " +
                   printable(h.holder->label);
         const std::string count =
-            permits ? std::to_string(h.permits) + " permits, " : std::string();
+            permits ? std::to_string(h.permits) + (h.permits == 1 ? " permit, " : " permits, ")
+                    : std::string();
         std::printf("  %s: %s%s, ttl %lld ms%s%s\n", printable(h.owner).c_str(), count.c_str(),
                     plural_levels(h.levels).c_str(), static_cast<long long>(h.ttl.count()),
                     permits ? "; " : "", permits ? who.c_str() : "");
@@ -507,7 +512,7 @@ int status_command(const status_options& o) {
         if (o.json) {
             const std::string line = status_json(o.name, st) + "\n";
             std::fputs(line.c_str(), stdout);
-            co_return exit_status::ok;
+            co_return status_exit(st.held);
         }
         // Names, owner ids, hosts and labels are binary-safe: printable()
         // keeps each on its line and away from the terminal's escape sequences.
@@ -547,7 +552,7 @@ int status_command(const status_options& o) {
             print_holders(st, readers);
         }
         std::printf("last token: %llu\n", static_cast<unsigned long long>(st.last_token));
-        co_return exit_status::ok;
+        co_return status_exit(st.held);
     });
 }
 
@@ -571,9 +576,10 @@ int break_command(const break_options& o) {
         if (!removed.held)
             std::printf("lock %s was not held\n", printable(o.name).c_str());
         else if (removed.type == lock_type::semaphore)
-            std::printf("removed semaphore %s: %llu permits held by %llu %s (%s)\n",
+            std::printf("removed semaphore %s: %llu %s held by %llu %s (%s)\n",
                         printable(o.name).c_str(),
                         static_cast<unsigned long long>(removed.permits_in_use),
+                        removed.permits_in_use == 1 ? "permit" : "permits",
                         static_cast<unsigned long long>(removed.holder_count),
                         removed.holder_count == 1 ? "owner" : "owners",
                         plural_levels(removed.levels).c_str());

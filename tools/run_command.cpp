@@ -507,6 +507,18 @@ struct run_state {
     }
 };
 
+// Who holds a lock, for a person (-v, and a conflict's message, the line a
+// cron mail shows): host:pid, since when, for how long and its label; the
+// owner id when the lock records no holder (written by an older corolock).
+std::string who_holds(const lock_status& st) {
+    if (!st.holder) return "owner " + printable(st.owner);
+    const auto& h = *st.holder;
+    return holder_text(h) + " since " + format_time(h.since) + " (held for " +
+           format_held_for(h.held_for) + ", " +
+           (h.label.empty() ? std::string("no label") : "label '" + printable(h.label) + "'") +
+           ")";
+}
+
 std::string seconds_text(std::chrono::steady_clock::duration d) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
     char buf[32];
@@ -901,13 +913,7 @@ asio::awaitable<int> run_flow(run_state& s) {
         s.nodes == nullptr) {
         auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
         if (!sec && st.held && st.owner != owner) {
-            const std::string who =
-                st.holder ? holder_text(*st.holder) + " since " + format_time(st.holder->since) +
-                                " (held for " + format_held_for(st.holder->held_for) + ", " +
-                                (st.holder->label.empty() ? std::string("no label")
-                                                          : "label '" + printable(st.holder->label) + "'") +
-                                ")"
-                          : "owner " + printable(st.owner);
+            const std::string who = who_holds(st);
             s.note("{} is held by {} (lease ends in {} ms unless renewed, levels {}); "
                    "waiting {}",
                    s.name(), who, st.ttl.count(), st.levels,
@@ -924,6 +930,7 @@ asio::awaitable<int> run_flow(run_state& s) {
     lock_options opts;
     opts.lease = o.lease;
     opts.replicas = o.replicas;
+    opts.lock_delay = o.lock_delay;
     // What is left of --wait (a failover waited out above took its part).
     if (o.wait)
         opts.wait = std::chrono::duration_cast<duration>(
@@ -946,13 +953,41 @@ asio::awaitable<int> run_flow(run_state& s) {
     if (aec == error::wait_timeout || aec == error::lock_held) {
         s.note("gave up on {} after {}", s.name(), seconds_text(waited));
         if (!o.quiet) {
+            // Who holds it, without -v: what a cron mail should say. Where
+            // one status names the holder (as for -v above).
+            std::string holder;
+            if (o.common.redis() && !lock.has_many_holders() && !o.several() &&
+                s.nodes == nullptr) {
+                auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
+                if (!sec && st.held && st.owner != owner) holder = who_holds(st);
+            }
             if (o.wait && o.wait->count() == 0)
-                report_error(s.name() + (o.several() ? " are not all free (--no-wait)"
-                                                     : " is held by another owner (--no-wait)"));
+                report_error(s.name() +
+                             (o.several() ? " are not all free (--no-wait)"
+                                          : " is held by another owner (--no-wait)") +
+                             (holder.empty() ? "" : ": " + holder));
             else
-                report_error(s.name() + " not acquired within " + o.wait_text);
+                report_error(s.name() + " not acquired within " + o.wait_text +
+                             (holder.empty() ? "" : "; held by " + holder));
         }
         co_return o.conflict_exit_code;
+    }
+    if (aec == error::wrong_type && o.common.redis() && o.capacity == 0 && !o.several() &&
+        s.nodes == nullptr) {
+        // The name is another kind of lock: say which, and what to add.
+        auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
+        if (!sec && st.type == lock_type::semaphore) {
+            const std::string n = st.capacity > 0 ? std::to_string(st.capacity) : "N";
+            report_error("acquire " + s.name() + ": the name is a semaphore" +
+                         (st.capacity > 0 ? " of " + n + " permits" : std::string()) +
+                         ", not a lock: add --capacity " + n + " to take one of its permits");
+            co_return exit_status::remote_error;
+        }
+    }
+    if (aec == error::not_supported && o.lock_delay.count() > 0) {
+        report_error("acquire " + s.name() + ": --lock-delay is not supported by " +
+                     service_at(o.common) + "; run without it");
+        co_return exit_status::remote_error;
     }
     if (aec)
         co_return report_redis_failure(o.common, "acquire " + s.name(), aec,

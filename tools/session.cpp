@@ -134,10 +134,31 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
         why = "no connection within " + format_duration(defaults::command_timeout) + " (is " +
               std::string(service_name(o)) + " running there? -v shows each attempt)";
     }
+    // What to do, where the failure says it. TLS to a server that does not
+    // speak it: the handshake never completes, so no attempt ends, with no
+    // cause, within the bound.
+    const bool tls = o.redis() && !o.redlock() && o.cfg.tls.enabled;
+    const bool no_session =
+        ec == error::tls_handshake_failed ||
+        ((ec == error::never_connected || ec == error::timeout) &&
+         cause.find("refused") == std::string_view::npos &&
+         cause.find("resolve") == std::string_view::npos);
+    if (tls && status == exit_status::unavailable && no_session)
+        why = "TLS failed: no TLS session within " +
+              format_duration(o.cfg.connect_timeout.count() > 0
+                                  ? std::chrono::duration_cast<duration>(o.cfg.connect_timeout)
+                                  : defaults::connect_timeout) +
+              " (is that port serving TLS? a plain Redis port takes redis://, and no --tls-* "
+              "option)";
+    const bool no_password = o.redis() && o.cfg.password.empty() && ec == error::auth_failed;
     std::string message = std::string(doing) + ": ";
     const std::string where = service_at(o) + " (from " + o.url_from + ")";
     if (ec == error::auth_failed)
-        message += where + " rejected the credentials";
+        message += where + " rejected the credentials" +
+                   (no_password ? ": it requires a password; give it in the URL "
+                                  "(redis://:PASSWORD@HOST, or redis://USER:PASSWORD@HOST), "
+                                  "with --password-file FILE, or in COROLOCK_PASSWORD"
+                                : "");
     else if (status == exit_status::unavailable)
         message += "cannot reach " + where + ": " + why;
     else

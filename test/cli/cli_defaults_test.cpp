@@ -9,6 +9,7 @@
 #include <boost/asio/error.hpp>
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -104,6 +105,38 @@ TEST_CASE("cli help: the texts state the defaults the code uses", "[unit][cli]")
         CHECK(contains(text, cli::defaults::url()));
         CHECK(left_token(text).empty());
     }
+}
+
+// `name` ("-w", "--wait") as an option of the text: after a space, ',',
+// '[' or '|' and before a character that cannot continue an option name.
+bool documents_option(const std::string& text, const std::string& name) {
+    for (auto at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+        const char before = at == 0 ? ' ' : text[at - 1];
+        const std::size_t end = at + name.size();
+        const char after = end < text.size() ? text[end] : ' ';
+        const bool starts = before == ' ' || before == ',' || before == '[' || before == '|';
+        const bool ends = !(std::isalnum(static_cast<unsigned char>(after)) || after == '-');
+        if (starts && ends) return true;
+    }
+    return false;
+}
+
+// The help texts are the one source of the man page and the completion
+// (packaging/cli_docs.cpp): an option the parser takes and the help does
+// not name would be missing from both.
+TEST_CASE("cli help: every option the parser knows is in the command's help", "[unit][cli]") {
+    const std::string overview = cli::help_text("");
+    for (std::string_view command : {"run", "status", "list", "break", "check"}) {
+        const auto names = cli::parser_option_names(command);
+        INFO("command " << command);
+        CHECK(names.size() >= 10);  // the common options at least
+        const std::string help = cli::help_text(command);
+        for (const auto& name : names) {
+            INFO("option " << name);
+            CHECK((documents_option(help, name) || documents_option(overview, name)));
+        }
+    }
+    CHECK(cli::parser_option_names("nope").empty());
 }
 
 TEST_CASE("cli help: the overview lists every exit status", "[unit][cli]") {
@@ -385,4 +418,85 @@ TEST_CASE("cli: check takes NAME and a non-negative integer TOKEN", "[unit][cli]
         {{"check", "n", "+1"}, "bad TOKEN '+1'"},
     };
     check_usage_errors(bad);
+}
+
+TEST_CASE("cli: run takes flock's command line: NAME COMMAND, -c, -o; -u and -F refused",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    // The first word after NAME starts COMMAND; what follows is COMMAND's,
+    // options too ("-n" is echo's here, not --no-wait).
+    REQUIRE_FALSE(parse({"run", "-w", "5", "job", "echo", "-n", "hi"}, cmd).has_value());
+    CHECK(cmd.run.names == std::vector<std::string>{"job"});
+    CHECK(cmd.run.command == std::vector<std::string>{"echo", "-n", "hi"});
+    CHECK(cmd.run.wait == cli::duration(5s));
+    // Options between NAME and COMMAND are run's, as flock's.
+    cli::parsed_command between;
+    REQUIRE_FALSE(parse({"run", "job", "-n", "true"}, between).has_value());
+    CHECK(between.run.wait == cli::duration::zero());
+    CHECK(between.run.command == std::vector<std::string>{"true"});
+    // With "--": NAMEs before it, COMMAND after it.
+    cli::parsed_command several;
+    REQUIRE_FALSE(parse({"run", "b", "a", "--", "git", "log", "--", "f"}, several).has_value());
+    CHECK(several.run.names == std::vector<std::string>{"a", "b"});
+    CHECK(several.run.command == std::vector<std::string>{"git", "log", "--", "f"});
+    // -c: the shell runs the command line, as flock -c.
+    ::setenv("SHELL", "/bin/sh", 1);
+    cli::parsed_command shell;
+    REQUIRE_FALSE(parse({"run", "-n", "job", "-c", "echo hi | wc -c"}, shell).has_value());
+    CHECK(shell.run.command == std::vector<std::string>{"/bin/sh", "-c", "echo hi | wc -c"});
+    CHECK(shell.run.wait == cli::duration::zero());
+    // flock's other names: --timeout for -w, --nb and --nonblock for -n, -e for -x.
+    cli::parsed_command aliases;
+    REQUIRE_FALSE(parse({"run", "--timeout", "2", "-e", "job", "true"}, aliases).has_value());
+    CHECK(aliases.run.wait == cli::duration(2s));
+    CHECK(aliases.run.level == cli::lock_level::exclusive);
+    for (std::string_view nb : {"--nb", "--nonblock"}) {
+        cli::parsed_command c;
+        REQUIRE_FALSE(parse({"run", nb, "job", "true"}, c).has_value());
+        CHECK(c.run.wait == cli::duration::zero());
+    }
+    // -o is accepted and changes nothing.
+    cli::parsed_command close;
+    REQUIRE_FALSE(parse({"run", "-o", "job", "true"}, close).has_value());
+    CHECK(close.run.command == std::vector<std::string>{"true"});
+    check_usage_errors({
+        {{"run", "-u", "job", "true"}, "-u (--unlock) is not offered: "},
+        {{"run", "--unlock", "job", "true"}, "'corolock break NAME' force-releases it"},
+        {{"run", "-F", "job", "true"}, "-F (--no-fork) is not offered: "},
+        {{"run", "job", "-c", "true", "false"}, "-c takes the whole command as one argument"},
+        {{"run", "job"}, "missing COMMAND after NAME"},
+        {{"run", "job", "--"}, "missing COMMAND after '--'"},
+        {{"run", "--bogus", "job", "true"}, "unknown option '--bogus'"},
+        {{"run", "job", "--bogus", "true"}, "unknown option '--bogus'"},
+    });
+}
+
+TEST_CASE("cli: a bare number is seconds for every time option of run (one rule)",
+          "[unit][cli]") {
+    cli::parsed_command cmd;
+    REQUIRE_FALSE(parse({"run", "--lease", "5", "-w", "5", "--grace", "2.5", "--lock-delay",
+                         "1.5", "job", "true"},
+                        cmd)
+                      .has_value());
+    CHECK(cmd.run.lease == cli::duration(5s));
+    CHECK(cmd.run.lease_text == "5s");
+    CHECK(cmd.run.wait == cli::duration(5s));
+    CHECK(cmd.run.grace == cli::duration(2500ms));
+    CHECK(cmd.run.lock_delay == cli::duration(1500ms));
+    cli::parsed_command units;
+    REQUIRE_FALSE(
+        parse({"run", "--lease", "2m", "-w", "500ms", "--lock-delay", "3s", "job", "true"}, units)
+            .has_value());
+    CHECK(units.run.lease == cli::duration(2min));
+    CHECK(units.run.wait == cli::duration(500ms));
+    CHECK(units.run.lock_delay == cli::duration(3s));
+    cli::parsed_command none;
+    REQUIRE_FALSE(parse({"run", "job", "true"}, none).has_value());
+    CHECK(none.run.lock_delay == cli::duration::zero());
+    check_usage_errors({
+        {{"run", "--lease", "soon", "job", "true"},
+         "bad --lease value 'soon': expected a whole number and a unit"},
+        {{"run", "--lease", "soon", "job", "true"}, "; or plain seconds: 5, 0.5"},
+        {{"run", "--lock-delay", "61", "job", "true"}, "--lock-delay must be at most 1m (got 61s)"},
+    });
 }

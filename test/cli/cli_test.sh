@@ -94,10 +94,13 @@ group_usage() {
     "unknown run option|run: unknown option '--bogus'|run --bogus x -- true"
     "missing NAME|run: missing NAME$|run"
     "missing NAME before --|run: missing NAME before '--'|run -- true"
-    "missing --|run: missing '--' and COMMAND after NAME|run x"
-    "COMMAND without --|run: unexpected argument 'echo' after NAME: put '--' before COMMAND|run x echo hi"
+    "missing COMMAND|run: missing COMMAND after NAME$|run x"
+    "-c and a COMMAND|run: -c takes the whole command as one argument|run x -c true false"
+    "flock's -u|run: -u \\(--unlock\\) is not offered: .*corolock break NAME|run -u x true"
+    "flock's -F|run: -F \\(--no-fork\\) is not offered: |run -F x true"
+    "unknown option after NAME|run: unknown option '--bogus'|run x --bogus true"
     "missing COMMAND|run: missing COMMAND after '--'|run x --"
-    "bare number duration|run: bad --lease value '5': no unit|run --lease 5 x -- true"
+    "garbage --lease|run: bad --lease value 'soon': expected a whole number and a unit|run --lease soon x -- true"
     "garbage duration|run: bad --wait value 'soon': expected a whole number and a unit|run --wait soon x -- true"
     "unknown duration unit|run: bad --wait value '3d': unknown unit 'd'|run --wait 3d x -- true"
     "lease below the minimum|run: --lease must be at least 100ms \\(got 50ms\\)|run --lease 50ms x -- true"
@@ -110,7 +113,8 @@ group_usage() {
     "-s with --replicas|run: --replicas is not offered with -s \\(--shared\\)|run -sn --replicas 1 x -- true"
     "-s over etcd|-s \\(--shared\\) is not supported on etcd|run --url etcd://127.0.0.1:1 -s x -- true"
     "option without its value|run: option --lease needs a value|run x --lease"
-    "malformed URL|run: malformed Redis URL in --url|run --url http://example x -- true"
+    "unknown scheme|run: unsupported URL scheme 'http' in --url: corolock accepts redis, rediss, .*etcd, etcds, zk, postgresql, postgres \\(SCHEME://...\\)$|run --url http://example x -- true"
+    "scheme without //|status: malformed URL in --url: the scheme is followed by ':/' instead of '://'$|status --url redis:/127.0.0.1 x"
     "name with a brace|status: bad lock NAME 'a\\{b'|status a{b"
     "status without NAME|status: missing NAME|status"
     "status with two NAMEs|status: unexpected argument 'b'|status a b"
@@ -329,7 +333,7 @@ expect_waiter_after_break() {
 
 group_inspect() {
   cl 20 status --url "$url" --json never-used
-  expect_status "status --json of an unknown lock" 0 "$last_status"
+  expect_status "status --json of an unknown lock: free, exit 1 (as test(1))" 1 "$last_status"
   expect_true "status --json: one exact object when not held" \
     grep -qxF '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null,"kind":"mutex","queued":0,"capacity":0,"permits_in_use":0,"holder_count":0,"holders":[]}' "$tmp_dir/out"
 
@@ -709,6 +713,8 @@ group_flock() {
   cl 20 run --url "$url" -n fl -- touch "$tmp_dir/fl-ran"
   expect_status "flock: -n on a held lock" 75 "$last_status"
   expect_match "flock: -n: message" "lock 'fl' is held by another owner \(--no-wait\)" "$tmp_dir/err"
+  # Without -v, the line a cron mail shows names the holder.
+  expect_match "flock: -n names the holder without -v" "lock 'fl' is held by another owner \(--no-wait\): [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [^,]+, label 'sh'\)$" "$tmp_dir/err"
   cl 20 run --url "$url" -n -q fl -- touch "$tmp_dir/fl-ran"
   expect_status "flock: -n -q on a held lock" 75 "$last_status"
   expect_true "flock: -q: nothing on stderr" [ ! -s "$tmp_dir/err" ]
@@ -724,6 +730,7 @@ group_flock() {
   elapsed=$(($(now_ms) - start))
   expect_status "flock: -w 0.3 on a held lock" 75 "$last_status"
   expect_match "flock: -w 0.3: message" "lock 'fl' not acquired within 300ms" "$tmp_dir/err"
+  expect_match "flock: -w 0.3 names the holder without -v" "lock 'fl' not acquired within 300ms; held by [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [^,]+, label 'sh'\)$" "$tmp_dir/err"
   expect_cond "flock: -w 0.3 waited about 300 ms (${elapsed} ms)" '[ "$elapsed" -ge 250 ] && [ "$elapsed" -lt 5000 ]'
   start=$(now_ms)
   cl 20 run --url "$url" -w1 fl -- touch "$tmp_dir/fl-ran"
@@ -760,6 +767,35 @@ group_flock() {
   expect_status "flock: -v waiter ran" 0 "$last_status" "$(cat "$tmp_dir/fl2-err")"
   expect_match "flock: -v: waiting until free" "lock 'fl2' is held by [^ ]+:[0-9]+ since .*label 'sleep'.*waiting until it is free" "$tmp_dir/fl2-err"
   expect_match "flock: -v: acquired after waiting" "acquired lock 'fl2' \(token [0-9]+, lease 30s\) after waiting [0-9]+\.[0-9]{3} s" "$tmp_dir/fl2-err"
+
+  # flock's command line: NAME COMMAND without '--', -c, -o, bare seconds.
+  cl 20 run --url "$url" fl4 sh -c 'printf %s "$COROLOCK_NAME" >"$1"' sh "$tmp_dir/fl4-out"
+  expect_status "flock: NAME COMMAND without --" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "flock: COMMAND ran with the lock" grep -qx fl4 "$tmp_dir/fl4-out"
+  cl 20 run --url "$url" fl4 echo -n hi
+  expect_status "flock: COMMAND's own options stay COMMAND's" 0 "$last_status"
+  expect_true "flock: echo got its -n" [ "$(cat "$tmp_dir/out")" = hi ]
+  cl 20 run --url "$url" -n -o fl4 -c 'printf %s "$COROLOCK_NAME" >'"$tmp_dir/fl4-c"
+  expect_status "flock: -c runs a shell command line" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_true "flock: -c ran with the lock" grep -qx fl4 "$tmp_dir/fl4-c"
+  cl 20 run --url "$url" -v --lease 5 -w 2 fl4 true
+  expect_status "flock: --lease 5 -w 2" 0 "$last_status"
+  expect_match "flock: --lease 5 is 5 seconds" "acquired lock 'fl4' \(token [0-9]+, lease 5s\)" "$tmp_dir/err"
+  cl 20 run --url "$url" --lock-delay 1 fl4 true
+  expect_status "flock: --lock-delay on Redis" 0 "$last_status" "$(cat "$tmp_dir/err")"
+
+  # A plain lock on a semaphore's name: add --capacity.
+  spawn 60 "$bin" run --url "$url" --capacity 2 fsem -- sh -c "touch '$tmp_dir/fsem-in'; $(long_child 30)"
+  local sem_holder=$last_pid
+  expect_true "flock: semaphore holder acquired" wait_until 10 test -e "$tmp_dir/fsem-in"
+  cl 20 status --url "$url" fsem
+  expect_status "flock: status of a held semaphore: 0" 0 "$last_status"
+  expect_match "flock: one permit is '1 permit'" "^  [0-9a-f]{32}: 1 permit, 1 level, ttl " "$tmp_dir/out"
+  cl 20 run --url "$url" -n fsem true
+  expect_status "flock: a plain lock on a semaphore" 76 "$last_status"
+  expect_match "flock: a plain lock on a semaphore: add --capacity" "lock 'fsem': the name is a semaphore of 2 permits, not a lock: add --capacity 2" "$tmp_dir/err"
+  signal_corolock TERM "$sem_holder"
+  reap "$sem_holder"
 
   # -vv: each renewal (lease 300ms: one every 100 ms).
   cl 20 run --url "$url" -vv --lease 300ms fl3 -- sleep 0.6
@@ -860,7 +896,7 @@ group_credentials() {
   cl 20 run --url "redis://alice@127.0.0.1:$port" --password-file "$tmp_dir/pw" cred1 -- true
   expect_status "credentials: --password-file with a user in the URL" 0 "$last_status"
   cl 20 status --url "redis://alice@127.0.0.1:$port" --password-file "$tmp_dir/pw" cred1
-  expect_status "credentials: status with --password-file" 0 "$last_status"
+  expect_status "credentials: status with --password-file (free: 1)" 1 "$last_status"
   COROLOCK_PASSWORD=s3cret-pw timeout 20 "$bin" run --url "redis://alice:wrong@127.0.0.1:$port" cred1 -- true \
     >"$tmp_dir/out" 2>"$tmp_dir/err"
   expect_status "credentials: COROLOCK_PASSWORD overrides the URL's password" 0 $?
@@ -881,6 +917,14 @@ group_credentials() {
     sh -c 'echo "url=$REDIS_URL"' >"$tmp_dir/out" 2>"$tmp_dir/err"
   expect_true "credentials: --pass-credentials keeps them" grep -qx "url=redis://alice:s3cret-pw@127.0.0.1:$port" "$tmp_dir/out"
   rcli ACL DELUSER alice >/dev/null
+
+  # A server that wants a password, and none given: say how to give one.
+  rcli CONFIG SET requirepass cred-pw >/dev/null
+  cl 20 status --url "redis://127.0.0.1:$port" cred4
+  expect_status "credentials: no password for a server that requires one" 69 "$last_status"
+  expect_match "credentials: no password: says how to give one" "rejected the credentials: it requires a password; give it in the URL .*--password-file FILE, or in COROLOCK_PASSWORD" "$tmp_dir/err"
+  REDISCLI_AUTH=cred-pw rcli CONFIG SET requirepass "" >/dev/null
+  expect_true "credentials: the server's password is off again" [ "$(rcli PING)" = PONG ]
 
   # corolock holds the password while it runs: it is not dumpable (no core
   # file, no ptrace or /proc/PID/mem for the same user), which the kernel
@@ -911,7 +955,7 @@ group_escape() {
   # A name with a newline cannot forge a line of status or break output.
   local forged=$'x\ncorolock: released lock cleanly'
   cl 20 status --url "$url" "$forged"
-  expect_status "escape: status of a name with a newline" 0 "$last_status"
+  expect_status "escape: status of a name with a newline (free: 1)" 1 "$last_status"
   expect_true "escape: status prints seven lines" [ "$(wc -l <"$tmp_dir/out")" -eq 7 ]
   expect_true "escape: the newline is shown as \\n" grep -qxF 'lock:       x\ncorolock: released lock cleanly' "$tmp_dir/out"
   cl 20 break --url "$url" "$forged"
@@ -1041,24 +1085,24 @@ group_tls() {
   local d=$tmp_dir/tls turl="rediss://127.0.0.1:$tls_port"
   local -a client=(--tls-cert "$d/client.crt" --tls-key "$d/client.key")
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" "${client[@]}" tls1
-  expect_status "tls: status with --tls-ca, --tls-cert, --tls-key" 0 "$last_status"
+  expect_status "tls: status with --tls-ca, --tls-cert, --tls-key (free: 1)" 1 "$last_status"
   cl 20 run --url "$turl" --tls-ca "$d/ca.crt" "${client[@]}" tls1 -- sh -c 'echo "token=$COROLOCK_TOKEN"'
   expect_status "tls: run" 0 "$last_status"
   expect_match "tls: run: COMMAND ran with a token" '^token=[0-9]+$' "$tmp_dir/out"
   cl 20 status --url "redis://127.0.0.1:$tls_port" --tls-ca "$d/ca.crt" "${client[@]}" tls1
-  expect_status "tls: a --tls-* option turns TLS on for redis://" 0 "$last_status"
+  expect_status "tls: a --tls-* option turns TLS on for redis:// (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" --tls-server-name localhost "${client[@]}" tls1
-  expect_status "tls: --tls-server-name matching the certificate" 0 "$last_status"
+  expect_status "tls: --tls-server-name matching the certificate (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" --tls-server-name wrong.invalid "${client[@]}" tls1
   expect_status "tls: --tls-server-name not in the certificate" 69 "$last_status"
   cl 20 status --url "$turl" "${client[@]}" tls1
   expect_status "tls: the system's CAs do not trust the test CA" 69 "$last_status"
   cl 20 status --url "$turl" --tls-insecure "${client[@]}" tls1
-  expect_status "tls: --tls-insecure skips verification" 0 "$last_status"
+  expect_status "tls: --tls-insecure skips verification (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl/0?tls_ca=$d/ca.crt&tls_server_name=localhost" "${client[@]}" tls1
-  expect_status "tls: tls_ca and tls_server_name in the URL's query" 0 "$last_status"
+  expect_status "tls: tls_ca and tls_server_name in the URL's query (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl?tls_verify=no" "${client[@]}" tls1
-  expect_status "tls: tls_verify=no in the URL's query" 0 "$last_status"
+  expect_status "tls: tls_verify=no in the URL's query (free: 1)" 1 "$last_status"
   cl 20 status --url "$turl?tls_ca=/nonexistent/ca.crt" "${client[@]}" tls1
   expect_status "tls: an unreadable tls_ca in the URL's query" 64 "$last_status"
   expect_true "tls: the unreadable file is named by its query key" \
@@ -1066,6 +1110,10 @@ group_tls() {
   cl 20 status --url "$turl" --tls-ca "$d/ca.crt" tls1
   expect_status "tls: no client certificate where the server asks for one" 69 "$last_status"
   stop_pid "$tls_pid"
+  # TLS spoken to a plain Redis port: the message says TLS failed.
+  cl 20 status --url "rediss://127.0.0.1:$port" tls1
+  expect_status "tls: rediss:// to a plain server" 69 "$last_status"
+  expect_match "tls: rediss:// to a plain server: says TLS failed" "TLS failed: no TLS session within .*a plain Redis port takes redis://" "$tmp_dir/err"
 }
 
 # ---- ACL: NOPERM ----

@@ -116,7 +116,7 @@ expect_status "status on a cluster URL" 0 "$last_status" "$(cat "$tmp_dir/err")"
 expect_match "status shows the lock held" '^held: +yes' "$tmp_dir/out"
 expect_match "status shows the holder's program as its label" '^label: +sh$' "$tmp_dir/out"
 cl 10 status --url "$url" --json "$a"
-expect_status "status --json of a free lock" 0 "$last_status" "$(cat "$tmp_dir/err")"
+expect_status "status --json of a free lock: exit 1" 1 "$last_status" "$(cat "$tmp_dir/err")"
 expect_cond "status --json: a free lock is not held" '[ "$(json_field "$tmp_dir/out" held)" = false ]'
 expect_cond "status --json: its last token is kept" '[ "$(json_field "$tmp_dir/out" last_token)" -ge 1 ]'
 

@@ -40,7 +40,8 @@ trap 'exit 143' TERM
 # status of NAME, quietly, into $tmp_dir/st.
 st() { timeout 10 "$bin" status --url "$url" "$1" >"$tmp_dir/st" 2>&1; }
 is_held() { st "$1" && grep -Eq '^held: +yes$' "$tmp_dir/st"; }
-is_free() { st "$1" && grep -Eq '^held: +no$' "$tmp_dir/st"; }
+# status exits 1 for a free lock (0 held), as test(1).
+is_free() { st "$1"; [ $? = 1 ] && grep -Eq '^held: +no$' "$tmp_dir/st"; }
 has_waiters() { st "$1" && grep -Eq "^waiters: +$2\$" "$tmp_dir/st"; }
 
 host=$(hostname)
@@ -127,10 +128,10 @@ group_exclusion() { exclusion_cases; }
 
 group_inspect() {
   cl 10 status --url "$url" ins
-  expect_status "status of a free lock" 0 "$last_status"
+  expect_status "status of a free lock: exit 1" 1 "$last_status"
   expect_match "status: not held" '^held: +no$' "$tmp_dir/out"
   cl 10 status --url "$url" --json ins
-  expect_status "status --json of a free lock" 0 "$last_status"
+  expect_status "status --json of a free lock: exit 1" 1 "$last_status"
   expect_true "status --json: held is false" [ "$(json_field "$tmp_dir/out" held)" = "false" ]
 
   spawn 90 "$bin" run --url "$url" --lease 20s ins -- \
