@@ -6,6 +6,7 @@
 #include <corolock/client.hpp>
 #include <corolock/command.hpp>
 #include <corolock/config.hpp>
+#include <corolock/election.hpp>
 #include <corolock/error.hpp>
 #include <corolock/export.hpp>
 #include <corolock/fair_mutex.hpp>

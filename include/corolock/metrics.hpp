@@ -76,6 +76,12 @@ struct metrics_snapshot {
     // ones that did not gather a majority (docs/redlock.md).
     std::uint64_t redlock_rounds = 0;
     std::uint64_t redlock_rounds_failed = 0;
+    // Leader election (election.hpp; zero on backends without it):
+    // leaderships held now (a gauge), terms won, terms resigned, terms lost.
+    std::uint64_t leaderships_held = 0;
+    std::uint64_t terms_won = 0;
+    std::uint64_t resignations = 0;
+    std::uint64_t leaderships_lost = 0;
 };
 
 // Label name and value pairs for to_prometheus, e.g. {{"client", "billing"}}.
@@ -121,6 +127,12 @@ public:
     virtual void on_release_found_gone(std::string_view /*lock*/, error_code /*ec*/) {}
     // The client connected again after losing its connection.
     virtual void on_reconnected() {}
+    // Leader election (election.hpp): a campaign won the term `epoch` of
+    // `election`; the term was resigned (explicitly or by a leadership
+    // dropped); the term was lost (its lease could have ended).
+    virtual void on_elected(std::string_view /*election*/, std::uint64_t /*epoch*/) {}
+    virtual void on_resigned(std::string_view /*election*/, std::uint64_t /*epoch*/) {}
+    virtual void on_leadership_lost(std::string_view /*election*/, std::uint64_t /*epoch*/) {}
 };
 
 }  // namespace corolock

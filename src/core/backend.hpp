@@ -44,6 +44,7 @@ namespace corolock { class observer; }
 namespace corolock::detail {
 
 class lock_backend;
+class election_service;
 
 // Why this build cannot open a URL of `scheme` (lower case: "zk",
 // "postgresql", "postgres"): its backend was left out when corolock was
@@ -210,6 +211,11 @@ public:
     // Removes the hold of `owner` (not empty) only: success, or
     // error::expired (nobody holds it), error::not_owner (others do).
     virtual void admin_release_owner(std::string name, std::string owner, release_handler handler);
+
+    // Leader election beyond the fair mutex (core/election_service.hpp);
+    // null where the backend has none (corolock::election answers
+    // error::not_supported).
+    virtual election_service* elections() noexcept { return nullptr; }
 };
 
 // A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.

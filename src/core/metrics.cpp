@@ -47,6 +47,28 @@ void metrics_recorder::release_found_gone(observer* o, spdlog::logger& log, std:
            [&](observer& x) { x.on_release_found_gone(lock, ec); });
 }
 
+void metrics_recorder::term_won(observer* o, spdlog::logger& log, std::string_view election,
+                                std::uint64_t epoch) noexcept {
+    add(terms_won);
+    add(leaders);
+    notify(o, log, "on_elected", [&](observer& x) { x.on_elected(election, epoch); });
+}
+
+void metrics_recorder::term_resigned(observer* o, spdlog::logger& log, std::string_view election,
+                                     std::uint64_t epoch) noexcept {
+    add(resignations);
+    leaders.fetch_sub(1, std::memory_order_relaxed);
+    notify(o, log, "on_resigned", [&](observer& x) { x.on_resigned(election, epoch); });
+}
+
+void metrics_recorder::term_lost(observer* o, spdlog::logger& log, std::string_view election,
+                                 std::uint64_t epoch) noexcept {
+    add(leaderships_lost);
+    leaders.fetch_sub(1, std::memory_order_relaxed);
+    notify(o, log, "on_leadership_lost",
+           [&](observer& x) { x.on_leadership_lost(election, epoch); });
+}
+
 metrics_snapshot metrics_recorder::snapshot() const noexcept {
     metrics_snapshot m;
     auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
@@ -58,6 +80,10 @@ metrics_snapshot metrics_recorder::snapshot() const noexcept {
     m.renewals_failed = get(renewals_failed);
     m.leases_lost = get(leases_lost);
     m.releases_found_gone = get(releases_found_gone);
+    m.leaderships_held = get(leaders);
+    m.terms_won = get(terms_won);
+    m.resignations = get(resignations);
+    m.leaderships_lost = get(leaderships_lost);
     return m;
 }
 
@@ -210,6 +236,13 @@ std::string to_prometheus(const metrics_snapshot& m, const metric_labels& labels
              "RedLock acquire rounds over the nodes.", m.redlock_rounds);
     w.scalar("corolock_redlock_rounds_failed_total", "counter",
              "RedLock rounds that did not gather a majority in time.", m.redlock_rounds_failed);
+    w.scalar("corolock_leaderships_held", "gauge", "Election terms won and not yet ended.",
+             m.leaderships_held);
+    w.scalar("corolock_terms_won_total", "counter", "Election campaigns won.", m.terms_won);
+    w.scalar("corolock_resignations_total", "counter", "Election terms resigned.",
+             m.resignations);
+    w.scalar("corolock_leaderships_lost_total", "counter",
+             "Election terms lost (their lease could have ended).", m.leaderships_lost);
     return w.take();
 }
 

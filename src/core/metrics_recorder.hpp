@@ -50,6 +50,8 @@ struct metrics_recorder {
     std::atomic<std::uint64_t> acquisitions{0}, contended_acquisitions{0}, renewals_sent{0},
         renewals_failed{0}, leases_lost{0}, releases_found_gone{0};
     histogram_recorder wait, handoff;
+    // Leader election: leaders is a gauge (terms won and not yet ended).
+    std::atomic<std::uint64_t> leaders{0}, terms_won{0}, resignations{0}, leaderships_lost{0};
 
     // Count an event and tell the user's observer (config::observer,
     // backend_config::observer; null: nobody) in one step, so that the
@@ -63,6 +65,14 @@ struct metrics_recorder {
                         error_code ec) noexcept;
     void release_found_gone(observer* o, spdlog::logger& log, std::string_view lock,
                             error_code ec) noexcept;
+    // A term of an election began, was resigned, was lost (each term ends
+    // once: resigned or lost).
+    void term_won(observer* o, spdlog::logger& log, std::string_view election,
+                  std::uint64_t epoch) noexcept;
+    void term_resigned(observer* o, spdlog::logger& log, std::string_view election,
+                       std::uint64_t epoch) noexcept;
+    void term_lost(observer* o, spdlog::logger& log, std::string_view election,
+                   std::uint64_t epoch) noexcept;
 };
 
 // Logs an observer's exception; never throws.

@@ -6,7 +6,7 @@
 # fraction of a second.
 #   cmake -DCXX=... -DINCLUDE_DIRS="a;b" -DSOURCE_DIR=... -P check_neutral_headers.cmake
 set(neutral mutex fair_mutex shared_mutex semaphore multi_lock guard lock_options backend
-    error metrics lock_holder lock_type admin)
+    error metrics lock_holder lock_type admin election)
 set(forbidden client.hpp config.hpp command.hpp reply.hpp locked_sql.hpp)
 set(flags -std=c++20 -M -I${SOURCE_DIR}/include)
 foreach(dir IN LISTS INCLUDE_DIRS)

@@ -220,6 +220,10 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
     m.cluster_map_refreshes = 10;
     m.redlock_rounds = 11;
     m.redlock_rounds_failed = 12;
+    m.leaderships_held = 1;
+    m.terms_won = 13;
+    m.resignations = 9;
+    m.leaderships_lost = 3;
     corolock::detail::histogram_recorder wait, handoff;
     for (ns d : {ns(50us), ns(300us), ns(3ms), ns(3ms), ns(1s), ns(20s), ns(400ms)}) wait.record(d);
     handoff.record(250us);
@@ -244,6 +248,11 @@ TEST_CASE("metrics: the Prometheus text is well-formed, with cumulative buckets"
     CHECK(value_of(e, "corolock_cluster_map_refreshes_total") == "10");
     CHECK(value_of(e, "corolock_redlock_rounds_total") == "11");
     CHECK(value_of(e, "corolock_redlock_rounds_failed_total") == "12");
+    CHECK(value_of(e, "corolock_leaderships_held") == "1");
+    CHECK(e.types.at("corolock_leaderships_held") == "gauge");
+    CHECK(value_of(e, "corolock_terms_won_total") == "13");
+    CHECK(value_of(e, "corolock_resignations_total") == "9");
+    CHECK(value_of(e, "corolock_leaderships_lost_total") == "3");
     CHECK(e.types.at("corolock_acquisitions_total") == "counter");
     CHECK(e.types.at("corolock_acquire_wait_seconds") == "histogram");
     check_histogram(e, "corolock_acquire_wait_seconds", 7);
@@ -305,6 +314,15 @@ struct recording_observer final : corolock::observer {
         events.push_back("gone " + std::string(lock));
         throw std::runtime_error("an observer that throws");
     }
+    void on_elected(std::string_view e, std::uint64_t epoch) override {
+        events.push_back("elected " + std::string(e) + " " + std::to_string(epoch));
+    }
+    void on_resigned(std::string_view e, std::uint64_t epoch) override {
+        events.push_back("resigned " + std::string(e) + " " + std::to_string(epoch));
+    }
+    void on_leadership_lost(std::string_view e, std::uint64_t epoch) override {
+        events.push_back("lost leadership " + std::string(e) + " " + std::to_string(epoch));
+    }
 };
 }  // namespace
 
@@ -331,6 +349,26 @@ TEST_CASE("metrics: the recorder counts an event and tells the observer in one s
     const auto lines = sink->last_formatted();
     REQUIRE(lines.size() == 1);
     CHECK(lines.front().find("on_release_found_gone") != std::string::npos);
+}
+
+TEST_CASE("metrics: terms won, resigned and lost move the leader gauge and tell the observer",
+          "[metrics][observer][election]") {
+    corolock::detail::metrics_recorder m;
+    recording_observer o;
+    auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(16);
+    spdlog::logger log("recorder-test", sink);
+    m.term_won(&o, log, "e", 5);
+    m.term_won(&o, log, "f", 7);
+    CHECK(m.snapshot().leaderships_held == 2);
+    m.term_resigned(&o, log, "e", 5);
+    m.term_lost(&o, log, "f", 7);
+    CHECK(o.events == std::vector<std::string>{"elected e 5", "elected f 7", "resigned e 5",
+                                               "lost leadership f 7"});
+    const auto s = m.snapshot();
+    CHECK(s.leaderships_held == 0);
+    CHECK(s.terms_won == 2);
+    CHECK(s.resignations == 1);
+    CHECK(s.leaderships_lost == 1);
 }
 
 TEST_CASE("logging: the default logger is spdlog's \"corolock\", quiet until spdlog raises it",

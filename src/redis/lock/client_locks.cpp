@@ -2,6 +2,7 @@
 // the backend& form on client::lock_backend(). Here, not in src/core, so
 // that the core and the lock headers name nothing of the Redis client.
 #include <corolock/client.hpp>
+#include <corolock/election.hpp>
 #include <corolock/fair_mutex.hpp>
 #include <corolock/multi_lock.hpp>
 #include <corolock/mutex.hpp>
@@ -13,6 +14,8 @@ namespace corolock {
 mutex::mutex(client& c, std::string name) : mutex(c.lock_backend(), std::move(name)) {}
 
 fair_mutex::fair_mutex(client& c, std::string name) : fair_mutex(c.lock_backend(), std::move(name)) {}
+
+election::election(client& c, std::string name) : election(c.lock_backend(), std::move(name)) {}
 
 shared_mutex::shared_mutex(client& c, std::string name, shared_mutex_options o)
     : shared_mutex(c.lock_backend(), std::move(name), o) {}

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/backend.hpp"
+#include "redis/election/redis_elections.hpp"
 
 #include <corolock/backend.hpp>
 #include <corolock/config.hpp>
@@ -15,7 +16,7 @@ class client_impl;
 
 class redis_backend final : public lock_backend {
 public:
-    explicit redis_backend(client_impl& c) noexcept : client_(c) {}
+    explicit redis_backend(client_impl& c) noexcept : client_(c), elections_(c) {}
 
     boost::asio::any_io_executor get_executor() const noexcept override;
     const strand_type& strand() const noexcept override;
@@ -43,12 +44,16 @@ public:
     void admin_release_owner(std::string name, std::string owner,
                              release_handler handler) override;
 
+    // Leader election: redis/election/redis_elections.cpp.
+    election_service* elections() noexcept override;
+
     // This backend, sharing ownership of its client.
     std::shared_ptr<lock_backend> shared() const;
     client_impl& client() const noexcept { return client_; }
 
 private:
     client_impl& client_;
+    redis_elections elections_;
 };
 
 // A started Redis client for `url` (its config's holder label, logger and

@@ -1,0 +1,102 @@
+// Conformance of corolock::election (docs/election.md) on every backend.
+//
+// On the Redis family (redis, sentinel, cluster):
+//  - two candidates of two backends: the second waits, and leads as the
+//    first resigns; its epoch is larger;
+//  - an observer (a third backend, no candidate) sees the terms in order and
+//    never an epoch older than one it saw, and no leader at the end;
+//  - a resigned term's proclaim is refused.
+// Everywhere else (etcd, zk, postgresql, redlock): campaign, leader and
+// observe answer error::not_supported, as docs/election.md says.
+#include "conformance/conformance.hpp"
+
+#include <corolock/election.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+using namespace corolock::test;
+using namespace corolock::test::conformance;
+
+namespace {
+
+bool has_election(const std::string& backend) {
+    return backend == "redis" || backend == "sentinel" || backend == "cluster";
+}
+
+}  // namespace
+
+TEST_CASE("election: candidates take turns, epochs rise, observers never go back",
+          "[conformance][election]") {
+    auto server = start_server();
+    asio::io_context ioc;
+    corolock::backend b1(ioc.get_executor(), server->url());
+    corolock::backend b2(ioc.get_executor(), server->url());
+    corolock::backend b3(ioc.get_executor(), server->url());
+    const bool supported = has_election(server->backend());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        corolock::election e1(b1, "conf-elect"), e2(b2, "conf-elect"), watcher(b3, "conf-elect");
+        if (!supported) {
+            auto [ec, t] = co_await e1.async_campaign("a", {.lease = 5s, .wait = 1s}, use_nothrow);
+            CHECK(ec == corolock::error::not_supported);
+            CHECK_FALSE(t);
+            auto [lec, l] = co_await watcher.async_leader(use_nothrow);
+            CHECK(lec == corolock::error::not_supported);
+            auto [oec, o] = co_await watcher.async_observe(use_nothrow);
+            CHECK(oec == corolock::error::not_supported);
+            co_return;
+        }
+        std::vector<std::uint64_t> observed;
+        bool ended = false;
+        auto first = co_await watcher.async_observe(asio::use_awaitable);
+        CHECK_FALSE(first);
+
+        auto t1 = co_await e1.campaign("a", {.lease = 10s, .wait = 10s});
+        std::optional<corolock::leadership> t2;
+        e2.async_campaign("b", {.lease = 10s, .wait = 20s},
+                          [&](corolock::error_code ec, corolock::leadership l) {
+                              if (!ec) t2 = std::move(l);
+                          });
+        // The observer follows until it has seen the second term.
+        asio::co_spawn(
+            ioc,
+            [&]() -> asio::awaitable<void> {
+                for (int i = 0; i < 6; ++i) {
+                    auto [ec, s] = co_await watcher.async_observe(use_nothrow);
+                    if (ec) break;
+                    if (s) observed.push_back(s->epoch);
+                    if (s && s->value == "b") break;
+                }
+                ended = true;
+            },
+            asio::detached);
+        const bool saw_first = co_await eventually([&] { return !observed.empty(); }, 10s);
+        REQUIRE(saw_first);
+        CHECK(observed.front() == t1.epoch());
+        const auto ec = co_await t1.resign();
+        CHECK_FALSE(ec);
+        const bool led = co_await eventually([&] { return t2.has_value(); }, 10s);
+        REQUIRE(led);
+        CHECK(t2->epoch() > t1.epoch());
+        const bool followed = co_await eventually([&] { return ended; }, 10s);
+        REQUIRE(followed);
+        REQUIRE_FALSE(observed.empty());
+        CHECK(observed.back() == t2->epoch());
+        for (std::size_t i = 1; i < observed.size(); ++i) CHECK(observed[i] >= observed[i - 1]);
+        auto [late] = co_await t1.async_proclaim("again", use_nothrow);
+        CHECK(late == corolock::error::released);
+        co_await t2->resign();
+        auto last = co_await watcher.async_observe(asio::use_awaitable);
+        CHECK_FALSE(last);
+    });
+    b1.stop();
+    b2.stop();
+    b3.stop();
+}
