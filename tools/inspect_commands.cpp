@@ -349,11 +349,8 @@ int etcd_break(const break_options& o) {
             co_return status;
         }
         if (removed.held)
-            std::printf("removed lock %s held by %s (%s)\n", printable(o.name).c_str(),
-                        printable(removed.removed.owner).c_str(),
-                        removed.lease_revoked
-                            ? ("revoked lease " + lease_hex(removed.removed.lease)).c_str()
-                            : "deleted its key");
+            std::printf("removed lock %s held by %s (deleted its key)\n", printable(o.name).c_str(),
+                        printable(removed.removed.owner).c_str());
         else
             std::printf("lock %s was not held\n", printable(o.name).c_str());
         co_return exit_status::ok;

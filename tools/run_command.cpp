@@ -640,7 +640,7 @@ asio::awaitable<error_code> bounded_release(held_lock& g, duration bound) {
 
 // An acquire given up (a signal, --wait's end, --no-wait, an error) may
 // leave clean-up to the backend: on Redis the release of a grant whose
-// script was still on its way, on etcd the revoke of the acquire's lease
+// script was still on its way, on etcd the guarded delete of the acquire's key
 // (its key would otherwise wait ahead of every later waiter). The process
 // is about to exit, so it waits for that, bounded by the request timeout.
 asio::awaitable<void> drain_abandoned(run_state& s) {

@@ -96,10 +96,10 @@ bool split_lock_key(std::string_view key, std::string_view prefix, std::string_v
 
 struct admin_break_result {
     bool held = false;                // false: nothing was removed
-    lock_key removed;                 // the holder's key as it was
-    // Always false now: a break deletes the key (owner-checked) and never
-    // revokes the lease, which the holder shares with its other locks.
-    bool lease_revoked = false;
+    // The holder's key as it was. A break deletes that key (checked against
+    // its create revision) and never revokes the lease, which the holder
+    // shares with its other locks.
+    lock_key removed;
 };
 
 class admin {
