@@ -70,7 +70,8 @@ struct lock_status {
     // The holder's owner id (a mutex handle's owner_id(); a shared mutex's
     // writer); empty when not held, and for a semaphore (see holders).
     std::string owner;
-    // Remaining lease as the server sees it. Zero when not held; -1 ms when
+    // Remaining lease as the server sees it (with a lock-delay: the lease
+    // left plus the delay, what the server still keeps). Zero when not held; -1 ms when
     // the key exists without a TTL (never the case for corolock's own locks
     // on Redis). A semaphore: the longest lease left among its holders.
     // etcd: the holder's lease, in whole seconds as etcd reports it (-1 ms

@@ -69,7 +69,9 @@ enum class error {
                             // shared levels; refused, since two upgraders would each wait
                             // for the other's share forever
     not_supported,          // admin: this backend cannot do the operation (RedLock's
-                            // status, list, break and release-owner; docs/architecture.md)
+                            // status, list, break and release-owner; docs/architecture.md);
+                            // acquire: a lock_delay this backend or lock kind does not
+                            // honour (docs/safety.md, "Lock-delay")
     stale_token,            // a fence (Redis function, PostgreSQL corolock.fence) refused
                             // a token older than the highest it recorded: a newer holder
                             // has written; the server's message is kept as diagnostic

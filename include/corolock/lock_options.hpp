@@ -51,8 +51,13 @@ struct lock_options {
     // else starts. A clean release frees the name at once, whatever the
     // delay. Zero (the default): no delay. At most max_lock_delay; negative
     // is invalid_argument. The holder's own deadline (its lost signal) is
-    // unchanged: the delay only lengthens what the server keeps.
+    // unchanged: the delay only lengthens what the server keeps, and the
+    // holder's own loss does not shorten it.
     // A re-entry joins it as the lease: the tenure keeps the longest.
+    // Honoured by the Redis mutex (single, Sentinel, Cluster) and RedLock;
+    // a nonzero delay is error::not_supported, before any request, for the
+    // fair mutex, shared mutex and semaphore and on etcd, ZooKeeper and
+    // PostgreSQL (docs/safety.md, "Lock-delay").
     duration lock_delay{};
     // Redis: hand the guard out only once at least this many replicas
     // acknowledged the grant (WAIT, on a side connection: docs/safety.md,

@@ -161,6 +161,10 @@ public:
     std::shared_ptr<lock_state> make_state(std::string name) {
         return make_state(std::move(name), lock_spec{});
     }
+    // Whether acquires of a handle of `spec` honour lock_options::lock_delay
+    // (core/lock_delay.hpp). Where not, the core refuses a nonzero delay with
+    // error::not_supported before any request (docs/safety.md, "Lock-delay").
+    virtual bool offers_lock_delay(const lock_spec&) const noexcept { return false; }
 
     // Starts an acquire of `st` with normalised options. Any thread: the
     // backend hops to its strand. The handler is completed once, on its
@@ -180,6 +184,13 @@ public:
     // guard).
     virtual void release_in_background(const std::shared_ptr<lock_state>& st,
                                        std::uint64_t level) = 0;
+    // Any thread. The holder gives tenure `t` of `st` up as lost (a RedLock
+    // whose quorum is gone): its lost signal fires, and the clean-up on the
+    // server keeps a lock-delay's record, which a release would delete. A
+    // later release of its levels finds them gone. Default: nothing, for
+    // backends that offer no lock-delay.
+    virtual void abandon_tenure(const std::shared_ptr<lock_state>& st,
+                                std::shared_ptr<const tenure> t, const char* why);
 
     // Any thread. Runs a caller's statements in one transaction with the
     // lock of `st`'s live tenure `t` (corolock/locked_sql.hpp); completes as

@@ -173,13 +173,15 @@ struct added_level {
 // `deadline` (reusing the last tenure object when no guard keeps it). The
 // lease the server holds is the grant's (an etcd lease's TTL, PostgreSQL's
 // session timeouts are set at the grant): a re-entry joins its renewal
-// interval and its watchdog, not a longer lease (docs/safety.md, "Tenures").
+// interval and its watchdog, not a longer lease (docs/safety.md, "Tenures"),
+// and keeps the tenure's lock-delay (these backends refuse one anyway:
+// lock_backend::offers_lock_delay).
 inline added_level add_level(lock_state& st, std::uint64_t level, const lease_terms& terms,
                              std::chrono::steady_clock::time_point deadline) {
     added_level out;
     if (auto* live = st.live()) {
         const bool renewing = live->terms.renew_every.count() > 0;
-        live->terms.join(lease_terms{live->terms.lease, terms.renew_every});
+        live->terms.join(lease_terms{live->terms.lease, terms.renew_every, live->terms.lock_delay});
         out.t = st.current;
         out.t->publish_deadline(std::max(out.t->deadline(), deadline));
         out.start_renewals = !renewing && live->terms.renew_every.count() > 0;

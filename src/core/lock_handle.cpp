@@ -20,6 +20,7 @@ lock_handle::lock_handle(const backend& b, std::string name, const lock_spec& sp
     std::string why;
     if (auto ec = validate_lock_name(name, why); ec) throw boost::system::system_error(ec, why);
     state_ = b.impl()->make_state(std::move(name), spec);
+    delay_offered_ = state_->backend->offers_lock_delay(spec);
 }
 
 lock_handle::~lock_handle() = default;
@@ -37,6 +38,10 @@ void lock_handle::start(acquire_mode m, lock_options opts,
     if (!ec && capacity_ != 0 && (m.permits == 0 || m.permits > capacity_)) {
         why = std::to_string(m.permits) + " permits of a capacity of " + std::to_string(capacity_);
         ec = error::invalid_argument;
+    }
+    if (!ec && opts.lock_delay.count() > 0 && !delay_offered_) {
+        why = "lock_delay is not supported by this backend for this kind of lock";
+        ec = error::not_supported;
     }
     if (ec) {
         state_->backend->log().debug("acquire {}: {}", escaped{state_->name}, escaped{why});

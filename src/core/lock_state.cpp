@@ -23,4 +23,7 @@ boost::asio::steady_timer& lock_state::lost_timer() {
     return *lost_signal;
 }
 
+void lock_backend::abandon_tenure(const std::shared_ptr<lock_state>&, std::shared_ptr<const tenure>,
+                                  const char*) {}
+
 }  // namespace corolock::detail

@@ -3,15 +3,11 @@
 #include <corolock/locked_sql.hpp>
 
 #include "core/backend.hpp"
+#include "core/guard_access.hpp"
 
 namespace corolock {
 
 namespace detail {
-
-struct guard_access {
-    static const std::shared_ptr<lock_state>& state(const guard& g) noexcept { return g.state_; }
-    static const std::shared_ptr<tenure>& held(const guard& g) noexcept { return g.tenure_; }
-};
 
 boost::asio::any_io_executor guard_executor(const guard& g) noexcept {
     const auto& st = guard_access::state(g);

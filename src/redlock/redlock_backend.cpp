@@ -2,6 +2,8 @@
 
 #include "redlock/node_watch.hpp"
 
+#include "core/guard_access.hpp"
+
 #include <corolock/detail/completion.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -105,6 +107,11 @@ std::shared_ptr<lock_state> redlock_backend::make_state(std::string name, const 
     return std::make_shared<redlock_lock_state>(shared_from_this(), std::move(name), nodes_);
 }
 
+bool redlock_backend::offers_lock_delay(const lock_spec& spec) const noexcept {
+    return std::all_of(nodes_.begin(), nodes_.end(),
+                       [&](const backend& n) { return n.impl()->offers_lock_delay(spec); });
+}
+
 // One acquire: rounds until granted, refused for good (a try), timed out,
 // cancelled or stopped. Strand only, but for its construction and the
 // caller's cancellation slot (the initiating call's).
@@ -154,6 +161,8 @@ public:
             // handed a guard that is lost at the lease's end.
             if (opts.watchdog && t->terms.renew_every.count() == 0)
                 return finish(error::invalid_argument);
+            // Nor can it lengthen the nodes' lock-delay.
+            if (opts.lock_delay > t->terms.lock_delay) return finish(error::invalid_argument);
             const auto level = st->next_level++;
             st->levels.push_back(level);
             st->held.fetch_add(1, std::memory_order_acq_rel);
@@ -308,7 +317,8 @@ private:
         if (o == redlock_quorum::outcome::granted && all_answered) {
             timer.cancel();
             decided_round_ = round_;
-            lease_terms terms{opts.lease, opts.watchdog ? opts.renew_interval : clock::duration{}};
+            lease_terms terms{opts.lease, opts.watchdog ? opts.renew_interval : clock::duration{},
+                              opts.lock_delay};
             auto g = be->on_granted(st, terms, std::move(guards));
             return finish(error_code{}, std::move(g));
         }
@@ -587,6 +597,14 @@ void redlock_backend::lose_tenure(const std::shared_ptr<redlock_lock_state>& st,
 void redlock_backend::end_tenure(const std::shared_ptr<redlock_lock_state>& st,
                                  release_handler done, bool direct) {
     const bool lost = st->current && st->current->lost();
+    // A lost tenure with a lock-delay: each node gives its own tenure up as
+    // lost before the releases below, which then find nothing to delete, so
+    // the nodes' records keep the delay (core/lock_delay.hpp).
+    if (lost && st->current->terms.lock_delay.count() > 0)
+        for (const guard& g : st->node_guards)
+            if (const auto& node = guard_access::state(g); node && g.owns_lock())
+                node->backend->abandon_tenure(node, guard_access::held(g),
+                                              "the RedLock quorum was lost");
     st->levels.clear();
     st->held.store(0, std::memory_order_release);
     if (st->check_timer) st->check_timer->cancel();

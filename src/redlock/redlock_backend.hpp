@@ -87,6 +87,8 @@ public:
 
     using lock_backend::make_state;
     std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
+    // Where every node honours it: each node's record keeps the delay.
+    bool offers_lock_delay(const lock_spec& spec) const noexcept override;
     void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
                  const acquire_request& req, bool try_once, acquire_handler handler,
                  bool direct) override;

@@ -58,7 +58,7 @@ struct semaphore_keys {
                     level});
     }
     // The status script's description (scripts.cpp, describe): {kind, held,
-    // ..., holder count (12), owners (13)}.
+    // ..., holder count (12), owners (13), lock-delay (14)}.
     asio::awaitable<reply> status() {
         co_return co_await eval(command{"EVAL", d::status_script().source, 4, key, fence,
                                         key + ":entries", leases});
@@ -555,7 +555,7 @@ TEST_CASE("semaphore scripts: a sole owner's corners: shorter re-entry, longer s
         CHECK(std::stoll(server.cmd1({"PTTL", s.key})) > 15'000);
         // Status sees the sole owner as any semaphore's.
         auto st = co_await s.status();
-        REQUIRE(st.elements.size() == 13);
+        REQUIRE(st.elements.size() == 14);
         CHECK(st.elements[0].str == "semaphore");
         CHECK(st.elements[1].integer == 1);      // held
         CHECK(st.elements[10].integer == 2);     // permits in use
@@ -593,7 +593,7 @@ TEST_CASE("semaphore scripts: a sole owner's corners: shorter re-entry, longer s
         server.cmd({"PEXPIRE", s.key, "60000"});
         co_await sleep_for(250ms);
         st = co_await s.status();
-        REQUIRE(st.elements.size() == 13);
+        REQUIRE(st.elements.size() == 14);
         CHECK(st.elements[0].str == "semaphore");
         CHECK(st.elements[1].integer == 0);
         CHECK(st.elements[11].integer == 0);

@@ -65,6 +65,9 @@ public:
         return "etcd://127.0.0.1:" + std::to_string(port);
     }
     std::string scheme() const override { return "etcd"; }
+    std::string lock_delay_refused() const override {
+        return "an etcd lease cannot outlive its holder's revoke: docs/safety.md, \"Lock-delay\"";
+    }
     std::uint16_t port() const override { return server_.client_port(0); }
     pid_t pid() const override { return server_.pid(0); }
     // etcd rounds a lease up to whole seconds, and its lessor looks for
@@ -114,6 +117,9 @@ public:
     std::string url() const override { return server_.url(); }
     std::string url_via(std::uint16_t port) const override { return server_.url_via(port); }
     std::string scheme() const override { return "postgresql"; }
+    std::string lock_delay_refused() const override {
+        return "a session lock ends with its session: docs/safety.md, \"Lock-delay\"";
+    }
     std::uint16_t port() const override { return server_.port(); }
     pid_t pid() const override { return server_.pid(); }
     // The server's idle timer starts when it has answered the last
@@ -163,6 +169,9 @@ public:
         return "zk://127.0.0.1:" + std::to_string(port) + query;
     }
     std::string scheme() const override { return "zk"; }
+    std::string lock_delay_refused() const override {
+        return "an ephemeral node ends with its session: docs/safety.md, \"Lock-delay\"";
+    }
     std::uint16_t port() const override { return server_.port(); }
     pid_t pid() const override { return server_.pid(0); }
     // The session ends on the server at a tick's granularity (200 ms here)

@@ -65,6 +65,9 @@ public:
     // Why a re-entry that asks for the watchdog its tenure began without is
     // refused (invalid_argument) rather than joined; "" when it is joined.
     virtual std::string reentry_cannot_add_watchdog() const { return {}; }
+    // Why this backend refuses a nonzero lock_options::lock_delay
+    // (error::not_supported, docs/safety.md "Lock-delay"); "" when it honours it.
+    virtual std::string lock_delay_refused() const { return {}; }
     // The loopback port lock clients connect to (what a proxy forwards to).
     virtual std::uint16_t port() const = 0;
     // The server process (-1 when not running).

@@ -12,8 +12,10 @@
 //       non-atomic GET/SET increment of COUNTER_PREFIX<name>, and check that
 //       the fencing token exceeds the last one written (COUNTER_PREFIX<name>:last).
 //       Prints "violations N" and exits 0 when done.
-//   lock_worker hold URL NAME LEASE_MS
-//       Acquires, prints "acquired TOKEN" and holds until killed.
+//   lock_worker hold URL NAME LEASE_MS [LOCK_DELAY_MS [release]]
+//       Acquires (with that lock-delay), prints "acquired TOKEN" and holds
+//       until killed; with "release", releases at once, prints "released ok
+//       MONO_NS" (or the error) and exits.
 //   lock_worker wait URL NAME WAIT_MS
 //       Acquires (waiting up to WAIT_MS), prints "acquired TOKEN MONO_NS",
 //       where MONO_NS is CLOCK_MONOTONIC at the moment acquire returned,
@@ -653,10 +655,19 @@ int main(int argc, char** argv_in) {
     if (mode == "hold" && argc >= 5) {
         corolock::backend c(ioc.get_executor(), std::string_view(argv[2]));
         const auto lease = std::chrono::milliseconds(std::stoi(argv[4]));
+        const auto delay = std::chrono::milliseconds(argc >= 6 ? std::stoi(argv[5]) : 0);
+        const bool release = argc >= 7 && std::string_view(argv[6]) == "release";
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
             corolock::mutex m(c, argv[3]);
-            auto g = co_await m.acquire({.lease = lease, .wait = 30s});
+            auto g = co_await m.acquire({.lease = lease, .wait = 30s, .lock_delay = delay});
             std::cout << "acquired " << g.token() << std::endl;
+            if (release) {
+                const auto ec = co_await g.release();
+                std::cout << "released " << (ec ? ec.message() : "ok") << " " << mono_ns()
+                          << std::endl;
+                c.stop();
+                co_return;
+            }
             asio::steady_timer forever(ioc, std::chrono::hours(1));
             co_await forever.async_wait(asio::use_awaitable);
         }, asio::detached);

@@ -97,6 +97,7 @@ private:
 
     std::shared_ptr<lock_state> state_;
     std::uint32_t capacity_ = 0;  // a semaphore's permits in all; 0 for the other kinds
+    bool delay_offered_ = false;  // the backend honours lock_options::lock_delay for this kind
 };
 
 }  // namespace detail

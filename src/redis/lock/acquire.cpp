@@ -48,6 +48,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         : st(std::move(s)),
           req(with_waits(r, !once)),
           renew_every(o.watchdog ? o.renew_interval : clock::duration::zero()),
+          lock_delay(o.lock_delay),
           replica(o.replicas > 0 ? std::make_unique<replica_wait>(o.replicas_timeout, o.replicas)
                                  : nullptr),
           handler(std::move(h)),
@@ -76,6 +77,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     std::shared_ptr<lock_service> svc;
     acquire_request req;          // what the kind's script asks for (permits, shared)
     clock::duration renew_every;  // zero: no watchdog
+    clock::duration lock_delay;   // lock_options::lock_delay
     // lock_options::replicas > 0: the grant waits for replicas. Boxed, so
     // that acquires without it (nearly all) pay one pointer for it.
     struct replica_wait {
@@ -104,6 +106,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // What the current attempt asked the server for: the lease (a re-entry
     // asks for at least its tenure's), and the tenure it re-entered (0: none).
     clock::duration granted{};
+    clock::duration granted_delay{};
     std::uint64_t sent_epoch = 0;
     // The handle's tenure live when a fair handoff's message was delivered
     // (its epoch; 0: none), read in message order: one started since (a
@@ -221,7 +224,7 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     // The attempt's script: this operation is the call, so an attempt
     // allocates nothing but its bytes.
     void arguments(detail::script_args& out) const override {
-        st->kind().acquire_arguments(*st, req, level, granted, out);
+        st->kind().acquire_arguments(*st, req, level, {granted, {}, granted_delay}, out);
     }
 
     bool fair() const noexcept { return st->spec.kind == detail::lock_spec::kind_t::fair_mutex; }
@@ -235,7 +238,9 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
     }
 
     // The terms this acquire asks for, to begin or join a tenure with.
-    detail::lease_terms asked() const noexcept { return {machine.lease(), renew_every}; }
+    detail::lease_terms asked() const noexcept {
+        return {machine.lease(), renew_every, lock_delay};
+    }
 
     void on_script_reply(error_code ec, reply r) override {
         detail::acquire_reply parsed;
@@ -320,11 +325,13 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         switch (a.what) {
         case fsm::step::attempt:
             granted = machine.lease();
+            granted_delay = lock_delay;
             sent_epoch = 0;
             if (auto* t = st->live()) {
                 // A re-entry never asks for less than its tenure holds, so
                 // the grant's deadline and the renewals agree with the TTL.
                 granted = std::max(granted, t->terms.lease);
+                granted_delay = std::max(granted_delay, t->terms.lock_delay);
                 sent_epoch = t->epoch;
             }
             sent = clock::now();

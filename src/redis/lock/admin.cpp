@@ -12,6 +12,7 @@
 #include "redis/lock/semaphore_scripts.hpp"
 #include "redis/lock/shared_scripts.hpp"
 #include "core/holder_record.hpp"
+#include "core/lock_delay.hpp"
 #include "core/logging.hpp"
 #include <corolock/mutex.hpp>
 
@@ -171,13 +172,13 @@ bool parse_owner(const reply& r, std::int64_t now_us, lock_owner_status& out) {
 
 // The status and break scripts' reply (scripts.cpp, describe): {kind, held,
 // owner or '', pttl, levels, last token, holder or '', server time in µs,
-// queued, capacity, permits in use, holder count, owners}.
+// queued, capacity, permits in use, holder count, owners, lock-delay in ms}.
 error_code parse_description(const reply& r, lock_status& out) {
     const auto& e = r.elements;
-    if (r.type != resp3_type::array || e.size() != 13 || !is_text(e[0]) || !is_text(e[2]) ||
+    if (r.type != resp3_type::array || e.size() != 14 || !is_text(e[0]) || !is_text(e[2]) ||
         !is_text(e[6]) || e[12].type != resp3_type::array)
         return error::unexpected_reply;
-    for (const std::size_t i : {1, 3, 4, 5, 7, 8, 9, 10, 11})
+    for (const std::size_t i : {1, 3, 4, 5, 7, 8, 9, 10, 11, 13})
         if (!is_integer(e[i])) return error::unexpected_reply;
     const auto type = parse_lock_type(e[0].str);
     if (!type) return error::unexpected_reply;
@@ -197,6 +198,10 @@ error_code parse_description(const reply& r, lock_status& out) {
         std::min<std::uint64_t>(count_of(e[9]), std::numeric_limits<std::uint32_t>::max()));
     out.permits_in_use = count_of(e[10]);
     out.holder_count = count_of(e[11]);
+    if (out.held) {
+        out.lock_delay = std::chrono::milliseconds(count_of(e[13]));
+        out.delayed_for = detail::delayed_for(out.ttl, out.lock_delay);
+    }
     out.holders.resize(std::min(e[12].elements.size(), max_listed_lock_owners));
     for (std::size_t i = 0; i < out.holders.size(); ++i)
         if (!parse_owner(e[12].elements[i], now_us, out.holders[i])) return error::unexpected_reply;

@@ -16,8 +16,11 @@ public:
     // are made then): a handoff echoes it, and the waiter's deadline is
     // measured from it (docs/safety.md, "The handoff deadline").
     void acquire_arguments(const redis_lock_state& st, const acquire_request&,
-                           std::uint64_t level, clock::duration lease,
+                           std::uint64_t level, const lease_terms& terms,
                            script_args& out) const noexcept override {
+        // No lock-delay here (redis_backend::offers_lock_delay): the lease is
+        // what the server keeps.
+        const auto lease = terms.lease;
         keys(st, out);
         out.arg(std::string_view(st.owner));
         out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());

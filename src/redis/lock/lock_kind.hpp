@@ -47,10 +47,11 @@ public:
     static const lock_kind& for_valid_spec(const lock_spec& spec) noexcept;
 
     // Acquire: one attempt for `level` of the state's owner, asking for
-    // `lease` (at least the live tenure's on a re-entry).
+    // `terms` (a lease and a lock-delay at least the live tenure's on a
+    // re-entry; the renewal interval is not the script's).
     virtual const script& acquire_script() const noexcept = 0;
     virtual void acquire_arguments(const redis_lock_state& st, const acquire_request& req,
-                                   std::uint64_t level, clock::duration lease,
+                                   std::uint64_t level, const lease_terms& terms,
                                    script_args& out) const noexcept = 0;
     virtual error_code parse_acquire_reply(const reply& r, acquire_reply& out) const noexcept = 0;
 

@@ -2,6 +2,7 @@
 
 #include <corolock/command.hpp>
 #include <corolock/detail/completion.hpp>
+#include "core/lock_delay.hpp"
 #include "core/logging.hpp"
 #include "redis/topology/replica_acks.hpp"
 
@@ -153,14 +154,15 @@ private:
 class lock_service::renew_call final : public script_call {
 public:
     // Renews the live tenure for its lease, or with the watchdog off only
-    // checks that the lock is still the owner's (lease 0).
+    // checks that the lock is still the owner's (lease 0). The server keeps
+    // the lease plus the lock-delay; the deadline follows the lease alone.
     renew_call(std::weak_ptr<lock_service> svc, std::shared_ptr<redis_lock_state> st,
                std::uint64_t watch_id, clock::time_point sent)
         : svc_(std::move(svc)), st_(std::move(st)), watch_id_(watch_id), sent_(sent),
           epoch_(st_->live()->epoch),
           lease_(st_->live()->terms.renew_every.count() > 0 ? st_->live()->terms.lease
                                                              : clock::duration::zero()),
-          lease_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(lease_).count()) {}
+          lease_ms_(lease_.count() > 0 ? server_hold_ms(st_->live()->terms) : 0) {}
 
     void arguments(script_args& out) const override {
         st_->kind().renew_arguments(*st_, lease_ms_, out);
@@ -703,10 +705,14 @@ void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, cons
     // so it reaches the server before any later re-acquire; it goes by
     // source (EVAL), because a NOSCRIPT answer to EVALSHA would send it
     // again behind whatever was queued meanwhile.
+    // With a lock-delay the clean-up keeps the record until it expires
+    // (core/lock_delay.hpp): the holder's own loss never shortens the delay.
+    const bool keep_delay = t->terms.lock_delay.count() > 0;
     for (const auto level : levels) {
         auto job = work_->begin();
         script_args a;
         st->kind().release_arguments(*st, level, a);
+        if (keep_delay) a.arg(std::string_view("lost"));
         run_script(
             st->kind().release_script(impl_.sharded_pubsub()), a.keys(), a.args(), true,
             [work = work_, job](error_code, reply) mutable { work->end(job); },

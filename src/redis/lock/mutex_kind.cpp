@@ -2,6 +2,8 @@
 // of a handle's kind.
 #include "redis/lock/lock_kind.hpp"
 
+#include "core/lock_delay.hpp"
+
 #include "redis/lock/fair_scripts.hpp"
 #include "redis/lock/lock_service.hpp"
 #include "redis/lock/shared_scripts.hpp"
@@ -20,14 +22,16 @@ class mutex_kind final : public lock_kind {
 public:
     const script& acquire_script() const noexcept override { return detail::acquire_script(); }
     void acquire_arguments(const redis_lock_state& st, const acquire_request&,
-                           std::uint64_t level, clock::duration lease,
+                           std::uint64_t level, const lease_terms& terms,
                            script_args& out) const noexcept override {
         out.key(st.keys.lock());
         out.key(st.keys.fence());
         out.arg(std::string_view(st.owner));
-        out.arg(std::chrono::duration_cast<std::chrono::milliseconds>(lease).count());
+        out.arg(server_hold_ms(terms));
         out.arg(static_cast<std::int64_t>(level));
         out.arg(std::string_view(st.client().holder()));
+        // Without a lock-delay the script gets what it always got.
+        if (const auto delay = lock_delay_ms(terms); delay > 0) out.arg(delay);
     }
     error_code parse_acquire_reply(const reply& r, acquire_reply& out) const noexcept override {
         return parse_lock_acquire_reply(r, out);

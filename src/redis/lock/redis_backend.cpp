@@ -51,6 +51,16 @@ void redis_backend::release_in_background(const std::shared_ptr<lock_state>& st,
         svc->release_in_background(std::static_pointer_cast<redis_lock_state>(st), level);
 }
 
+void redis_backend::abandon_tenure(const std::shared_ptr<lock_state>& base,
+                                   std::shared_ptr<const tenure> t, const char* why) {
+    auto st = std::static_pointer_cast<redis_lock_state>(base);
+    boost::asio::post(client_.strand(), [c = client_.shared_from_this(), st = std::move(st),
+                                         t = std::move(t), why] {
+        if (c->stopped() || st->live() != t.get()) return;
+        lock_service::of(*c)->lose_tenure(st, why);
+    });
+}
+
 void redis_backend::drain(clock::duration bound, release_handler handler, bool direct) {
     boost::asio::post(client_.strand(), [c = client_.shared_from_this(), bound,
                                          h = std::move(handler), direct]() mutable {

@@ -29,6 +29,13 @@ public:
 
     using lock_backend::make_state;
     std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
+    // The plain mutex only: the fair, shared and semaphore scripts keep no
+    // lock-delay record, and refuse one (docs/safety.md, "Lock-delay").
+    bool offers_lock_delay(const lock_spec& spec) const noexcept override {
+        return spec.kind == lock_spec::kind_t::mutex;
+    }
+    void abandon_tenure(const std::shared_ptr<lock_state>& st, std::shared_ptr<const tenure> t,
+                        const char* why) override;
     void acquire(const std::shared_ptr<lock_state>& st, const lock_options& opts,
                  const acquire_request& req, bool try_once, acquire_handler handler,
                  bool direct) override;

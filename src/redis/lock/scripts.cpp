@@ -1,5 +1,7 @@
 #include "redis/lock/scripts.hpp"
 
+#include "core/lock_delay.hpp"
+
 #include <corolock/admin.hpp>
 #include <corolock/config.hpp>
 
@@ -32,15 +34,16 @@ script make(std::string_view name, std::string_view source) {
     return script{name, source, sha1_hex(source)};
 }
 
-// The fields corolock writes into a lock hash: owner, fence, holder and
-// l:<level>. A hash holding any other field was not written by corolock (or
+// The fields corolock writes into a lock hash: owner, fence, holder, delay
+// and l:<level>. A hash holding any other field was not written by corolock (or
 // was written into by someone else): the scripts answer WRONGTYPE naming the
 // key and change nothing. The check costs an HKEYS only when the hash has
 // more fields than a single level needs.
 constexpr std::string_view foreign_lua = R"lua(
 local function foreign(key)
   for _, f in ipairs(redis.call('HKEYS', key)) do
-    if f ~= 'owner' and f ~= 'fence' and f ~= 'holder' and string.sub(f, 1, 2) ~= 'l:' then
+    if f ~= 'owner' and f ~= 'fence' and f ~= 'holder' and f ~= 'delay' and
+       string.sub(f, 1, 2) ~= 'l:' then
       return redis.error_reply('WRONGTYPE ' .. key .. ' holds the field ' .. f ..
                                ', which corolock never writes; the key was left untouched')
     end
@@ -118,22 +121,28 @@ end
 
 // The fields of a held lock that are not levels: owner, fence and, in a hash
 // this version created, holder (older versions and hand-made hashes have no
-// holder). Every script that counts levels from HLEN subtracts this. HGET
-// rather than HEXISTS: the documented minimal ACL already allows it.
+// holder), and delay when the holder asked for lock-delay. Every script that
+// counts levels from HLEN subtracts this. HGET rather than HEXISTS: the
+// documented minimal ACL already allows it.
 constexpr std::string_view base_fields_lua = R"lua(
 local function base_fields(key)
-  if redis.call('HGET', key, 'holder') then return 3 end
-  return 2
+  local n = 2
+  if redis.call('HGET', key, 'holder') then n = 3 end
+  if redis.call('HGET', key, 'delay') then n = n + 1 end
+  return n
 end
 )lua";
 
 // KEYS[1] lock hash, KEYS[2] fence counter
-// ARGV[1] owner id, ARGV[2] lease in ms, ARGV[3] level id (unique per owner),
+// ARGV[1] owner id, ARGV[2] what the server keeps in ms (the lease, plus the
+// lock-delay), ARGV[3] level id (unique per owner),
 // ARGV[4] "<pid> <host> <label>" (detail::holder_argument), written with the
-// server time only when the grant creates the hash
+// server time only when the grant creates the hash,
+// ARGV[5] the lock-delay in ms, absent without one (core/lock_delay.hpp)
 // Returns {1, token, levels, pttl, created} when acquired or re-entered
 //         (created 1: the hash did not exist, this grant began a tenure),
-//         {0, 0, levels, pttl, 0} when another owner holds it (pttl -1: no TTL).
+//         {0, 0, levels, pttl, 0} when another owner holds it (pttl -1: no
+//         TTL), or when the name is in lock-delay, even for its own owner.
 // WRONGTYPE when the name's key holds a value that is not a corolock hash,
 // and the server's own error when the fence counter is not an integer.
 // The TTL is only ever extended, never shortened: every deadline a client
@@ -167,11 +176,14 @@ if fields > 0 then
     local bad = foreign(KEYS[1])
     if bad then return bad end
   end
+  local pttl = redis.call('PTTL', KEYS[1])
+  if in_lock_delay(KEYS[1], pttl) then return {0, 0, fields - base, pttl, 0} end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local token, fence = mint_token(KEYS[2], now)
 local lease = tonumber(ARGV[2])
+local delay = tonumber(ARGV[5] or '0')
 if fields == 0 then
   -- A new tenure: the key did not exist, so it has no TTL yet. The token
   -- is usually the time itself, already formatted.
@@ -179,10 +191,17 @@ if fields == 0 then
   if token ~= now then since = string.format('%d', now) end
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'l:' .. ARGV[3], fence,
              'holder', since .. ' ' .. (ARGV[4] or ''))
+  if delay > 0 then redis.call('HSET', KEYS[1], 'delay', ARGV[5]) end
   redis.call('PEXPIRE', KEYS[1], lease)
   return {1, token, 1, lease, 1}
 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'fence', fence, 'l:' .. ARGV[3], fence)
+if delay > 0 then
+  -- A re-entry keeps the longest delay any level asked for.
+  local had = redis.call('HGET', KEYS[1], 'delay')
+  if not had then base = base + 1 end
+  if delay > tonumber(had or '0') then redis.call('HSET', KEYS[1], 'delay', ARGV[5]) end
+end
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl < lease then
   redis.call('PEXPIRE', KEYS[1], lease)
@@ -192,11 +211,15 @@ return {1, token, redis.call('HLEN', KEYS[1]) - base, pttl, 0}
 )lua";
 
 // KEYS[1] lock hash, KEYS[2] unlock channel
-// ARGV[1] owner id, ARGV[2] level id, or "*" for every level of the owner
+// ARGV[1] owner id, ARGV[2] level id, or "*" for every level of the owner,
+// ARGV[3] "lost" for the clean-up of a tenure its holder found lost: a hash
+// with a lock-delay then keeps its record (and its TTL) with no level left,
+// so the holder's own loss never shortens the delay.
 // Returns {status, receivers}: status 1 released (lock deleted, unlock
 // published to `receivers` subscribed connections), 2 level released but
-// other levels remain, 3 level was already gone (a retry), 0 no lock,
-// -1 another owner holds it. Touches nothing unless the owner matches.
+// other levels (or the lock-delay's record) remain, 3 level was already gone
+// (a retry), 0 no lock, -1 another owner holds it. Touches nothing unless
+// the owner matches.
 constexpr std::string_view release_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return {0, 0} end
@@ -210,21 +233,33 @@ if ARGV[2] ~= '*' then
   if redis.call('HDEL', KEYS[1], 'l:' .. ARGV[2]) == 0 then return {3, 0} end
   if redis.call('HLEN', KEYS[1]) > base then return {2, 0} end
 end
+if ARGV[3] == 'lost' and redis.call('HGET', KEYS[1], 'delay') then
+  if ARGV[2] == '*' then
+    for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+      if string.sub(f, 1, 2) == 'l:' then redis.call('HDEL', KEYS[1], f) end
+    end
+  end
+  return {2, 0}
+end
 redis.call('DEL', KEYS[1])
 return {1, redis.call('PUBLISH', KEYS[2], ARGV[1])}
 )lua";
 
 // KEYS[1] lock hash
-// ARGV[1] owner id, ARGV[2] lease in ms (0: only check that the lock is
-// still the owner's, as after a reconnect with the watchdog off)
-// Returns 1 renewed (or confirmed), 0 no lock, -1 another owner holds it.
+// ARGV[1] owner id, ARGV[2] what the server keeps in ms, the lease plus the
+// lock-delay (0: only check that the lock is still the owner's, as after a
+// reconnect with the watchdog off)
+// Returns 1 renewed (or confirmed), 0 no lock (or its lease ended: in
+// lock-delay, core/lock_delay.hpp), -1 another owner holds it.
 // Touches nothing unless the owner matches, and only ever extends the TTL.
 constexpr std::string_view renew_lua = R"lua(
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then return 0 end
 if owner ~= ARGV[1] then return -1 end
+local pttl = redis.call('PTTL', KEYS[1])
+if in_lock_delay(KEYS[1], pttl) then return 0 end
 local lease = tonumber(ARGV[2])
-if lease > 0 and redis.call('PTTL', KEYS[1]) < lease then
+if lease > 0 and pttl < lease then
   redis.call('PEXPIRE', KEYS[1], lease)
 end
 return 1
@@ -236,7 +271,7 @@ return 1
 // KEYS[4] a shared mutex's or semaphore's lease ends.
 // describe() returns {kind, held (0/1), owner or '', pttl, levels, last
 // token, holder or '', server time in µs, queued, capacity, permits in use,
-// holder count, owners}, read-only. kind: the hash's `kind` field, 'mutex'
+// holder count, owners, lock-delay in ms (0: none)}, read-only. kind: the hash's `kind` field, 'mutex'
 // without one ('fair' when only a fair queue is left; 'semaphore' for a
 // sole owner's semaphore, whose kind is sole_semaphore_kind). A semaphore reports
 // its live owners only (lease end after the server's time): levels is their
@@ -316,7 +351,7 @@ local function describe()
   local queued = redis.call('HLEN', KEYS[3])
   local last = tonumber(redis.call('GET', KEYS[2]) or '0')
   local r = {kind or 'mutex', 0, owner, redis.call('PTTL', KEYS[1]), 0, last, '', now_us,
-             queued, 0, 0, 0, {}}
+             queued, 0, 0, 0, {}, tonumber(redis.call('HGET', KEYS[1], 'delay') or '0')}
   if not kind and queued > 0 then r[1] = 'fair' end
   if kind == 'semaphore' or kind == SOLE_SEMAPHORE_KIND then
     r[1] = 'semaphore'
@@ -432,7 +467,8 @@ std::string_view token_minting_lua() noexcept { return mint_token_lua; }
 std::string_view lease_set_lua() noexcept { return lease_set_lib_lua; }
 
 const script& acquire_script() {
-    static const std::string source = std::string(mint_token_lua).append(checked(acquire_lua));
+    static const std::string source =
+        std::string(mint_token_lua).append(in_lock_delay_lua).append(checked(acquire_lua));
     static const script s = make("acquire", source);
     return s;
 }
@@ -444,7 +480,8 @@ const script& release_script(bool shard) {
     return shard ? sharded_s : s;
 }
 const script& renew_script() {
-    static const script s = make("renew", renew_lua);
+    static const std::string source = std::string(in_lock_delay_lua).append(renew_lua);
+    static const script s = make("renew", source);
     return s;
 }
 const script& status_script() {

@@ -13,8 +13,11 @@ class semaphore_kind_impl final : public lease_set_kind {
 public:
     const script& acquire_script() const noexcept override { return semaphore_acquire_script(); }
     void acquire_arguments(const redis_lock_state& st, const acquire_request& req,
-                           std::uint64_t level, clock::duration lease,
+                           std::uint64_t level, const lease_terms& terms,
                            script_args& out) const noexcept override {
+        // No lock-delay here (redis_backend::offers_lock_delay): the lease is
+        // what the server keeps.
+        const auto lease = terms.lease;
         acquire_head(st, level, lease, out);
         out.arg(static_cast<std::int64_t>(req.permits));
         out.arg(static_cast<std::int64_t>(st.spec.capacity));

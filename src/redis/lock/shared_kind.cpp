@@ -13,8 +13,11 @@ class shared_kind final : public lease_set_kind {
 public:
     const script& acquire_script() const noexcept override { return shared_acquire_script(); }
     void acquire_arguments(const redis_lock_state& st, const acquire_request& req,
-                           std::uint64_t level, clock::duration lease,
+                           std::uint64_t level, const lease_terms& terms,
                            script_args& out) const noexcept override {
+        // No lock-delay here (redis_backend::offers_lock_delay): the lease is
+        // what the server keeps.
+        const auto lease = terms.lease;
         acquire_head(st, level, lease, out);
         out.arg(std::string_view(st.client().holder()));
         if (!req.shared)
