@@ -6,7 +6,11 @@
 // delay beside it. Once no more than the delay is left of the record, the
 // holder's lease has ended without a clean release: the name is in
 // lock-delay, and nobody (its own owner included) takes it until the record
-// expires. A clean release deletes the record at once. The scripts read the
+// expires. A clean release deletes the record at once. A holder that finds
+// its own tenure lost removes its levels and keeps the record: the acquire
+// script takes a record with no level left as in lock-delay too, so that
+// the owner cannot re-enter it in the drift allowance before the lease's
+// end on the server. The scripts read the
 // rule in Lua (in_lock_delay_lua), status in C++ (delayed_for): both here.
 #pragma once
 

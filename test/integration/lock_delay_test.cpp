@@ -134,6 +134,17 @@ TEST_CASE("lock-delay: the holder's own loss leaves the record to expire, refuse
             [&] { return server.cmd1({"HLEN", lock_key(name)}) == "4"; }, 10s, 10ms);
         CHECK(cleaned);
         CHECK(server.cmd1({"HGET", lock_key(name), "delay"}) == std::to_string(delay.count()));
+        {
+            // The holder's deadline comes a drift allowance before the
+            // server's lease end. In that window (stretched here, so that the
+            // case does not hang on timing) the emptied record refuses its
+            // own owner too: a re-entry would let a clean release end the
+            // delay early.
+            server.cmd({"PEXPIRE", lock_key(name), "30000"});
+            auto [ec, again] = co_await m.async_try_acquire({.lease = lease}, use_nothrow);
+            CHECK(ec == error::lock_held);
+            server.cmd({"PEXPIRE", lock_key(name), std::to_string(delay.count())});
+        }
         // The holder's deadline comes a drift allowance before the server's
         // lease end; from there on the record is in lock-delay.
         const auto in_delay =

@@ -177,7 +177,10 @@ if fields > 0 then
     if bad then return bad end
   end
   local pttl = redis.call('PTTL', KEYS[1])
-  if in_lock_delay(KEYS[1], pttl) then return {0, 0, fields - base, pttl, 0} end
+  -- A record with no level left is one whose holder found its tenure lost
+  -- (release's "lost"): in lock-delay from then on, though its lease may
+  -- not have ended on the server yet, so not even its owner re-enters it.
+  if fields == base or in_lock_delay(KEYS[1], pttl) then return {0, 0, fields - base, pttl, 0} end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
