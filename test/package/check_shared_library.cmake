@@ -36,7 +36,8 @@ endforeach()
 # templates call may be exported.
 set(allowed_detail lock_handle initiate_drain canonical_names remaining_wait guard_executor
   execute_locked_impl lock_status_impl break_lock_impl release_owner_impl list_locks_impl
-  check_token_impl fenced_exec_impl fence_install_impl)
+  check_token_impl fenced_exec_impl fence_install_impl
+  campaign_impl leader_impl proclaim_impl resign_impl election_executor term_executor)
 list(JOIN allowed_detail "|" allowed)
 set(exported 0)
 set(detail 0)
