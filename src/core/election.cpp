@@ -370,8 +370,22 @@ election::~election() {
     if (!state_) return;
     try {
         const auto ex = state_->strand;
-        asio::post(ex, [e = std::move(state_)] {
-            if (auto w = std::move(e->watch)) w->close();
+        // Closes the watch on the strand; when the io_context is destroyed
+        // with this still queued, its destructor lets the watch go instead
+        // (a subscription keeps itself alive until closed).
+        struct closer {
+            std::shared_ptr<detail::election_state> e;
+            closer(std::shared_ptr<detail::election_state> s) : e(std::move(s)) {}
+            closer(closer&&) noexcept = default;
+            closer(const closer&) = delete;
+            closer& operator=(const closer&) = delete;
+            closer& operator=(closer&&) = delete;
+            ~closer() {
+                if (e && e->watch) e->watch->abandon();
+            }
+        };
+        asio::post(ex, [c = closer(std::move(state_))] {
+            if (auto w = std::move(c.e->watch)) w->close();
         });
     } catch (...) {
     }

@@ -34,6 +34,10 @@ public:
     // cap. error::client_stopped, or operation_aborted by the handler's
     // cancellation slot (terminal, partial). One wait at a time.
     virtual void wait(clock::duration cap, done_handler h) = 0;
+    // For a watch whose close() can no longer run (its io_context is being
+    // destroyed with the close still queued): lets go of whatever keeps it
+    // alive, touching nothing else. Single-threaded by then.
+    virtual void abandon() noexcept {}
     // Ends the subscription; a pending wait completes with operation_aborted.
     virtual void close() noexcept = 0;
 };

@@ -178,7 +178,11 @@ public:
 
     void close() noexcept override {
         try {
-            asio::post(impl_->strand(), [self = shared_from_this()] {
+            // The cycle through self_ must end even when this handler never
+            // runs (an io_context destroyed with it queued): the releaser's
+            // destructor ends it then, on the one thread left.
+            asio::post(impl_->strand(), [self = shared_from_this(),
+                                         ends = releaser{shared_from_this()}] {
                 self->closed_ = true;
                 self->finish(asio::error::operation_aborted);
                 if (self->self_) {
@@ -193,6 +197,8 @@ public:
         }
     }
 
+    void abandon() noexcept override { self_.reset(); }
+
     // lock_service::wait_target: only its stop hook is used.
     void wait_over() override {}
     void on_client_stopped() override {
@@ -204,6 +210,18 @@ public:
     }
 
 private:
+    struct releaser {
+        std::shared_ptr<redis_watch> watch;
+        releaser(std::shared_ptr<redis_watch> w) : watch(std::move(w)) {}
+        releaser(releaser&&) noexcept = default;
+        releaser(const releaser&) = delete;
+        releaser& operator=(const releaser&) = delete;
+        releaser& operator=(releaser&&) = delete;
+        ~releaser() {
+            if (watch) watch->self_.reset();
+        }
+    };
+
     static void on_wake(void* context) noexcept {
         auto* self = static_cast<redis_watch*>(context);
         self->pending_ = true;
