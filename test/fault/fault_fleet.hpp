@@ -106,6 +106,9 @@ struct fleet_options {
     std::string semaphore = {};
     bool fair = false;  // the workers take a corolock::fair_mutex (lock_worker fair-cycle)
     bool rw = false;    // the workers read and write a corolock::shared_mutex (rw-cycle)
+    // The workers campaign in a corolock::election, a term a cycle, the
+    // term's epoch as its token (elect-cycle).
+    bool elect = false;
     // The workers take a corolock::multi_lock on the comma-separated names
     // in `name` (multi-cycle), the odd-numbered workers in reverse order.
     bool multi = false;
@@ -398,6 +401,7 @@ private:
     const char* mode() const {
         if (opts_.multi) return "multi-cycle";
         if (opts_.rw) return "rw-cycle";
+        if (opts_.elect) return "elect-cycle";
         return opts_.fair ? "fair-cycle" : "cycle";
     }
     std::string last_line(std::size_t i) const {

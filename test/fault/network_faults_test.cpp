@@ -100,8 +100,10 @@ long long noscript_errors(const redis_server& server) {
 // Short: the client still believes in its connection when the partition
 // heals. Long: it gave the connection up (health check) and is retrying,
 // each attempt stuck in a handshake nobody answers.
-void partition_case(bool long_cut) {
-    const auto seed = fault_seed(long_cut ? "partition, long" : "partition, short");
+// With `elect`, the workers are candidates of an election (lock_worker
+// elect-cycle) and the victim is the leader.
+void partition_case(bool long_cut, bool elect = false) {
+    const auto seed = fault_seed(elect ? "partition, leader" : long_cut ? "partition, long" : "partition, short");
     redis_server server;
     // Every worker has a proxy of its own (so none is favoured by a shorter
     // path to the server); only the holder's is cut.
@@ -109,8 +111,8 @@ void partition_case(bool long_cut) {
     const auto lease = 1000ms;
     fleet f(server,
             {.workers = 4, .lease = lease, .hold = 300ms, .duration = long_cut ? 12000ms : 9000ms,
-             .name = "partition",
-             .urls = proxies.urls()},
+             .name = elect ? "partition-elect" : "partition",
+             .urls = proxies.urls(), .elect = elect},
             seed);
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 300ms, 900ms));
@@ -202,6 +204,12 @@ TEST_CASE("network: a holder partitioned from redis is told it lost the lock bef
           "and recovers after the heal",
           "[fault][network]") {
     partition_case(false);
+}
+
+TEST_CASE("network: a leader partitioned from redis loses its term before expiry, the next "
+          "leader's epoch is higher, and it campaigns again after the heal",
+          "[fault][network][election]") {
+    partition_case(false, true);
 }
 
 TEST_CASE("network: a holder partitioned from redis past its health check is told it lost the "

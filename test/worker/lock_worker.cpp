@@ -49,6 +49,9 @@
 //       lock = its name), with its own counter COUNTER_KEY:<name> and oracle
 //       ORACLE_KEY:<name>; one lost signal of the set is logged for every
 //       member.
+//       elect-cycle: the same with terms of a corolock::election: a cycle
+//       campaigns (value "worker PID"), runs the section as leader with the
+//       term's epoch as its token, and resigns (its release in the history).
 //
 // Events go as JSON lines to LOG when given: the history checker's input,
 // in the format documented in test/support/history.hpp. Times are
@@ -157,6 +160,13 @@ extra with_error(std::string error) {
     return x;
 }
 
+// What the history calls a holder's token and its release: a guard's own,
+// and for a term of leadership (mode elect-cycle) its epoch and resign.
+std::uint64_t token_of(const corolock::guard& g) { return g.token(); }
+std::uint64_t token_of(const corolock::leadership& l) { return l.epoch(); }
+asio::awaitable<corolock::error_code> release_of(corolock::guard& g) { return g.release(); }
+asio::awaitable<corolock::error_code> release_of(corolock::leadership& l) { return l.resign(); }
+
 struct event_log {
     std::ofstream out;
     // One line per event, flushed at once: a kill -9 may cut only the line
@@ -180,7 +190,8 @@ struct event_log {
         line += "}\n";
         out << line << std::flush;
     }
-    void acquired(int task, const std::string& lock, const corolock::guard& g,
+    template <class Holder>  // a corolock::guard, or a corolock::leadership
+    void acquired(int task, const std::string& lock, const Holder& g,
                   std::chrono::steady_clock::duration lease, std::uint32_t permits = 0,
                   std::uint32_t capacity = 0, bool shared = false) {
         auto x = with_deadline(to_mono_ns(g.lease_deadline()),
@@ -188,7 +199,7 @@ struct event_log {
         x.permits = permits;
         x.capacity = capacity;
         x.shared = shared;
-        write("acquire_ok", task, lock, g.token(), x);
+        write("acquire_ok", task, lock, token_of(g), x);
     }
 };
 
@@ -262,6 +273,7 @@ struct cycle_worker {
     bool fair = false;  // mode fair-cycle: a corolock::fair_mutex
     bool rw = false;    // mode rw-cycle: a corolock::shared_mutex
     bool multi = false; // mode multi-cycle: a corolock::multi_lock on the names in `name`
+    bool elect = false; // mode elect-cycle: terms of a corolock::election
     std::chrono::milliseconds rest{0};  // --rest=MS: the pause after a release
     lost_observer* observer = nullptr;  // set when the lock has a config (see lost_observer)
 
@@ -273,12 +285,13 @@ struct cycle_worker {
 
     // Logs the lost signal (guard::until_lost) and every move of the lease
     // deadline (renewals), polled every 5 ms, until the section is over.
-    asio::awaitable<void> watch(const corolock::guard& g, const bool& holding) {
+    template <class Holder>
+    asio::awaitable<void> watch(const Holder& g, const bool& holding) {
         using namespace asio::experimental::awaitable_operators;
         auto lost = [&]() -> asio::awaitable<void> {
             auto [ec] = co_await g.async_until_lost(asio::as_tuple(asio::use_awaitable));
             if (ec == corolock::error::lock_lost && !(observer && observer->logged()))
-                log.write("lost", 0, name, g.token());
+                log.write("lost", 0, name, token_of(g));
         };
         auto deadlines = [&]() -> asio::awaitable<void> {
             long long last = to_mono_ns(g.lease_deadline());
@@ -286,7 +299,7 @@ struct cycle_worker {
                 co_await pause_for(5ms);
                 const long long now = to_mono_ns(g.lease_deadline());
                 if (now != last && holding) {
-                    log.write("lease", 0, name, g.token(), with_deadline(now));
+                    log.write("lease", 0, name, token_of(g), with_deadline(now));
                     last = now;
                 }
             }
@@ -308,8 +321,9 @@ struct cycle_worker {
         holding = false;
     }
 
-    asio::awaitable<void> section(corolock::guard& g, bool& holding) {
-        const auto token = g.token();
+    template <class Holder>
+    asio::awaitable<void> section(Holder& g, bool& holding) {
+        const auto token = token_of(g);
         log.write("increment_invoked", 0, name, token);
         auto [ec1, v] = co_await c.async_exec(corolock::command{"GET", counter_key},
                                               asio::as_tuple(asio::use_awaitable));
@@ -341,7 +355,7 @@ struct cycle_worker {
         }
 
         log.write("release_invoked", 0, name, token);
-        const auto ec4 = co_await g.release();
+        const auto ec4 = co_await release_of(g);
         if (ec4) log.write("release_failed", 0, name, token, with_error(error_name(ec4)));
         else log.write("release_ok", 0, name, token);
         holding = false;
@@ -454,8 +468,39 @@ struct cycle_worker {
         }
     }
 
+    // elect-cycle: each cycle is a term, won by a campaign and resigned at
+    // the section's end; the term's epoch is its token in the history.
+    asio::awaitable<void> run_elect() {
+        using namespace asio::experimental::awaitable_operators;
+        corolock::election e(locks, name);
+        const std::string value = "worker " + std::to_string(::getpid());
+        std::uniform_int_distribution<int> backoff(10, 50);
+        while (std::chrono::steady_clock::now() < until) {
+            log.write("acquire_invoked", 0, name, 0);
+            const corolock::lock_options opts{.lease = lease, .wait = 5s};
+            auto [ec, term] = co_await e.async_campaign(value, opts, asio::as_tuple(asio::use_awaitable));
+            if (ec) {
+                log.write("acquire_failed", 0, name, 0, with_error(error_name(ec)));
+                co_await pause_for(std::chrono::milliseconds(backoff(rng)));
+                continue;
+            }
+            log.acquired(0, name, term, lease);
+            if (observer) observer->holding(name, term.epoch());
+            bool holding = true;
+            co_await (section(term, holding) && watch(term, holding));
+            if (observer) observer->released();
+            ++cycles;
+            if (rest.count() > 0) {
+                std::uniform_int_distribution<long> spread(rest.count() / 2, rest.count());
+                co_await pause_for(std::chrono::milliseconds(spread(rng)));
+            }
+        }
+    }
+
     asio::awaitable<void> run() {
-        if (multi)
+        if (elect)
+            co_await run_elect();
+        else if (multi)
             co_await run_multi();
         else if (rw)
             co_await run_with<corolock::shared_mutex>();
@@ -704,7 +749,7 @@ int main(int argc, char** argv_in) {
         return exit_code;
     }
     if ((mode == "cycle" || mode == "fair-cycle" || mode == "rw-cycle" ||
-         mode == "multi-cycle") && argc >= 10) {
+         mode == "multi-cycle" || mode == "elect-cycle") && argc >= 10) {
         if (!steady_clock_is_monotonic()) {
             std::cerr << "steady_clock is not CLOCK_MONOTONIC here: deadlines cannot be logged\n";
             return 70;
@@ -751,6 +796,7 @@ int main(int argc, char** argv_in) {
         w.fair = mode == "fair-cycle";
         w.rw = mode == "rw-cycle";
         w.multi = mode == "multi-cycle";
+        w.elect = mode == "elect-cycle";
         if (observed) w.observer = observer.get();
         bool finished = false;
         std::cout << "running " << ::getpid() << std::endl;
