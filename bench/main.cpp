@@ -442,6 +442,8 @@ int orchestrate(const cli& c) {
         {"RW", "2 x read-heavy shared cycles/s / EVALSHA 50-client ops/s", 2 * metric("rw", "cycles_per_s") / base("evalsha_c50").ops_per_s, ">=", 2.0, "x"},
         {"FENCE", "fenced SET p50 / plain SET p50", metric("fence", "fenced_over_set_p50"), "<=", 1.2, "x"},
         {"CHECK", "check_token p50 / PING p50", metric("fence", "check_over_ping_p50"), "<=", 1.3, "x"},
+        {"ELECT", "resign-to-new-leader p50 / mutex handoff p50", metric("election", "resign_over_mutex_handoff_p50"), "<=", 1.2, "x"},
+        {"ELECT", "failover after kill -9 beyond the lease, in PING round trips", metric("election", "failover_beyond_lease_rtts"), "<=", 2, ""},
     };
     const double wall = std::chrono::duration<double>(clock::now() - t_start).count();
 

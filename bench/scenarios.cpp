@@ -1223,6 +1223,11 @@ asio::awaitable<void> scenario_fair_handoff(const options& o, metrics& m) {
     if (!error.empty()) m.text("errors", error);
 }
 
+summary measure_mutex_handoff(const options& o, const std::string& name, clock::duration run,
+                              std::string& error) {
+    return measure_handoff<corolock::mutex>(o, name, run, error).handoff;
+}
+
 const std::vector<scenario_info>& scenarios() {
     // Time limits are generous multiples of the full run's length; they only
     // exist so that a hang can never outlive the script.
@@ -1237,6 +1242,7 @@ const std::vector<scenario_info>& scenarios() {
         {"fair_handoff", &scenario_fair_handoff, 40},
         {"rw", &scenario_rw, 40},
         {"fence", &scenario_fence, 40},
+        {"election", &scenario_election, 90},
     };
     return list;
 }
