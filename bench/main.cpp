@@ -428,6 +428,7 @@ int orchestrate(const cli& c) {
         {"S3", "least task share / mean share", metric("s3", "min_share_of_mean"), ">=", 0.25, "x"},
         {"S3", "counter == acquisitions", metric("s3", "counter_ok"), "==", 1, "bool"},
         {"F1", "fair handoff p50 / PING p50", metric("fair_handoff", "fair_handoff_p50_us") / (base("ping_c1").p50_ms * 1000), "<=", 1.5, "x"},
+        {"F1", "fair handoff p50 / mutex handoff p50 (same run)", metric("fair_handoff", "fair_handoff_p50_us") / metric("fair_handoff", "mutex_handoff_p50_us"), "<=", 1.2, "x"},
         {"S4", "SUBSCRIBE commands for all waiters", metric("s4", "subscribe_commands"), "==", 1, ""},
         {"S4", "Redis commands per handoff", metric("s4", "server_commands_per_handoff"), "<=", 4, ""},
         {"S4", "RSS growth per waiter (waves of 500)", metric("s4", "rss_per_waiter_bytes"), "<=", 2048, "B"},
