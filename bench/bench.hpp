@@ -125,10 +125,6 @@ boost::asio::awaitable<void> scenario_fence(const options& o, metrics& m);
 // ELECT (election_scenario.cpp): resign to new leader against the mutex's
 // handoff, failover after kill -9 against the lease, observe against PING.
 boost::asio::awaitable<void> scenario_election(const options& o, metrics& m);
-// The plain mutex's handoff between two clients on their own threads
-// (scenarios.cpp, as F1 measures it), in µs; what went wrong into error.
-summary measure_mutex_handoff(const options& o, const std::string& name, clock::duration run,
-                              std::string& error);
 
 // Runs one scenario in this process and prints its metrics. Exit status 0
 // on success; on failure an "error" metric says why.

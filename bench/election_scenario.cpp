@@ -3,7 +3,7 @@
 //  - resign to new leader: two candidates, each on its own client and
 //    thread, take turns (campaign, lead for 16 PINGs, resign); the time from
 //    the leader's resign call to the other's campaign completing, against
-//    the plain mutex's handoff measured the same way (scenarios.cpp);
+//    the plain mutex's handoff measured the same way (handoff.hpp);
 //  - failover after kill -9: a leader in a child process (fork) is killed
 //    with SIGKILL while a candidate waits; the time from the kill to the
 //    candidate's term, against the lease plus two PING round trips (the
@@ -12,6 +12,7 @@
 //  - observe: the time from a leader's proclaim call to an observer on
 //    another client reporting the new value, against a PING.
 #include "bench.hpp"
+#include "handoff.hpp"
 
 #include <corolock/corolock.hpp>
 
@@ -46,79 +47,16 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 double to_us(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-corolock::config local_config(const options& o) {
-    corolock::config cfg;
-    cfg.host = "127.0.0.1";  // benchmarks only ever talk to a local throwaway server
-    cfg.port = o.port;
-    cfg.connect_timeout = 20s;
-    return cfg;
-}
-
-// Resign to new leader: the candidates' turns (as scenarios.cpp's
-// handoff_task for a lock).
-struct turns {
-    std::atomic<std::int64_t> resigned_ns{0};
-    std::atomic<int> turn{-1};
+// A candidate as handoff.hpp's Lock: a campaign is its acquire, a resign
+// its release (give_up).
+struct candidate {
+    corolock::election e;
+    candidate(corolock::client& c, const std::string& name) : e(c, name) {}
+    template <class Token>
+    auto async_acquire(corolock::lock_options opts, Token&& token) {
+        return e.async_campaign("candidate", opts, std::forward<Token>(token));
+    }
 };
-
-asio::awaitable<void> candidate(corolock::client& c, const std::string& name, int self, turns& sh,
-                                clock::time_point end, std::vector<double>& us,
-                                std::string& error) {
-    corolock::election e{c, name};
-    corolock::lock_options opts;
-    opts.lease = 10s;
-    opts.wait = 5s;
-    for (int i = 0; i < 100'000 && (i < min_rounds || clock::now() < end); ++i) {
-        auto [ec, term] = co_await e.async_campaign("candidate " + std::to_string(self), opts,
-                                                    use_nothrow);
-        const auto won = mono_ns();
-        if (ec) {
-            error = "campaign: " + ec.message();
-            co_return;
-        }
-        if (sh.turn.exchange(self) != self && sh.resigned_ns.load() != 0)
-            us.push_back(static_cast<double>(won - sh.resigned_ns.load()) / 1e3);
-        for (int k = 0; k < 16; ++k) {  // leads for a few round trips, busy
-            auto [pec, pr] = co_await c.async_exec(corolock::command{"PING"}, use_nothrow);
-            if (pec) {
-                error = "PING: " + pec.message();
-                co_return;
-            }
-        }
-        sh.resigned_ns.store(mono_ns());
-        auto [rec] = co_await term.async_resign(use_nothrow);
-        if (rec) {
-            error = "resign: " + rec.message();
-            co_return;
-        }
-    }
-}
-
-summary measure_resign_handoff(const options& o, const std::string& name, clock::duration run,
-                               std::string& error) {
-    turns sh;
-    std::vector<double> us[2];
-    std::string errors[2];
-    const auto end = clock::now() + run;
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 2; ++t) {
-        threads.emplace_back([&, t] {
-            asio::io_context ioc(1);
-            corolock::client c{ioc.get_executor(), local_config(o)};
-            asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-                co_await c.async_exec(corolock::command{"PING"}, use_nothrow);
-                co_await candidate(c, name, t, sh, end, us[t], errors[t]);
-                c.stop();
-            }, asio::detached);
-            ioc.run_for(run + 20s);
-        });
-    }
-    for (auto& th : threads) th.join();
-    for (const auto& e : errors)
-        if (!e.empty()) error += e + "; ";
-    us[0].insert(us[0].end(), us[1].begin(), us[1].end());
-    return summarize(std::move(us[0]));
-}
 
 // The child's side of a failover round: leads `name` with `lease`, writes
 // one line to `fd` once leader, and waits to be killed (at most 60 s).
@@ -127,7 +65,7 @@ summary measure_resign_handoff(const options& o, const std::string& name, clock:
     int status = 1;
     {
         asio::io_context ioc(1);
-        corolock::client c{ioc.get_executor(), local_config(o)};
+        corolock::client c{ioc.get_executor(), local_redis_config(o)};
         corolock::election e{c, name};
         std::optional<corolock::leadership> held;  // kept to the kill
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
@@ -186,7 +124,7 @@ std::optional<failover_times> failover_round(const options& o, const std::string
     std::string cand_error;
     std::thread waiter([&] {
         asio::io_context ioc(1);
-        corolock::client c{ioc.get_executor(), local_config(o)};
+        corolock::client c{ioc.get_executor(), local_redis_config(o)};
         corolock::election e{c, name};
         asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
             co_await c.async_exec(corolock::command{"PING"}, use_nothrow);
@@ -227,7 +165,7 @@ asio::awaitable<void> scenario_election(const options& o, metrics& m) {
     const std::string id = std::to_string(::getpid()) + "-" + std::to_string(mono_ns() % 1'000'000'000);
     std::string error;
 
-    corolock::client c{ex, local_config(o)};
+    corolock::client c{ex, local_redis_config(o)};
     // PING, the round trip every figure is held against.
     std::vector<double> ping_us;
     {
@@ -244,7 +182,7 @@ asio::awaitable<void> scenario_election(const options& o, metrics& m) {
     // Observe: a leader proclaims, an observer on another client reports.
     std::vector<double> observe_us;
     {
-        corolock::client oc{ex, local_config(o)};
+        corolock::client oc{ex, local_redis_config(o)};
         corolock::election leader_side{c, "bench:elect:observe:" + id};
         corolock::election observer_side{oc, "bench:elect:observe:" + id};
         corolock::lock_options opts;
@@ -282,8 +220,8 @@ asio::awaitable<void> scenario_election(const options& o, metrics& m) {
     const auto observe = summarize(std::move(observe_us));
 
     // Resign to new leader, against the plain mutex's handoff.
-    const auto resign = measure_resign_handoff(o, "bench:elect:handoff:" + id, run, error);
-    const auto mutex = measure_mutex_handoff(o, "bench:elect:mutex:" + id, run, error);
+    const auto resign = measure_handoff<candidate>(o, "bench:elect:handoff:" + id, run, error).handoff;
+    const auto mutex = measure_handoff<corolock::mutex>(o, "bench:elect:mutex:" + id, run, error).handoff;
 
     // Failover after kill -9.
     std::vector<double> failover_us, beyond_us;

@@ -3,6 +3,7 @@
 // Every loop is bounded by a count and by a deadline; every scenario also
 // has a hard time limit enforced from outside (alarm() and the orchestrator).
 #include "bench.hpp"
+#include "handoff.hpp"
 #include "process.hpp"
 
 #include <corolock/corolock.hpp>
@@ -50,15 +51,7 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 double to_us(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 double to_s(clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-corolock::config make_config(const options& o) {
-    corolock::config c;
-    c.host = "127.0.0.1";  // benchmarks only ever talk to a local throwaway server
-    c.port = o.port;
-    // Generous: under heaptrack the first connect takes longer than the
-    // default second.
-    c.connect_timeout = std::chrono::seconds(20);
-    return c;
-}
+corolock::config make_config(const options& o) { return local_redis_config(o); }
 
 // A per-run prefix, so that "fresh" lock names are fresh even when the
 // server was not flushed between runs.
@@ -1093,87 +1086,9 @@ asio::awaitable<void> scenario_s6(const options& o, metrics& m) {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// F1: the fair mutex's direct handoff against the mutex's: two clients, each
-// on a thread of its own (as two processes would be), pass one lock back and
-// forth; PING through a client in the same run is the yardstick. Handoff:
-// from the holder's release call to the waiter's acquire returning.
+// F1: the fair mutex's direct handoff against the mutex's (handoff.hpp);
+// PING through a client in the same run is the yardstick.
 
-struct handoff_shared {
-    std::atomic<std::int64_t> released_ns{0};
-    std::atomic<int> turn{-1};
-};
-
-template <class Lock>
-asio::awaitable<void> handoff_task(corolock::client& c, const std::string& name, int self,
-                                   handoff_shared& sh, clock::time_point end,
-                                   std::vector<double>& us, std::vector<double>& release_us,
-                                   std::string& error) {
-    Lock m{c, name};
-    corolock::lock_options opts;
-    opts.lease = 10s;
-    opts.wait = 5s;
-    for (int i = 0; i < 100'000 && clock::now() < end; ++i) {
-        auto [ec, g] = co_await m.async_acquire(opts, use_nothrow);
-        const auto acquired = mono_ns();
-        if (ec) {
-            error = "acquire: " + ec.message();
-            co_return;
-        }
-        if (sh.turn.exchange(self) != self && sh.released_ns.load() != 0)
-            us.push_back(static_cast<double>(acquired - sh.released_ns.load()) / 1e3);
-        // Holds for a few round trips (kept busy, as S3's critical section
-        // is: an idle sleep would add the machine's wake-up latency to the
-        // handoff), long enough for the other task to be waiting.
-        for (int k = 0; k < 16; ++k) {
-            corolock::command ping{"PING"};
-            co_await exec(c, std::move(ping));
-        }
-        const auto release_called = mono_ns();
-        sh.released_ns.store(release_called);
-        auto [rec] = co_await g.async_release(use_nothrow);
-        if (rec) {
-            error = "release: " + rec.message();
-            co_return;
-        }
-        release_us.push_back(static_cast<double>(mono_ns() - release_called) / 1e3);
-    }
-}
-
-// The handoffs, and the holders' release calls (the release's round trip,
-// which the handoff contains: the rest is the waiter's side).
-struct handoff_times {
-    summary handoff, release;
-};
-
-template <class Lock>
-handoff_times measure_handoff(const options& o, const std::string& name, clock::duration run,
-                              std::string& error) {
-    handoff_shared sh;
-    std::vector<double> us[2], release_us[2];
-    std::string errors[2];
-    const auto end = clock::now() + run;
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 2; ++t) {
-        threads.emplace_back([&, t] {
-            asio::io_context ioc(1);
-            corolock::client c{ioc.get_executor(), make_config(o)};
-            asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
-                corolock::command ping{"PING"};
-                co_await exec(c, std::move(ping));
-                co_await handoff_task<Lock>(c, name, t, sh, end, us[t], release_us[t],
-                                            errors[t]);
-                c.stop();
-            }, asio::detached);
-            ioc.run_for(run + 20s);
-        });
-    }
-    for (auto& th : threads) th.join();
-    for (const auto& e : errors)
-        if (!e.empty()) error += e + "; ";
-    us[0].insert(us[0].end(), us[1].begin(), us[1].end());
-    release_us[0].insert(release_us[0].end(), release_us[1].begin(), release_us[1].end());
-    return {summarize(std::move(us[0])), summarize(std::move(release_us[0]))};
-}
 
 asio::awaitable<void> scenario_fair_handoff(const options& o, metrics& m) {
     auto ex = co_await asio::this_coro::executor;
@@ -1221,11 +1136,6 @@ asio::awaitable<void> scenario_fair_handoff(const options& o, metrics& m) {
     m.number("fair_over_ping_p50", ping.p50 > 0 ? fair.handoff.p50 / ping.p50 : 0);
     m.number("mutex_over_ping_p50", ping.p50 > 0 ? plain.handoff.p50 / ping.p50 : 0);
     if (!error.empty()) m.text("errors", error);
-}
-
-summary measure_mutex_handoff(const options& o, const std::string& name, clock::duration run,
-                              std::string& error) {
-    return measure_handoff<corolock::mutex>(o, name, run, error).handoff;
 }
 
 const std::vector<scenario_info>& scenarios() {
