@@ -65,12 +65,29 @@ struct event_log {
     }
 };
 
-// One lock client's cycles: acquire, hold a little, release; renewals and
-// the lost signal logged as they happen.
+// An election's candidate as a lock: a campaign is its acquire, the term's
+// epoch its token, a resign its release.
+struct candidate {
+    corolock::election e;
+    candidate(corolock::client& c, const std::string& name) : e(c, name) {}
+    template <class Token>
+    auto async_acquire(corolock::lock_options opts, Token&& token) {
+        return e.async_campaign("leader", opts, std::forward<Token>(token));
+    }
+};
+std::uint64_t token_of(const corolock::guard& g) { return g.token(); }
+std::uint64_t token_of(const corolock::leadership& l) { return l.epoch(); }
+asio::awaitable<error_code> give_up(corolock::guard& g) { return g.release(); }
+asio::awaitable<error_code> give_up(corolock::leadership& l) { return l.resign(); }
+
+// One lock client's cycles (a corolock::mutex, or a candidate's terms):
+// acquire, hold a little, release; renewals and the lost signal logged as
+// they happen.
+template <class Lock = corolock::mutex>
 asio::awaitable<void> actor(corolock::client& c, int task, steady::time_point end, event_log& log,
                             const bool& stop) {
     std::mt19937 rng(static_cast<unsigned>(task) * 7919u + 1u);
-    corolock::mutex m(c, "failover");
+    Lock m(c, "failover");
     const corolock::lock_options terms{.lease = 3s, .wait = 20s};
     const auto lease_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(terms.lease).count();
     while (steady::now() < end && !stop) {
@@ -81,7 +98,8 @@ asio::awaitable<void> actor(corolock::client& c, int task, steady::time_point en
             co_await sleep_for(std::chrono::milliseconds(10 + rng() % 40));
             continue;
         }
-        auto& ok = log.add("acquire_ok", task, g.token());
+        const auto token = token_of(g);
+        auto& ok = log.add("acquire_ok", task, token);
         ok.deadline = ns_of(g.lease_deadline());
         ok.lease_ns = lease_ns;
         // Hold, watching the lost signal and the deadline's moves.
@@ -91,61 +109,19 @@ asio::awaitable<void> actor(corolock::client& c, int task, steady::time_point en
         while (steady::now() < hold_until && !lost) {
             auto r = co_await (g.async_until_lost(use_nothrow) || sleep_for(2ms));
             if (r.index() == 0 && std::get<0>(r) == std::tuple<error_code>{error::lock_lost}) {
-                log.add("lost", task, g.token());
+                log.add("lost", task, token);
                 lost = true;
             } else if (g.lease_deadline() != deadline) {
                 deadline = g.lease_deadline();
-                log.add("lease", task, g.token()).deadline = ns_of(deadline);
+                log.add("lease", task, token).deadline = ns_of(deadline);
             }
         }
-        log.add("release_invoked", task, g.token());
-        const auto r = co_await g.release();
+        log.add("release_invoked", task, token);
+        const auto r = co_await give_up(g);
         if (!r)
-            log.add("release_ok", task, g.token());
+            log.add("release_ok", task, token);
         else
-            log.add("release_failed", task, g.token()).error = r.message();
-    }
-}
-
-// A candidate's terms: campaign, lead a little, resign; the term's epoch
-// is its token in the history, renewals and the lost signal logged as
-// they happen (as actor above does for a lock).
-asio::awaitable<void> candidate(corolock::client& c, int task, steady::time_point end,
-                                event_log& log, const bool& stop) {
-    std::mt19937 rng(static_cast<unsigned>(task) * 7919u + 3u);
-    corolock::election e(c, "failover");
-    const corolock::lock_options terms{.lease = 3s, .wait = 20s};
-    const auto lease_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(terms.lease).count();
-    while (steady::now() < end && !stop) {
-        log.add("acquire_invoked", task);
-        auto [ec, l] = co_await e.async_campaign("task " + std::to_string(task), terms, use_nothrow);
-        if (ec) {
-            log.add("acquire_failed", task).error = ec.message();
-            co_await sleep_for(std::chrono::milliseconds(10 + rng() % 40));
-            continue;
-        }
-        auto& ok = log.add("acquire_ok", task, l.epoch());
-        ok.deadline = ns_of(l.lease_deadline());
-        ok.lease_ns = lease_ns;
-        const auto lead_until = steady::now() + std::chrono::milliseconds(20 + rng() % 200);
-        auto deadline = l.lease_deadline();
-        bool lost = false;
-        while (steady::now() < lead_until && !lost) {
-            auto r = co_await (l.async_until_lost(use_nothrow) || sleep_for(2ms));
-            if (r.index() == 0 && std::get<0>(r) == std::tuple<error_code>{error::lock_lost}) {
-                log.add("lost", task, l.epoch());
-                lost = true;
-            } else if (l.lease_deadline() != deadline) {
-                deadline = l.lease_deadline();
-                log.add("lease", task, l.epoch()).deadline = ns_of(deadline);
-            }
-        }
-        log.add("release_invoked", task, l.epoch());
-        const auto r = co_await l.resign();
-        if (!r)
-            log.add("release_ok", task, l.epoch());
-        else
-            log.add("release_failed", task, l.epoch()).error = r.message();
+            log.add("release_failed", task, token).error = r.message();
     }
 }
 
@@ -324,7 +300,9 @@ TEST_CASE("sentinel failover: SIGKILL of the primary while candidates campaign k
     run_async(ioc, [&]() -> asio::awaitable<void> {
         const auto end = steady::now() + 40s;
         for (int task = 0; task < 4; ++task)
-            asio::co_spawn(ioc, candidate(*clients[static_cast<std::size_t>(task)], task, end, log, stop),
+            asio::co_spawn(ioc,
+                           actor<candidate>(*clients[static_cast<std::size_t>(task)], task, end,
+                                            log, stop),
                            asio::detached);
         co_await sleep_for(1500ms);
         killed_at = mono_ns();
