@@ -183,18 +183,8 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
              .urls = {server->url()}, .separate_resource = true},
             seed);
     f.start();
-    const auto victim = f.pause_in_section(5s);
-    REQUIRE(victim);
-    const long long pid = f.worker(victim->index).pid();
-    const long long paused_at = victim->at;
-    std::this_thread::sleep_for(f.options().lease + server->expiry_slack() + 1000ms);
-    // Another holder writes (bounded) before the resume: the late write is
-    // refused only then (fault_fleet.hpp, wrote_after_section).
-    const auto writer = f.worker_in_section(5s, {victim->index});
-    REQUIRE(writer);
-    REQUIRE(f.wrote_after_section(*writer, 5s));
-    const long long resumed_at = mono_ns();
-    f.resume(victim->index);
+    const auto [index, pid, paused_at, resumed_at] =
+        pause_past_lease(f, server->expiry_slack() + 1000ms);
     f.finish();
 
     // Without fencing tokens (RedLock) nothing refuses the late write for

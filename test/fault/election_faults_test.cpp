@@ -45,18 +45,7 @@ TEST_CASE("election: a leader paused past its lease loses its term in time and i
     fleet f(server, election_fleet("elect-paused"), seed);
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));  // pacing: let some terms run
-    const auto victim = f.pause_in_section(5s);
-    REQUIRE(victim);
-    const long long pid = f.worker(victim->index).pid();
-    const long long paused_at = victim->at;
-    std::this_thread::sleep_for(f.options().lease + 1000ms);
-    // Another leader writes (bounded) before the resume, so the paused
-    // leader's late write comes after it (fault_fleet.hpp, wrote_after_section).
-    const auto next = f.worker_in_section(5s, {victim->index});
-    REQUIRE(next);
-    REQUIRE(f.wrote_after_section(*next, 5s));
-    const long long resumed_at = mono_ns();
-    f.resume(victim->index);
+    const auto [index, pid, paused_at, resumed_at] = pause_past_lease(f, 1000ms);
     f.finish();
 
     const auto r = f.check(f.counted());

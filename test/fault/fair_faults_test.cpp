@@ -28,18 +28,7 @@ TEST_CASE("fair: a holder paused past its lease is lost in time and fenced off",
     fleet f(server, fair_fleet("fair-paused"), seed);
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));  // pacing: let some cycles run
-    const auto victim = f.pause_in_section(5s);
-    REQUIRE(victim);
-    const long long pid = f.worker(victim->index).pid();
-    const long long paused_at = victim->at;
-    std::this_thread::sleep_for(f.options().lease + 1000ms);
-    // Another holder writes (bounded) before the resume: the late write is
-    // refused only then (fault_fleet.hpp, wrote_after_section).
-    const auto next = f.worker_in_section(5s, {victim->index});
-    REQUIRE(next);
-    REQUIRE(f.wrote_after_section(*next, 5s));
-    const long long resumed_at = mono_ns();
-    f.resume(victim->index);
+    const auto [index, pid, paused_at, resumed_at] = pause_past_lease(f, 1000ms);
     f.finish();
 
     const auto r = f.check(f.counted());

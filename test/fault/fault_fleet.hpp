@@ -554,6 +554,34 @@ inline int handovers_after(const history::check_result& r, long long t) {
     return n;
 }
 
+// A holder paused past its lease: a worker stopped (SIGSTOP) inside its
+// section (fleet::pause_in_section), left stopped for its lease plus
+// `extra`, and resumed (SIGCONT) only once another worker has written after
+// it, so that its late write comes after that one and must be refused.
+struct paused_holder {
+    std::size_t index = 0;
+    long long pid = 0;
+    long long paused_at = 0;   // mono ns
+    long long resumed_at = 0;  // mono ns
+};
+inline paused_holder pause_past_lease(fleet& f, std::chrono::milliseconds extra) {
+    const auto victim = f.pause_in_section(5s);
+    REQUIRE(victim);
+    paused_holder p;
+    p.index = victim->index;
+    p.pid = f.worker(victim->index).pid();
+    p.paused_at = victim->at;
+    std::this_thread::sleep_for(f.options().lease + extra);
+    // Another holder writes (bounded) before the resume: the late write is
+    // refused only then (wrote_after_section).
+    const auto next = f.worker_in_section(5s, {victim->index});
+    REQUIRE(next);
+    REQUIRE(f.wrote_after_section(*next, 5s));
+    p.resumed_at = mono_ns();
+    f.resume(victim->index);
+    return p;
+}
+
 // Restarts `server` under a running fleet, logged as the harness's
 // server_restarted fault; returns when it answers again (mono ns).
 inline long long restart_server(fleet& f, redis_server& server) {

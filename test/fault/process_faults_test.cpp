@@ -31,18 +31,7 @@ TEST_CASE("a holder paused past its lease gets the lost signal and its late writ
     f.start();
     std::this_thread::sleep_for(draw(f.rng(), 300ms, 900ms));  // pacing: let some cycles run
 
-    const auto victim = f.pause_in_section(5s);
-    REQUIRE(victim);
-    const long long pid = f.worker(victim->index).pid();
-    const long long paused_at = victim->at;
-    std::this_thread::sleep_for(f.options().lease + draw(f.rng(), 800ms, 1200ms));
-    // Another holder writes (bounded) before the resume: the late write is
-    // refused only then (fault_fleet.hpp, wrote_after_section).
-    const auto next = f.worker_in_section(5s, {victim->index});
-    REQUIRE(next);
-    REQUIRE(f.wrote_after_section(*next, 5s));
-    const long long resumed_at = mono_ns();
-    f.resume(victim->index);
+    const auto [index, pid, paused_at, resumed_at] = pause_past_lease(f, draw(f.rng(), 800ms, 1200ms));
     f.finish();
 
     const auto r = f.check(f.counted());

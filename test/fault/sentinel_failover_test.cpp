@@ -125,6 +125,82 @@ asio::awaitable<void> actor(corolock::client& c, int task, steady::time_point en
     }
 }
 
+// SIGKILL of the primary while `tasks` actors of Lock (on four clients)
+// take turns: their grants before and after the kill counted, printed
+// (`what` names a grant), checked (more than `least` before and at least
+// `least` after), and the history checked as a lock's (I1 to I5).
+// Returns the grants in the order they were made: (when, token).
+template <class Lock>
+std::vector<std::pair<long long, std::uint64_t>> kill_primary_under_turns(int tasks,
+                                                                          const char* what,
+                                                                          std::size_t least) {
+    sentinel_fleet fleet;
+    asio::io_context ioc;
+    std::vector<std::unique_ptr<corolock::client>> clients;
+    for (int i = 0; i < 4; ++i)
+        clients.push_back(std::make_unique<corolock::client>(ioc.get_executor(), quick_config_for(fleet)));
+    event_log log;
+    bool stop = false;
+    long long killed_at = 0;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const auto end = steady::now() + 40s;
+        for (int task = 0; task < tasks; ++task)
+            asio::co_spawn(ioc,
+                           actor<Lock>(*clients[static_cast<std::size_t>(task) % clients.size()],
+                                       task, end, log, stop),
+                           asio::detached);
+        co_await sleep_for(1500ms);
+        killed_at = mono_ns();
+        fleet.server(0).kill9();
+        // Until some grant after the kill, and a little more.
+        const bool granted = co_await eventually(
+            [&] {
+                return std::any_of(log.events.begin(), log.events.end(), [&](const h::event& e) {
+                    return e.ev == "acquire_ok" && e.t > killed_at;
+                });
+            },
+            25000ms);
+        CHECK(granted);
+        // Grants go on on the new primary. (Not every task's: the lock is
+        // not fair, and tasks of one process can starve for seconds, with or
+        // without a failover.)
+        co_await sleep_for(2s);
+        stop = true;
+        co_await sleep_for(3s);  // the last cycles end (holds are short)
+    }, 60s);
+    for (auto& c : clients) c->stop();
+
+    long long first_after = 0;
+    std::size_t before = 0, after = 0;
+    std::vector<std::pair<long long, std::uint64_t>> grants;
+    for (const auto& e : log.events) {
+        if (e.ev != "acquire_ok") continue;
+        grants.emplace_back(e.t, e.token);
+        if (e.t < killed_at) {
+            ++before;
+        } else {
+            ++after;
+            if (first_after == 0 || e.t < first_after) first_after = e.t;
+        }
+    }
+    if (first_after != 0)
+        std::cout << "sentinel failover: kill -> first new " << what << " "
+                  << ms_between(killed_at, first_after) << " ms (" << before << " before, "
+                  << after << " after)\n";
+    CHECK(before > least);
+    CHECK(after >= least);
+    const auto result = h::check_history(log.events);
+    if (!result.ok()) {
+        std::sort(log.events.begin(), log.events.end(),
+                  [](const h::event& x, const h::event& y) { return x.t < y.t; });
+        for (const auto& e : log.events) std::cerr << h::to_json(e) << "\n";
+    }
+    INFO(result.report());
+    CHECK(result.ok());
+    std::sort(grants.begin(), grants.end());
+    return grants;
+}
+
 }  // namespace
 
 TEST_CASE("sentinel failover: a lock the new primary lost fires lost at once, a waiter gets it",
@@ -183,66 +259,7 @@ TEST_CASE("sentinel failover: a lock the new primary lost fires lost at once, a 
 
 TEST_CASE("sentinel failover: SIGKILL of the primary under contention keeps I1 and I2",
           "[sentinel][fault]") {
-    sentinel_fleet fleet;
-    asio::io_context ioc;
-    std::vector<std::unique_ptr<corolock::client>> clients;
-    for (int i = 0; i < 4; ++i)
-        clients.push_back(std::make_unique<corolock::client>(ioc.get_executor(), quick_config_for(fleet)));
-    event_log log;
-    bool stop = false;
-    long long killed_at = 0;
-    run_async(ioc, [&]() -> asio::awaitable<void> {
-        const auto end = steady::now() + 40s;
-        for (int task = 0; task < 6; ++task)
-            asio::co_spawn(ioc, actor(*clients[static_cast<std::size_t>(task) % clients.size()],
-                                      task, end, log, stop),
-                           asio::detached);
-        co_await sleep_for(1500ms);
-        killed_at = mono_ns();
-        fleet.server(0).kill9();
-        // Until some grant after the kill, and a little more.
-        const bool granted = co_await eventually(
-            [&] {
-                return std::any_of(log.events.begin(), log.events.end(), [&](const h::event& e) {
-                    return e.ev == "acquire_ok" && e.t > killed_at;
-                });
-            },
-            25000ms);
-        CHECK(granted);
-        // Grants go on on the new primary. (Not every task's: the lock is
-        // not fair, and tasks of one process can starve for seconds, with or
-        // without a failover.)
-        co_await sleep_for(2s);
-        stop = true;
-        co_await sleep_for(3s);  // the last cycles end (holds are short)
-    }, 60s);
-    for (auto& c : clients) c->stop();
-
-    long long first_after = 0;
-    std::size_t before = 0, after = 0;
-    for (const auto& e : log.events) {
-        if (e.ev != "acquire_ok") continue;
-        if (e.t < killed_at) {
-            ++before;
-        } else {
-            ++after;
-            if (first_after == 0 || e.t < first_after) first_after = e.t;
-        }
-    }
-    if (first_after != 0)
-        std::cout << "sentinel failover: kill -> first new grant "
-                  << ms_between(killed_at, first_after) << " ms (" << before << " grants before, "
-                  << after << " after)\n";
-    CHECK(before > 3);
-    CHECK(after >= 3);
-    const auto result = h::check_history(log.events);
-    if (!result.ok()) {
-        std::sort(log.events.begin(), log.events.end(),
-                  [](const h::event& x, const h::event& y) { return x.t < y.t; });
-        for (const auto& e : log.events) std::cerr << h::to_json(e) << "\n";
-    }
-    INFO(result.report());
-    CHECK(result.ok());
+    kill_primary_under_turns<corolock::mutex>(6, "grant", 3);
 }
 
 // A failover is waited out, not reported as an outage: with the primary
@@ -284,72 +301,14 @@ TEST_CASE("sentinel failover: an acquire and corolock run --wait wait a failover
 // Election through a failover: candidates on four clients campaign and
 // resign while the primary is killed (kill -9). The terms checked as a
 // lock's holders: at most one leader in the safe window, epochs strictly
-// increasing (the fence counter survives on the promoted replica), and
-// terms are won again on the new primary.
+// increasing in the order terms were won (the fence counter survives on the
+// promoted replica), and terms are won again on the new primary.
 TEST_CASE("sentinel failover: SIGKILL of the primary while candidates campaign keeps one leader and "
           "rising epochs",
           "[sentinel][fault][election]") {
-    sentinel_fleet fleet;
-    asio::io_context ioc;
-    std::vector<std::unique_ptr<corolock::client>> clients;
-    for (int i = 0; i < 4; ++i)
-        clients.push_back(std::make_unique<corolock::client>(ioc.get_executor(), quick_config_for(fleet)));
-    event_log log;
-    bool stop = false;
-    long long killed_at = 0;
-    run_async(ioc, [&]() -> asio::awaitable<void> {
-        const auto end = steady::now() + 40s;
-        for (int task = 0; task < 4; ++task)
-            asio::co_spawn(ioc,
-                           actor<candidate>(*clients[static_cast<std::size_t>(task)], task, end,
-                                            log, stop),
-                           asio::detached);
-        co_await sleep_for(1500ms);
-        killed_at = mono_ns();
-        fleet.server(0).kill9();
-        const bool led = co_await eventually(
-            [&] {
-                return std::any_of(log.events.begin(), log.events.end(), [&](const h::event& e) {
-                    return e.ev == "acquire_ok" && e.t > killed_at;
-                });
-            },
-            25000ms);
-        CHECK(led);
-        co_await sleep_for(2s);
-        stop = true;
-        co_await sleep_for(3s);  // the last terms end (they are short)
-    }, 60s);
-    for (auto& c : clients) c->stop();
-
-    long long first_after = 0;
-    std::size_t before = 0, after = 0;
-    std::vector<std::pair<long long, std::uint64_t>> won;  // (when, epoch)
-    for (const auto& e : log.events) {
-        if (e.ev != "acquire_ok") continue;
-        won.emplace_back(e.t, e.token);
-        if (e.t < killed_at) {
-            ++before;
-        } else {
-            ++after;
-            if (first_after == 0 || e.t < first_after) first_after = e.t;
-        }
+    const auto terms = kill_primary_under_turns<candidate>(4, "leader", 2);
+    for (std::size_t i = 1; i < terms.size(); ++i) {
+        INFO("term " << i << " won at " << terms[i].first << " with epoch " << terms[i].second);
+        CHECK(terms[i].second > terms[i - 1].second);
     }
-    if (first_after != 0)
-        std::cout << "sentinel failover: kill -> next leader " << ms_between(killed_at, first_after)
-                  << " ms (" << before << " terms before, " << after << " after)\n";
-    CHECK(before >= 2);
-    CHECK(after >= 2);
-    std::sort(won.begin(), won.end());
-    for (std::size_t i = 1; i < won.size(); ++i) {
-        INFO("term " << i << " won at " << won[i].first << " with epoch " << won[i].second);
-        CHECK(won[i].second > won[i - 1].second);
-    }
-    const auto result = h::check_history(log.events);
-    if (!result.ok()) {
-        std::sort(log.events.begin(), log.events.end(),
-                  [](const h::event& x, const h::event& y) { return x.t < y.t; });
-        for (const auto& e : log.events) std::cerr << h::to_json(e) << "\n";
-    }
-    INFO(result.report());
-    CHECK(result.ok());
 }
