@@ -107,6 +107,9 @@ private:
     }
     class round_op;
     friend class round_op;
+    // Strand only: every acquire under way ends with client_stopped
+    // (redlock_acquire.cpp).
+    void abandon_rounds();
     // A round was granted: begin the tenure (or join a re-entry to it).
     guard on_granted(const std::shared_ptr<redlock_lock_state>& st, const lease_terms& terms,
                      std::vector<guard> node_guards);
@@ -143,6 +146,14 @@ private:
     std::shared_ptr<observer> observer_;
     std::atomic<std::uint64_t> rounds_{0}, rounds_failed_{0};
 };
+
+// Releases every node's guard at once; `done` (may be empty) hears, after
+// the last answer, how many succeeded and why the others did not: a node
+// that found the key gone or another owner's (the lease_gone condition)
+// before one that did not answer.
+using redlock_release_done =
+    boost::asio::any_completion_handler<void(std::size_t, error_code)>;
+void release_everywhere(std::vector<guard> guards, redlock_release_done done);
 
 // A RedLock backend over `urls` (each a Redis URL, any topology), opened
 // with `settings` (each node gets its holder label and logger; the observer
