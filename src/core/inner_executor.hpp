@@ -21,6 +21,7 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/query.hpp>
 #include <boost/asio/require.hpp>
+#include <boost/asio/strand.hpp>
 
 #include <concepts>
 #include <utility>
@@ -92,5 +93,12 @@ private:
     boost::asio::any_io_executor ex_;
     bool never_;
 };
+
+// Settles the executor traits here, once, before any file asks for them
+// from inside another constraint (co_spawn's, bind_executor's): g++ 12
+// otherwise reports, depending on what a file included first, a constraint
+// that depends on itself.
+static_assert(boost::asio::execution::is_executor<inner_executor>::value);
+static_assert(boost::asio::execution::is_executor<boost::asio::strand<inner_executor>>::value);
 
 }  // namespace corolock::detail

@@ -21,11 +21,7 @@ namespace corolock::detail {
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
 
-// Settles the executor traits before operator|| asks for them from inside
-// co_spawn's own constraints (g++ 12 otherwise reports a constraint that
-// depends on itself).
-static_assert(asio::execution::is_executor<inner_executor>::value);
-static_assert(asio::execution::is_executor<client_impl::strand_type>::value);
+// (The executor traits are settled in core/inner_executor.hpp.)
 
 namespace {
 
