@@ -99,7 +99,8 @@ TEST_CASE("cli help: the texts state the defaults the code uses", "[unit][cli]")
                              std::to_string(list_defaults::max_steps) + " steps or " +
                              std::to_string(list_defaults::max_locks) + " locks"));
 
-    for (std::string_view topic : {"", "run", "status", "list", "break", "check"}) {
+    for (std::string_view topic :
+         {"", "run", "status", "list", "break", "check", "elect", "leader"}) {
         INFO("help topic '" << topic << "'");
         const std::string text = cli::help_text(topic);
         CHECK(contains(text, cli::defaults::url()));
@@ -126,7 +127,8 @@ bool documents_option(const std::string& text, const std::string& name) {
 // not name would be missing from both.
 TEST_CASE("cli help: every option the parser knows is in the command's help", "[unit][cli]") {
     const std::string overview = cli::help_text("");
-    for (std::string_view command : {"run", "status", "list", "break", "check"}) {
+    for (std::string_view command :
+         {"run", "status", "list", "break", "check", "elect", "leader"}) {
         const auto names = cli::parser_option_names(command);
         INFO("command " << command);
         CHECK(names.size() >= 10);  // the common options at least
