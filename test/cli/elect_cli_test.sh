@@ -73,6 +73,9 @@ group_usage() {
   cl 5 elect --url "redis://127.0.0.1:1" a b -- true
   expect_status "elect with two NAMEs" 64 "$last_status"
   cl 5 elect --url "redis://127.0.0.1:1" --fair e0 -- true
+  cl 5 elect --url "redis://127.0.0.1:1" --value "$(head -c 65537 /dev/zero | tr '\0' v)" e0 -- true
+  expect_status "elect with a --value over 64 KiB" 64 "$last_status"
+  expect_match "elect with a --value over 64 KiB: says so" 'elect: --value is 65537 bytes long; at most 65536' "$tmp_dir/err"
   expect_status "elect refuses run's lock-kind options" 64 "$last_status"
   cl 5 leader --url "redis://127.0.0.1:1"
   expect_status "leader without NAME" 64 "$last_status"
