@@ -518,6 +518,8 @@ struct run_state {
             out += (i > 0 ? ", '" : "'") + printable(o.names[i]) + "'";
         return out;
     }
+    // The command, for messages: "run" or "elect".
+    std::string command() const { return o.elect() ? "elect" : "run"; }
     // "pid 123" or "process group 123".
     std::string target() const {
         return (child.own_group() ? "process group " : "pid ") + std::to_string(child.pid());
@@ -720,7 +722,7 @@ asio::awaitable<int> check_majority_reachable(run_state& s) {
     if (t->answered >= majority) co_return exit_status::ok;
     std::string list;
     for (const auto& f : t->failures) list += (list.empty() ? "" : ", ") + f;
-    report_error("run: cannot reach a majority of the " + std::to_string(n) +
+    report_error(s.command() + ": cannot reach a majority of the " + std::to_string(n) +
                  " RedLock nodes (" + std::to_string(majority) + " needed, " +
                  std::to_string(n - t->failures.size()) + " left): " + list);
     const int status = exit_status_for(t->first_error);
@@ -828,7 +830,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         auto [reach, st] = co_await s.etcd->status(o.names.front());
         if (s.pending_signal != 0) co_return interrupted("connecting to etcd");
         if (reach)
-            co_return report_redis_failure(o.common, "run", reach, s.etcd->last_error().message);
+            co_return report_redis_failure(o.common, s.command(), reach,
+                                           s.etcd->last_error().message);
         if (o.several()) {
             // Several NAMEs: the range was the reachability check only.
         } else if (st.held && st.holder.owner != owner) {
@@ -855,7 +858,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         const std::string service(service_name(o.common));
         const error_code reach = co_await s.store->connect();
         if (s.pending_signal != 0) co_return interrupted("connecting to " + service);
-        if (reach) co_return report_redis_failure(o.common, "run", reach, s.store->last_error());
+        if (reach)
+            co_return report_redis_failure(o.common, s.command(), reach, s.store->last_error());
         if (s.log && !o.several()) {
             auto [sec, st] = co_await s.store->status(o.names.front());
             if (s.pending_signal != 0) co_return interrupted("connecting to " + service);
@@ -917,7 +921,8 @@ asio::awaitable<int> run_flow(run_state& s) {
             if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
         }
         if (reach)
-            co_return report_redis_failure(o.common, "run", reach, s.redis->last_error().message);
+            co_return report_redis_failure(o.common, s.command(), reach,
+                                           s.redis->last_error().message);
     } else {
         // A Redis Cluster: no client to PING through; the lock's status,
         // sent to the primary serving its slot, is the check (which also
@@ -928,7 +933,7 @@ asio::awaitable<int> run_flow(run_state& s) {
             asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
         s.cancel_start.slot().clear();
         if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
-        if (reach) co_return report_redis_failure(o.common, "run", reach, {});
+        if (reach) co_return report_redis_failure(o.common, s.command(), reach, {});
     }
 
     // -v: who holds the lock, if anyone, before waiting for it: the holder

@@ -86,6 +86,12 @@ group_usage() {
 # ---- one candidate: the command, its environment, its status ----
 
 group_elect() {
+  # A server that does not answer: 69, said as elect's.
+  cl 20 elect --url "redis://127.0.0.1:$(free_port)" e0 -- touch "$tmp_dir/e0-ran"
+  expect_status "elect: an unreachable server" 69 "$last_status"
+  expect_match "elect: says so as elect" '^corolock: elect: cannot reach Redis at' "$tmp_dir/err"
+  expect_true "elect: COMMAND never ran" [ ! -e "$tmp_dir/e0-ran" ]
+
   # The command runs with the epoch and the value; its status is elect's;
   # the term is resigned as it exits.
   cl 20 elect --url "$url" --value "host-a:8080" e1 -- \
