@@ -17,6 +17,7 @@
 #include "zk/url.hpp"
 #endif
 
+#include <corolock/election.hpp>
 #include <corolock/multi_lock.hpp>
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
@@ -521,11 +522,11 @@ std::optional<usage_error> resolve_redlock(const std::string& command,
     const std::string count = std::to_string(urls.size());
     const bool by_url = source == redlock_source::url;
     const std::string nodes = by_url ? "hosts in the redlock:// URL" : "--url";
-    if (command != "run" && by_url)
+    if (command != "run" && command != "elect" && by_url)
         return usage_error{command, command + " reads one server, and a redlock:// URL names " +
                                         count + " (a RedLock lock is a lock of its own on each "
                                         "node: ask each in turn, with a redis:// --url)"};
-    if (command != "run")
+    if (command != "run" && command != "elect")
         return usage_error{command, command + " reads one server: give one --url (got " + count +
                                         "; a RedLock lock is a lock of its own on each node, "
                                         "ask each in turn)"};
@@ -583,24 +584,20 @@ std::optional<usage_error> check_name(const std::string& command, std::string_vi
 struct run_slots {
     value_slot lease, wait, conflict_exit_code, replicas, capacity, permits, grace, on_lost,
         label, metrics_file, lock_delay, shell_command;
+    value_slot leader_value;  // elect's --value
     int quiet = 0, fair = 0, shared = 0, exclusive = 0, no_process_group = 0,
         pass_credentials = 0, no_label = 0, no_wait = 0;
     // flock(1)'s -o, -u and -F: accepted (-o) or refused with the reason.
     int close = 0, unlock = 0, no_fork = 0;
 };
 
-void add_run_options(CLI::App& app, run_slots& s) {
+// The options of holding something while COMMAND runs: run's and elect's.
+void add_held_options(CLI::App& app, run_slots& s) {
     value_option(app, "--lease", s.lease);
     value_option(app, "-w,--wait,--timeout", s.wait);
     flag_option(app, "-n,--no-wait,--nonblock,--nb", s.no_wait);
     value_option(app, "-E,--conflict-exit-code", s.conflict_exit_code);
     flag_option(app, "-q,--quiet", s.quiet);
-    flag_option(app, "-s,--shared", s.shared);
-    flag_option(app, "-x,-e,--exclusive", s.exclusive);
-    flag_option(app, "--fair", s.fair);
-    value_option(app, "--capacity", s.capacity);
-    value_option(app, "--permits", s.permits);
-    value_option(app, "--replicas", s.replicas);
     value_option(app, "--on-lost", s.on_lost);
     value_option(app, "--grace", s.grace);
     flag_option(app, "--no-process-group", s.no_process_group);
@@ -608,8 +605,24 @@ void add_run_options(CLI::App& app, run_slots& s) {
     value_option(app, "--label", s.label);
     flag_option(app, "--no-label", s.no_label);
     value_option(app, "--metrics-file", s.metrics_file);
-    value_option(app, "--lock-delay", s.lock_delay);
     value_option(app, "-c,--command", s.shell_command);
+}
+
+// elect's: the held ones and the leader's value.
+void add_elect_options(CLI::App& app, run_slots& s) {
+    add_held_options(app, s);
+    value_option(app, "--value", s.leader_value);
+}
+
+void add_run_options(CLI::App& app, run_slots& s) {
+    add_held_options(app, s);
+    flag_option(app, "-s,--shared", s.shared);
+    flag_option(app, "-x,-e,--exclusive", s.exclusive);
+    flag_option(app, "--fair", s.fair);
+    value_option(app, "--capacity", s.capacity);
+    value_option(app, "--permits", s.permits);
+    value_option(app, "--replicas", s.replicas);
+    value_option(app, "--lock-delay", s.lock_delay);
     flag_option(app, "-o,--close", s.close);
     flag_option(app, "-u,--unlock", s.unlock);
     flag_option(app, "-F,--no-fork", s.no_fork);
@@ -781,9 +794,10 @@ std::optional<usage_error> read_run_options(const std::string& cmd, const run_sl
 // -- COMMAND [ARGS...]: with "--" (which several NAMEs need), the words
 // before the first "--" are NAMEs and options, everything after it COMMAND.
 // run [OPTIONS] NAME -c 'SHELL COMMAND': $SHELL (else /bin/sh) -c, as flock.
+// elect (cmd "elect"): the same forms with one NAME, elect's options.
 std::optional<usage_error> parse_run(const std::vector<std::string_view>& args,
-                                     parsed_command& out) {
-    const std::string cmd = "run";
+                                     parsed_command& out, const std::string& cmd = "run") {
+    const bool elect = cmd == "elect";
     run_options& o = out.run;
     const auto separator = std::find(args.begin(), args.end(), std::string_view("--"));
     const bool saw_separator = separator != args.end();
@@ -794,7 +808,10 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args,
     std::vector<std::string> names;
     std::string name;
     add_common_options(app, common);
-    add_run_options(app, slots);
+    if (elect)
+        add_elect_options(app, slots);
+    else
+        add_run_options(app, slots);
     if (saw_separator) {
         app.add_option("NAME", names);
     } else {
@@ -842,6 +859,14 @@ std::optional<usage_error> parse_run(const std::vector<std::string_view>& args,
         return error(saw_separator ? "missing COMMAND after '--'" : "missing COMMAND after NAME");
     for (const auto& name : names)
         if (auto e = check_name(cmd, name); e) return e;
+    if (elect) {
+        if (names.size() > 1)
+            return error("elect campaigns for one NAME (got " + std::to_string(names.size()) + ")");
+        o.leader_value = slots.leader_value ? slots.leader_value->value : std::string();
+        if (o.leader_value->size() > max_leader_value_length)
+            return error("--value is " + std::to_string(o.leader_value->size()) +
+                         " bytes long; at most " + std::to_string(max_leader_value_length));
+    }
     o.names = detail::canonical_names({names.begin(), names.end()});
     if (o.names.size() > max_run_names)
         return error("too many NAMEs: " + std::to_string(o.names.size()) + " (at most " +
@@ -887,12 +912,14 @@ struct simple_command {
     CLI::App app;
     common_slots common;
     int json = 0;
+    int watch = 0;  // leader --watch
     std::vector<std::string> words;
 };
 
 void add_simple_options(const std::string& cmd, simple_command& c) {
     add_common_options(c.app, c.common);
-    if (cmd == "status" || cmd == "list") flag_option(c.app, "--json", c.json);
+    if (cmd == "status" || cmd == "list" || cmd == "leader") flag_option(c.app, "--json", c.json);
+    if (cmd == "leader") flag_option(c.app, "--watch", c.watch);
     c.app.add_option("WORDS", c.words);
 }
 
@@ -978,6 +1005,27 @@ std::optional<usage_error> parse_check(const std::vector<std::string_view>& args
     if (t.empty() || ec != std::errc() || end != t.data() + t.size())
         return usage_error{cmd, "bad TOKEN " + single_quoted(t) +
                                     ": a fencing token is a non-negative integer"};
+    const std::vector<std::string_view> urls(c.common.urls.begin(), c.common.urls.end());
+    return resolve_url(cmd, urls, o.common, cred);
+}
+
+// leader: [options] [--json] [--watch] NAME
+std::optional<usage_error> parse_leader(const std::vector<std::string_view>& args,
+                                        parsed_command& out) {
+    const std::string cmd = "leader";
+    leader_options& o = out.leader;
+    simple_command c;
+    credential_options cred;
+    if (auto e = parse_simple(cmd, args, c, o.common, cred, out); e) return e;
+    if (out.what == parsed_command::kind::help) return std::nullopt;
+    o.json = c.json > 0;
+    o.watch = c.watch > 0;
+    if (c.words.empty()) return usage_error{cmd, "missing NAME"};
+    if (c.words.size() > 1)
+        return usage_error{cmd, "unexpected argument " + single_quoted(c.words[1]) +
+                                    " (give exactly one NAME)"};
+    o.name = c.words[0];
+    if (auto e = check_name(cmd, o.name); e) return e;
     const std::vector<std::string_view> urls(c.common.urls.begin(), c.common.urls.end());
     return resolve_url(cmd, urls, o.common, cred);
 }
@@ -1140,7 +1188,8 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
                                               parsed_command& out) {
     using kind = parsed_command::kind;
     if (args.empty())
-        return usage_error{"", "missing COMMAND (run, status, list, break, check or help)"};
+        return usage_error{
+            "", "missing COMMAND (run, elect, leader, status, list, break, check or help)"};
     const auto first = args[0];
     const std::vector<std::string_view> rest(args.begin() + 1, args.end());
 
@@ -1173,6 +1222,14 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
         out.what = kind::run;
         return parse_run(rest, out);
     }
+    if (first == "elect") {
+        out.what = kind::elect;
+        return parse_run(rest, out, "elect");
+    }
+    if (first == "leader") {
+        out.what = kind::leader;
+        return parse_leader(rest, out);
+    }
     if (first == "list") {
         out.what = kind::list;
         return parse_list(rest, out);
@@ -1192,7 +1249,7 @@ std::optional<usage_error> parse_command_line(const std::vector<std::string_view
     }
     if (is_option(first)) return usage_error{"", "unknown option " + single_quoted(first)};
     return usage_error{"", "unknown command " + single_quoted(first) +
-                               " (commands: run, status, list, break, check, help)"};
+                               " (commands: run, elect, leader, status, list, break, check, help)"};
 }
 
 std::vector<std::string> parser_option_names(std::string_view command) {
@@ -1204,7 +1261,16 @@ std::vector<std::string> parser_option_names(std::string_view command) {
         add_run_options(app, slots);
         return names_in(app);
     }
-    if (command == "status" || command == "list" || command == "break" || command == "check") {
+    if (command == "elect") {
+        CLI::App app;
+        common_slots common;
+        run_slots slots;
+        add_common_options(app, common);
+        add_elect_options(app, slots);
+        return names_in(app);
+    }
+    if (command == "status" || command == "list" || command == "break" || command == "check" ||
+        command == "leader") {
         simple_command c;
         add_simple_options(std::string(command), c);
         return names_in(c.app);

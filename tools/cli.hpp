@@ -6,6 +6,8 @@
 //   run_command.cpp corolock run
 //   inspect_commands.cpp  corolock status / corolock break / corolock list
 //   metrics_file.cpp      run --metrics-file
+//   elect_command.cpp     corolock elect (run's flow, a campaign for the lock)
+//   leader_command.cpp    corolock leader
 //   main.cpp        dispatch
 #pragma once
 
@@ -163,6 +165,10 @@ struct run_options {
     // with --no-label; absent: COMMAND's program name (command_label()).
     std::optional<std::string> label;
     std::vector<std::string> command;
+    // elect (elect_command.cpp): campaigns for names.front() with this
+    // value (--value) instead of taking a lock; absent for run.
+    std::optional<std::string> leader_value;
+    bool elect() const noexcept { return leader_value.has_value(); }
 };
 
 // The holder label run records by default: COMMAND's program name (the last
@@ -194,15 +200,25 @@ struct list_options {
     bool json = false;
 };
 
+// leader: [options] [--json] [--watch] NAME (leader_command.cpp).
+struct leader_options {
+    common_options common;
+    std::string name;
+    bool json = false;
+    bool watch = false;  // one line per change until SIGTERM/SIGINT
+};
+
 // What the command line asked for.
 struct parsed_command {
-    enum class kind { help, version, run, status, break_lock, list, check } what = kind::help;
+    enum class kind { help, version, run, status, break_lock, list, check, elect, leader } what =
+        kind::help;
     std::string help_topic;  // kind::help: "" for the overview, or a command name
     run_options run;
     status_options status;
     break_options brk;
     list_options list;
     check_options check;
+    leader_options leader;  // kind::elect fills run (run_options::leader_value)
 };
 
 // Parses argv (without argv[0]). Returns the usage error on failure.
@@ -343,6 +359,8 @@ int status_command(const status_options& o);
 int break_command(const break_options& o);
 int list_command(const list_options& o);
 int check_command(const check_options& o);
+int elect_command(const run_options& o);    // elect_command.cpp: run_command with a campaign
+int leader_command(const leader_options& o);  // leader_command.cpp
 // corolock fence (fence_command.cpp): its own arguments, after "fence".
 int fence_command(const std::vector<std::string_view>& args);
 std::string fence_help_text();  // fence_help.cpp

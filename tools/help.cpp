@@ -16,6 +16,8 @@ Usage:
   corolock run [OPTIONS] NAME COMMAND [ARGS...]
   corolock run [OPTIONS] NAME -c 'SHELL COMMAND'
   corolock run [OPTIONS] NAME [NAME...] -- COMMAND [ARGS...]
+  corolock elect [OPTIONS] [--value TEXT] NAME [--] COMMAND [ARGS...]
+  corolock leader [OPTIONS] [--json] [--watch] NAME
   corolock status [OPTIONS] [--json] NAME
   corolock list [OPTIONS] [--json] [PATTERN]
   corolock break [OPTIONS] NAME
@@ -25,6 +27,10 @@ Usage:
 
 Commands:
   run     Hold the lock NAME while COMMAND runs (a distributed flock(1)).
+  elect   Campaign to lead NAME; run COMMAND while leader, with the term's
+          epoch (a fencing token) in COROLOCK_EPOCH.
+  leader  Show who leads NAME (exit 0), or that nobody does (exit 1);
+          --watch: one line per change.
   status  Show who holds the lock NAME, since when, its remaining lease and
           last token.
   list    Show every held lock (or those whose name matches PATTERN) and
@@ -68,16 +74,21 @@ Names, owner ids and server text are printed with control bytes escaped
 (\n, \xNN, ...); --json output is JSON-escaped.
 
 Exit statuses:
-  0    success (run: COMMAND's own status is passed through instead; check:
-       the token is current; status: the lock is held)
-  1    check: the token is stale; status: the lock is free
+  0    success (run, elect: COMMAND's own status is passed through instead;
+       check: the token is current; status: the lock is held; leader: NAME
+       has a leader)
+  1    check: the token is stale; status: the lock is free; leader: no
+       leader
   64   usage error: the message says what was wrong
   69   the service (Redis, etcd, ZooKeeper, PostgreSQL) cannot be reached
-  70   run: the lease was lost while COMMAND ran (--on-lost kill)
+  70   run: the lease was lost while COMMAND ran (--on-lost kill); elect:
+       the leadership was lost
   71   run: COMMAND could not be started, or an internal error
-  75   run: the lock was not acquired within --wait (or at once, --no-wait)
+  75   run: the lock was not acquired within --wait (or at once, --no-wait);
+       elect: not elected within --wait
   76   Redis answered with an error (e.g. the key is not a corolock lock), or
-       denied the command (NOPERM: the user's ACL lacks a permission)
+       denied the command (NOPERM: the user's ACL lacks a permission); elect,
+       leader: the service has no leader election (e.g. RedLock)
   77   corolock was installed set-user-ID or set-group-ID, or with file
        capabilities: it refuses to run
   126  run: COMMAND was found but cannot be executed
@@ -273,6 +284,98 @@ Examples:
       --password-file /etc/corolock/pw job -- ./job
 )";
 
+constexpr std::string_view elect_help = R"(Usage: corolock elect [OPTIONS] NAME COMMAND [ARGS...]
+       corolock elect [OPTIONS] NAME -c 'SHELL COMMAND'
+       corolock elect [OPTIONS] NAME -- COMMAND [ARGS...]
+
+Campaigns for the leadership of NAME (candidates are served first come,
+first served), and once elected runs COMMAND as 'corolock run' does: the
+term's lease is renewed while COMMAND runs, signals are passed on, a lost
+term stops COMMAND (exit 70). When COMMAND exits, corolock resigns at once
+(the next candidate leads without waiting for the lease) and exits with
+COMMAND's status. SIGINT, SIGTERM or SIGHUP while campaigning gives the
+place in line up (nothing is left on the server; exit 128+N). COMMAND sees:
+  COROLOCK_EPOCH         the term's epoch: a fencing token, larger than every
+                         epoch of NAME before; pass it to what the leader
+                         writes.
+  COROLOCK_LEADER_VALUE  the value given with --value.
+  COROLOCK_NAME          NAME.
+
+Options:
+  --url URL           Redis to use (default: $REDIS_URL, else @URL@): one
+                      server, Sentinel or Cluster. A service without leader
+                      election (RedLock: several --url or redlock://) is
+                      refused with exit 76, nothing left on it.
+  --value TEXT        The leader's value, as 'corolock leader' shows it
+                      (e.g. the address the leader serves on). Default:
+                      empty. At most 64 KiB.
+  --lease SECONDS|DURATION
+                      The term's lease, renewed every third of it while
+                      COMMAND runs. At least @MIN_LEASE@. Default @LEASE@.
+  -w, --wait SECONDS|DURATION
+                      Give up (exit 75, or -E's) if not elected within
+                      that time. Default: campaign until elected or
+                      signalled.
+  --timeout SECONDS|DURATION
+                      The same as -w.
+  -n, --no-wait       Give up at once if another candidate leads.
+  --nonblock, --nb    The same as -n.
+  -c, --command 'SHELL COMMAND'
+                      Run SHELL COMMAND with $SHELL -c (else /bin/sh -c).
+  -E, --conflict-exit-code N
+                      Exit N (0-255) instead of 75 when not elected in time.
+  -q, --quiet         Print nothing when not elected in time.
+  --on-lost ACTION, --grace DURATION, --no-process-group, --pass-credentials,
+  --label TEXT, --no-label, --metrics-file FILE
+                      As for run (corolock help run).
+  --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+  --tls-server-name NAME, --sentinel-tls-server-name NAME, --tls-insecure
+                      As for every command.
+  -v, --verbose       Log the campaign and the term to stderr (-vv: debug).
+  -h, --help          Show this help.
+
+Exit statuses: COMMAND's own when it exits (killed by signal N: 128+N); 64
+usage error (no COMMAND, a bad NAME); 69 the service cannot be reached; 70
+the leadership was lost while COMMAND ran; 75 not elected within --wait; 76
+the service answered with an error or has no leader election; 128+N
+corolock got signal N while campaigning.
+
+Examples:
+  corolock elect --value "$(hostname):8080" scheduler -- ./scheduler
+  corolock elect -w 30s --lease 5s primary -c './writer --epoch "$COROLOCK_EPOCH"'
+)";
+
+constexpr std::string_view leader_help = R"(Usage: corolock leader [OPTIONS] [--json] [--watch] NAME
+
+Shows who leads NAME: its value, epoch, holder (host:pid) and since when,
+on one line:
+  leader of 'NAME': epoch 7, value 'host-a:8080', host-a:4242 since TIME
+  no leader of 'NAME'
+A leader is reported only while its term is live on the server. It never
+campaigns: any process may ask.
+
+Options:
+  --url URL       The election's service (default: $REDIS_URL, else @URL@).
+  --json          One JSON object a line: name, leader (true or false), and
+                  with a leader value, epoch, host, pid, label, since.
+  --watch         Print the current state, then one line per change (a new
+                  term, a new value, no leader), in order and never an
+                  older epoch, until SIGINT or SIGTERM (exit 0).
+  --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+  --tls-server-name NAME, --sentinel-tls-server-name NAME, --tls-insecure
+                  As for every command.
+  -v, --verbose   Log connection events to stderr (-vv: debug).
+  -h, --help      Show this help.
+
+Exit statuses: 0 a leader (--watch: stopped by a signal), 1 no leader, 64
+usage error, 69 the service cannot be reached, 76 it answered with an error
+or has no leader election.
+
+Examples:
+  corolock leader scheduler
+  corolock leader --watch --json scheduler
+)";
+
 constexpr std::string_view status_help = R"(Usage: corolock status [OPTIONS] [--json] NAME
 
 Shows the state of the lock NAME: whether it is held, the holder's owner id,
@@ -463,6 +566,8 @@ std::string help_text(std::string_view topic) {
     if (topic == "list") return with_defaults(list_help);
     if (topic == "break") return with_defaults(break_help);
     if (topic == "check") return with_defaults(check_help);
+    if (topic == "elect") return with_defaults(elect_help);
+    if (topic == "leader") return with_defaults(leader_help);
     if (topic == "fence") return fence_help_text();
     return {};
 }

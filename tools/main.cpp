@@ -51,6 +51,8 @@ int main(int argc, char** argv) {
                                         : cmd.what == cli::parsed_command::kind::break_lock ? &cmd.brk.common
                                         : cmd.what == cli::parsed_command::kind::list ? &cmd.list.common
                                         : cmd.what == cli::parsed_command::kind::check ? &cmd.check.common
+                                        : cmd.what == cli::parsed_command::kind::elect ? &cmd.run.common
+                                        : cmd.what == cli::parsed_command::kind::leader ? &cmd.leader.common
                                                                                        : nullptr;
     if (common != nullptr)
         for (const auto& w : common->warnings) cli::report_warning(w);
@@ -67,6 +69,8 @@ int main(int argc, char** argv) {
         case cli::parsed_command::kind::break_lock: return cli::break_command(cmd.brk);
         case cli::parsed_command::kind::list: return cli::list_command(cmd.list);
         case cli::parsed_command::kind::check: return cli::check_command(cmd.check);
+        case cli::parsed_command::kind::elect: return cli::elect_command(cmd.run);
+        case cli::parsed_command::kind::leader: return cli::leader_command(cmd.leader);
         }
     } catch (const std::exception& e) {
         // Setting up the event loop or the signal handling failed.

@@ -42,6 +42,7 @@
 #include <corolock/admin.hpp>
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
+#include <corolock/election.hpp>
 #include <corolock/fair_mutex.hpp>
 #include <corolock/guard.hpp>
 #include <corolock/metrics.hpp>
@@ -344,7 +345,8 @@ private:
     int terminal_fd_ = -1;
 };
 
-// COMMAND's environment: ours, with what run holds (one NAME:
+// COMMAND's environment: ours, with what run holds (elect: COROLOCK_NAME,
+// COROLOCK_EPOCH and COROLOCK_LEADER_VALUE; one NAME:
 // COROLOCK_NAME and COROLOCK_TOKEN; several: COROLOCK_LOCKS and
 // COROLOCK_NAME_<i>, COROLOCK_TOKEN_<i> in canonical order; no token under
 // RedLock, whose token is no fencing token), every inherited variable of
@@ -354,7 +356,11 @@ std::vector<std::string> child_environment(
     const run_options& o, const std::vector<std::pair<std::string, std::uint64_t>>& tokens) {
     const bool fencing = !o.common.redlock();
     std::vector<std::pair<std::string, std::string>> set;
-    if (!o.several()) {
+    if (o.elect()) {
+        set.emplace_back("COROLOCK_NAME", tokens.front().first);
+        set.emplace_back("COROLOCK_EPOCH", std::to_string(tokens.front().second));
+        set.emplace_back("COROLOCK_LEADER_VALUE", *o.leader_value);
+    } else if (!o.several()) {
         set.emplace_back("COROLOCK_NAME", tokens.front().first);
         if (fencing) set.emplace_back("COROLOCK_TOKEN", std::to_string(tokens.front().second));
     } else {
@@ -380,7 +386,8 @@ std::vector<std::string> child_environment(
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
         const std::string_view entry(*e);
         if (has_key(entry, "COROLOCK_NAME") || has_key(entry, "COROLOCK_TOKEN") ||
-            has_key(entry, "COROLOCK_LOCKS") || numbered(entry, "COROLOCK_NAME_") ||
+            has_key(entry, "COROLOCK_LOCKS") || has_key(entry, "COROLOCK_EPOCH") ||
+            has_key(entry, "COROLOCK_LEADER_VALUE") || numbered(entry, "COROLOCK_NAME_") ||
             numbered(entry, "COROLOCK_TOKEN_"))
             continue;
         if (!o.pass_credentials) {
@@ -410,27 +417,32 @@ std::string signal_name(int signo) {
 
 // ---- the run ----
 
-// What run holds: one NAME's guard, or the multi_guard of several NAMEs
-// (the same calls on either).
+// What run holds: one NAME's guard, or the multi_guard of several NAMEs;
+// elect: a term (the same calls on each; its release is the resignation).
 class held_lock {
 public:
     held_lock() = default;
     explicit held_lock(guard g) noexcept : one_(std::move(g)) {}
     explicit held_lock(multi_guard g) noexcept : many_(std::move(g)), several_(true) {}
+    explicit held_lock(leadership t) noexcept : term_(std::move(t)), elected_(true) {}
 
     explicit operator bool() const noexcept {
+        if (elected_) return static_cast<bool>(term_);
         return several_ ? many_.owns_lock() : one_.owns_lock();
     }
     guard::clock::time_point lease_deadline() const noexcept {
+        if (elected_) return term_.lease_deadline();
         return several_ ? many_.lease_deadline() : one_.lease_deadline();
     }
-    // Each name with its token, in canonical order.
+    // Each name with its token, in canonical order (elect: the epoch).
     std::vector<std::pair<std::string, std::uint64_t>> tokens(const run_options& o) const {
+        if (elected_) return {{o.names.front(), term_.epoch()}};
         if (several_) return many_.tokens();
         return {{o.names.front(), one_.token()}};
     }
     // The tokens for -v: "42", or "a=42, b=7".
     std::string tokens_text() const {
+        if (elected_) return "epoch " + std::to_string(term_.epoch());
         if (!several_) return std::to_string(one_.token());
         std::string out;
         for (const auto& [name, token] : many_.tokens())
@@ -439,11 +451,13 @@ public:
     }
     template <class Token>
     auto async_until_lost(Token&& token) const {
+        if (elected_) return term_.async_until_lost(std::forward<Token>(token));
         if (several_) return many_.async_until_lost(std::forward<Token>(token));
         return one_.async_until_lost(std::forward<Token>(token));
     }
     template <class Token>
     auto async_release(Token&& token) {
+        if (elected_) return term_.async_resign(std::forward<Token>(token));
         if (several_) return many_.async_release(std::forward<Token>(token));
         return one_.async_release(std::forward<Token>(token));
     }
@@ -451,7 +465,9 @@ public:
 private:
     guard one_;
     multi_guard many_;
+    leadership term_;
     bool several_ = false;
+    bool elected_ = false;
 };
 
 enum class phase { starting, running, finishing };
@@ -494,13 +510,16 @@ struct run_state {
     void detail(spdlog::format_string_t<Args...> fmt, Args&&... args) {
         if (log) log->debug(fmt, std::forward<Args>(args)...);
     }
-    // "lock 'NAME'" or "locks 'A', 'B'", printable, for messages.
+    // "lock 'NAME'" or "locks 'A', 'B'" (elect: "the leadership of
+    // 'NAME'"), printable, for messages.
     std::string name() const {
-        std::string out = o.several() ? "locks " : "lock ";
+        std::string out = o.elect() ? "the leadership of " : o.several() ? "locks " : "lock ";
         for (std::size_t i = 0; i < o.names.size(); ++i)
             out += (i > 0 ? ", '" : "'") + printable(o.names[i]) + "'";
         return out;
     }
+    // The command, for messages: "run" or "elect".
+    std::string command() const { return o.elect() ? "elect" : "run"; }
     // "pid 123" or "process group 123".
     std::string target() const {
         return (child.own_group() ? "process group " : "pid ") + std::to_string(child.pid());
@@ -703,7 +722,7 @@ asio::awaitable<int> check_majority_reachable(run_state& s) {
     if (t->answered >= majority) co_return exit_status::ok;
     std::string list;
     for (const auto& f : t->failures) list += (list.empty() ? "" : ", ") + f;
-    report_error("run: cannot reach a majority of the " + std::to_string(n) +
+    report_error(s.command() + ": cannot reach a majority of the " + std::to_string(n) +
                  " RedLock nodes (" + std::to_string(majority) + " needed, " +
                  std::to_string(n - t->failures.size()) + " left): " + list);
     const int status = exit_status_for(t->first_error);
@@ -716,7 +735,10 @@ asio::awaitable<int> check_majority_reachable(run_state& s) {
 class run_lock {
 public:
     run_lock(const backend& b, const run_options& o) : permits_(o.permits), level_(o.level) {
-        if (o.several())
+        if (o.elect()) {
+            election_.emplace(b, o.names.front());
+            leader_value_ = *o.leader_value;
+        } else if (o.several())
             multi_.emplace(b, o.names);
         else if (o.capacity > 0)
             semaphore_.emplace(b, o.names.front(), o.capacity);
@@ -730,7 +752,7 @@ public:
     // The owner id of the one lock; empty for several NAMEs (one per name).
     const std::string& owner_id() const noexcept {
         static const std::string none;
-        if (multi_) return none;
+        if (multi_ || election_) return none;
         if (semaphore_) return semaphore_->owner_id();
         if (shared_) return shared_->owner_id();
         return fair_ ? fair_->owner_id() : plain_->owner_id();
@@ -751,6 +773,11 @@ public:
     // Acquires, cancelled through `slot`.
     asio::awaitable<std::tuple<error_code, held_lock>> acquire(lock_options opts,
                                                                asio::cancellation_slot slot) {
+        if (election_) {
+            auto [ec, t] = co_await election_->async_campaign(
+                leader_value_, opts, asio::bind_cancellation_slot(slot, use_nothrow));
+            co_return std::tuple<error_code, held_lock>{ec, held_lock(std::move(t))};
+        }
         if (multi_) {
             auto [ec, g] = co_await multi_->async_acquire(
                 opts, asio::bind_cancellation_slot(slot, use_nothrow));
@@ -768,6 +795,8 @@ private:
     std::optional<fair_mutex> fair_;
     std::optional<semaphore> semaphore_;
     std::optional<multi_lock> multi_;
+    std::optional<election> election_;  // elect
+    std::string leader_value_;
 };
 
 // Errors a failover causes while no primary answers yet: worth another look
@@ -801,7 +830,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         auto [reach, st] = co_await s.etcd->status(o.names.front());
         if (s.pending_signal != 0) co_return interrupted("connecting to etcd");
         if (reach)
-            co_return report_redis_failure(o.common, "run", reach, s.etcd->last_error().message);
+            co_return report_redis_failure(o.common, s.command(), reach,
+                                           s.etcd->last_error().message);
         if (o.several()) {
             // Several NAMEs: the range was the reachability check only.
         } else if (st.held && st.holder.owner != owner) {
@@ -828,7 +858,8 @@ asio::awaitable<int> run_flow(run_state& s) {
         const std::string service(service_name(o.common));
         const error_code reach = co_await s.store->connect();
         if (s.pending_signal != 0) co_return interrupted("connecting to " + service);
-        if (reach) co_return report_redis_failure(o.common, "run", reach, s.store->last_error());
+        if (reach)
+            co_return report_redis_failure(o.common, s.command(), reach, s.store->last_error());
         if (s.log && !o.several()) {
             auto [sec, st] = co_await s.store->status(o.names.front());
             if (s.pending_signal != 0) co_return interrupted("connecting to " + service);
@@ -890,7 +921,8 @@ asio::awaitable<int> run_flow(run_state& s) {
             if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
         }
         if (reach)
-            co_return report_redis_failure(o.common, "run", reach, s.redis->last_error().message);
+            co_return report_redis_failure(o.common, s.command(), reach,
+                                           s.redis->last_error().message);
     } else {
         // A Redis Cluster: no client to PING through; the lock's status,
         // sent to the primary serving its slot, is the check (which also
@@ -901,7 +933,7 @@ asio::awaitable<int> run_flow(run_state& s) {
             asio::bind_cancellation_slot(s.cancel_start.slot(), use_nothrow));
         s.cancel_start.slot().clear();
         if (s.pending_signal != 0) co_return interrupted("connecting to Redis");
-        if (reach) co_return report_redis_failure(o.common, "run", reach, {});
+        if (reach) co_return report_redis_failure(o.common, s.command(), reach, {});
     }
 
     // -v: who holds the lock, if anyone, before waiting for it: the holder
@@ -983,6 +1015,13 @@ asio::awaitable<int> run_flow(run_state& s) {
                          ", not a lock: add --capacity " + n + " to take one of its permits");
             co_return exit_status::remote_error;
         }
+    }
+    if (aec == error::not_supported && o.elect()) {
+        report_error("elect: " + service_at(o.common) + " offers no leader election" +
+                     (o.common.redlock() ? " (RedLock has no fair mutex and no fencing token)"
+                                         : std::string()) +
+                     "; docs/election.md lists the backends that do");
+        co_return exit_status::remote_error;
     }
     if (aec == error::not_supported && o.lock_delay.count() > 0) {
         report_error("acquire " + s.name() + ": --lock-delay is not supported by " +

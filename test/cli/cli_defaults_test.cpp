@@ -99,7 +99,8 @@ TEST_CASE("cli help: the texts state the defaults the code uses", "[unit][cli]")
                              std::to_string(list_defaults::max_steps) + " steps or " +
                              std::to_string(list_defaults::max_locks) + " locks"));
 
-    for (std::string_view topic : {"", "run", "status", "list", "break", "check"}) {
+    for (std::string_view topic :
+         {"", "run", "status", "list", "break", "check", "elect", "leader"}) {
         INFO("help topic '" << topic << "'");
         const std::string text = cli::help_text(topic);
         CHECK(contains(text, cli::defaults::url()));
@@ -126,7 +127,8 @@ bool documents_option(const std::string& text, const std::string& name) {
 // not name would be missing from both.
 TEST_CASE("cli help: every option the parser knows is in the command's help", "[unit][cli]") {
     const std::string overview = cli::help_text("");
-    for (std::string_view command : {"run", "status", "list", "break", "check"}) {
+    for (std::string_view command :
+         {"run", "status", "list", "break", "check", "elect", "leader"}) {
         const auto names = cli::parser_option_names(command);
         INFO("command " << command);
         CHECK(names.size() >= 10);  // the common options at least
@@ -499,4 +501,47 @@ TEST_CASE("cli: a bare number is seconds for every time option of run (one rule)
         {{"run", "--lease", "soon", "job", "true"}, "; or plain seconds: 5, 0.5"},
         {{"run", "--lock-delay", "61", "job", "true"}, "--lock-delay must be at most 1m (got 61s)"},
     });
+}
+
+TEST_CASE("cli: elect takes run's forms with one NAME and --value; leader takes --json and --watch",
+          "[unit][cli]") {
+    using kind = cli::parsed_command::kind;
+    cli::parsed_command c;
+    REQUIRE_FALSE(
+        parse({"elect", "--value", "host-a:80", "-w", "5", "sched", "--", "./s", "-x"}, c));
+    CHECK(c.what == kind::elect);
+    REQUIRE(c.run.elect());
+    CHECK(*c.run.leader_value == "host-a:80");
+    CHECK(c.run.names == std::vector<std::string>{"sched"});
+    CHECK(c.run.command == std::vector<std::string>{"./s", "-x"});
+    CHECK(c.run.wait == std::optional<cli::duration>(5s));
+
+    cli::parsed_command flock;  // flock's form: the first word after NAME starts COMMAND
+    REQUIRE_FALSE(parse({"elect", "sched", "sh", "-c", "true"}, flock));
+    REQUIRE(flock.run.elect());
+    CHECK(flock.run.leader_value->empty());
+    CHECK(flock.run.command.size() == 3);
+
+    cli::parsed_command run;  // run never campaigns
+    REQUIRE_FALSE(parse({"run", "sched", "--", "true"}, run));
+    CHECK_FALSE(run.run.elect());
+
+    check_usage_errors({
+        {{"elect", "sched"}, "missing COMMAND"},
+        {{"elect", "sched", "--"}, "missing COMMAND"},
+        {{"elect", "a", "b", "--", "true"}, "one NAME"},
+        {{"elect", "", "--", "true"}, "bad lock NAME"},
+        {{"elect", "--fair", "sched", "--", "true"}, "--fair"},
+        {{"elect", "--capacity", "2", "sched", "--", "true"}, "--capacity"},
+        {{"run", "--value", "v", "sched", "--", "true"}, "--value"},
+        {{"leader"}, "missing NAME"},
+        {{"leader", "a", "b"}, "exactly one NAME"},
+    });
+
+    cli::parsed_command leader;
+    REQUIRE_FALSE(parse({"leader", "--watch", "--json", "sched"}, leader));
+    CHECK(leader.what == kind::leader);
+    CHECK(leader.leader.name == "sched");
+    CHECK(leader.leader.watch);
+    CHECK(leader.leader.json);
 }
