@@ -268,8 +268,16 @@ exclusion_cases() {
   cl 20 run --url "$url" -n ex -- touch "$tmp_dir/ex-ran"
   expect_status "exclusion: --no-wait on a held lock" 75 "$last_status" "$(cat "$tmp_dir/err")"
   expect_match "exclusion: says it is held" "lock 'ex' is held by another owner \(--no-wait\)" "$tmp_dir/err"
+  # Who holds it, without -v (the backend-neutral admin status): the first
+  # run's host, pid, since and label.
+  local first_pid
+  first_pid=$(corolock_pid "$first")
+  expect_match "exclusion: --no-wait names the holder without -v" \
+    "held by another owner \(--no-wait\): $(hostname):$first_pid since 20[0-9-]+T[0-9:.]+Z \(held for [^,]+, label 'sh'\)\$" "$tmp_dir/err"
   cl 20 run --url "$url" --wait 1s ex -- touch "$tmp_dir/ex-ran"
   expect_status "exclusion: --wait 1s on a held lock" 75 "$last_status"
+  expect_match "exclusion: --wait names the holder without -v" \
+    "not acquired within 1s; held by $(hostname):$first_pid since " "$tmp_dir/err"
   expect_true "exclusion: neither ran its command" [ ! -e "$tmp_dir/ex-ran" ]
   expect_true "exclusion: the runs that gave up left nothing queued" has_waiters ex 1
   touch "$go"
