@@ -247,6 +247,21 @@ pg_start() {
   fi
 }
 
+# corolock list's text output (aligned columns, two spaces or more apart;
+# LABEL, the last, may hold single spaces) with a tab between columns.
+list_tabs() { sed -E 's/ {2,}/\t/g' "$1"; }
+
+# The columns `list` printed in FILE (its header) are those `help list`
+# documents, in order: one table in tools/help.cpp makes both.
+expect_list_columns_documented() {  # LABEL FILE
+  local printed documented
+  printed=$(head -n 1 "$2" | tr -s ' ' | sed 's/ $//')
+  documented=$("$bin" help list | sed -n '/^Text output:/,/^Options:/p' |
+    grep -oE '^  [A-Z][A-Za-z()]*' | tr -d ' ' | tr '\n' ' ' | sed 's/ $//')
+  expect_true "$1: list's columns are help list's ($printed | $documented)" \
+    [ -n "$printed" ] && [ "$printed" = "$documented" ]
+}
+
 # ---- two runs on one name (etcd_cli_test.sh, zk_cli_test.sh, pg_cli_test.sh) ----
 
 # Needs $url, and is_held NAME / has_waiters NAME N from the script. The
