@@ -139,7 +139,9 @@ struct COROLOCK_API config {
     // redis-cli does (the corolock tool sets it); false, the default, suits
     // a service started alongside its Redis. Applies to each connection's
     // server: the single server, each Cluster node, and the primary a
-    // Sentinel named (not to the Sentinels themselves).
+    // Sentinel named (not to the Sentinels themselves). Commands waiting for
+    // a Cluster's first slot map still wait for their command_timeout when
+    // every seed refuses.
     bool fail_fast_when_refused = false;
     duration command_timeout{};        // per command, from submission
     duration health_check_interval{};  // of read silence before a PING
