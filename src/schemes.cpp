@@ -1,12 +1,27 @@
 #include "schemes.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <iterator>
 
 namespace corolock::detail {
 
 std::string scheme_of(std::string_view url) {
-    const auto end = url.find("://");
-    if (end == std::string_view::npos || end == 0 || end > 32) return {};
+    auto end = url.find("://");
+    if (end == std::string_view::npos) {
+        // "redis:/host" (a '/' lost): a scheme of the table, so that its own
+        // parser says what is wrong; other text is never taken for one.
+        const auto colon = url.find(':');
+        if (colon == std::string_view::npos || url.substr(colon + 1, 1) != "/") return {};
+        std::string lower;
+        for (char c : url.substr(0, colon))
+            lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        if (std::none_of(std::begin(schemes), std::end(schemes),
+                         [&](const scheme_entry& e) { return e.name == lower; }))
+            return {};
+        end = colon;
+    }
+    if (end == 0 || end > 32) return {};
     const auto s = url.substr(0, end);
     if (!std::isalpha(static_cast<unsigned char>(s[0]))) return {};
     std::string out;

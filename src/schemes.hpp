@@ -34,7 +34,8 @@ inline constexpr scheme_entry schemes[] = {
 
 // The URL's scheme in lower case, when it is one (RFC 3986, 3.1); empty
 // when the URL has none. Text before a "://" that is no scheme may hold a
-// password, so it is never echoed.
+// password, so it is never echoed. A scheme of the table followed by ':/'
+// ("redis:/host") counts: its parser reports the lost '/'.
 std::string scheme_of(std::string_view url);
 
 // The family of a URL: no scheme is Redis (host:port, the Redis parser

@@ -464,16 +464,6 @@ std::optional<usage_error> resolve_url(const std::string& command,
                                         single_quoted(detail::scheme_of(o.url)) + " in " +
                                         o.url_from + ": corolock accepts " +
                                         detail::accepted_schemes() + " (SCHEME://...)"};
-    // "redis:/host": a scheme that lost a '/', which the library's parser
-    // reports as a URL without a scheme (test/unit/config_test.cpp pins
-    // that); said here as what it is. Nothing of the URL is repeated.
-    if (const auto colon = o.url.find(':');
-        o.url.find("://") == std::string::npos && colon != std::string::npos &&
-        colon <= 32 && detail::family_of(o.url.substr(0, colon) + "://") !=
-                           detail::scheme_family::unknown &&
-        o.url.compare(colon + 1, 1, "/") == 0)
-        return usage_error{command, "malformed URL in " + o.url_from +
-                                        ": the scheme is followed by ':/' instead of '://'"};
     o.kind = kind_of_url(o.url);
     if (o.kind == url_kind::redlock) {
         // One URL naming RedLock's nodes: each becomes a node URL, as if

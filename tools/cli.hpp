@@ -238,6 +238,9 @@ std::string holder_text(const lock_holder& h);
 
 // Help texts (help.cpp). Empty topic: the overview. Unknown topic: empty string.
 std::string help_text(std::string_view topic);
+// corolock list's columns in order, each in one unit (help.cpp, where
+// 'help list' documents each): the header list prints.
+std::vector<std::string_view> list_column_names();
 std::string_view version_text();
 
 // ---- session.cpp ----

@@ -395,7 +395,9 @@ Options:
                   label, since and held_for_ms are null when not held, or
                   when the lock records no holder (taken by an older
                   corolock). ttl_ms is -1 for a key without expiry (not one
-                  corolock wrote).
+                  corolock wrote). Redis adds lock_delay_ms (the holder's
+                  --lock-delay), in_lock_delay, delayed_for_ms and
+                  delayed_until (RFC 3339 by this host's clock, or null).
   --url URL       Redis to use (default: $REDIS_URL, else @URL@).
                   Or etcd://host:port[,...], zk://host:port[,...][/root] or
                   postgresql://... (see 'corolock help' and docs/cli.md).
@@ -409,9 +411,14 @@ Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
 password. In text output the name, owner, host and label are shown with
 control bytes escaped.
 
-Exit statuses, as test(1): 0 the lock is held, 1 it is free (so
-'corolock status NAME && ...' runs when it is held); 64 usage error,
-69 Redis cannot be reached, 76 Redis answered with an error or NOPERM.
+A name in lock-delay (its holder's tenure ended without a release, and
+the server keeps it for the holder's --lock-delay) shows 'held: in
+lock-delay' and a 'lock-delay:' line saying until when.
+
+Exit statuses, as test(1): 0 the lock is held, or in lock-delay (not free
+to take either), 1 it is free (so 'corolock status NAME && ...' runs when
+it is held); 64 usage error, 69 Redis cannot be reached, 76 Redis answered
+with an error or NOPERM.
 
 Examples:
   corolock status deploy
@@ -426,9 +433,10 @@ with SCAN (never KEYS), @LIST_STEP@ per step, and stops after @LIST_TIME@,
 @LIST_STEPS@ steps or @LIST_LOCKS@ locks with a warning that there may be
 more. A lock taken or released meanwhile may or may not be shown. Read-only.
 
-Text output: a header, then one line per lock, tab-separated:
-  NAME  HOLDER (host:pid)  SINCE  HELD FOR  TTL  LABEL  WAITERS  KIND  PERMITS
-with control bytes escaped (tabs too, so the columns are safe to cut).
+Text output: a header, then one line per lock, in aligned columns (two
+spaces or more between them; only LABEL, the last, may hold a space), with
+control bytes escaped; '-' where a column does not apply:
+@LIST_COLUMNS@
 
 Options:
   --json          Print one JSON object on one line:
@@ -461,6 +469,47 @@ Examples:
   corolock list 'nightly-*'
   corolock list --json | jq -r '.locks[] | select(.held_for_ms > 86400000) | .name'
 )";
+
+// list's columns: the header it prints and the lines 'help list' shows
+// (@LIST_COLUMNS@), one table.
+struct list_column {
+    std::string_view name;
+    std::string_view doc;  // lines after the first indented by the caller
+};
+constexpr list_column list_columns[] = {
+    {"NAME", "the lock's name"},
+    {"KIND", "mutex, fair, semaphore or shared"},
+    {"STATE", "held; free (a fair mutex's queue is left); or lock-delay:\n"
+              "its holder's tenure ended without a release, and nobody\n"
+              "can take it until DELAY(s) has passed"},
+    {"HOLDER", "host:pid of the holder the lock records ('(N)' for N\n"
+               "owners of a semaphore or shared mutex)"},
+    {"SINCE", "when the holder took it, RFC 3339 UTC"},
+    {"HELD(s)", "seconds it has been held"},
+    {"TTL(s)", "seconds of lease left (etcd: whole seconds; 'none': a key\n"
+               "without expiry; '-' on ZooKeeper and PostgreSQL, whose\n"
+               "holder lasts as long as its session)"},
+    {"DELAY(s)", "seconds of lock-delay left (STATE lock-delay)"},
+    {"WAITERS", "waiters in line (a fair mutex on Redis; every lock on\n"
+                "etcd, ZooKeeper and PostgreSQL)"},
+    {"PERMITS", "a semaphore's permits in use/capacity"},
+    {"LABEL", "the holder's label ('corolock run': --label, else its\n"
+              "COMMAND's program name)"},
+};
+
+// @LIST_COLUMNS@: one line per column, its name then its doc.
+std::string list_columns_text() {
+    std::string out;
+    for (const auto& c : list_columns) {
+        std::string name(c.name);
+        name.resize(10, ' ');
+        out += "  " + name;
+        for (char ch : c.doc) out += ch == '\n' ? std::string("\n            ") : std::string(1, ch);
+        out += '\n';
+    }
+    out.pop_back();
+    return out;
+}
 
 constexpr std::string_view break_help = R"(Usage: corolock break [OPTIONS] NAME
 
@@ -547,6 +596,7 @@ std::string with_defaults(std::string_view text) {
         {"@LIST_TIME@", format_duration(lock_list_defaults::max_time)},
         {"@LIST_STEPS@", std::to_string(lock_list_defaults::max_steps)},
         {"@LIST_LOCKS@", std::to_string(lock_list_defaults::max_locks)},
+        {"@LIST_COLUMNS@", list_columns_text()},
     };
     std::string out(text);
     for (const auto& [token, value] : values) {
@@ -570,6 +620,12 @@ std::string help_text(std::string_view topic) {
     if (topic == "leader") return with_defaults(leader_help);
     if (topic == "fence") return fence_help_text();
     return {};
+}
+
+std::vector<std::string_view> list_column_names() {
+    std::vector<std::string_view> out;
+    for (const auto& c : list_columns) out.push_back(c.name);
+    return out;
 }
 
 std::string_view version_text() { return "corolock " COROLOCK_VERSION "\n"; }

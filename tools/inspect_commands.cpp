@@ -19,7 +19,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <functional>
@@ -37,9 +39,53 @@ int status_exit(bool held) { return held ? exit_status::ok : exit_status::not_he
 
 constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
-// corolock list's columns, the same on every backend (docs/cli.md).
-constexpr const char* list_header =
-    "NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\tWAITERS\tKIND\tPERMITS";
+// A duration in seconds with milliseconds ("12.345"): list's one unit.
+std::string seconds(std::chrono::milliseconds d) {
+    const auto ms = d.count();
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%s%lld.%03lld", ms < 0 ? "-" : "",
+                  static_cast<long long>(std::llabs(ms) / 1000),
+                  static_cast<long long>(std::llabs(ms) % 1000));
+    return buf;
+}
+
+// One lock's line of corolock list: a field per column of
+// list_column_names() (help.cpp documents them), the same on every backend;
+// '-' where a column does not apply. Fields are escaped by the caller.
+struct list_row {
+    std::string name, kind = "mutex", state = "held", holder = "-", since = "-", held = "-",
+                      ttl = "-", delay = "-", waiters = "-", permits = "-", label = "-";
+    void set_holder(const lock_holder& h) {
+        holder = holder_text(h);
+        since = format_time(h.since);
+        held = seconds(h.held_for);
+        if (!h.label.empty()) label = printable(h.label);
+    }
+    std::vector<std::string> fields() const {
+        return {printable(name), kind, state, holder, since, held, ttl, delay, waiters, permits, label};
+    }
+};
+
+// The header and the rows in aligned columns, two spaces apart; the last
+// column (LABEL, which may hold spaces) unpadded.
+void print_list(const std::vector<list_row>& rows) {
+    const auto names = list_column_names();
+    std::vector<std::vector<std::string>> table;
+    table.emplace_back(names.begin(), names.end());
+    for (const auto& r : rows) table.push_back(r.fields());
+    std::vector<std::size_t> width(names.size(), 0);
+    for (const auto& line : table)
+        for (std::size_t i = 0; i < line.size() && i < width.size(); ++i)
+            width[i] = std::max(width[i], line[i].size());
+    for (const auto& line : table) {
+        std::string out;
+        for (std::size_t i = 0; i < line.size(); ++i) {
+            out += line[i];
+            if (i + 1 < line.size()) out.append(width[i] - line[i].size() + 2, ' ');
+        }
+        std::printf("%s\n", out.c_str());
+    }
+}
 
 // Runs body(*service) on a single-threaded io_context, then stops the
 // service (whose reconnect loop never runs out of work by itself). make()
@@ -314,21 +360,18 @@ int store_list(const list_options& o) {
                    ",\"backend\":" + (zk ? "\"zk\"" : "\"postgresql\"") + "}\n";
             std::fputs(out.c_str(), stdout);
         } else {
-            // Redis's columns; every lock is a mutex, and its lease is its
-            // holder's session (no TTL the admin can read).
-            std::printf("%s\n", list_header);
+            // Every lock is a mutex, and its lease is its holder's session
+            // (no TTL the admin can read).
+            std::vector<list_row> rows;
             for (const auto& [name, st] : list.locks) {
-                std::string holder = "-", since = "-", held_for = "-", label = "-";
-                if (const auto& h = st.holder) {
-                    holder = holder_text(*h);
-                    since = format_time(h->since);
-                    held_for = format_held_for(h->held_for);
-                    label = printable(h->label);
-                }
-                std::printf("%s\t%s\t%s\t%s\t-\t%s\t%zu\tmutex\t-\n", printable(name).c_str(),
-                            holder.c_str(), since.c_str(), held_for.c_str(), label.c_str(),
-                            st.waiters);
+                list_row r;
+                r.name = name;
+                if (!st.held) r.state = "free";
+                if (st.holder) r.set_holder(*st.holder);
+                r.waiters = std::to_string(st.waiters);
+                rows.push_back(std::move(r));
             }
+            print_list(rows);
         }
         if (list.truncated)
             report_warning("the listing stopped at a bound (time or locks); there may be more "
@@ -374,22 +417,19 @@ int etcd_list(const list_options& o) {
                    ",\"backend\":\"etcd\",\"revision\":" + std::to_string(list.revision) + "}\n";
             std::fputs(out.c_str(), stdout);
         } else {
-            // Redis's columns; every etcd lock is a mutex.
-            std::printf("%s\n", list_header);
+            // Every etcd lock is a mutex; its TTL is the lease's, in whole
+            // seconds.
+            std::vector<list_row> rows;
             for (const auto& [name, st] : list.locks) {
-                std::string holder = "-", since = "-", held_for = "-", label = "-";
-                if (const auto& h = st.holder.holder) {
-                    holder = holder_text(*h);
-                    since = format_time(h->since);
-                    held_for = format_held_for(h->held_for);
-                    label = printable(h->label);
-                }
-                const std::string ttl =
-                    st.ttl.count() < 0 ? "none" : std::to_string(st.ttl.count()) + " s";
-                std::printf("%s\t%s\t%s\t%s\t%s\t%s\t%zu\tmutex\t-\n", printable(name).c_str(),
-                            holder.c_str(), since.c_str(), held_for.c_str(), ttl.c_str(),
-                            label.c_str(), st.waiters.size());
+                list_row r;
+                r.name = name;
+                if (!st.held) r.state = "free";
+                if (const auto& h = st.holder.holder) r.set_holder(*h);
+                r.ttl = st.ttl.count() < 0 ? "none" : std::to_string(st.ttl.count());
+                r.waiters = std::to_string(st.waiters.size());
+                rows.push_back(std::move(r));
             }
+            print_list(rows);
         }
         if (list.truncated)
             report_warning("the listing stopped at a bound (time, pages or locks); there may be "
@@ -403,6 +443,13 @@ std::string plural_levels(std::int64_t n) {
 }
 
 
+// When a name in lock-delay becomes free to take, by this host's clock
+// (the server counts the delay down; this is for people to read).
+std::chrono::system_clock::time_point delayed_until(const lock_status& st) {
+    return std::chrono::time_point_cast<std::chrono::system_clock::duration>(
+        std::chrono::system_clock::now() + st.delayed_for);
+}
+
 // The JSON object of one lock, shared by status --json and list --json.
 std::string status_json(std::string_view name, const lock_status& st) {
     const std::string holder = holder_json(st.holder, true);
@@ -415,7 +462,13 @@ std::string status_json(std::string_view name, const lock_status& st) {
         ",\"queued\":" + std::to_string(st.queued) +
         ",\"capacity\":" + std::to_string(st.capacity) +
         ",\"permits_in_use\":" + std::to_string(st.permits_in_use) +
-        ",\"holder_count\":" + std::to_string(st.holder_count) + ",\"holders\":[";
+        ",\"holder_count\":" + std::to_string(st.holder_count) +
+        ",\"lock_delay_ms\":" + std::to_string(st.lock_delay.count()) +
+        ",\"in_lock_delay\":" + (st.delayed_for.count() > 0 ? "true" : "false") +
+        ",\"delayed_for_ms\":" + std::to_string(st.delayed_for.count()) +
+        ",\"delayed_until\":" +
+        (st.delayed_for.count() > 0 ? json_string(format_time(delayed_until(st))) : "null") +
+        ",\"holders\":[";
     for (std::size_t i = 0; i < st.holders.size(); ++i) {
         const auto& h = st.holders[i];
         if (i > 0) line += ',';
@@ -515,7 +568,17 @@ int status_command(const status_options& o) {
         // keeps each on its line and away from the terminal's escape sequences.
         std::printf("lock:       %s\n", printable(o.name).c_str());
         std::printf("kind:       %s\n", std::string(lock_type_name(st.type)).c_str());
-        std::printf("held:       %s\n", st.held ? "yes" : "no");
+        const bool delayed = st.delayed_for.count() > 0;
+        std::printf("held:       %s\n",
+                    delayed ? "in lock-delay (the holder's tenure ended without a release)"
+                            : st.held ? "yes" : "no");
+        if (delayed)
+            std::printf("lock-delay: %s s, until %s (%s s more; nobody can take it before)\n",
+                        seconds(st.lock_delay).c_str(), format_time(delayed_until(st)).c_str(),
+                        seconds(st.delayed_for).c_str());
+        else if (st.held && st.lock_delay.count() > 0)
+            std::printf("lock-delay: %s s (if the holder ends without a release)\n",
+                        seconds(st.lock_delay).c_str());
         if (st.type == lock_type::semaphore) {
             std::printf("capacity:   %u\n", static_cast<unsigned>(st.capacity));
             std::printf("permits:    %llu in use\n",
@@ -620,30 +683,31 @@ int list_command(const list_options& o) {
             out += std::string("],\"truncated\":") + (list.truncated ? "true" : "false") + "}\n";
             std::fputs(out.c_str(), stdout);
         } else {
-            // Tab-separated: printable() escapes tabs inside the fields.
-            std::printf("%s\n", list_header);
+            // printable() escapes control bytes inside the fields.
+            std::vector<list_row> rows;
             for (const auto& [name, st] : list.locks) {
-                std::string holder = "-", since = "-", held_for = "-", label = "-";
+                list_row r;
+                r.name = name;
+                r.kind = std::string(lock_type_name(st.type));
+                if (!st.held) r.state = "free";
                 // A semaphore's one holder is shown as a mutex's; several are counted.
                 const std::optional<lock_holder>& h =
                     st.holders.size() == 1 ? st.holders.front().holder : st.holder;
-                if (st.holder_count > 1) {
-                    holder = std::to_string(st.holder_count) + " owners";
-                } else if (h) {
-                    holder = holder_text(*h);
-                    since = format_time(h->since);
-                    held_for = format_held_for(h->held_for);
-                    label = printable(h->label);
+                if (st.holder_count > 1)
+                    r.holder = "(" + std::to_string(st.holder_count) + ")";
+                else if (h)
+                    r.set_holder(*h);
+                if (st.held) r.ttl = st.ttl.count() < 0 ? "none" : seconds(st.ttl);
+                if (st.delayed_for.count() > 0) {
+                    r.state = "lock-delay";
+                    r.delay = seconds(st.delayed_for);
                 }
-                std::string waiters = "-", permits = "-";
-                if (st.type == lock_type::fair_mutex) waiters = std::to_string(st.queued);
+                if (st.type == lock_type::fair_mutex) r.waiters = std::to_string(st.queued);
                 if (st.type == lock_type::semaphore)
-                    permits = std::to_string(st.permits_in_use) + "/" + std::to_string(st.capacity);
-                std::printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable(name).c_str(),
-                            holder.c_str(), since.c_str(), held_for.c_str(), ttl_text(st).c_str(),
-                            label.c_str(), waiters.c_str(),
-                            std::string(lock_type_name(st.type)).c_str(), permits.c_str());
+                    r.permits = std::to_string(st.permits_in_use) + "/" + std::to_string(st.capacity);
+                rows.push_back(std::move(r));
             }
+            print_list(rows);
         }
         if (list.truncated)
             report_warning("the listing stopped at a bound (time, steps or locks); there may be "

@@ -986,10 +986,11 @@ asio::awaitable<int> run_flow(run_state& s) {
         s.note("gave up on {} after {}", s.name(), seconds_text(waited));
         if (!o.quiet) {
             // Who holds it, without -v: what a cron mail should say. Where
-            // one status names the holder (as for -v above).
+            // one status names the holder: the backend-neutral admin status,
+            // on Redis, etcd, ZooKeeper and PostgreSQL alike (not RedLock,
+            // whose holders are on several servers).
             std::string holder;
-            if (o.common.redis() && !lock.has_many_holders() && !o.several() &&
-                s.nodes == nullptr) {
+            if (!lock.has_many_holders() && !o.several() && s.nodes == nullptr) {
                 auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
                 if (!sec && st.held && st.owner != owner) holder = who_holds(st);
             }

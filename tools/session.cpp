@@ -37,6 +37,8 @@ config tool_config(config cfg, int verbosity) {
     // Short bounds: see defaults::command_timeout.
     if (cfg.connect_timeout.count() == 0) cfg.connect_timeout = defaults::connect_timeout;
     if (cfg.command_timeout.count() == 0) cfg.command_timeout = defaults::command_timeout;
+    // A closed port is reported at once, as redis-cli does (docs/cli.md).
+    cfg.fail_fast_when_refused = true;
     // The tool only takes, inspects and breaks locks: tight reply limits.
     cfg.use_lock_only_limits();
     cfg.logger = make_logger(verbosity);

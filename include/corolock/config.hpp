@@ -130,6 +130,19 @@ struct COROLOCK_API config {
     // until a connection succeeds; client::last_error() names the last
     // attempt's cause. Raise it to wait longer for a server that is starting.
     duration connect_timeout{};
+    // Before the first connection: when an attempt finds nothing listening
+    // (ECONNREFUSED from every address the host resolves to), fail the
+    // waiting commands at once with error::never_connected (last_error()
+    // says "connection refused") instead of retrying until connect_timeout
+    // has passed; later commands fail at once until a connection succeeds,
+    // and the reconnecting goes on. For tools that answer at once, as
+    // redis-cli does (the corolock tool sets it); false, the default, suits
+    // a service started alongside its Redis. Applies to each connection's
+    // server: the single server, each Cluster node, and the primary a
+    // Sentinel named (not to the Sentinels themselves). Commands waiting for
+    // a Cluster's first slot map still wait for their command_timeout when
+    // every seed refuses.
+    bool fail_fast_when_refused = false;
     duration command_timeout{};        // per command, from submission
     duration health_check_interval{};  // of read silence before a PING
     duration reconnect_min{};          // the first backoff step

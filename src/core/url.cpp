@@ -65,6 +65,12 @@ bool split_url(std::string_view url, std::string_view expected, url_parts& out, 
                                  std::to_string(i));
     }
     const auto scheme_end = url.find("://");
+    // "redis:/host": a scheme that lost a '/', said as what it is. Nothing
+    // of the URL is repeated (what follows the ':' may be a password).
+    if (const auto colon = url.find(':');
+        scheme_end == std::string_view::npos && colon != std::string_view::npos &&
+        is_url_scheme(url.substr(0, colon)) && url.substr(colon + 1, 1) == "/")
+        return fail(why, "the scheme is followed by ':/' instead of '://'" + hint);
     // Text such as "user:secret@host/x://" has a "://" that is no scheme's;
     // what precedes it may hold a password, so it is not echoed.
     if (scheme_end == std::string_view::npos || !is_url_scheme(url.substr(0, scheme_end)))

@@ -4,8 +4,8 @@
 #
 #   cli_test.sh COROLOCK_BIN [GROUP...]
 #
-# GROUPs: usage run multi inspect loss exclusion signals flock job
-# credentials escape tls acl setuid metrics (default: all of them). tls needs openssl.
+# GROUPs: usage run multi inspect loss delay refused exclusion signals flock
+# job credentials escape tls acl setuid metrics (default: all of them). tls needs openssl.
 # Needs redis-server and redis-cli (from PATH, or COROLOCK_REDIS_SERVER and
 # COROLOCK_REDIS_CLI); python3 (or COROLOCK_PYTHON) to parse --json output.
 #
@@ -17,7 +17,7 @@ set -u
 bin=${1:?usage: cli_test.sh COROLOCK_BIN [GROUP...]}
 shift
 groups=("$@")
-[ ${#groups[@]} -eq 0 ] && groups=(usage run multi inspect loss exclusion signals flock job credentials escape tls acl setuid metrics)
+[ ${#groups[@]} -eq 0 ] && groups=(usage run multi inspect loss delay refused exclusion signals flock job credentials escape tls acl setuid metrics)
 
 redis_cli=${COROLOCK_REDIS_CLI:-redis-cli}
 python=${COROLOCK_PYTHON:-python3}
@@ -114,7 +114,8 @@ group_usage() {
     "-s over etcd|-s \\(--shared\\) is not supported on etcd|run --url etcd://127.0.0.1:1 -s x -- true"
     "option without its value|run: option --lease needs a value|run x --lease"
     "unknown scheme|run: unsupported URL scheme 'http' in --url: corolock accepts redis, rediss, .*etcd, etcds, zk, postgresql, postgres \\(SCHEME://...\\)$|run --url http://example x -- true"
-    "scheme without //|status: malformed URL in --url: the scheme is followed by ':/' instead of '://'$|status --url redis:/127.0.0.1 x"
+    "scheme without //|status: malformed Redis URL in --url: the scheme is followed by ':/' instead of '://'|status --url redis:/127.0.0.1 x"
+    "etcd scheme without //|status: malformed etcd URL in --url: the scheme is followed by ':/' instead of '://'|status --url etcd:/127.0.0.1 x"
     "name with a brace|status: bad lock NAME 'a\\{b'|status a{b"
     "status without NAME|status: missing NAME|status"
     "status with two NAMEs|status: unexpected argument 'b'|status a b"
@@ -335,7 +336,7 @@ group_inspect() {
   cl 20 status --url "$url" --json never-used
   expect_status "status --json of an unknown lock: free, exit 1 (as test(1))" 1 "$last_status"
   expect_true "status --json: one exact object when not held" \
-    grep -qxF '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null,"kind":"mutex","queued":0,"capacity":0,"permits_in_use":0,"holder_count":0,"holders":[]}' "$tmp_dir/out"
+    grep -qxF '{"name":"never-used","held":false,"owner":"","ttl_ms":0,"levels":0,"last_token":0,"host":null,"pid":null,"label":null,"since":null,"held_for_ms":null,"kind":"mutex","queued":0,"capacity":0,"permits_in_use":0,"holder_count":0,"lock_delay_ms":0,"in_lock_delay":false,"delayed_for_ms":0,"delayed_until":null,"holders":[]}' "$tmp_dir/out"
 
   # The holder keeps the lock until the test says go (bounded to 55 s),
   # however slowly the checks in between run (a loaded machine, ASan).
@@ -397,9 +398,14 @@ group_inspect() {
   cl 20 list --url "$url"
   expect_status "list (text)" 0 "$last_status"
   expect_true "list (text): a header and one lock" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
-  expect_match "list (text): the header" $'^NAME\tHOLDER\tSINCE\tHELD FOR\tTTL\tLABEL\tWAITERS\tKIND\tPERMITS$' "$tmp_dir/out"
+  list_tabs "$tmp_dir/out" >"$tmp_dir/list.tsv"
+  expect_match "list (text): the header" $'^NAME\tKIND\tSTATE\tHOLDER\tSINCE\tHELD\\(s\\)\tTTL\\(s\\)\tDELAY\\(s\\)\tWAITERS\tPERMITS\tLABEL$' "$tmp_dir/list.tsv"
+  expect_list_columns_documented "list (text)" "$tmp_dir/out"
+  # One unit a column: seconds with milliseconds for HELD(s) and TTL(s).
   expect_match "list (text): the lock and its holder" \
-    $'^held1\t'"$(hostname):$run_pid"$'\t[0-9TZ:.-]+\t[0-9.]+s\t[0-9]+ ms\tsh\t' "$tmp_dir/out"
+    $'^held1\tmutex\theld\t'"$(hostname):$run_pid"$'\t[0-9TZ:.-]+\t[0-9]+\\.[0-9]{3}\t[0-9]+\\.[0-9]{3}\t-\t-\t-\tsh$' "$tmp_dir/list.tsv"
+  expect_true "list (text): the columns are aligned (HOLDER starts at one offset)" \
+    [ "$(head -n 1 "$tmp_dir/out" | grep -bo HOLDER | cut -d: -f1)" = "$(sed -n 2p "$tmp_dir/out" | grep -bo "$(hostname):$run_pid" | cut -d: -f1)" ]
   cl 20 list --url "$url" --json
   expect_status "list --json" 0 "$last_status"
   local listed
@@ -411,7 +417,7 @@ print(doc["truncated"], ",".join(l["name"] + "@" + str(l["pid"]) for l in doc["l
   expect_true "list --json: held1 and its pid ($listed)" [ "$listed" = "False held1@$run_pid" ]
   cl 20 list --url "$url" 'held*'
   expect_status "list PATTERN" 0 "$last_status" "$(cat "$tmp_dir/err")"
-  expect_match "list PATTERN: the match" $'^held1\t' "$tmp_dir/out"
+  expect_match "list PATTERN: the match" '^held1 ' "$tmp_dir/out"
   expect_true "list PATTERN: a header and one lock" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
   cl 20 list --url "$url" --json 'nomatch*'
   expect_true "list PATTERN: no match" grep -qx '{"locks":\[\],"truncated":false}' "$tmp_dir/out"
@@ -505,8 +511,9 @@ print(d["kind"], d["held"], d["levels"], d["queued"], d["holder_count"])
   cl 20 list --url "$url" 'k*'
   expect_status "kinds: list" 0 "$last_status"
   expect_true "kinds: list: a header and two locks, no queue keys" [ "$(wc -l <"$tmp_dir/out")" -eq 3 ]
-  expect_match "kinds: list: the fair mutex, 1 waiting" $'^kfair\t.*\t1\tfair\t-$' "$tmp_dir/out"
-  expect_match "kinds: list: the semaphore, 2 of 3 permits" $'^ksem\t.*\t-\tsemaphore\t2/3$' "$tmp_dir/out"
+  list_tabs "$tmp_dir/out" >"$tmp_dir/list.tsv"
+  expect_match "kinds: list: the fair mutex, 1 waiting" $'^kfair\tfair\theld\t.*\t1\t-\t[^\t]+$' "$tmp_dir/list.tsv"
+  expect_match "kinds: list: the semaphore, 2 of 3 permits" $'^ksem\tsemaphore\theld\t.*\t-\t2/3\t[^\t]+$' "$tmp_dir/list.tsv"
 
   local start elapsed
   start=$(now_ms)
@@ -576,6 +583,74 @@ group_loss() {
   last_status=$?
   expect_status "loss: --on-lost ignore passes the child's status" 4 "$last_status"
   expect_true "loss: --on-lost ignore let the child finish" test -s "$tmp_dir/lost3-done"
+}
+
+# ---- lock-delay in status and list (issue 47) ----
+
+in_lock_delay() {  # NAME
+  timeout 10 "$bin" status --url "$url" --json "$1" 2>/dev/null | grep -q '"in_lock_delay":true'
+}
+
+group_delay() {
+  # A free name shows no lock-delay.
+  cl 20 status --url "$url" ld-free
+  expect_status "lock-delay: a free name is free (1)" 1 "$last_status"
+  expect_no_match "lock-delay: a free name shows none" 'lock-delay' "$tmp_dir/out"
+
+  # A holder killed with kill -9 (no release) leaves its name in lock-delay
+  # once its lease has run out; the delay (a minute) outlasts every check.
+  spawn 60 "$bin" run --url "$url" --lease 1s --lock-delay 1m ld1 -- sh -c "$(long_child 30)"
+  local runner=$last_pid
+  expect_true "lock-delay: the holder acquired" wait_until 10 lock_exists ld1
+  cl 20 status --url "$url" ld1
+  expect_match "lock-delay: a live holder shows the delay it asked for" \
+    '^lock-delay: 60\.000 s \(if the holder ends without a release\)$' "$tmp_dir/out"
+  expect_match "lock-delay: a live holder is held" '^held: +yes$' "$tmp_dir/out"
+  signal_corolock KILL "$runner"
+  reap "$runner"
+  expect_true "lock-delay: the name enters lock-delay after the lease" wait_until 15 in_lock_delay ld1
+  cl 20 status --url "$url" ld1
+  expect_status "lock-delay: status exits 0 (not free to take)" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_match "lock-delay: status says so" '^held: +in lock-delay ' "$tmp_dir/out"
+  expect_match "lock-delay: status says until when and how much longer" \
+    '^lock-delay: 60\.000 s, until 20[0-9-]+T[0-9:.]+Z \(([1-5]?[0-9])\.[0-9]{3} s more; nobody can take it before\)$' "$tmp_dir/out"
+  cl 20 status --url "$url" --json ld1
+  expect_status "lock-delay: status --json exits 0" 0 "$last_status"
+  expect_true "lock-delay: status --json fields" [ "$(json_eval "$tmp_dir/out" \
+    "j['in_lock_delay'] is True and j['lock_delay_ms'] == 60000 and 0 < j['delayed_for_ms'] <= 60000 and j['delayed_until'].endswith('Z')")" = True ]
+  cl 20 list --url "$url" 'ld*'
+  list_tabs "$tmp_dir/out" >"$tmp_dir/list.tsv"
+  expect_match "lock-delay: list shows the state and the delay left" \
+    $'^ld1\tmutex\tlock-delay\t[^\t]+:[0-9]+\t[0-9TZ:.-]+\t[0-9]+\\.[0-9]{3}\t[0-9]+\\.[0-9]{3}\t[0-9]+\\.[0-9]{3}\t-\t-\tsh$' "$tmp_dir/list.tsv"
+  cl 20 run --url "$url" -n ld1 -- true
+  expect_status "lock-delay: nobody takes it meanwhile" 75 "$last_status" "$(cat "$tmp_dir/err")"
+}
+
+# ---- a closed port is reported at once, as redis-cli does ----
+
+group_refused() {
+  local p u start elapsed c
+  p=$(free_port)
+  u="redis://127.0.0.1:$p"
+  local -a commands=("status --url $u x" "list --url $u" "break --url $u x" "run --url $u x -- true")
+  for c in "${commands[@]}"; do
+    start=$(now_ms)
+    # shellcheck disable=SC2086 # the arguments are split on purpose
+    cl 10 $c
+    elapsed=$(($(now_ms) - start))
+    expect_status "refused: ${c%% *}: exit 69" 69 "$last_status" "$(cat "$tmp_dir/err")"
+    expect_match "refused: ${c%% *}: names the address and the cause" \
+      "cannot reach Redis at 127\.0\.0\.1:$p \(from --url\): connection refused\$" "$tmp_dir/err"
+    # Loose: the library's default would wait out its connect window (2 s).
+    expect_cond "refused: ${c%% *}: at once (${elapsed} ms < 1000)" '[ "$elapsed" -lt 1000 ]'
+  done
+  # etcd reports a closed port at once too.
+  start=$(now_ms)
+  cl 10 status --url "etcd://127.0.0.1:$p" x
+  elapsed=$(($(now_ms) - start))
+  expect_status "refused: etcd: exit 69" 69 "$last_status"
+  expect_match "refused: etcd: names the cause" "127\.0\.0\.1:$p.*connection refused" "$tmp_dir/err"
+  expect_cond "refused: etcd: at once (${elapsed} ms < 1000)" '[ "$elapsed" -lt 1000 ]'
 }
 
 # ---- mutual exclusion across processes ----
@@ -988,9 +1063,9 @@ group_escape() {
   expect_true "escape: the newline lock is held" wait_until 10 lock_exists "$nl_name"
   cl 20 list --url "$url"
   expect_true "escape: list prints a header and one line" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
-  expect_match "escape: list shows the name escaped" '^nl\\nname'$'\t' "$tmp_dir/out"
+  expect_match "escape: list shows the name escaped" '^nl\\nname ' "$tmp_dir/out"
   expect_no_match "escape: list prints no raw escape" $'\e' "$tmp_dir/out"
-  expect_match "escape: list shows the label escaped" '\\x1b\[31mred\\nline'$'\t' "$tmp_dir/out"
+  expect_match "escape: list shows the label escaped, last" ' sh \\x1b\[31mred\\nline$' "$tmp_dir/out"
   cl 20 status --url "$url" "$nl_name"
   expect_true "escape: status shows the label escaped" grep -qF 'label:      sh \x1b[31mred\nline' "$tmp_dir/out"
   expect_no_match "escape: status prints no raw escape" $'\e' "$tmp_dir/out"
@@ -1292,9 +1367,9 @@ group_metrics() {
 need_server=0
 for g in "${groups[@]}"; do
   case $g in
-    usage) ;;
+    usage | refused) ;;
     setuid) ;;
-    run | multi | inspect | loss | exclusion | signals | flock | job | credentials | escape | tls | acl | metrics) need_server=1 ;;
+    run | multi | inspect | loss | delay | exclusion | signals | flock | job | credentials | escape | tls | acl | metrics) need_server=1 ;;
     *) echo "unknown group '$g'" >&2; exit 2 ;;
   esac
 done

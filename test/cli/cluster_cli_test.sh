@@ -127,8 +127,8 @@ want=$(printf '%s\n' "$b" "$c" | LC_ALL=C sort | paste -sd ' ')
 expect_cond "list finds the locks held on two different primaries ($listed)" '[ "$listed" = "$want" ]'
 cl 15 list --url "$url" "$c"
 expect_status "list PATTERN on a cluster URL" 0 "$last_status" "$(cat "$tmp_dir/err")"
-expect_match "list PATTERN shows the matching lock" "^$c	" "$tmp_dir/out"
-expect_no_match "list PATTERN leaves the others out" "^$b	" "$tmp_dir/out"
+expect_match "list PATTERN shows the matching lock" "^$c " "$tmp_dir/out"
+expect_no_match "list PATTERN leaves the others out" "^$b " "$tmp_dir/out"
 
 cl 10 break --url "$url" "$b"
 expect_status "break on a cluster URL" 0 "$last_status" "$(cat "$tmp_dir/err")"

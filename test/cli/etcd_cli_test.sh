@@ -204,7 +204,8 @@ group_inspect() {
 group_list() {
   cl 10 list --url "$url"
   expect_status "list over etcd: nothing held" 0 "$last_status" "$(cat "$tmp_dir/err")"
-  expect_true "list: only the header" [ "$(cat "$tmp_dir/out")" = "NAME${tab}HOLDER${tab}SINCE${tab}HELD FOR${tab}TTL${tab}LABEL${tab}WAITERS${tab}KIND${tab}PERMITS" ]
+  expect_true "list: only the header" [ "$(list_tabs "$tmp_dir/out")" = "NAME${tab}KIND${tab}STATE${tab}HOLDER${tab}SINCE${tab}HELD(s)${tab}TTL(s)${tab}DELAY(s)${tab}WAITERS${tab}PERMITS${tab}LABEL" ]
+  expect_list_columns_documented "list over etcd" "$tmp_dir/out"
   cl 10 list --url "$url" --json
   expect_status "list --json over etcd: nothing held" 0 "$last_status"
   expect_true "list --json: no locks" [ "$(json_field "$tmp_dir/out" locks)" = "[]" ]
@@ -228,13 +229,14 @@ group_list() {
 
   cl 10 list --url "$url"
   expect_status "list over etcd" 0 "$last_status" "$(cat "$tmp_dir/err")"
-  expect_match "list: ls-a with its holder, ttl, label and one waiter" \
-    "^ls-a${tab}$host:$pid_a${tab}$since_re${tab}[0-9][0-9dhms. ]*${tab}([1-9]|1[0-9]|20) s${tab}sh${tab}1${tab}mutex${tab}-\$" "$tmp_dir/out"
-  expect_match "list: ls-b with no waiter" "^ls-b${tab}$host:[0-9]+${tab}.*${tab}0${tab}mutex${tab}-\$" "$tmp_dir/out"
+  list_tabs "$tmp_dir/out" >"$tmp_dir/list.tsv"
+  expect_match "list: ls-a with its holder, ttl (whole seconds), label and one waiter" \
+    "^ls-a${tab}mutex${tab}held${tab}$host:$pid_a${tab}$since_re${tab}[0-9]+\\.[0-9]{3}${tab}([1-9]|1[0-9]|20)${tab}-${tab}1${tab}-${tab}sh\$" "$tmp_dir/list.tsv"
+  expect_match "list: ls-b with no waiter" "^ls-b${tab}mutex${tab}held${tab}$host:[0-9]+${tab}.*${tab}0${tab}-${tab}sh\$" "$tmp_dir/list.tsv"
   expect_true "list: a header and two locks" [ "$(wc -l <"$tmp_dir/out")" = 3 ]
   cl 10 list --url "$url" 'ls-[b-z]*'
   expect_status "list over etcd with a PATTERN" 0 "$last_status"
-  expect_true "list PATTERN: the header and ls-b only" [ "$(cut -f1 "$tmp_dir/out" | tr '\n' ' ')" = "NAME ls-b " ]
+  expect_true "list PATTERN: the header and ls-b only" [ "$(cut -d' ' -f1 "$tmp_dir/out" | tr '\n' ' ')" = "NAME ls-b " ]
   cl 10 list --url "$url" 'nothing-*'
   expect_true "list PATTERN: none matches" [ "$(wc -l <"$tmp_dir/out")" = 1 ]
   cl 10 list --url "$url" --json

@@ -247,6 +247,22 @@ pg_start() {
   fi
 }
 
+# corolock list's text output (aligned columns, two spaces or more apart;
+# LABEL, the last, may hold single spaces) with a tab between columns.
+list_tabs() { sed -E 's/ {2,}/\t/g' "$1"; }
+
+# The columns `list` printed in FILE (its header) are those `help list`
+# documents, in order: one table in tools/help.cpp makes both.
+expect_list_columns_documented() {  # LABEL FILE
+  local printed documented
+  printed=$(head -n 1 "$2" | tr -s ' ' | sed 's/ $//')
+  documented=$("$bin" help list | sed -n '/^Text output:/,/^Options:/p' |
+    grep -oE '^  [A-Z][A-Za-z()]*' | tr -d ' ' | tr '\n' ' ' | sed 's/ $//')
+  [ -n "$printed" ] || printed="(no header)"
+  expect_true "$1: list's columns are help list's ($printed | $documented)" \
+    [ "$printed" = "$documented" ]
+}
+
 # ---- two runs on one name (etcd_cli_test.sh, zk_cli_test.sh, pg_cli_test.sh) ----
 
 # Needs $url, and is_held NAME / has_waiters NAME N from the script. The
@@ -268,8 +284,16 @@ exclusion_cases() {
   cl 20 run --url "$url" -n ex -- touch "$tmp_dir/ex-ran"
   expect_status "exclusion: --no-wait on a held lock" 75 "$last_status" "$(cat "$tmp_dir/err")"
   expect_match "exclusion: says it is held" "lock 'ex' is held by another owner \(--no-wait\)" "$tmp_dir/err"
+  # Who holds it, without -v (the backend-neutral admin status): the first
+  # run's host, pid, since and label.
+  local first_pid
+  first_pid=$(corolock_pid "$first")
+  expect_match "exclusion: --no-wait names the holder without -v" \
+    "held by another owner \(--no-wait\): $(hostname):$first_pid since 20[0-9-]+T[0-9:.]+Z \(held for [^,]+, label 'sh'\)\$" "$tmp_dir/err"
   cl 20 run --url "$url" --wait 1s ex -- touch "$tmp_dir/ex-ran"
   expect_status "exclusion: --wait 1s on a held lock" 75 "$last_status"
+  expect_match "exclusion: --wait names the holder without -v" \
+    "not acquired within 1s; held by $(hostname):$first_pid since " "$tmp_dir/err"
   expect_true "exclusion: neither ran its command" [ ! -e "$tmp_dir/ex-ran" ]
   expect_true "exclusion: the runs that gave up left nothing queued" has_waiters ex 1
   touch "$go"

@@ -125,9 +125,11 @@ list_break_while_held() {  # NAME HOLDER_PID
   local name=$1 holder_pid=$2
   cl 10 list --url "$url"
   expect_status "list $over" 0 "$last_status" "$(cat "$tmp_dir/err")"
-  expect_match "list: the header" '^NAME	HOLDER	SINCE	HELD FOR	TTL	LABEL	WAITERS	KIND	PERMITS$' "$tmp_dir/out"
+  list_tabs "$tmp_dir/out" >"$tmp_dir/list.tsv"
+  expect_match "list: the header" '^NAME	KIND	STATE	HOLDER	SINCE	HELD\(s\)	TTL\(s\)	DELAY\(s\)	WAITERS	PERMITS	LABEL$' "$tmp_dir/list.tsv"
+  expect_list_columns_documented "list $over" "$tmp_dir/out"
   expect_match "list: the held lock, its holder, no TTL, no waiters, a mutex" \
-    "^$name	$host:$holder_pid	[0-9T:.-]+Z	[0-9.]+s	-	sh	0	mutex	-\$" "$tmp_dir/out"
+    "^$name	mutex	held	$host:$holder_pid	[0-9T:.-]+Z	[0-9]+\\.[0-9]{3}	-	-	0	-	sh\$" "$tmp_dir/list.tsv"
   expect_true "list: only the held lock (r1, r2, ... are free)" [ "$(wc -l <"$tmp_dir/out")" -eq 2 ]
   cl 10 list --url "$url" 'other*'
   expect_status "list $over with a pattern" 0 "$last_status" "$(cat "$tmp_dir/err")"

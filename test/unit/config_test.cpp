@@ -66,7 +66,8 @@ TEST_CASE("config: malformed URLs name the problem", "[unit][config]") {
     const row rows[] = {
         {"", "the URL is empty"},
         {"localhost:6379", "no scheme"},
-        {"redis:/h", "no scheme"},
+        {"redis:/h", "the scheme is followed by ':/' instead of '://'"},
+        {"rediss+sentinel:/h/m", "the scheme is followed by ':/' instead of '://'"},
         {"u:pw@h/x://", "no scheme"},
         {"http://localhost", "unsupported URL scheme \"http\""},
         {"redis+tls://h", "unsupported URL scheme \"redis+tls\""},

@@ -3,9 +3,18 @@
 // tests talk only to loopback, and resolving a missing name asks DNS.
 #include "redis/connection/client_impl.hpp"
 
+#include <corolock/client.hpp>
+#include <corolock/command.hpp>
+
+#include "support/async_test.hpp"
+
 #include <boost/asio/error.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 
 #include <catch2/catch.hpp>
+
+#include <chrono>
 
 namespace ae = boost::asio::error;
 using corolock::error;
@@ -36,4 +45,35 @@ TEST_CASE("connect cause: server error replies map to their codes", "[unit][clie
     CHECK(classify_server_error("STALE token 3 is older than 4, the highest recorded in {a}:fence") ==
           error::stale_token);
     CHECK(classify_server_error("ERR DB index is out of range") == error::server_error);
+}
+
+TEST_CASE("connect cause: fail_fast_when_refused fails the first commands at the refusal, not at "
+          "connect_timeout", "[unit][client]") {
+    // No server: a loopback port nothing listens on (bound, then closed).
+    namespace asio = boost::asio;
+    using namespace std::chrono_literals;
+    std::uint16_t closed = 0;
+    {
+        asio::io_context probe;
+        asio::ip::tcp::acceptor a(probe, {asio::ip::make_address("127.0.0.1"), 0});
+        closed = a.local_endpoint().port();
+    }
+    asio::io_context ioc;
+    corolock::config cfg;
+    cfg.port = closed;
+    // A window far beyond the test's bound: only the refusal can end the
+    // wait (without the option the 20 s bound fails the case).
+    cfg.connect_timeout = 1h;
+    cfg.fail_fast_when_refused = true;
+    corolock::client c(ioc.get_executor(), cfg);
+    corolock::test::run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await c.async_exec(corolock::command{"PING"}, corolock::test::use_nothrow);
+        CHECK(ec == error::never_connected);
+        CHECK(r.str == "never connected: connection refused");
+        CHECK(c.last_error().code == ae::connection_refused);
+        // Later commands fail at once too, while the client keeps trying.
+        auto [ec2, r2] = co_await c.async_exec(corolock::command{"PING"}, corolock::test::use_nothrow);
+        CHECK(ec2 == error::never_connected);
+    }, 20s);
+    c.stop();
 }

@@ -28,7 +28,13 @@ TEST_CASE("schemes: each scheme names its backend, in any case", "[schemes]") {
     CHECK(family_of("Postgres://h/db") == scheme_family::postgresql);
     // No scheme: host:port for Redis, whose parser explains what is wrong.
     CHECK(family_of("127.0.0.1:6379") == scheme_family::redis);
+    // A scheme of the table that lost a '/' goes to its own parser, which
+    // says so; other text before ":/" is never taken for a scheme.
     CHECK(family_of("redis:/h") == scheme_family::redis);
+    CHECK(family_of("etcd:/h:2379") == scheme_family::etcd);
+    CHECK(family_of("ZK:/h:2181") == scheme_family::zk);
+    CHECK(family_of("http:/h") == scheme_family::redis);
+    CHECK(family_of("user:/secret@h") == scheme_family::redis);
     CHECK(family_of("user:pa ss://@h") == scheme_family::redis);  // no scheme: never echoed
     CHECK(family_of("http://h") == scheme_family::unknown);
     CHECK(family_of("redis+tls://h") == scheme_family::unknown);

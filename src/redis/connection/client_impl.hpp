@@ -289,6 +289,8 @@ private:
     // The last attempt failed in a way retrying cannot fix (credentials,
     // database index, certificate, server version).
     bool last_connect_permanent_ = false;
+    // The last attempt's every address refused the connection (ECONNREFUSED).
+    bool last_connect_refused_ = false;
     bool started_ = false;
     bool ever_connected_ = false;
     bool window_passed_ = false;   // connect_timeout has passed since start()

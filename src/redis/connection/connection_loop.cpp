@@ -202,7 +202,10 @@ void client_impl::on_connect_failure(error_code ec) {
             logger_->warn("commands to {} fail at once ({}) until a connection succeeds",
                           escaped{peer()}, escaped{last_connect_diagnostic_});
         fail_queued_fast();
-    } else if (window_passed_ && !ever_connected_) {
+    } else if (!ever_connected_ &&
+               (window_passed_ || (cfg_.fail_fast_when_refused && last_connect_refused_))) {
+        // config::fail_fast_when_refused: nothing listens on any address,
+        // so the commands need not wait out connect_timeout.
         fail_fast_ = true;
         fail_fast_ec_ = error::never_connected;
         fail_fast_text_ = "never connected: " + last_connect_diagnostic_;
@@ -240,6 +243,7 @@ client_impl::awaitable<void> client_impl::connect_window() {
 client_impl::awaitable<error_code> client_impl::connect_once() {
     last_connect_diagnostic_.clear();
     last_connect_permanent_ = false;
+    last_connect_refused_ = false;
     reconnect_now_ = false;  // this attempt is the one asked for
     if (cfg_.mode == topology::sentinel) co_return co_await connect_via_sentinels();
     // A named local, not a temporary in the co_await: g++ 12 destroys such
@@ -258,6 +262,7 @@ client_impl::awaitable<error_code> client_impl::connect_to(const endpoint& serve
     server_ = server;
     last_connect_diagnostic_.clear();
     last_connect_permanent_ = false;
+    last_connect_refused_ = false;
     asio::steady_timer deadline(executor_);
     // connect_timeout is also how long commands wait for a first connection
     // (see connect_window); one attempt may take longer than that on a slow
@@ -287,6 +292,7 @@ client_impl::awaitable<error_code> client_impl::connect_to(const endpoint& serve
     // Each endpoint in turn, on a socket opened close-on-exec (Asio's own
     // range connect would open them without).
     error_code cec = asio::error::host_not_found;
+    last_connect_refused_ = true;  // until an address answers otherwise
     for (const auto& entry : endpoints) {
         const auto ep = entry.endpoint();
         error_code ignored;
@@ -296,6 +302,7 @@ client_impl::awaitable<error_code> client_impl::connect_to(const endpoint& serve
                                    deadline.async_wait(use_nothrow));
         if (connected.index() == 1) co_return timed_out();
         cec = std::get<0>(std::get<0>(connected));
+        if (cec != asio::error::connection_refused) last_connect_refused_ = false;
         if (!cec || stopped() || conn_ != conn) break;
     }
     if (cec) {
