@@ -1032,6 +1032,22 @@ std::vector<std::string> names_in(const CLI::App& app) {
 }
 }  // namespace
 
+std::optional<usage_error> parse_options_only(const std::string& cmd,
+                                              const std::vector<std::string_view>& args,
+                                              common_options& o, bool& help) {
+    simple_command c;
+    credential_options cred;
+    parsed_command unused;
+    if (auto e = parse_simple(cmd, args, c, o, cred, unused); e) return e;
+    help = c.common.help > 0;
+    if (help) return std::nullopt;
+    if (!c.words.empty()) return usage_error{cmd, "unexpected argument " + single_quoted(c.words[0])};
+    if (c.common.urls.size() > 1)
+        return usage_error{cmd, "give one --url (several are a RedLock's nodes: run only)"};
+    const std::vector<std::string_view> urls(c.common.urls.begin(), c.common.urls.end());
+    return resolve_url(cmd, urls, o, cred);
+}
+
 url_kind kind_of_url(std::string_view url) {
     switch (detail::family_of(url)) {
         case detail::scheme_family::etcd: return url_kind::etcd;
@@ -1260,7 +1276,7 @@ std::vector<std::string> parser_option_names(std::string_view command) {
         return names_in(app);
     }
     if (command == "status" || command == "list" || command == "break" || command == "check" ||
-        command == "leader") {
+        command == "leader" || command == "fence") {
         simple_command c;
         add_simple_options(std::string(command), c);
         return names_in(c.app);

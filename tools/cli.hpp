@@ -225,8 +225,16 @@ struct parsed_command {
 std::optional<usage_error> parse_command_line(const std::vector<std::string_view>& args,
                                               parsed_command& out);
 
+// A command that takes the options every command takes (the same
+// definitions: --url, --password-file, the TLS options, -v, -h) and no
+// positional (fence install): into o, the URL resolved as for the others
+// (one --url only). `help` set when -h/--help was given (o is then unset).
+std::optional<usage_error> parse_options_only(const std::string& cmd,
+                                              const std::vector<std::string_view>& args,
+                                              common_options& o, bool& help);
+
 // Every option name ("-w", "--wait", ...) the parser knows for a command
-// (run, status, list, break, check): what the help must document.
+// (run, status, list, break, check, fence): what the help must document.
 std::vector<std::string> parser_option_names(std::string_view command);
 
 // How a lock's holder reads in text (defined in inspect_commands.cpp):

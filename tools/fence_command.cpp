@@ -26,11 +26,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-struct fence_options {
-    std::string url;
-    bool verbose = false;
-};
-
 int usage(std::string_view message) {
     report_error("fence: " + std::string(message));
     std::fputs("Try 'corolock fence --help' for more information.\n", stderr);
@@ -43,16 +38,12 @@ struct outcome {
     std::string why;
 };
 
-outcome install_redis(const fence_options& o) {
+outcome install_redis(const common_options& o) {
     asio::io_context ioc;
-    config cfg;
-    try {
-        cfg = config::from_url(o.url);
-    } catch (const boost::system::system_error& e) {
-        return {error::invalid_url, std::string("fence install: ") + e.what()};
-    }
     // A backend, not a client: it speaks to a Cluster too (every primary).
-    backend b{ioc.get_executor(), tool_config(std::move(cfg), 0)};
+    // The config as every command's: the URL with --password-file,
+    // $COROLOCK_PASSWORD and the TLS options applied.
+    backend b{ioc.get_executor(), tool_config(o)};
     outcome out;
     asio::co_spawn(
         ioc,
@@ -67,7 +58,7 @@ outcome install_redis(const fence_options& o) {
     return out;
 }
 
-outcome install_postgresql([[maybe_unused]] const fence_options& o) {
+outcome install_postgresql([[maybe_unused]] const common_options& o) {
 #ifdef COROLOCK_HAVE_POSTGRESQL
     asio::io_context ioc;
     outcome out;
@@ -90,41 +81,38 @@ outcome install_postgresql([[maybe_unused]] const fence_options& o) {
 
 int fence_command(const std::vector<std::string_view>& args) {
     if (args.empty()) return usage("missing SUBCOMMAND (install)");
-    fence_options o;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-        const auto a = args[i];
+    for (const auto a : args) {
         if (a == "-h" || a == "--help") {
             std::fputs(fence_help_text().c_str(), stdout);
             return exit_status::ok;
         }
     }
     if (args[0] != "install") return usage("unknown subcommand '" + std::string(args[0]) + "' (install)");
-    std::optional<std::string> url;
-    for (std::size_t i = 1; i < args.size(); ++i) {
-        const auto a = args[i];
-        if (a == "-v") {
-            o.verbose = true;
-        } else if (a == "--url" && i + 1 < args.size()) {
-            url = std::string(args[++i]);
-        } else if (a.substr(0, 6) == "--url=") {
-            url = std::string(a.substr(6));
-        } else if (a == "--url") {
-            return usage("--url needs a URL");
-        } else {
-            return usage("unexpected argument '" + std::string(a) + "'");
-        }
+    // The options every command takes, parsed by their one definition
+    // (arguments.cpp), as `run` parses them.
+    common_options o;
+    bool help = false;
+    if (auto e = parse_options_only("fence", std::vector<std::string_view>(args.begin() + 1, args.end()),
+                                    o, help))
+        return usage(e->message);
+    if (help) {
+        std::fputs(fence_help_text().c_str(), stdout);
+        return exit_status::ok;
     }
-    if (!url) {
-        const char* env = std::getenv("REDIS_URL");
-        url = env != nullptr && *env != '\0' ? std::string(env) : defaults::url();
-    }
-    o.url = *url;
-    const auto kind = kind_of_url(o.url);
-    if (kind != url_kind::redis && kind != url_kind::postgresql)
+    if (o.kind != url_kind::redis && o.kind != url_kind::postgresql)
         return usage("fence install takes a Redis or PostgreSQL URL (the fences live where the "
                      "data does)");
+    if (o.redlock())
+        return usage("fence install takes one Redis server, Sentinel set or Cluster; a RedLock's "
+                     "nodes are independent servers: install on each with its own --url");
+    for (const auto& w : o.warnings) report_warning(w);
     try {
-        const outcome out = kind == url_kind::redis ? install_redis(o) : install_postgresql(o);
+        const outcome out = o.redis() ? install_redis(o) : install_postgresql(o);
+        // No connection or no credentials: said as every command says it
+        // (how to give a password, where the URL came from).
+        if (o.redis() && (out.ec == error::auth_failed ||
+                          exit_status_for(out.ec) == exit_status::unavailable))
+            return report_redis_failure(o, "fence install", out.ec, out.why);
         if (out.ec) {
             report_error(out.why);
             return exit_status_for(out.ec);
@@ -133,8 +121,8 @@ int fence_command(const std::vector<std::string_view>& args) {
         report_error(std::string("internal error: ") + e.what());
         return exit_status::os_error;
     }
-    if (o.verbose)
-        std::fputs(kind == url_kind::redis
+    if (o.verbosity > 0)
+        std::fputs(o.redis()
                        ? "corolock: the Redis Functions library corolock is loaded\n"
                        : "corolock: schema corolock with corolock.fence(text, bigint) is installed\n",
                    stderr);

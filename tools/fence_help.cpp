@@ -4,7 +4,7 @@
 namespace corolock::cli {
 
 std::string fence_help_text() {
-    return R"(Usage: corolock fence install [--url URL] [-v]
+    return R"(Usage: corolock fence install [OPTIONS]
 
 Installs the fence where the data lives (docs/fencing.md), so the store itself
 refuses a write whose fencing token is older than the newest one written:
@@ -25,10 +25,19 @@ refuses a write whose fencing token is older than the newest one written:
 
 Running it again changes nothing and exits 0.
 
-Options:
-  --url URL   the server; default: $REDIS_URL, else the local Redis.
-  -v          say what was installed.
-  -h, --help  show this text.
+Options (the ones every command takes, as for run; see 'corolock help'):
+  --url URL       the server; default: $REDIS_URL, else the local Redis.
+                  One server, a Sentinel set or a Cluster; not a RedLock.
+  --password-file FILE, --tls-ca FILE, --tls-cert FILE, --tls-key FILE,
+  --tls-server-name NAME, --sentinel-tls-server-name NAME, --tls-insecure
+                  As for every command (Redis URLs; PostgreSQL takes its
+                  credentials and TLS in the URL or ~/.pgpass).
+  -v, --verbose   say what was installed, and log connection events
+                  (-vv: debug).
+  -h, --help      show this text.
+
+Environment: REDIS_URL is the default for --url; COROLOCK_PASSWORD the
+password.
 
 Exit status: 0 installed; 64 bad usage; 69 the server cannot be reached;
 76 the server refused (no Redis Functions before Redis 7.0, no permission).

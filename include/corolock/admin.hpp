@@ -309,8 +309,10 @@ auto async_list_locks(const backend& b, lock_list_options options, CompletionTok
 
 // The sequencer check (Chubby's CheckSequencer): whether `token` is still
 // the current holder's grant of `name`, for a resource that cannot check
-// fences itself to ask before it accepts a write. Built on
-// async_lock_status: true when the lock is held and `token` is its latest
+// fences itself to ask before it accepts a write. The answer of
+// async_lock_status, read more cheaply where the backend can (on Redis one
+// small read-only script: for a mutex or fair mutex a GET and an HMGET):
+// true when the lock is held and `token` is its latest
 // fencing token (lock_status::last_token); false when it is free, or held
 // under another grant (a later holder's, or the same holder's later
 // re-entry: ask with the guard's latest token). A shared mutex's reader or

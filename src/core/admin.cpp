@@ -88,7 +88,8 @@ void check_token_impl(const std::shared_ptr<lock_backend>& b, std::string name,
                       std::uint64_t token, check_token_handler handler) {
     if (auto ec = refusal(b, &name)) return refuse(b, ec, std::move(handler));
     auto slot = asio::get_associated_cancellation_slot(handler);
-    b->admin_status(std::move(name),
+    // The rule, here only: current while held and its last grant is `token`.
+    b->admin_token_state(std::move(name),
                     asio::bind_cancellation_slot(
                         slot, [h = std::move(handler), ex = b->get_executor(), token](
                                   error_code ec, lock_status st) mutable {
@@ -101,6 +102,9 @@ void check_token_impl(const std::shared_ptr<lock_backend>& b, std::string name,
 void lock_backend::admin_status(std::string, status_handler handler) {
     complete_posted(std::move(handler), get_executor(), error_code(error::not_supported),
                     lock_status{});
+}
+void lock_backend::admin_token_state(std::string name, status_handler handler) {
+    admin_status(std::move(name), std::move(handler));
 }
 void lock_backend::admin_list(lock_list_options, list_handler handler) {
     complete_posted(std::move(handler), get_executor(), error_code(error::not_supported),

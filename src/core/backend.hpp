@@ -215,6 +215,11 @@ public:
     using list_handler = boost::asio::any_completion_handler<void(error_code, lock_list)>;
     // One lock's state, read-only.
     virtual void admin_status(std::string name, status_handler handler);
+    // What the sequencer check reads (async_check_token; core/admin.cpp
+    // applies its rule): a status of which only `held` and `last_token`
+    // count, read-only. The default reads the whole status; a backend with
+    // a cheaper read of those two overrides it.
+    virtual void admin_token_state(std::string name, status_handler handler);
     // The locks held now whose name matches options.pattern, within its bounds.
     virtual void admin_list(lock_list_options options, list_handler handler);
     // Removes the holder whoever it is; answers what was removed.

@@ -128,7 +128,7 @@ bool documents_option(const std::string& text, const std::string& name) {
 TEST_CASE("cli help: every option the parser knows is in the command's help", "[unit][cli]") {
     const std::string overview = cli::help_text("");
     for (std::string_view command :
-         {"run", "status", "list", "break", "check", "elect", "leader"}) {
+         {"run", "status", "list", "break", "check", "elect", "leader", "fence"}) {
         const auto names = cli::parser_option_names(command);
         INFO("command " << command);
         CHECK(names.size() >= 10);  // the common options at least

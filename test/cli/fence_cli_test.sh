@@ -55,6 +55,39 @@ group_redis() {
   expect_match "redis without Functions: the cause is named" "no Redis Functions \(Redis 7\.0 or later\)" \
     "$tmp_dir/err"
 
+  # A server with requirepass: the password as every command takes it
+  # (--password-file, COROLOCK_PASSWORD), parsed by the same definitions.
+  mkdir -p "$tmp_dir/auth"
+  throwaway_redis_start "$tmp_dir/auth" --requirepass fence-pw ||
+    { fail "redis: the server with requirepass starts"; return; }
+  node_pids+=("$REDIS_PID")
+  REDIS_PID=""
+  local auth_port=$REDIS_PORT
+  auth_loaded() {
+    REDISCLI_AUTH=fence-pw rcli "$auth_port" FUNCTION LIST LIBRARYNAME corolock | grep -c "^corolock$"
+  }
+  cl 20 fence install --url "redis://127.0.0.1:$auth_port"
+  expect_cond "redis with requirepass, no password: refused" '[ "$last_status" -ne 0 ]'
+  expect_match "redis with requirepass, no password: the cause is named" "requires a password" \
+    "$tmp_dir/err"
+  expect_cond "redis with requirepass, no password: nothing loaded" '[ "$(auth_loaded)" = 0 ]'
+  printf 'fence-pw\n' >"$tmp_dir/auth/pw"
+  cl 20 fence install --url "redis://127.0.0.1:$auth_port" --password-file "$tmp_dir/auth/pw"
+  expect_status "redis with requirepass: --password-file installs" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_cond "redis with requirepass: the library is loaded" '[ "$(auth_loaded)" = 1 ]'
+  REDISCLI_AUTH=fence-pw rcli "$auth_port" FUNCTION DELETE corolock >/dev/null
+  COROLOCK_PASSWORD=fence-pw cl 20 fence install --url "redis://127.0.0.1:$auth_port"
+  expect_status "redis with requirepass: COROLOCK_PASSWORD installs" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  expect_cond "redis with requirepass: loaded again" '[ "$(auth_loaded)" = 1 ]'
+  cl 10 fence install --url "redis://127.0.0.1:$auth_port" --password-file "$tmp_dir/auth/none"
+  expect_status "an unreadable --password-file is a usage error" 64 "$last_status"
+  expect_match "it names the file" "cannot read --password-file" "$tmp_dir/err"
+  cl 10 fence install --url "redis://127.0.0.1:$auth_port" --tls-cert "$tmp_dir/auth/pw"
+  expect_status "the TLS options are run's: --tls-cert alone is a usage error" 64 "$last_status"
+  expect_match "it says why" "--tls-cert and --tls-key go together" "$tmp_dir/err"
+  cl 10 fence install --url "redis://127.0.0.1:1" --url "redis://127.0.0.1:2"
+  expect_status "two --url is a usage error" 64 "$last_status"
+
   cl 10 fence install --url "etcd://127.0.0.1:1"
   expect_status "an etcd URL is a usage error" 64 "$last_status"
   expect_match "it says where the fences live" "Redis or PostgreSQL URL" "$tmp_dir/err"

@@ -3,10 +3,14 @@
 // written through the same fence key is refused by the server, on one
 // server, through Sentinel (across a failover) and on a Cluster, through the library's functions and through
 // async_fenced_exec; the library loads itself where it is missing.
+#include <corolock/admin.hpp>
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
+#include <corolock/fair_mutex.hpp>
 #include <corolock/fence.hpp>
 #include <corolock/mutex.hpp>
+#include <corolock/semaphore.hpp>
+#include <corolock/shared_mutex.hpp>
 
 #include "redis/topology/slot_map.hpp"
 #include "support/async_test.hpp"
@@ -51,6 +55,16 @@ bool library_loaded(redis_server& s) {
     for (const auto& v : libs)
         if (v == "corolock") return true;
     return false;
+}
+
+// How many times the server ran COMMAND (lower case) since the last
+// CONFIG RESETSTAT, inside functions included (INFO commandstats).
+long calls_of(redis_server& s, const std::string& command) {
+    const std::string info = s.cmd1({"INFO", "commandstats"});
+    const std::string key = "cmdstat_" + command + ":calls=";
+    const auto at = info.find(key);
+    if (at == std::string::npos) return 0;
+    return std::stol(info.substr(at + key.size()));
 }
 
 // A client or a backend.
@@ -138,6 +152,139 @@ TEST_CASE("fence: the library's functions check, record and refuse", "[integrati
     CHECK(fcall_error(server, {"FCALL", "corolock_fenced_set", "2", "f", "k", "13", "v", "PX", "x"})
               .find("TOKEN VALUE [PX milliseconds]") != std::string::npos);
     CHECK(server.cmd1({"GET", "f"}) == "12");
+}
+
+TEST_CASE("fence: a write with the recorded token reads the fence once and writes only the data",
+          "[integration][fence]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await corolock::async_fence_install(c, use_nothrow);
+        CHECK_FALSE(ec);
+        c.stop();
+    });
+    // A newer token: GET the fence, SET the data, SET the fence.
+    server.cmd({"CONFIG", "RESETSTAT"});
+    CHECK(server.cmd1({"FCALL", "corolock_fenced_set", "2", "f", "k", "7", "a"}) == "OK");
+    CHECK(calls_of(server, "get") == 1);
+    CHECK(calls_of(server, "set") == 2);
+    CHECK(server.cmd1({"GET", "f"}) == "7");
+    // The same token again (the holder writing on): the fence already holds
+    // it, so only the data is written, by every function.
+    server.cmd({"CONFIG", "RESETSTAT"});
+    CHECK(server.cmd1({"FCALL", "corolock_fenced_set", "2", "f", "k", "7", "b"}) == "OK");
+    CHECK(server.cmd1({"FCALL", "corolock_fenced_exec", "2", "f", "k", "7", "SET", "c"}) == "OK");
+    CHECK(server.cmd1({"FCALL", "corolock_fence_check", "1", "f", "7"}) == "OK");
+    CHECK(calls_of(server, "get") == 3);
+    CHECK(calls_of(server, "set") == 2);
+    CHECK(server.cmd1({"GET", "k"}) == "c");
+    CHECK(server.cmd1({"GET", "f"}) == "7");
+    // An equal token written with leading zeros is the same token.
+    CHECK(server.cmd1({"FCALL", "corolock_fenced_set", "2", "f", "k", "007", "d"}) == "OK");
+    CHECK(server.cmd1({"GET", "f"}) == "7");
+    // And the older one is still refused, changing nothing.
+    CHECK(fcall_error(server, {"FCALL", "corolock_fenced_set", "2", "f", "k", "6", "e"})
+              .rfind("STALE", 0) == 0);
+    CHECK(server.cmd1({"GET", "k"}) == "d");
+}
+
+TEST_CASE("fence: the sequencer check on Redis is one small read and answers as the status "
+          "does, for every lock kind",
+          "[integration][fence]") {
+    redis_server server;
+    asio::io_context ioc;
+    corolock::client c{ioc.get_executor(), server.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        // async_check_token's answer for each token, against the rule it
+        // documents applied to the full status read just before.
+        auto agree = [&](std::string name, const std::vector<std::uint64_t>& tokens,
+                         bool current_expected) -> asio::awaitable<void> {
+            for (const auto t : tokens) {
+                auto [sec, st] = co_await corolock::async_lock_status(c, name, use_nothrow);
+                auto [cec, current] = co_await corolock::async_check_token(c, name, t, use_nothrow);
+                INFO(name << " token " << t);
+                REQUIRE_FALSE(sec);
+                REQUIRE_FALSE(cec);
+                CHECK(current == (st.held && st.last_token == t));
+                CHECK(current == (current_expected && t == tokens.front()));
+            }
+        };
+        corolock::mutex m{c, "chk-mutex"};
+        auto [mec, gm] = co_await m.async_acquire({.lease = 10s}, use_nothrow);
+        REQUIRE_FALSE(mec);
+        // The mutex's check: one GET and one HMGET in one script, no more
+        // (the status script reads the time, the TTL, the holder...). The
+        // first check loads the script (EVALSHA, NOSCRIPT, EVAL); the second
+        // is counted.
+        auto [warm_ec, warm] = co_await corolock::async_check_token(c, "chk-mutex", gm.token(),
+                                                                    use_nothrow);
+        REQUIRE_FALSE(warm_ec);
+        server.cmd({"CONFIG", "RESETSTAT"});
+        auto [cec, current] = co_await corolock::async_check_token(c, "chk-mutex", gm.token(),
+                                                                   use_nothrow);
+        REQUIRE_FALSE(cec);
+        CHECK(current);
+        CHECK(calls_of(server, "evalsha") == 1);
+        CHECK(calls_of(server, "eval") == 0);
+        CHECK(calls_of(server, "get") == 1);
+        CHECK(calls_of(server, "hmget") == 1);
+        CHECK(calls_of(server, "hget") == 0);
+        CHECK(calls_of(server, "time") == 0);
+        CHECK(calls_of(server, "pttl") == 0);
+        const std::vector<std::uint64_t> tokens_1{gm.token(), gm.token() + 1, gm.token() - 1, 0};
+        co_await agree("chk-mutex", tokens_1, true);
+
+        corolock::fair_mutex f{c, "chk-fair"};
+        auto [fec, gf] = co_await f.async_acquire({.lease = 10s}, use_nothrow);
+        REQUIRE_FALSE(fec);
+        const std::vector<std::uint64_t> tokens_2{gf.token(), gf.token() + 1};
+        co_await agree("chk-fair", tokens_2, true);
+
+        corolock::shared_mutex sh{c, "chk-shared"};
+        auto [rec, gr] = co_await sh.async_acquire_shared({.lease = 10s}, use_nothrow);
+        REQUIRE_FALSE(rec);
+        const std::vector<std::uint64_t> tokens_3{gr.token(), gr.token() + 1};
+        co_await agree("chk-shared", tokens_3, true);
+        corolock::shared_mutex shx{c, "chk-shared-x"};
+        auto [xec, gx] = co_await shx.async_acquire({.lease = 10s}, use_nothrow);
+        REQUIRE_FALSE(xec);
+        const std::vector<std::uint64_t> tokens_4{gx.token(), gx.token() + 1};
+        co_await agree("chk-shared-x", tokens_4, true);
+
+        corolock::semaphore sem{c, "chk-sem", 3};
+        auto [sec, gs] = co_await sem.async_acquire(1, {.lease = 10s}, use_nothrow);
+        REQUIRE_FALSE(sec);
+        const std::vector<std::uint64_t> tokens_5{gs.token(), gs.token() + 1};
+        co_await agree("chk-sem", tokens_5, true);
+
+        // Released, each is free: every token is stale, as the status says.
+        const std::uint64_t tm = gm.token(), tf = gf.token(), tr = gr.token(), tx = gx.token(),
+                            ts = gs.token();
+        const auto rm = co_await gm.release();
+        const auto rf = co_await gf.release();
+        const auto rr = co_await gr.release();
+        const auto rx = co_await gx.release();
+        const auto rs = co_await gs.release();
+        CHECK_FALSE((rm || rf || rr || rx || rs));
+        const std::vector<std::uint64_t> tokens_6{tm};
+        co_await agree("chk-mutex", tokens_6, false);
+        const std::vector<std::uint64_t> tokens_7{tf};
+        co_await agree("chk-fair", tokens_7, false);
+        const std::vector<std::uint64_t> tokens_8{tr};
+        co_await agree("chk-shared", tokens_8, false);
+        const std::vector<std::uint64_t> tokens_9{tx};
+        co_await agree("chk-shared-x", tokens_9, false);
+        const std::vector<std::uint64_t> tokens_10{ts};
+        co_await agree("chk-sem", tokens_10, false);
+        // A key that is no corolock lock: the same error as the status's.
+        server.cmd({"SET", "corolock:{chk-str}", "x"});
+        auto [wst, wstatus] = co_await corolock::async_lock_status(c, "chk-str", use_nothrow);
+        auto [wck, wcurrent] = co_await corolock::async_check_token(c, "chk-str", 1, use_nothrow);
+        CHECK(wst == error::wrong_type);
+        CHECK(wck == wst);
+        c.stop();
+    });
 }
 
 TEST_CASE("fence: bad input from C++ is refused before anything is sent",

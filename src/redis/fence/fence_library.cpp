@@ -21,6 +21,12 @@ namespace {
 // so tokens up to 2^64 - 1 compare exactly, beyond Lua's 2^53 doubles. The
 // write runs before the token is recorded: a write that fails records
 // nothing, and all of it is one atomic function call.
+//
+// The hot path is kept lean (docs/benchmarks.md, "Fences"): the functions
+// and the writes are built once, when the library loads, not per call; a
+// token without a leading zero is not rewritten; and a write whose token
+// equals the recorded one (the same holder writing again, the common case)
+// does not SET the fence key again: one GET, the write, and nothing more.
 constexpr std::string_view library = R"lua(#!lua name=corolock
 -- corolock's fences (docs/fencing.md). A fence key holds the highest token
 -- written through it, in decimal; a call with an older token fails with an
@@ -29,9 +35,11 @@ constexpr std::string_view library = R"lua(#!lua name=corolock
 -- The token without leading zeros, or nil unless a non-negative integer
 -- below 2^64.
 local function canonical(t)
-  if type(t) ~= 'string' or not string.match(t, '^%d+$') then return nil end
-  t = (string.gsub(t, '^0+', ''))
-  if t == '' then t = '0' end
+  if type(t) ~= 'string' or not string.find(t, '^%d+$') then return nil end
+  if string.byte(t) == 48 then  -- '0': strip the leading zeros
+    t = string.gsub(t, '^0+', '')
+    if t == '' then t = '0' end
+  end
   if #t > 20 or (#t == 20 and t > '18446744073709551615') then return nil end
   return t
 end
@@ -41,60 +49,68 @@ local function older(a, b)
   return a < b
 end
 
--- The token, or an error reply: bad input, or older than the fence's.
-local function admit(fence_key, arg)
-  local token = canonical(arg)
-  if not token then
-    return nil, redis.error_reply('ERR corolock fence: the token must be a non-negative ' ..
-                                  'integer below 2^64, got "' .. string.sub(tostring(arg), 1, 40) .. '"')
-  end
-  local highest = redis.call('GET', fence_key)
-  if highest and not canonical(highest) then
-    return nil, redis.error_reply('ERR corolock fence: ' .. fence_key .. ' holds no token')
-  end
-  if highest and older(token, highest) then
-    return nil, redis.error_reply('STALE token ' .. token .. ' is older than ' .. highest ..
-                                  ', the highest recorded in ' .. fence_key)
-  end
-  return token
-end
-
 local function usage(text)
   return redis.error_reply('ERR corolock fence: ' .. text)
 end
 
+-- The token and whether the fence key already holds exactly it; or nil and
+-- an error reply: bad input, or older than the fence's.
+local function admit(fence_key, arg)
+  local token = canonical(arg)
+  if not token then
+    return nil, usage('the token must be a non-negative integer below 2^64, got "' ..
+                      string.sub(tostring(arg), 1, 40) .. '"')
+  end
+  local highest = redis.call('GET', fence_key)
+  if not highest then return token, false end
+  if highest == token then return token, true end
+  if not canonical(highest) then return nil, usage(fence_key .. ' holds no token') end
+  if older(token, highest) then
+    return nil, redis.error_reply('STALE token ' .. token .. ' is older than ' .. highest ..
+                                  ', the highest recorded in ' .. fence_key)
+  end
+  return token, false
+end
+
 -- KEYS fence key, data key; ARGV token, then the write's own arguments.
 -- Runs write(key, args) after the check and records the token when the
--- write succeeded; returns the write's reply.
+-- write succeeded and the fence key does not hold it yet; returns the
+-- write's reply.
 local function fenced(keys, args, write)
   if #keys ~= 2 then return usage('2 keys: the fence key and the data key') end
-  local token, refused = admit(keys[1], args[1])
-  if not token then return refused end
+  local token, same = admit(keys[1], args[1])
+  if not token then return same end
   local r = write(keys[2], args)
-  if type(r) == 'table' and r.err then return r end
+  if same or (type(r) == 'table' and r.err) then return r end
   redis.call('SET', keys[1], token)
   return r
 end
 
+-- The writes, each write(key, args) with args[1] the token.
+local function set(key, a)
+  if a[3] then return redis.pcall('SET', key, a[2], 'PX', a[4]) end
+  return redis.pcall('SET', key, a[2])
+end
+local function hset(key, a) return redis.pcall('HSET', key, unpack(a, 2)) end
+local function del(key) return redis.pcall('DEL', key) end
+local function exec(key, a) return redis.pcall(a[2], key, unpack(a, 3)) end
+
 -- FCALL corolock_fence_check 1 FENCEKEY TOKEN -> OK: check and record only.
 redis.register_function('corolock_fence_check', function(keys, args)
   if #keys ~= 1 then return usage('1 key: the fence key') end
-  local token, refused = admit(keys[1], args[1])
-  if not token then return refused end
-  redis.call('SET', keys[1], token)
+  local token, same = admit(keys[1], args[1])
+  if not token then return same end
+  if not same then redis.call('SET', keys[1], token) end
   return redis.status_reply('OK')
 end)
 
 -- FCALL corolock_fenced_set 2 FENCEKEY KEY TOKEN VALUE [PX ms] -> SET's reply.
 redis.register_function('corolock_fenced_set', function(keys, args)
   if not (#args == 2 or (#args == 4 and string.upper(args[3]) == 'PX' and
-                         string.match(args[4], '^[1-9]%d*$'))) then
+                         string.find(args[4], '^[1-9]%d*$'))) then
     return usage('corolock_fenced_set takes TOKEN VALUE [PX milliseconds]')
   end
-  return fenced(keys, args, function(key, a)
-    if #a == 4 then return redis.pcall('SET', key, a[2], 'PX', a[4]) end
-    return redis.pcall('SET', key, a[2])
-  end)
+  return fenced(keys, args, set)
 end)
 
 -- FCALL corolock_fenced_hset 2 FENCEKEY KEY TOKEN FIELD VALUE [FIELD VALUE ...] -> HSET's reply.
@@ -102,20 +118,20 @@ redis.register_function('corolock_fenced_hset', function(keys, args)
   if #args < 3 or #args % 2 == 0 then
     return usage('corolock_fenced_hset takes TOKEN FIELD VALUE [FIELD VALUE ...]')
   end
-  return fenced(keys, args, function(key, a) return redis.pcall('HSET', key, unpack(a, 2)) end)
+  return fenced(keys, args, hset)
 end)
 
 -- FCALL corolock_fenced_del 2 FENCEKEY KEY TOKEN -> DEL's reply.
 redis.register_function('corolock_fenced_del', function(keys, args)
   if #args ~= 1 then return usage('corolock_fenced_del takes TOKEN') end
-  return fenced(keys, args, function(key) return redis.pcall('DEL', key) end)
+  return fenced(keys, args, del)
 end)
 
 -- FCALL corolock_fenced_exec 2 FENCEKEY KEY TOKEN COMMAND [ARG ...]: runs
 -- COMMAND KEY ARG... (a command of one key, the key first) -> its reply.
 redis.register_function('corolock_fenced_exec', function(keys, args)
   if #args < 2 then return usage('corolock_fenced_exec takes TOKEN COMMAND [ARG ...]') end
-  return fenced(keys, args, function(key, a) return redis.pcall(a[2], key, unpack(a, 3)) end)
+  return fenced(keys, args, exec)
 end)
 )lua";
 

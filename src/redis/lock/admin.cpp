@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <functional>
 #include <limits>
@@ -221,6 +222,20 @@ void lock_status_for(const std::shared_ptr<client_impl>& impl, std::string name,
         std::move(handler));
 }
 
+// The token-state script's reply (scripts.cpp, token_state_lua): {held,
+// the fence counter's decimal text}; only `held` and `last_token` are set.
+error_code parse_token_state(const reply& r, lock_status& out) {
+    const auto& e = r.elements;
+    if (r.type != resp3_type::array || e.size() != 2 || !is_integer(e[0]) || !is_text(e[1]))
+        return error::unexpected_reply;
+    const std::string_view t = e[1].str;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), out.last_token);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size())
+        return error::unexpected_reply;
+    out.held = e[0].integer != 0;
+    return {};
+}
+
 void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
                     lock_status_handler handler) {
     const lock_keys keys(name, extra_keys::queue);
@@ -240,6 +255,19 @@ void break_lock_for(const std::shared_ptr<client_impl>& impl, std::string name,
 // cluster front on a Cluster.
 void redis_backend::admin_status(std::string name, status_handler handler) {
     lock_status_for(client().shared_from_this(), std::move(name), std::move(handler));
+}
+
+// One small read-only script instead of the whole status (status and
+// break's describe() only for a semaphore or a shared mutex).
+void redis_backend::admin_token_state(std::string name, status_handler handler) {
+    const lock_keys keys(name, extra_keys::queue);
+    const lock_keys lease_keys(name, extra_keys::leases);
+    run_admin_script<lock_status>(
+        client().shared_from_this(), std::move(name), token_state_script(),
+        {std::string(keys.lock()), std::string(keys.fence()), std::string(keys.entries()),
+         std::string(lease_keys.leases())},
+        {},
+        /*idempotent=*/true, reply_parser<lock_status>(&parse_token_state), std::move(handler));
 }
 
 void redis_backend::admin_break(std::string name, status_handler handler) {

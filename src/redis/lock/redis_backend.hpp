@@ -46,6 +46,7 @@ public:
     void drain(clock::duration bound, release_handler handler, bool direct) override;
     // The admin seam: redis/lock/admin.cpp.
     void admin_status(std::string name, status_handler handler) override;
+    void admin_token_state(std::string name, status_handler handler) override;
     void admin_list(lock_list_options options, list_handler handler) override;
     void admin_break(std::string name, status_handler handler) override;
     void admin_release_owner(std::string name, std::string owner,

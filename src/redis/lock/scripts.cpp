@@ -384,6 +384,24 @@ local r, bad = describe()
 return bad or r
 )lua";
 
+// KEYS as status. The sequencer check's read (async_check_token): only what
+// its rule (core/admin.cpp) looks at, {held (0/1), the fence counter as
+// stored ('0' when none)}, read-only. A mutex or fair mutex (no kind, or
+// 'fair') is held when its hash has an owner, as describe() says: one GET
+// and one HMGET. Any other kind (a semaphore's or shared mutex's live
+// owners, an unknown kind's WRONGTYPE) is left to describe() itself.
+constexpr std::string_view token_state_lua = R"lua(
+local last = redis.call('GET', KEYS[2]) or '0'
+local f = redis.call('HMGET', KEYS[1], 'kind', 'owner')
+if not f[1] or f[1] == 'fair' then
+  if f[2] and f[2] ~= '' then return {1, last} end
+  return {0, last}
+end
+local r, bad = describe()
+if bad then return bad end
+return {r[2], last}
+)lua";
+
 // KEYS as status; ARGV[1] the unlock channel (a channel is no key, and a
 // script has at most four: script_args::max_keys)
 // Force-releases whatever holds the lock, of any kind, and wakes waiters.
@@ -490,6 +508,11 @@ const script& renew_script() {
 const script& status_script() {
     static const std::string source = describing(status_lua);
     static const script s = make("status", source);
+    return s;
+}
+const script& token_state_script() {
+    static const std::string source = describing(token_state_lua);
+    static const script s = make("token_state", source);
     return s;
 }
 const script& confirm_script() {

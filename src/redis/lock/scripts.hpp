@@ -50,6 +50,8 @@ const script& renew_script();
 // `queue`); break also the unlock channel. Both reply with the lock's
 // description (scripts.cpp, describe).
 const script& status_script();
+// The sequencer check's read (token_state_lua, scripts.cpp).
+const script& token_state_script();
 const script& break_script(bool sharded = false);
 // Re-writes a granted level's TTL, owner-checked: replica acknowledgement.
 const script& confirm_script();
