@@ -9,8 +9,8 @@
 //  - with leases far longer than the case's bounds, a resignation wakes the
 //    candidate queued behind (it does not look again at a lease's end or
 //    fraction);
-//  - a term broken from outside: no reader reports its record, and its
-//    proclaim is refused.
+//  - a term broken from outside: no reader reports its record (nor once
+//    another owner holds the name), and its proclaim is refused.
 // On PostgreSQL and RedLock: campaign, leader and observe answer
 // error::not_supported, as docs/election.md says.
 #include "conformance/conformance.hpp"
@@ -167,6 +167,13 @@ TEST_CASE("election: a resignation wakes the queued candidate, and a broken term
         CHECK(pec == corolock::error::lock_lost);
         auto still_gone = co_await reader.async_leader(asio::use_awaitable);
         CHECK_FALSE(still_gone);
+        // The name held again, by a plain lock (no term): the broken term's
+        // record, still on the server, is not this holder's.
+        corolock::mutex other(b3, name);
+        auto g = co_await other.acquire({.lease = 10s, .wait = 10s});
+        auto foreign = co_await reader.async_leader(asio::use_awaitable);
+        CHECK_FALSE(foreign);
+        co_await g.async_release(asio::use_awaitable);
     });
     b1.stop();
     b2.stop();
