@@ -1,19 +1,21 @@
-// corolock::election: leader election on one name, a recipe over the fair
-// mutex (docs/election.md).
+// corolock::election: leader election on one name, a recipe over a first
+// come, first served mutex (docs/election.md).
 //
 //   corolock::election e{backend, "scheduler"};
 //   auto term = co_await e.campaign("host-a:8080", {.lease = 10s});
 //   co_await (run_scheduler(term.epoch()) || term.until_lost());
 //   co_await term.resign();
 //
-// A campaign is an acquire of the name's fair mutex (candidates are served
-// first come, first served) followed by the write of the leader's value; the
-// epoch is the grant's fencing token, so it follows the lock token's rules:
-// strictly larger than every epoch of the name before it. Observers (any
-// process, candidate or not) read the leader once (async_leader) or follow
-// each change (async_observe) through a pub/sub channel in the name's slot.
+// A campaign is an acquire of the name's fair mutex, or of its plain mutex
+// where that one is first come, first served already (etcd, ZooKeeper),
+// followed by the write of the leader's value; the epoch is the grant's
+// fencing token, so it follows the lock token's rules: strictly larger than
+// every epoch of the name before it. Observers (any process, candidate or
+// not) read the leader once (async_leader) or follow each change
+// (async_observe), woken by the backend (a pub/sub channel in the name's
+// slot, etcd and ZooKeeper watches).
 //
-// Backends: Redis (one server, Sentinel, Cluster). etcd, ZooKeeper,
+// Backends: Redis (one server, Sentinel, Cluster), etcd, ZooKeeper.
 // PostgreSQL and RedLock answer error::not_supported to every operation.
 #pragma once
 

@@ -232,6 +232,10 @@ public:
     // null where the backend has none (corolock::election answers
     // error::not_supported).
     virtual election_service* elections() noexcept { return nullptr; }
+    // Whether this backend's plain mutex already serves waiters first come,
+    // first served (a server-side queue): an election then queues its
+    // candidates on it instead of the fair mutex (docs/election.md).
+    virtual bool mutex_serves_in_order() const noexcept { return false; }
 };
 
 // A fresh 128-bit owner id from the OS CSPRNG, as 32 hex digits.

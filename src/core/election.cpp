@@ -1,5 +1,5 @@
 // corolock::election (election.hpp): a campaign is the name's fair mutex
-// acquired, then the leader record written through the backend's election
+// (or its plain one, where lock_backend::mutex_serves_in_order) acquired, then the leader record written through the backend's election
 // service (core/election_service.hpp); observing is reads of that record,
 // each after a wake-up on the name's channel. Everything of one election
 // runs on its own strand; the backend's calls hop to the backend's.
@@ -42,13 +42,18 @@ struct election_state {
           name(std::move(n)),
           strand(asio::make_strand(impl ? impl->get_executor()
                                         : asio::any_io_executor(asio::system_executor()))) {
-        if (service != nullptr) lock.emplace(backend(impl, false), name);
+        if (service == nullptr) return;
+        if (impl->mutex_serves_in_order()) plain.emplace(backend(impl, false), name);
+        else lock.emplace(backend(impl, false), name);
     }
 
     std::shared_ptr<lock_backend> impl;
     election_service* service;  // null: this backend has no election
     std::string name;
-    std::optional<fair_mutex> lock;  // the candidates' queue; with a service only
+    // The candidates' queue, with a service only: the fair mutex, or the
+    // plain one where the backend's plain mutex is first come, first served.
+    std::optional<fair_mutex> lock;
+    std::optional<mutex> plain;
     asio::any_io_executor strand;  // a strand on the backend's executor
 
     // --- strand only ---
@@ -57,6 +62,13 @@ struct election_state {
     bool observing = false;
     leader_filter filter;
     std::shared_ptr<leader_watch> watch;  // opened by the first observe
+
+    const std::string& owner_id() const { return lock ? lock->owner_id() : plain->owner_id(); }
+    std::size_t held_levels() const { return lock ? lock->held_levels() : plain->held_levels(); }
+    template <class Token>
+    auto acquire(const lock_options& opts, Token token) {
+        return lock ? lock->async_acquire(opts, token) : plain->async_acquire(opts, token);
+    }
 };
 
 struct term_state {
@@ -95,7 +107,7 @@ struct term_state {
         stop_watch.emit(asio::cancellation_type::terminal);
         count(lock.lost() ? term_lost : term_resigned);
         lock = guard{};
-        election->service->withdraw(election->name, election->lock->owner_id(), epoch,
+        election->service->withdraw(election->name, election->owner_id(), epoch,
                                     asio::bind_executor(election->strand, [](error_code) {}));
     }
 
@@ -169,10 +181,10 @@ bool value_too_long(std::string_view v) { return v.size() > max_leader_value_len
 
 asio::awaitable<std::tuple<error_code, leadership>> run_campaign(
     std::shared_ptr<election_state> e, std::string value, lock_options opts) {
-    if (e->campaigning || e->lock->held_levels() > 0)
+    if (e->campaigning || e->held_levels() > 0)
         co_return std::tuple{error_code(error::invalid_argument), leadership{}};
     e->campaigning = true;
-    auto [ec, g] = co_await e->lock->async_acquire(opts, awaitable_tuple{});
+    auto [ec, g] = co_await e->acquire(opts, awaitable_tuple{});
     if (ec) {
         e->campaigning = false;
         co_return std::tuple{ec, leadership{}};
@@ -183,7 +195,7 @@ asio::awaitable<std::tuple<error_code, leadership>> run_campaign(
     t->lock = std::move(g);
     t->value = value;
     auto [pec] = co_await call<void(error_code)>([&](auto h) {
-        e->service->proclaim(e->name, e->lock->owner_id(), t->epoch, value, std::move(h));
+        e->service->proclaim(e->name, e->owner_id(), t->epoch, value, std::move(h));
     });
     e->campaigning = false;
     auto cs = co_await asio::this_coro::cancellation_state;
@@ -239,7 +251,7 @@ asio::awaitable<std::tuple<error_code, bool>> run_proclaim(std::shared_ptr<term_
     if (t->lock.lost()) co_return std::tuple{error_code(error::lock_lost), false};
     auto& e = *t->election;
     auto [ec] = co_await call<void(error_code)>([&](auto h) {
-        e.service->proclaim(e.name, e.lock->owner_id(), t->epoch, value, std::move(h));
+        e.service->proclaim(e.name, e.owner_id(), t->epoch, value, std::move(h));
     });
     if (!ec) t->value = std::move(value);
     co_return std::tuple{ec, true};
@@ -254,7 +266,7 @@ asio::awaitable<std::tuple<error_code, bool>> run_resign(std::shared_ptr<term_st
     t->count(ec == error::lock_lost || t->lock.lost() ? term_lost : term_resigned);
     auto& e = *t->election;
     co_await call<void(error_code)>([&](auto h) {
-        e.service->withdraw(e.name, e.lock->owner_id(), t->epoch, std::move(h));
+        e.service->withdraw(e.name, e.owner_id(), t->epoch, std::move(h));
     });
     co_return std::tuple{ec, true};
 }

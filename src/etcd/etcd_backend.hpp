@@ -58,6 +58,7 @@
 #include "core/metrics_recorder.hpp"
 
 #include <corolock/backend.hpp>
+#include "etcd/etcd_elections.hpp"
 #include "etcd/gateway.hpp"
 #include "etcd/lease_pool.hpp"
 
@@ -160,6 +161,10 @@ public:
     void admin_break(std::string name, status_handler handler) override;
     void admin_release_owner(std::string name, std::string owner,
                              release_handler handler) override;
+    // Leader election: etcd_elections.cpp. The mutex's keys are served by
+    // create revision, first come, first served.
+    election_service* elections() noexcept override;
+    bool mutex_serves_in_order() const noexcept override { return true; }
 
     // --- for the acquire operation, on the strand ---
     transport& wire() noexcept { return *gateway_; }
@@ -245,6 +250,7 @@ private:
     std::map<clock::duration, std::vector<handler<std::int64_t>>> lease_waiters_;
     // One timer per lease (keep-alives, deadline, idle grace): strand only.
     std::map<std::int64_t, std::unique_ptr<boost::asio::steady_timer>> lease_timers_;
+    etcd_elections elections_{*this, opts_.prefix};
 };
 
 // A started etcd backend for `url`, recording holder_label in its keys.

@@ -34,7 +34,7 @@ bool answered(int rc) noexcept {
 
 node_stat stat_of(const Stat* s) noexcept {
     if (s == nullptr) return {};
-    return {s->czxid, s->mzxid, s->pzxid, s->numChildren};
+    return {s->czxid, s->mzxid, s->pzxid, s->numChildren, s->version};
 }
 
 void log_line(const char* message) {
@@ -121,7 +121,7 @@ struct session::pending {
         std::vector<char> path;  // sized for the path asked for
         Stat dir{};
     };
-    std::unique_ptr<multi_out> multi;
+    std::unique_ptr<multi_out> multi;  // also checked_set's (no path; dir: the set's Stat)
 
     // Takes the ticket back from the library and tells the clock.
     static std::unique_ptr<pending> claim(const void* data, int rc) {
@@ -497,13 +497,49 @@ void session::remove(const std::string& path, void_handler h) {
     });
 }
 
-void session::set_data(const std::string& path, const std::string& data, stat_handler h) {
+void session::set_data(const std::string& path, const std::string& data, stat_handler h,
+                       std::int32_t version) {
     ++requests_.set_data;
     submit(std::move(h), [&](pending& p) {
         return zoo_aset(
-            zh_, path.c_str(), data.data(), static_cast<int>(data.size()), -1,
+            zh_, path.c_str(), data.data(), static_cast<int>(data.size()), version,
             [](int rc, const Stat* s, const void* d) {
                 pending::claim(d, rc)->on_stat(rc, stat_of(s));
+            },
+            &p);
+    });
+}
+
+void session::checked_set(const std::string& checked, std::int32_t version,
+                          const std::string& path, const std::string& data, void_handler h) {
+    ++requests_.set_data;
+    submit(std::move(h), [&](pending& p) {
+        p.multi = std::make_unique<pending::multi_out>();
+        auto& out = *p.multi;
+        zoo_op_t ops[2];
+        zoo_check_op_init(&ops[0], checked.c_str(), version);
+        zoo_set_op_init(&ops[1], path.c_str(), data.data(), static_cast<int>(data.size()), -1,
+                        &out.dir);
+        return zoo_amulti(
+            zh_, 2, ops, out.results,
+            [](int rc, const void* d) { pending::claim(d, rc)->on_void(rc); }, &p);
+    });
+}
+
+void session::watch_children(const std::string& path, children_handler h, watch_handler w) {
+    ++requests_.children;
+    submit(std::move(h), [&](pending& p) {
+        const auto id = next_id_++;
+        watches_.emplace(id, std::move(w));
+        p.watch_id = id;
+        return zoo_awget_children2(
+            zh_, path.c_str(), &session::on_watch, reinterpret_cast<void*>(id),
+            [](int rc, const String_vector* names, const Stat* s, const void* d) {
+                auto p = pending::claim(d, rc);
+                std::vector<std::string> out;
+                if (rc == ZOK && names != nullptr)
+                    for (std::int32_t i = 0; i < names->count; ++i) out.emplace_back(names->data[i]);
+                p->on_children(rc, std::move(out), stat_of(s));
             },
             &p);
     });

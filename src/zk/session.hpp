@@ -48,6 +48,7 @@ namespace corolock::detail::zk {
 struct node_stat {
     std::int64_t czxid = 0, mzxid = 0, pzxid = 0;
     std::int32_t num_children = 0;
+    std::int32_t version = 0;  // the data's version
 };
 
 // Requests handed to the library, by kind (heartbeats apart), for the tests
@@ -102,8 +103,21 @@ public:
     void create_child(const std::string& dir, const std::string& name, const std::string& data,
                       create_handler h);
     void remove(const std::string& path, void_handler h);
-    void set_data(const std::string& path, const std::string& data, stat_handler h);
+    // `version`: the data's version it must be at (ZBADVERSION otherwise);
+    // -1: any.
+    void set_data(const std::string& path, const std::string& data, stat_handler h,
+                  std::int32_t version = -1);
+    // One transaction (a multi): a check that `checked` is at data version
+    // `version`, then a setData of `path` (any version). The answer is the
+    // first failing operation's code (ZBADVERSION, ZNONODE, ...).
+    void checked_set(const std::string& checked, std::int32_t version, const std::string& path,
+                     const std::string& data, void_handler h);
     void children(const std::string& path, children_handler h);
+    // getChildren() with a watch of the node's children: `w` is called once,
+    // when a child comes or goes or the node goes, or when the session ends
+    // or is stopped. A node that does not exist answers ZNONODE and leaves
+    // no watch.
+    void watch_children(const std::string& path, children_handler h, watch_handler w);
     // getData() with a watch of the node: `w` is called once, when the node
     // changes or goes, or when the session ends or is stopped. A node that
     // does not exist answers ZNONODE and leaves no watch (an exists() watch

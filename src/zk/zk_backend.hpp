@@ -38,6 +38,7 @@
 #include <corolock/backend.hpp>
 #include "zk/session.hpp"
 #include "zk/url.hpp"
+#include "zk/zk_elections.hpp"
 
 #include <boost/asio/steady_timer.hpp>
 
@@ -96,6 +97,10 @@ public:
     void admin_break(std::string name, status_handler handler) override;
     void admin_release_owner(std::string name, std::string owner,
                              release_handler handler) override;
+    // Leader election: zk_elections.cpp. The mutex's sequential nodes are
+    // served in order, first come, first served.
+    election_service* elections() noexcept override;
+    bool mutex_serves_in_order() const noexcept override { return true; }
 
     // --- for the acquire operation, on the strand ---
     session& zk() noexcept { return *session_; }
@@ -177,6 +182,7 @@ private:
     std::map<std::pair<std::string, std::string>, std::uint64_t> unfound_;
     // The directories above every lock's were made (or found) once.
     bool ancestors_made_ = false;
+    zk_elections elections_{*this, opts_.root};
 };
 
 // A started ZooKeeper backend for `url`. Throws system_error (invalid_url).

@@ -1,14 +1,20 @@
 // Conformance of corolock::election (docs/election.md) on every backend.
 //
-// On the Redis family (redis, sentinel, cluster):
+// On the Redis family (redis, sentinel, cluster), etcd and ZooKeeper:
 //  - two candidates of two backends: the second waits, and leads as the
 //    first resigns; its epoch is larger;
 //  - an observer (a third backend, no candidate) sees the terms in order and
 //    never an epoch older than one it saw, and no leader at the end;
-//  - a resigned term's proclaim is refused.
-// Everywhere else (etcd, zk, postgresql, redlock): campaign, leader and
-// observe answer error::not_supported, as docs/election.md says.
+//  - a resigned term's proclaim is refused;
+//  - with leases far longer than the case's bounds, a resignation wakes the
+//    candidate queued behind (it does not look again at a lease's end or
+//    fraction);
+//  - a term broken from outside: no reader reports its record (nor once
+//    another owner holds the name), and its proclaim is refused.
+// On PostgreSQL and RedLock: campaign, leader and observe answer
+// error::not_supported, as docs/election.md says.
 #include "conformance/conformance.hpp"
+#include "support/lock_testing.hpp"
 
 #include <corolock/election.hpp>
 
@@ -28,7 +34,19 @@ using namespace corolock::test::conformance;
 namespace {
 
 bool has_election(const std::string& backend) {
-    return backend == "redis" || backend == "sentinel" || backend == "cluster";
+    return backend == "redis" || backend == "sentinel" || backend == "cluster" ||
+           backend == "etcd" || backend == "zk";
+}
+
+// Whether another candidate waits in line for `name`, looked at on the
+// server (bounded: 250 looks, 20 ms apart).
+asio::awaitable<bool> someone_queued(const corolock::backend& b, const std::string& name) {
+    for (int i = 0; i < 250; ++i) {
+        auto [ec, st] = co_await corolock::async_lock_status(b, name, use_nothrow);
+        if (!ec && st.queued >= 1) co_return true;
+        co_await sleep_for(20ms);
+    }
+    co_return false;
 }
 
 }  // namespace
@@ -95,6 +113,67 @@ TEST_CASE("election: candidates take turns, epochs rise, observers never go back
         co_await t2->resign();
         auto last = co_await watcher.async_observe(asio::use_awaitable);
         CHECK_FALSE(last);
+    });
+    b1.stop();
+    b2.stop();
+    b3.stop();
+}
+
+TEST_CASE("election: a resignation wakes the queued candidate, and a broken term is refused",
+          "[conformance][election]") {
+    auto server = start_server();
+    if (!has_election(server->backend())) return;  // the case above checks the refusal
+    asio::io_context ioc;
+    corolock::backend b1(ioc.get_executor(), server->url());
+    corolock::backend b2(ioc.get_executor(), server->url());
+    corolock::backend b3(ioc.get_executor(), server->url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const std::string name = "conf-elect-handover";
+        corolock::election e1(b1, name), e2(b2, name), reader(b3, name);
+        // Leases far past the bounds below: a candidate that looked again
+        // only at its lease's end (or a fraction of it) would not lead in
+        // time.
+        auto t1 = co_await e1.campaign("a", {.lease = 90s, .wait = 10s});
+        std::optional<corolock::leadership> t2;
+        e2.async_campaign("b", {.lease = 90s, .wait = 60s},
+                          [&](corolock::error_code ec, corolock::leadership l) {
+                              if (!ec) t2 = std::move(l);
+                          });
+        const bool in_line = co_await someone_queued(b3, name);
+        REQUIRE(in_line);
+        CHECK_FALSE(t2);
+        auto first = co_await reader.async_leader(asio::use_awaitable);
+        REQUIRE(first);
+        CHECK(first->epoch == t1.epoch());
+        CHECK(first->value == "a");
+        const auto rec = co_await t1.resign();
+        CHECK_FALSE(rec);
+        const bool led = co_await eventually([&] { return t2.has_value(); }, 10s);
+        REQUIRE(led);
+        CHECK(t2->epoch() > t1.epoch());
+
+        co_await t2->proclaim("b2");
+        auto now = co_await reader.async_leader(asio::use_awaitable);
+        REQUIRE(now);
+        CHECK(now->epoch == t2->epoch());
+        CHECK(now->value == "b2");
+        // Broken from outside: the record left behind is not the live
+        // term's, and the term may write no more.
+        auto [bec, removed] = co_await corolock::async_break_lock(b3, name, use_nothrow);
+        REQUIRE_FALSE(bec);
+        auto gone = co_await reader.async_leader(asio::use_awaitable);
+        CHECK_FALSE(gone);
+        auto [pec] = co_await t2->async_proclaim("b3", use_nothrow);
+        CHECK(pec == corolock::error::lock_lost);
+        auto still_gone = co_await reader.async_leader(asio::use_awaitable);
+        CHECK_FALSE(still_gone);
+        // The name held again, by a plain lock (no term): the broken term's
+        // record, still on the server, is not this holder's.
+        corolock::mutex other(b3, name);
+        auto g = co_await other.acquire({.lease = 10s, .wait = 10s});
+        auto foreign = co_await reader.async_leader(asio::use_awaitable);
+        CHECK_FALSE(foreign);
+        co_await g.async_release(asio::use_awaitable);
     });
     b1.stop();
     b2.stop();

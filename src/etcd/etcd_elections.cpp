@@ -1,0 +1,286 @@
+#include "etcd/etcd_elections.hpp"
+
+#include "core/backoff.hpp"
+#include "core/holder_record.hpp"
+#include "core/leader_record.hpp"
+#include "etcd/etcd_backend.hpp"
+
+#include <corolock/detail/completion.hpp>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <utility>
+
+namespace corolock::detail::etcd {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// <prefix><len>:<NAME>: a prefix of the lock's keys and of the leader key.
+std::string name_base(const std::string& prefix, std::string_view name) {
+    auto base = lock_prefix(prefix, name);
+    base.pop_back();  // the lock prefix's '/'
+    return base;
+}
+
+std::string leader_key(const std::string& prefix, std::string_view name) {
+    return name_base(prefix, name) + ":leader";
+}
+
+std::int64_t wall_now_us() {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return std::chrono::duration_cast<std::chrono::microseconds>(now).count();
+}
+
+template <class Signature>
+auto boxed(asio::any_completion_handler<Signature> h) {
+    return std::make_shared<asio::any_completion_handler<Signature>>(std::move(h));
+}
+
+// A subscription: one etcd watch of the name's range (the lock's keys and
+// the leader key), on the transport's strand. Every event, and the watch's
+// creation (a change may have come before it was in place), is an
+// announcement; a broken watch is one too, and is started again.
+class etcd_watch final : public leader_watch, public std::enable_shared_from_this<etcd_watch> {
+public:
+    etcd_watch(std::shared_ptr<etcd_backend> b, std::string base)
+        : backend_(std::move(b)),
+          strand_(backend_->wire().get_executor()),
+          base_(std::move(base)),
+          timer_(strand_),
+          restart_timer_(strand_) {}
+
+    ~etcd_watch() override {
+        if (stream_) stream_->cancel();
+    }
+
+    void open() {
+        asio::post(strand_, [self = shared_from_this()] { self->start(); });
+    }
+
+    void wait(clock::duration cap, done_handler h) override {
+        auto slot = asio::get_associated_cancellation_slot(h);
+        if (slot.is_connected()) {
+            slot.assign([weak = weak_from_this(), strand = strand_](asio::cancellation_type t) {
+                if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
+                    asio::cancellation_type::none)
+                    return;
+                asio::post(strand, [weak] {
+                    if (auto w = weak.lock()) w->finish(asio::error::operation_aborted);
+                });
+            });
+        }
+        asio::post(strand_, [self = shared_from_this(), cap, h = std::move(h)]() mutable {
+            self->handler_.swap(h);
+            if (self->closed_ || self->backend_->stopped())
+                return self->finish(error::client_stopped);
+            if (self->pending_) return self->finish({});
+            if (cap == clock::duration::max()) return;
+            self->timer_.expires_after(cap);
+            self->timer_.async_wait([weak = self->weak_from_this()](error_code ec) {
+                if (ec) return;
+                if (auto w = weak.lock()) w->finish({});
+            });
+        });
+    }
+
+    void close() noexcept override {
+        try {
+            asio::post(strand_, [self = shared_from_this()] {
+                self->closed_ = true;
+                self->finish(asio::error::operation_aborted);
+                self->restart_timer_.cancel();
+                if (auto s = std::move(self->stream_)) s->cancel();
+            });
+        } catch (...) {
+        }
+    }
+
+private:
+    // Strand only.
+    void start() {
+        if (closed_ || backend_->stopped()) return;
+        watch_request req;
+        req.key = base_;
+        req.range_end = prefix_end(base_);
+        const int gen = ++generation_;
+        stream_ = backend_->wire().watch(
+            std::move(req), [weak = weak_from_this(), gen](error_code ec, watch_update u) {
+                auto self = weak.lock();
+                if (!self || self->generation_ != gen) return;
+                self->on_update(ec, u);
+            });
+    }
+
+    void on_update(error_code ec, const watch_update& u) {
+        if (ec) {
+            stream_.reset();
+            if (closed_ || ec == asio::error::operation_aborted) return;
+            if (ec == error::client_stopped || backend_->stopped()) {
+                closed_ = true;
+                return finish(error::client_stopped);
+            }
+            // Broken: whatever came meanwhile is unknown; read again, and
+            // watch again after a pause.
+            announce();
+            restart_timer_.expires_after(restart_.next());
+            restart_timer_.async_wait([weak = weak_from_this()](error_code tec) {
+                if (tec) return;
+                if (auto w = weak.lock()) w->start();
+            });
+            return;
+        }
+        if (u.created) restart_.reset();
+        if (u.created || !u.events.empty()) announce();
+    }
+
+    void announce() {
+        pending_ = true;
+        if (handler_) finish({});
+    }
+
+    // A success consumes the announcement.
+    void finish(error_code ec) {
+        timer_.cancel();
+        if (!handler_) return;
+        if (!ec) pending_ = false;
+        done_handler h;
+        h.swap(handler_);
+        auto slot = asio::get_associated_cancellation_slot(h);
+        if (slot.is_connected()) slot.clear();
+        complete_now(std::move(h), false, backend_->get_executor(), ec);
+    }
+
+    std::shared_ptr<etcd_backend> backend_;
+    asio::any_io_executor strand_;
+    const std::string base_;
+    asio::steady_timer timer_;
+    asio::steady_timer restart_timer_;
+    backoff restart_{std::chrono::milliseconds(200), std::chrono::seconds(5)};
+    std::shared_ptr<watch_stream> stream_;
+    done_handler handler_;
+    int generation_ = 0;
+    bool pending_ = false;
+    bool closed_ = false;
+};
+
+}  // namespace
+
+void etcd_elections::proclaim(std::string name, std::string owner, std::uint64_t epoch,
+                              std::string value, done_handler h) {
+    auto b = std::static_pointer_cast<etcd_backend>(backend_.shared_from_this());
+    auto box = boxed(std::move(h));
+    // The lock's key of this owner still carries the grant's put (its mod
+    // revision is the token): the term is live on the server.
+    txn_request req;
+    req.compares.push_back({lock_prefix(prefix_, name) + owner, compare::target::mod_revision,
+                            compare::op::equal, static_cast<std::int64_t>(epoch)});
+    req.success.push_back(
+        put_request{leader_key(prefix_, name), encode_leader_record(epoch, owner, value), 0});
+    b->wire().txn(std::move(req), [b, box](error_code ec, txn_result r) {
+        if (!ec && !r.succeeded) ec = error::lock_lost;
+        complete_now(std::move(*box), false, b->get_executor(), ec);
+    });
+}
+
+void etcd_elections::withdraw(std::string name, std::string owner, std::uint64_t epoch,
+                              done_handler h) {
+    auto b = std::static_pointer_cast<etcd_backend>(backend_.shared_from_this());
+    auto box = boxed(std::move(h));
+    auto key = leader_key(prefix_, name);
+    range_request get;
+    get.key = key;
+    // Read the record, then delete it if it is the term's, guarded by the
+    // mod revision read (a later term's proclaim in between is kept).
+    b->wire().range(std::move(get), [b, box, key, owner = std::move(owner), epoch](
+                                         error_code ec, range_result r) mutable {
+        leader_record rec;
+        if (ec || r.kvs.empty() || !decode_leader_record(r.kvs.front().value, rec) ||
+            rec.owner != owner || rec.epoch != epoch)
+            return complete_now(std::move(*box), false, b->get_executor(), ec);
+        txn_request del;
+        del.compares.push_back(
+            {key, compare::target::mod_revision, compare::op::equal, r.kvs.front().mod_revision});
+        del.success.push_back(delete_request{key, {}});
+        b->wire().txn(std::move(del), [b, box](error_code dec, txn_result) {
+            complete_now(std::move(*box), false, b->get_executor(), dec);
+        });
+    });
+}
+
+void etcd_elections::read(std::string name, read_handler h) {
+    auto b = std::static_pointer_cast<etcd_backend>(backend_.shared_from_this());
+    auto box = boxed(std::move(h));
+    const auto lock = lock_prefix(prefix_, name);
+    // One revision: the lock's first key (its holder) and the record.
+    txn_request req;
+    range_request first;
+    first.key = lock;
+    first.range_end = prefix_end(lock);
+    first.sort_by_create_revision = true;
+    first.limit = 1;
+    req.success.push_back(std::move(first));
+    range_request rec;
+    rec.key = leader_key(prefix_, name);
+    req.success.push_back(std::move(rec));
+    b->wire().txn(std::move(req), [b, box, lock](error_code ec, txn_result r) {
+        // A lease's end deletes the holder's key, which the watch hears: no
+        // cap on an observer's wait.
+        leader_reading out;
+        const range_result* holder = nullptr;
+        const range_result* stored = nullptr;
+        if (!ec) {
+            if (!r.succeeded || r.responses.size() != 2) ec = error::unexpected_reply;
+            else {
+                holder = std::get_if<range_result>(&r.responses[0]);
+                stored = std::get_if<range_result>(&r.responses[1]);
+                if (!holder || !stored) ec = error::unexpected_reply;
+            }
+        }
+        leader_record recd;
+        if (!ec && !holder->kvs.empty() && !stored->kvs.empty() &&
+            decode_leader_record(stored->kvs.front().value, recd)) {
+            const auto& kv = holder->kvs.front();
+            const std::string_view owner = std::string_view(kv.key).substr(lock.size());
+            if (owner == recd.owner && static_cast<std::uint64_t>(kv.mod_revision) == recd.epoch) {
+                leader_info l;
+                l.epoch = recd.epoch;
+                l.value = std::string(recd.value);
+                l.holder = parse_holder_record(kv.value, wall_now_us());
+                out.leader = std::move(l);
+            }
+        }
+        if (ec) out = {};
+        complete_now(std::move(*box), false, b->get_executor(), ec, std::move(out));
+    });
+}
+
+std::shared_ptr<leader_watch> etcd_elections::watch(std::string name) {
+    auto b = std::static_pointer_cast<etcd_backend>(backend_.shared_from_this());
+    auto w = std::make_shared<etcd_watch>(std::move(b), name_base(prefix_, name));
+    w->open();
+    return w;
+}
+
+void etcd_elections::note_term(std::string name, std::uint64_t epoch, int event) noexcept {
+    try {
+        auto b = std::static_pointer_cast<etcd_backend>(backend_.shared_from_this());
+        asio::post(b->strand(), [b, name = std::move(name), epoch, event] {
+            auto& m = b->recorder();
+            auto* o = b->event_observer();
+            if (event == term_won) m.term_won(o, b->log(), name, epoch);
+            else if (event == term_resigned) m.term_resigned(o, b->log(), name, epoch);
+            else m.term_lost(o, b->log(), name, epoch);
+        });
+    } catch (...) {
+    }
+}
+
+election_service* etcd_backend::elections() noexcept { return &elections_; }
+
+}  // namespace corolock::detail::etcd
