@@ -137,11 +137,10 @@ struct COROLOCK_API config {
     // has passed; later commands fail at once until a connection succeeds,
     // and the reconnecting goes on. For tools that answer at once, as
     // redis-cli does (the corolock tool sets it); false, the default, suits
-    // a service started alongside its Redis. Applies to each connection's
-    // server: the single server, each Cluster node, and the primary a
-    // Sentinel named (not to the Sentinels themselves). Commands waiting for
-    // a Cluster's first slot map still wait for their command_timeout when
-    // every seed refuses.
+    // a service started alongside its Redis. Applies to the single server;
+    // to Sentinel when every Sentinel refuses (or the primary named does);
+    // to a Cluster when no seed or node can be connected to for its first
+    // slot map (the commands waiting for it fail then, not at their timeout).
     bool fail_fast_when_refused = false;
     duration command_timeout{};        // per command, from submission
     duration health_check_interval{};  // of read silence before a PING

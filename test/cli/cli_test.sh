@@ -644,6 +644,16 @@ group_refused() {
     # Loose: the library's default would wait out its connect window (2 s).
     expect_cond "refused: ${c%% *}: at once (${elapsed} ms < 1000)" '[ "$elapsed" -lt 1000 ]'
   done
+  # So does a Cluster URL whose seed refuses (its first slot map is asked
+  # of nobody), and status on a Sentinel URL whose Sentinel refuses.
+  for u in "redis+cluster://127.0.0.1:$p" "redis+sentinel://127.0.0.1:$p/mymaster"; do
+    start=$(now_ms)
+    cl 10 status --url "$u" x
+    elapsed=$(($(now_ms) - start))
+    expect_status "refused: ${u%%:*}: exit 69" 69 "$last_status" "$(cat "$tmp_dir/err")"
+    expect_match "refused: ${u%%:*}: names the address" "127\.0\.0\.1:$p" "$tmp_dir/err"
+    expect_cond "refused: ${u%%:*}: at once (${elapsed} ms < 1000)" '[ "$elapsed" -lt 1000 ]'
+  done
   # etcd reports a closed port at once too.
   start=$(now_ms)
   cl 10 status --url "etcd://127.0.0.1:$p" x

@@ -46,11 +46,7 @@ namespace detail {
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
 using strand_type = detail::client_impl::strand_type;
-// Settles the strand's executor concept before the awaitable operators ask
-// for it inside their own constraint (g++ 12 otherwise reports that the
-// constraint depends on itself).
-static_assert(asio::execution::is_executor<inner_executor>::value);
-static_assert(asio::execution::is_executor<strand_type>::value);
+// (The executor traits are settled in core/inner_executor.hpp.)
 
 namespace {
 

@@ -384,6 +384,7 @@ void cluster_router::request_refresh() {
     refreshing_ = true;
     refresh_again_ = false;
     counters_.refreshes.fetch_add(1, std::memory_order_relaxed);
+    refresh_never_connected_ = true;
     candidates_ = refresh_candidates();
     refresh_from(0, false);
 }
@@ -431,6 +432,10 @@ void cluster_router::refresh_from(std::size_t i, bool slots_fallback) {
                     self->refresh_error_ = ec;
                     self->refresh_why_ = r.str;
                 }
+                if (ec != error::never_connected)
+                    self->refresh_never_connected_ = false;
+                else if (auto n = self->nodes_.find(to_string(at)); n != self->nodes_.end())
+                    self->refresh_why_ = n->second.client->last_error().message;  // the cause
                 self->front_.log().debug("cluster: no slot map from {}: {}", escaped{to_string(at)},
                                          ec ? ec.message() : why.empty() ? to_string(r) : why);
                 self->refresh_from(i + 1, false);
@@ -469,7 +474,13 @@ void cluster_router::on_map(slot_map m) {
 void cluster_router::refresh_failed() {
     refreshing_ = false;
     ++refresh_failures_;
-    expire_pending();
+    // Before a first map, with config::fail_fast_when_refused: when no
+    // candidate has a connection to ask (each failed its command at once
+    // with never_connected), the commands waiting for the map fail now, as
+    // a single server's do, instead of at their timeout.
+    const bool nobody = !have_map_ && front_.cfg().fail_fast_when_refused && refresh_never_connected_;
+    if (nobody) front_.note_error(error::never_connected, refresh_why_);
+    expire_pending(nobody);
     const auto delay = std::min<clock::duration>(50ms * (1 << std::min(refresh_failures_, 5)),
                                                  front_.cfg().reconnect_max);
     refresh_timer_.expires_after(delay);
@@ -478,11 +489,11 @@ void cluster_router::refresh_failed() {
     });
 }
 
-void cluster_router::expire_pending() {
+void cluster_router::expire_pending(bool all) {
     const auto now = clock::now();
     std::vector<std::shared_ptr<routed>> late;
     std::erase_if(pending_, [&](const auto& c) {
-        if (c->deadline > now) return false;
+        if (!all && c->deadline > now) return false;
         late.push_back(c);
         return true;
     });

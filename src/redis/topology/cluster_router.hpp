@@ -87,7 +87,9 @@ private:
     void on_map(slot_map m);
     void refresh_failed();
     std::vector<node_address> refresh_candidates() const;
-    void expire_pending();
+    // Fails the commands waiting for a first map whose time is up; with
+    // `all`, every one of them.
+    void expire_pending(bool all = false);
 
     void on_node_connected(const node_address& a);
     void on_node_disconnected(const node_address& a);
@@ -106,6 +108,9 @@ private:
     // fail with, rather than a bare never_connected.
     error_code refresh_error_;
     std::string refresh_why_;
+    // Whether every candidate of this refresh failed with never_connected
+    // (config::fail_fast_when_refused: nothing listens at any of them).
+    bool refresh_never_connected_ = true;
     std::vector<node_address> candidates_;
     boost::asio::steady_timer refresh_timer_;
     bool stopped_ = false;

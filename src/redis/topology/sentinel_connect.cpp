@@ -49,6 +49,9 @@ client_impl::awaitable<std::pair<error_code, sentinel::master_addr>> client_impl
 client_impl::awaitable<error_code> client_impl::connect_via_sentinels() {
     sentinel::discovery_report report;
     bool tls_refused = false;  // a primary named failed its TLS handshake
+    // How many Sentinels refused the connection (nothing listening): when
+    // all did, config::fail_fast_when_refused applies as for one server.
+    std::size_t refused = 0;
     sentinel_link link(executor_, ssl_ctx_ ? &*ssl_ctx_ : nullptr, cfg_);
     for (const auto& s : cfg_.nodes) {
         if (stopped()) co_return error::client_stopped;
@@ -65,6 +68,7 @@ client_impl::awaitable<error_code> client_impl::connect_via_sentinels() {
         }
         auto& [ec, addr] = std::get<0>(asked);
         if (ec) {
+            if (ec == asio::error::connection_refused) ++refused;
             report.sentinel_failed(s, why.empty() ? describe_cause(ec) : why);
             continue;
         }
@@ -96,6 +100,7 @@ client_impl::awaitable<error_code> client_impl::connect_via_sentinels() {
     }
     server_ = endpoint{};
     last_connect_diagnostic_ = report.text();
+    last_connect_refused_ = !cfg_.nodes.empty() && refused == cfg_.nodes.size();
     if (tls_refused) co_return error::tls_handshake_failed;
     // Every Sentinel answered and none knows the name: a configuration
     // error, reported at once to commands (the attempts go on).
