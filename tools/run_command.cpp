@@ -987,12 +987,20 @@ asio::awaitable<int> run_flow(run_state& s) {
         if (!o.quiet) {
             // Who holds it, without -v: what a cron mail should say. Where
             // one status names the holder: the backend-neutral admin status,
-            // on Redis, etcd, ZooKeeper and PostgreSQL alike (not RedLock,
-            // whose holders are on several servers).
+            // on Redis, etcd, ZooKeeper and PostgreSQL alike; on RedLock the
+            // first node that answers with another owner's hold (the holder
+            // record is written with the grant on each node).
             std::string holder;
             if (!lock.has_many_holders() && !o.several() && s.nodes == nullptr) {
                 auto [sec, st] = co_await async_lock_status(s.locks, o.names.front(), use_nothrow);
                 if (!sec && st.held && st.owner != owner) holder = who_holds(st);
+            } else if (!lock.has_many_holders() && !o.several()) {
+                for (const auto& node : *s.nodes) {
+                    auto [sec, st] = co_await async_lock_status(node, o.names.front(), use_nothrow);
+                    if (sec || !st.held || st.owner == owner) continue;
+                    holder = who_holds(st);
+                    break;
+                }
             }
             if (o.wait && o.wait->count() == 0)
                 report_error(s.name() +

@@ -93,6 +93,8 @@ expect_true "exclusion: holder acquired on all three" wait_until 10 held_on busy
 cl 20 run "${urls[@]}" --no-wait busy -- touch "$tmp_dir/ran-no-wait"
 expect_status "exclusion: --no-wait on a held RedLock" 75 "$last_status"
 expect_match "exclusion: --no-wait message" "lock 'busy' is held by another owner" "$tmp_dir/err"
+expect_match "exclusion: --no-wait names the holder without -v (from a node's record)" \
+  "lock 'busy' is held by another owner \(--no-wait\): [^ ]+:[0-9]+ since 20[0-9-]+T[0-9:.]+Z \(held for [^,]+, label 'sh'\)\$" "$tmp_dir/err"
 spawn 30 "$bin" run "${urls[@]}" --wait 20 busy -- touch "$tmp_dir/ran-after"
 waiter=$last_pid
 # The waiter found the lock held and waits (a contended RedLock acquire
