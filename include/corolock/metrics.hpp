@@ -128,8 +128,9 @@ public:
     // The client connected again after losing its connection.
     virtual void on_reconnected() {}
     // Leader election (election.hpp): a campaign won the term `epoch` of
-    // `election`; the term was resigned (explicitly or by a leadership
-    // dropped); the term was lost (its lease could have ended).
+    // `election` (before the campaign's caller resumes); the term was
+    // resigned (before resign()'s caller resumes; or a leadership dropped);
+    // the term was lost (its lease could have ended).
     virtual void on_elected(std::string_view /*election*/, std::uint64_t /*epoch*/) {}
     virtual void on_resigned(std::string_view /*election*/, std::uint64_t /*epoch*/) {}
     virtual void on_leadership_lost(std::string_view /*election*/, std::uint64_t /*epoch*/) {}

@@ -45,6 +45,7 @@ namespace corolock::detail {
 
 class lock_backend;
 class election_service;
+struct metrics_recorder;
 
 // Why this build cannot open a URL of `scheme` (lower case: "zk",
 // "postgresql", "postgres"): its backend was left out when corolock was
@@ -148,6 +149,9 @@ public:
     // The backend's URL scheme ("redis", "etcd", ...), for messages.
     virtual std::string_view scheme() const noexcept = 0;
     virtual metrics_snapshot metrics() const noexcept = 0;
+    // The counters metrics() reads, which the lock and election layers add to
+    // (on strand()).
+    virtual metrics_recorder& recorder() noexcept = 0;
 
     // A new handle's state; the name is valid. Any thread. Throws
     // system_error(error::invalid_argument) for a kind this backend does not

@@ -1,7 +1,9 @@
 // corolock::election (election.hpp): a campaign is the name's fair mutex
-// (or its plain one, where lock_backend::mutex_serves_in_order) acquired, then the leader record written through the backend's election
-// service (core/election_service.hpp); observing is reads of that record,
-// each after a wake-up on the name's channel. Everything of one election
+// (or its plain one, where lock_backend::mutex_serves_in_order) acquired,
+// then the leader record written through the backend's election service
+// (core/election_service.hpp); observing is reads of that record, each after
+// a wake-up on the name's channel. A term's events are counted here, for
+// every backend (record_term). Everything of one election
 // runs on its own strand; the backend's calls hop to the backend's.
 #include <corolock/election.hpp>
 #include <corolock/fair_mutex.hpp>
@@ -11,12 +13,14 @@
 #include "core/election_service.hpp"
 #include "core/leader_filter.hpp"
 #include "core/logging.hpp"
+#include "core/metrics_recorder.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -34,6 +38,33 @@ namespace corolock {
 namespace asio = boost::asio;
 
 namespace detail {
+
+enum class term_event { won, resigned, lost };
+
+// Counts a term's event in the backend's metrics and tells the user's
+// observer, on the backend's strand (the observer's contract); then `done`
+// on its own executor, so that a campaign or a resignation completes only
+// after its event is counted (as an acquire after on_acquired). The one
+// place election events reach the metrics, whatever the backend.
+void record_term(const std::shared_ptr<lock_backend>& impl, const std::string& name,
+                 std::uint64_t epoch, term_event ev,
+                 asio::any_completion_handler<void()> done = {}) noexcept {
+    try {
+        asio::dispatch(impl->strand(), [impl, name, epoch, ev, done = std::move(done)]() mutable {
+            auto& m = impl->recorder();
+            auto* o = impl->event_observer();
+            switch (ev) {
+            case term_event::won: m.term_won(o, impl->log(), name, epoch); break;
+            case term_event::resigned: m.term_resigned(o, impl->log(), name, epoch); break;
+            case term_event::lost: m.term_lost(o, impl->log(), name, epoch); break;
+            }
+            if (done) asio::dispatch(std::move(done));
+        });
+    } catch (...) {
+        // Out of memory: the count is lost, and a caller waiting for it
+        // is never resumed (its frame is destroyed with the handler).
+    }
+}
 
 struct election_state {
     election_state(const backend& b, std::string n)
@@ -82,10 +113,15 @@ struct term_state {
     bool ended = false;     // counted once, as resigned or lost
     asio::cancellation_signal stop_watch;
 
-    void count(term_event ev) {
-        if (ended) return;
+    // Counts the term's end once; `done` runs after it was counted (at once
+    // when it already was).
+    void count(term_event ev, asio::any_completion_handler<void()> done = {}) {
+        if (ended) {
+            if (done) asio::dispatch(std::move(done));
+            return;
+        }
         ended = true;
-        election->service->note_term(election->name, epoch, ev);
+        record_term(election->impl, election->name, epoch, ev, std::move(done));
     }
 
     // Counts the loss when the guard's lost signal fires.
@@ -95,7 +131,7 @@ struct term_state {
             asio::bind_executor(t->election->strand, [weak = std::weak_ptr<term_state>(t)](
                                                           error_code ec) {
                 auto self = weak.lock();
-                if (self && ec == error::lock_lost) self->count(term_lost);
+                if (self && ec == error::lock_lost) self->count(term_event::lost);
             })));
     }
 
@@ -105,7 +141,7 @@ struct term_state {
         if (resigned) return;
         resigned = true;
         stop_watch.emit(asio::cancellation_type::terminal);
-        count(lock.lost() ? term_lost : term_resigned);
+        count(lock.lost() ? term_event::lost : term_event::resigned);
         lock = guard{};
         election->service->withdraw(election->name, election->owner_id(), epoch,
                                     asio::bind_executor(election->strand, [](error_code) {}));
@@ -206,7 +242,9 @@ asio::awaitable<std::tuple<error_code, leadership>> run_campaign(
         t->resign_in_background();
         co_return std::tuple{pec, leadership{}};
     }
-    e->service->note_term(e->name, t->epoch, term_won);
+    co_await call<void()>([&](auto h) {
+        record_term(e->impl, e->name, t->epoch, term_event::won, std::move(h));
+    });
     term_state::watch_loss(t);
     e->term = t;
     co_return std::tuple{error_code{}, term_state::make(std::move(t))};
@@ -263,7 +301,10 @@ asio::awaitable<std::tuple<error_code, bool>> run_resign(std::shared_ptr<term_st
     t->stop_watch.emit(asio::cancellation_type::terminal);
     // The release hands the name to the next candidate inside its script.
     auto [ec] = co_await t->lock.async_release(awaitable_tuple{});
-    t->count(ec == error::lock_lost || t->lock.lost() ? term_lost : term_resigned);
+    co_await call<void()>([&](auto h) {
+        t->count(ec == error::lock_lost || t->lock.lost() ? term_event::lost : term_event::resigned,
+                 std::move(h));
+    });
     auto& e = *t->election;
     co_await call<void(error_code)>([&](auto h) {
         e.service->withdraw(e.name, e.owner_id(), t->epoch, std::move(h));

@@ -19,8 +19,6 @@
 
 namespace corolock::detail {
 
-struct metrics_recorder;
-
 // A subscription to the announcements of one name's leader changes.
 class leader_watch {
 public:
@@ -70,11 +68,6 @@ public:
     // Subscribes to the name's announcements (the subscription is made before
     // any later read of the name is sent).
     virtual std::shared_ptr<leader_watch> watch(std::string name) = 0;
-    // The backend's counters and its user's observer, told of terms.
-    virtual void note_term(std::string name, std::uint64_t epoch, int event) noexcept = 0;
 };
-
-// note_term's events.
-enum term_event : int { term_won = 0, term_resigned = 1, term_lost = 2 };
 
 }  // namespace corolock::detail

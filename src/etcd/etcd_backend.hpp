@@ -168,7 +168,7 @@ public:
 
     // --- for the acquire operation, on the strand ---
     transport& wire() noexcept { return *gateway_; }
-    metrics_recorder& recorder() noexcept { return metrics_; }
+    metrics_recorder& recorder() noexcept override { return metrics_; }
     // Local waiters and holders of a lock share one watch of its prefix.
     // Registers w (until unwatch_prefix); watch_ready() tells when the watch
     // is in place, and w->on_watch_reset() is called then.

@@ -29,7 +29,6 @@ public:
                   done_handler h) override;
     void read(std::string name, read_handler h) override;
     std::shared_ptr<leader_watch> watch(std::string name) override;
-    void note_term(std::string name, std::uint64_t epoch, int event) noexcept override;
 
 private:
     etcd_backend& backend_;

@@ -104,7 +104,7 @@ public:
 
     // --- for the acquire operation, on the strand ---
     const backend_options& options() const noexcept { return opts_; }
-    metrics_recorder& recorder() noexcept { return metrics_; }
+    metrics_recorder& recorder() noexcept override { return metrics_; }
     background_work& work() noexcept { return *work_; }
     const std::string& holder_argument() const noexcept { return holder_argument_; }
     // A connected session that holds nothing: from the pool, or new.

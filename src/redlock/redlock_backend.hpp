@@ -84,6 +84,7 @@ public:
     // Its own acquire, loss and release figures and rounds; the nodes'
     // renewals, reconnects and commands in flight, summed (docs/redlock.md).
     metrics_snapshot metrics() const noexcept override;
+    metrics_recorder& recorder() noexcept override { return metrics_; }
 
     using lock_backend::make_state;
     std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;

@@ -104,7 +104,7 @@ public:
 
     // --- for the acquire operation, on the strand ---
     session& zk() noexcept { return *session_; }
-    metrics_recorder& recorder() noexcept { return metrics_; }
+    metrics_recorder& recorder() noexcept override { return metrics_; }
     background_work& work() noexcept { return *work_; }
     std::string holder_value() const;
     // How long a try waits for a session that is not connected.

@@ -349,20 +349,6 @@ std::shared_ptr<leader_watch> zk_elections::watch(std::string name) {
     return w;
 }
 
-void zk_elections::note_term(std::string name, std::uint64_t epoch, int event) noexcept {
-    try {
-        auto b = backend_.shared_from_this();
-        asio::post(b->strand(), [b, name = std::move(name), epoch, event] {
-            auto& m = b->recorder();
-            auto* o = b->event_observer();
-            if (event == term_won) m.term_won(o, b->log(), name, epoch);
-            else if (event == term_resigned) m.term_resigned(o, b->log(), name, epoch);
-            else m.term_lost(o, b->log(), name, epoch);
-        });
-    } catch (...) {
-    }
-}
-
 election_service* zk_backend::elections() noexcept { return &elections_; }
 
 }  // namespace corolock::detail::zk

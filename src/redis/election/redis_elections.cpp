@@ -298,20 +298,6 @@ std::shared_ptr<leader_watch> redis_elections::watch(std::string name) {
     return w;
 }
 
-void redis_elections::note_term(std::string name, std::uint64_t epoch, int event) noexcept {
-    try {
-        auto impl = client_.shared_from_this();
-        asio::post(impl->strand(), [impl, name = std::move(name), epoch, event] {
-            auto& m = impl->metrics();
-            auto* o = impl->event_observer();
-            if (event == term_won) m.term_won(o, impl->log(), name, epoch);
-            else if (event == term_resigned) m.term_resigned(o, impl->log(), name, epoch);
-            else m.term_lost(o, impl->log(), name, epoch);
-        });
-    } catch (...) {
-    }
-}
-
 election_service* redis_backend::elections() noexcept { return &elections_; }
 
 }  // namespace corolock::detail

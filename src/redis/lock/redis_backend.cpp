@@ -28,6 +28,8 @@ std::string_view redis_backend::scheme() const noexcept {
 }
 metrics_snapshot redis_backend::metrics() const noexcept { return client_.read_metrics(); }
 
+metrics_recorder& redis_backend::recorder() noexcept { return client_.metrics(); }
+
 std::shared_ptr<lock_backend> redis_backend::shared() const {
     return std::shared_ptr<lock_backend>(client_.shared_from_this(),
                                          const_cast<redis_backend*>(this));

@@ -26,6 +26,7 @@ public:
     void stop() noexcept override;
     std::string_view scheme() const noexcept override;
     metrics_snapshot metrics() const noexcept override;
+    metrics_recorder& recorder() noexcept override;
 
     using lock_backend::make_state;
     std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
