@@ -3,6 +3,7 @@
 #include "core/backoff.hpp"
 #include "core/holder_record.hpp"
 #include "core/leader_record.hpp"
+#include "core/strand_leader_watch.hpp"
 #include "etcd/etcd_backend.hpp"
 
 #include <corolock/detail/completion.hpp>
@@ -46,71 +47,39 @@ auto boxed(asio::any_completion_handler<Signature> h) {
 // the leader key), on the transport's strand. Every event, and the watch's
 // creation (a change may have come before it was in place), is an
 // announcement; a broken watch is one too, and is started again.
-class etcd_watch final : public leader_watch, public std::enable_shared_from_this<etcd_watch> {
+class etcd_watch final : public strand_leader_watch {
 public:
     etcd_watch(std::shared_ptr<etcd_backend> b, std::string base)
-        : backend_(std::move(b)),
-          strand_(backend_->wire().get_executor()),
+        : strand_leader_watch(b->wire().get_executor(), b->get_executor()),
+          backend_(std::move(b)),
           base_(std::move(base)),
-          timer_(strand_),
-          restart_timer_(strand_) {}
+          restart_timer_(strand()) {}
 
     ~etcd_watch() override {
         if (stream_) stream_->cancel();
     }
 
     void open() {
-        asio::post(strand_, [self = shared_from_this()] { self->start(); });
-    }
-
-    void wait(clock::duration cap, done_handler h) override {
-        auto slot = asio::get_associated_cancellation_slot(h);
-        if (slot.is_connected()) {
-            slot.assign([weak = weak_from_this(), strand = strand_](asio::cancellation_type t) {
-                if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
-                    asio::cancellation_type::none)
-                    return;
-                asio::post(strand, [weak] {
-                    if (auto w = weak.lock()) w->finish(asio::error::operation_aborted);
-                });
-            });
-        }
-        asio::post(strand_, [self = shared_from_this(), cap, h = std::move(h)]() mutable {
-            self->handler_.swap(h);
-            if (self->closed_ || self->backend_->stopped())
-                return self->finish(error::client_stopped);
-            if (self->pending_) return self->finish({});
-            if (cap == clock::duration::max()) return;
-            self->timer_.expires_after(cap);
-            self->timer_.async_wait([weak = self->weak_from_this()](error_code ec) {
-                if (ec) return;
-                if (auto w = weak.lock()) w->finish({});
-            });
-        });
-    }
-
-    void close() noexcept override {
-        try {
-            asio::post(strand_, [self = shared_from_this()] {
-                self->closed_ = true;
-                self->finish(asio::error::operation_aborted);
-                self->restart_timer_.cancel();
-                if (auto s = std::move(self->stream_)) s->cancel();
-            });
-        } catch (...) {
-        }
+        asio::post(strand(), [self = weak_self(this).lock()] { self->start(); });
     }
 
 private:
+    bool backend_stopped() const noexcept override { return backend_->stopped(); }
+
+    void on_close() noexcept override {
+        restart_timer_.cancel();
+        if (auto s = std::move(stream_)) s->cancel();
+    }
+
     // Strand only.
     void start() {
-        if (closed_ || backend_->stopped()) return;
+        if (closed() || backend_->stopped()) return;
         watch_request req;
         req.key = base_;
         req.range_end = prefix_end(base_);
         const int gen = ++generation_;
         stream_ = backend_->wire().watch(
-            std::move(req), [weak = weak_from_this(), gen](error_code ec, watch_update u) {
+            std::move(req), [weak = weak_self(this), gen](error_code ec, watch_update u) {
                 auto self = weak.lock();
                 if (!self || self->generation_ != gen) return;
                 self->on_update(ec, u);
@@ -120,16 +89,13 @@ private:
     void on_update(error_code ec, const watch_update& u) {
         if (ec) {
             stream_.reset();
-            if (closed_ || ec == asio::error::operation_aborted) return;
-            if (ec == error::client_stopped || backend_->stopped()) {
-                closed_ = true;
-                return finish(error::client_stopped);
-            }
+            if (closed() || ec == asio::error::operation_aborted) return;
+            if (ec == error::client_stopped || backend_->stopped()) return end();
             // Broken: whatever came meanwhile is unknown; read again, and
             // watch again after a pause.
             announce();
             restart_timer_.expires_after(restart_.next());
-            restart_timer_.async_wait([weak = weak_from_this()](error_code tec) {
+            restart_timer_.async_wait([weak = weak_self(this)](error_code tec) {
                 if (tec) return;
                 if (auto w = weak.lock()) w->start();
             });
@@ -139,34 +105,12 @@ private:
         if (u.created || !u.events.empty()) announce();
     }
 
-    void announce() {
-        pending_ = true;
-        if (handler_) finish({});
-    }
-
-    // A success consumes the announcement.
-    void finish(error_code ec) {
-        timer_.cancel();
-        if (!handler_) return;
-        if (!ec) pending_ = false;
-        done_handler h;
-        h.swap(handler_);
-        auto slot = asio::get_associated_cancellation_slot(h);
-        if (slot.is_connected()) slot.clear();
-        complete_now(std::move(h), false, backend_->get_executor(), ec);
-    }
-
     std::shared_ptr<etcd_backend> backend_;
-    asio::any_io_executor strand_;
     const std::string base_;
-    asio::steady_timer timer_;
     asio::steady_timer restart_timer_;
     backoff restart_{std::chrono::milliseconds(200), std::chrono::seconds(5)};
     std::shared_ptr<watch_stream> stream_;
-    done_handler handler_;
     int generation_ = 0;
-    bool pending_ = false;
-    bool closed_ = false;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "core/backoff.hpp"
 #include "core/holder_record.hpp"
 #include "core/leader_record.hpp"
+#include "core/strand_leader_watch.hpp"
 #include "zk/lock_recipe.hpp"
 #include "zk/zk_backend.hpp"
 
@@ -158,61 +159,26 @@ auto boxed(asio::any_completion_handler<Signature> h) {
 // withdrawal). ZooKeeper's watches fire once: each is set again as it
 // fires, before the announcement is taken, so a read after it is ordered
 // after the new watch in the session.
-class zk_watch final : public leader_watch, public std::enable_shared_from_this<zk_watch> {
+class zk_watch final : public strand_leader_watch {
 public:
     zk_watch(std::shared_ptr<zk_backend> b, std::string dir)
-        : backend_(std::move(b)), dir_(std::move(dir)), timer_(backend_->strand()),
-          retry_timer_(backend_->strand()) {}
+        : strand_leader_watch(b->strand(), b->get_executor()),
+          backend_(std::move(b)),
+          dir_(std::move(dir)),
+          retry_timer_(strand()) {}
 
     void open() {
-        asio::post(backend_->strand(), [self = shared_from_this()] { self->start(); });
-    }
-
-    void wait(clock::duration cap, done_handler h) override {
-        auto slot = asio::get_associated_cancellation_slot(h);
-        if (slot.is_connected()) {
-            slot.assign([weak = weak_from_this(), strand = backend_->strand()](
-                            asio::cancellation_type t) {
-                if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
-                    asio::cancellation_type::none)
-                    return;
-                asio::post(strand, [weak] {
-                    if (auto w = weak.lock()) w->finish(asio::error::operation_aborted);
-                });
-            });
-        }
-        asio::post(backend_->strand(), [self = shared_from_this(), cap, h = std::move(h)]() mutable {
-            self->handler_.swap(h);
-            if (self->closed_ || self->backend_->stopped())
-                return self->finish(error::client_stopped);
-            if (self->pending_) return self->finish({});
-            if (cap == clock::duration::max()) return;
-            self->timer_.expires_after(cap);
-            self->timer_.async_wait([weak = self->weak_from_this()](error_code ec) {
-                if (ec) return;
-                if (auto w = weak.lock()) w->finish({});
-            });
-        });
-    }
-
-    void close() noexcept override {
-        try {
-            asio::post(backend_->strand(), [self = shared_from_this()] {
-                self->closed_ = true;
-                self->retry_timer_.cancel();
-                self->finish(asio::error::operation_aborted);
-            });
-        } catch (...) {
-        }
+        asio::post(strand(), [self = weak_self(this).lock()] { self->start(); });
     }
 
 private:
+    bool backend_stopped() const noexcept override { return backend_->stopped(); }
+    void on_close() noexcept override { retry_timer_.cancel(); }
+
     bool over() {
-        if (!closed_ && !backend_->stopped()) return false;
-        if (!closed_) {
-            closed_ = true;
-            finish(error::client_stopped);
-        }
+        if (closed()) return true;
+        if (!backend_->stopped()) return false;
+        end();
         return true;
     }
 
@@ -220,8 +186,8 @@ private:
     // the C client), while this watch lives and is open.
     template <class F>
     auto later(F f) {
-        return [weak = weak_from_this(), strand = backend_->strand(), f](auto... args) {
-            asio::post(strand, [weak, f, args...]() mutable {
+        return [weak = weak_self(this), ex = strand(), f](auto... args) {
+            asio::post(ex, [weak, f, args...]() mutable {
                 auto self = weak.lock();
                 if (!self || self->over()) return;
                 f(*self, std::move(args)...);
@@ -250,7 +216,7 @@ private:
     void retry() {
         announce();
         retry_timer_.expires_after(pauses_.next());
-        retry_timer_.async_wait([weak = weak_from_this()](error_code ec) {
+        retry_timer_.async_wait([weak = weak_self(this)](error_code ec) {
             if (ec) return;
             if (auto w = weak.lock()) w->start();
         });
@@ -280,31 +246,10 @@ private:
                                   }));
     }
 
-    void announce() {
-        pending_ = true;
-        if (handler_) finish({});
-    }
-
-    // A success consumes the announcement.
-    void finish(error_code ec) {
-        timer_.cancel();
-        if (!handler_) return;
-        if (!ec) pending_ = false;
-        done_handler h;
-        h.swap(handler_);
-        auto slot = asio::get_associated_cancellation_slot(h);
-        if (slot.is_connected()) slot.clear();
-        complete_now(std::move(h), false, backend_->get_executor(), ec);
-    }
-
     std::shared_ptr<zk_backend> backend_;
     const std::string dir_;
-    asio::steady_timer timer_;
     asio::steady_timer retry_timer_;
     backoff pauses_{std::chrono::milliseconds(200), std::chrono::seconds(5)};
-    done_handler handler_;
-    bool pending_ = false;
-    bool closed_ = false;
 };
 
 }  // namespace

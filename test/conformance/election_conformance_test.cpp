@@ -6,6 +6,8 @@
 //  - an observer (a third backend, no candidate) sees the terms in order and
 //    never an epoch older than one it saw, and no leader at the end;
 //  - a resigned term's proclaim is refused;
+//  - a won term and a resignation are counted before the campaign or the
+//    resignation completes;
 //  - with leases far longer than the case's bounds, a resignation wakes the
 //    candidate queued behind (it does not look again at a lease's end or
 //    fraction);
@@ -77,6 +79,9 @@ TEST_CASE("election: candidates take turns, epochs rise, observers never go back
         CHECK_FALSE(first);
 
         auto t1 = co_await e1.campaign("a", {.lease = 10s, .wait = 10s});
+        // Counted before the campaign completed, on every backend.
+        CHECK(b1.metrics().terms_won == 1);
+        CHECK(b1.metrics().leaderships_held == 1);
         std::optional<corolock::leadership> t2;
         e2.async_campaign("b", {.lease = 10s, .wait = 20s},
                           [&](corolock::error_code ec, corolock::leadership l) {
@@ -100,9 +105,12 @@ TEST_CASE("election: candidates take turns, epochs rise, observers never go back
         CHECK(observed.front() == t1.epoch());
         const auto ec = co_await t1.resign();
         CHECK_FALSE(ec);
+        CHECK(b1.metrics().resignations == 1);
+        CHECK(b1.metrics().leaderships_held == 0);
         const bool led = co_await eventually([&] { return t2.has_value(); }, 10s);
         REQUIRE(led);
         CHECK(t2->epoch() > t1.epoch());
+        CHECK(b2.metrics().terms_won == 1);
         const bool followed = co_await eventually([&] { return ended; }, 10s);
         REQUIRE(followed);
         REQUIRE_FALSE(observed.empty());

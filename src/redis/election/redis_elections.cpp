@@ -1,6 +1,7 @@
 #include "redis/election/redis_elections.hpp"
 
 #include "core/holder_record.hpp"
+#include "core/strand_leader_watch.hpp"
 #include "redis/connection/client_impl.hpp"
 #include "redis/lock/lock_service.hpp"
 #include "redis/lock/redis_backend.hpp"
@@ -130,20 +131,20 @@ error_code read_result(const reply& r, leader_reading& out) {
 }
 
 // A subscription on the client's strand: a local waiter of the name's
-// channel (lock_service), woken by every "*" on it, and a timer for the cap.
-class redis_watch final : public leader_watch,
-                          public lock_service::wait_target,
-                          public std::enable_shared_from_this<redis_watch> {
+// channel (lock_service), woken by every "*" on it.
+class redis_watch final : public strand_leader_watch, public lock_service::wait_target {
 public:
     redis_watch(std::shared_ptr<client_impl> impl, std::string channel)
-        : impl_(std::move(impl)), channel_(std::move(channel)), timer_(impl_->strand()) {
+        : strand_leader_watch(impl->strand(), impl->get_executor()),
+          impl_(std::move(impl)),
+          channel_(std::move(channel)) {
         waiter_.wake = &redis_watch::on_wake;
         waiter_.context = this;
     }
 
     void open() {
-        asio::post(impl_->strand(), [self = shared_from_this()] {
-            if (self->closed_ || self->impl_->stopped()) return;
+        asio::post(strand(), [self = weak_self(this).lock()] {
+            if (self->closed() || self->impl_->stopped()) return;
             auto svc = lock_service::of(*self->impl_);
             svc->add_waiter(self->waiter_, self->channel_);
             svc->register_stop_hook(*self);
@@ -151,105 +152,43 @@ public:
         });
     }
 
-    void wait(clock::duration cap, done_handler h) override {
-        auto slot = asio::get_associated_cancellation_slot(h);
-        if (slot.is_connected()) {
-            slot.assign([weak = weak_from_this(), strand = impl_->strand()](asio::cancellation_type t) {
-                if ((t & (asio::cancellation_type::terminal | asio::cancellation_type::partial)) ==
-                    asio::cancellation_type::none)
-                    return;
-                asio::post(strand, [weak] {
-                    if (auto w = weak.lock()) w->finish(asio::error::operation_aborted);
-                });
-            });
-        }
-        asio::post(impl_->strand(), [self = shared_from_this(), cap, h = std::move(h)]() mutable {
-            self->handler_.swap(h);
-            if (self->closed_ || self->impl_->stopped()) return self->finish(error::client_stopped);
-            if (self->pending_) return self->finish({});
-            if (cap == clock::duration::max()) return;
-            self->timer_.expires_after(cap);
-            self->timer_.async_wait([weak = self->weak_from_this()](error_code ec) {
-                if (ec) return;
-                if (auto w = weak.lock()) w->finish({});
-            });
-        });
-    }
-
-    void close() noexcept override {
-        try {
-            // The cycle through self_ must end even when this handler never
-            // runs (an io_context destroyed with it queued): the releaser's
-            // destructor ends it then, on the one thread left.
-            asio::post(impl_->strand(), [self = shared_from_this(),
-                                         ends = releaser{shared_from_this()}] {
-                self->closed_ = true;
-                self->finish(asio::error::operation_aborted);
-                if (self->self_) {
-                    auto svc = lock_service::of(*self->impl_);
-                    svc->unregister_stop_hook(*self);
-                    if (self->impl_->stopped()) svc->forget_waiter(self->waiter_);
-                    else svc->remove_waiter(self->waiter_, true);
-                }
-                self->self_.reset();
-            });
-        } catch (...) {
-        }
-    }
-
+    // The cycle through self_ ends even when close() never ran (an
+    // io_context destroyed with it queued), on the one thread left.
     void abandon() noexcept override { self_.reset(); }
 
     // lock_service::wait_target: only its stop hook is used.
     void wait_over() override {}
     void on_client_stopped() override {
-        closed_ = true;
-        finish(error::client_stopped);
+        end();
         lock_service::of(*impl_)->forget_waiter(waiter_);
         // Let go later: this runs inside the service's own loop.
-        asio::post(impl_->strand(), [keep = std::move(self_)] {});
+        asio::post(strand(), [keep = std::move(self_)] {});
     }
 
 private:
-    struct releaser {
-        std::shared_ptr<redis_watch> watch;
-        releaser(std::shared_ptr<redis_watch> w) : watch(std::move(w)) {}
-        releaser(releaser&&) noexcept = default;
-        releaser(const releaser&) = delete;
-        releaser& operator=(const releaser&) = delete;
-        releaser& operator=(releaser&&) = delete;
-        ~releaser() {
-            if (watch) watch->self_.reset();
+    bool backend_stopped() const noexcept override { return impl_->stopped(); }
+
+    void on_close() noexcept override {
+        if (self_) {
+            auto svc = lock_service::of(*impl_);
+            svc->unregister_stop_hook(*this);
+            if (impl_->stopped()) svc->forget_waiter(waiter_);
+            else svc->remove_waiter(waiter_, true);
         }
-    };
-
-    static void on_wake(void* context) noexcept {
-        auto* self = static_cast<redis_watch*>(context);
-        self->pending_ = true;
-        if (self->handler_) self->finish({});
+        self_.reset();
     }
 
-    // Strand only. A success consumes the announcement (and re-arms the
-    // waiter for the next one).
-    void finish(error_code ec) {
-        if (!ec && waiter_.registered) lock_service::of(*impl_)->rearm_waiter(waiter_);
-        if (!ec) pending_ = false;
-        timer_.cancel();
-        if (!handler_) return;
-        done_handler h;
-        h.swap(handler_);
-        auto slot = asio::get_associated_cancellation_slot(h);
-        if (slot.is_connected()) slot.clear();
-        complete_now(std::move(h), false, impl_->get_executor(), ec);
+    // Re-armed for the next announcement.
+    void on_taken() override {
+        if (waiter_.registered) lock_service::of(*impl_)->rearm_waiter(waiter_);
     }
+
+    static void on_wake(void* context) noexcept { static_cast<redis_watch*>(context)->announce(); }
 
     std::shared_ptr<client_impl> impl_;
     std::string channel_;
-    asio::steady_timer timer_;
     unlock_waiters::waiter waiter_;
-    done_handler handler_;
     std::shared_ptr<redis_watch> self_;
-    bool pending_ = false;
-    bool closed_ = false;
 };
 
 }  // namespace
