@@ -90,7 +90,7 @@ backend::backend(executor_type ex, const config& cfg)
 
 backend backend::redlock(executor_type ex, const std::vector<std::string>& urls,
                          const backend_config& cfg) {
-    return backend(detail::connect_redlock(std::move(ex), urls, cfg), true);
+    return detail::backend_access::handle(detail::connect_redlock(std::move(ex), urls, cfg), true);
 }
 
 backend::backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept

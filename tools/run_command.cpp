@@ -1202,9 +1202,10 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
             }
             detail::redlock_options ro;
             if (o.common.redlock_node_timeout) ro.node_timeout = *o.common.redlock_node_timeout;
-            locks.emplace(std::make_shared<detail::redlock_backend>(
-                              ioc.get_executor(), std::move(node_backends), ro),
-                          true);
+            locks.emplace(detail::backend_access::handle(
+                std::make_shared<detail::redlock_backend>(ioc.get_executor(),
+                                                          std::move(node_backends), ro),
+                true));
         } else {
             config cfg = tool_config(o.common);
             cfg.holder_label = holder_label(o);

@@ -218,7 +218,7 @@ template <class CompletionToken = detail::default_token>
 auto async_lock_status(const backend& b, std::string_view name, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<signature, std::string>{b.impl(), b.get_executor(),
+        detail::initiate_admin<signature, std::string>{detail::backend_access::impl(b), b.get_executor(),
                                                        &detail::lock_status_impl},
         token, std::string(name));
 }
@@ -246,7 +246,7 @@ template <class CompletionToken = detail::default_token>
 auto async_break_lock(const backend& b, std::string_view name, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_status);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<signature, std::string>{b.impl(), b.get_executor(),
+        detail::initiate_admin<signature, std::string>{detail::backend_access::impl(b), b.get_executor(),
                                                        &detail::break_lock_impl},
         token, std::string(name));
 }
@@ -275,7 +275,7 @@ auto async_release_owner(const backend& b, std::string_view name, std::string_vi
     using signature = void(error_code);
     return boost::asio::async_initiate<CompletionToken, signature>(
         detail::initiate_admin<signature, std::string, std::string>{
-            b.impl(), b.get_executor(), &detail::release_owner_impl},
+            detail::backend_access::impl(b), b.get_executor(), &detail::release_owner_impl},
         token, std::string(name), std::string(owner));
 }
 
@@ -302,7 +302,7 @@ template <class CompletionToken = detail::default_token>
 auto async_list_locks(const backend& b, lock_list_options options, CompletionToken&& token = {}) {
     using signature = void(error_code, lock_list);
     return boost::asio::async_initiate<CompletionToken, signature>(
-        detail::initiate_admin<signature, lock_list_options>{b.impl(), b.get_executor(),
+        detail::initiate_admin<signature, lock_list_options>{detail::backend_access::impl(b), b.get_executor(),
                                                              &detail::list_locks_impl},
         token, std::move(options));
 }
@@ -332,7 +332,7 @@ auto async_check_token(const backend& b, std::string_view name, std::uint64_t to
     using signature = void(error_code, bool);
     return boost::asio::async_initiate<CompletionToken, signature>(
         detail::initiate_admin<signature, std::string, std::uint64_t>{
-            b.impl(), b.get_executor(), &detail::check_token_impl},
+            detail::backend_access::impl(b), b.get_executor(), &detail::check_token_impl},
         completion, std::string(name), token);
 }
 

@@ -68,6 +68,7 @@ struct config;
 
 namespace detail {
 class lock_backend;
+struct backend_access;
 
 // The initiation of backend::async_drain and client::async_drain (see
 // detail/completion.hpp).
@@ -137,10 +138,6 @@ public:
     static backend redlock(executor_type ex, const std::vector<std::string>& urls,
                            const backend_config& cfg = {});
 
-    // A handle on a backend owned elsewhere (see client::lock_backend()):
-    // destroying it does not stop the backend. For corolock's own layers.
-    backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept;
-
     backend(backend&&) noexcept = default;
     backend& operator=(backend&&) noexcept;
     backend(const backend&) = delete;
@@ -185,11 +182,27 @@ public:
             detail::initiate_drain{impl_, get_executor()}, token, bound);
     }
 
-    const std::shared_ptr<detail::lock_backend>& impl() const noexcept { return impl_; }
-
 private:
+    friend struct detail::backend_access;
+
+    // A handle on a backend made or owned elsewhere (see
+    // client::lock_backend()): destroying it stops the backend only when
+    // `owning`.
+    backend(std::shared_ptr<detail::lock_backend> impl, bool owning) noexcept;
+
     std::shared_ptr<detail::lock_backend> impl_;
     bool owning_ = false;
 };
+
+namespace detail {
+// How corolock's own layers, and the templates of admin.hpp and fence.hpp,
+// reach what a backend handle hides from its users.
+struct backend_access {
+    static const std::shared_ptr<lock_backend>& impl(const backend& b) noexcept { return b.impl_; }
+    static backend handle(std::shared_ptr<lock_backend> impl, bool owning) noexcept {
+        return backend(std::move(impl), owning);
+    }
+};
+}  // namespace detail
 
 }  // namespace corolock

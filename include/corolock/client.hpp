@@ -129,7 +129,7 @@ public:
     auto async_drain(std::chrono::steady_clock::duration bound,
                      CompletionToken&& token = {}) const {
         return boost::asio::async_initiate<CompletionToken, void(error_code)>(
-            detail::initiate_drain{lock_backend().impl(), get_executor()}, token, bound);
+            detail::initiate_drain{detail::backend_access::impl(lock_backend()), get_executor()}, token, bound);
     }
 
     bool is_connected() const noexcept;

@@ -91,7 +91,7 @@ template <class CompletionToken = detail::default_token>
 auto async_fenced_exec(const backend& b, std::string_view fence_key, std::uint64_t token,
                        command cmd, CompletionToken&& completion = {}) {
     return boost::asio::async_initiate<CompletionToken, detail::fence_signature>(
-        detail::initiate_fence{b.impl(), b.get_executor()}, completion, std::string(fence_key),
+        detail::initiate_fence{detail::backend_access::impl(b), b.get_executor()}, completion, std::string(fence_key),
         token, std::move(cmd));
 }
 // The same on a client's server (one server, or Sentinel's primary).
@@ -109,7 +109,7 @@ auto async_fenced_exec(const client& c, std::string_view fence_key, std::uint64_
 template <class CompletionToken = detail::default_token>
 auto async_fence_install(const backend& b, CompletionToken&& completion = {}) {
     return boost::asio::async_initiate<CompletionToken, detail::fence_signature>(
-        detail::initiate_fence{b.impl(), b.get_executor()}, completion);
+        detail::initiate_fence{detail::backend_access::impl(b), b.get_executor()}, completion);
 }
 template <class CompletionToken = detail::default_token>
 auto async_fence_install(const client& c, CompletionToken&& completion = {}) {

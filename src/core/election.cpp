@@ -68,14 +68,15 @@ void record_term(const std::shared_ptr<lock_backend>& impl, const std::string& n
 
 struct election_state {
     election_state(const backend& b, std::string n)
-        : impl(b.impl()),
+        : impl(backend_access::impl(b)),
           service(impl ? impl->elections() : nullptr),
           name(std::move(n)),
           strand(asio::make_strand(impl ? impl->get_executor()
                                         : asio::any_io_executor(asio::system_executor()))) {
         if (service == nullptr) return;
-        if (impl->mutex_serves_in_order()) plain.emplace(backend(impl, false), name);
-        else lock.emplace(backend(impl, false), name);
+        auto handle = backend_access::handle(impl, false);
+        if (impl->mutex_serves_in_order()) plain.emplace(std::move(handle), name);
+        else lock.emplace(std::move(handle), name);
     }
 
     std::shared_ptr<lock_backend> impl;

@@ -19,7 +19,7 @@ lock_handle::lock_handle(const backend& b, std::string name, const lock_spec& sp
     : capacity_(spec.capacity) {
     std::string why;
     if (auto ec = validate_lock_name(name, why); ec) throw boost::system::system_error(ec, why);
-    state_ = b.impl()->make_state(std::move(name), spec);
+    state_ = backend_access::impl(b)->make_state(std::move(name), spec);
     delay_offered_ = state_->backend->offers_lock_delay(spec);
 }
 

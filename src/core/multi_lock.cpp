@@ -240,7 +240,7 @@ multi_lock::multi_lock(const backend& b, std::vector<std::string> names) : execu
     // the key once would leave the second name's fence unbumped.)
     std::map<std::string, const std::string*> keys;
     for (const auto& n : names) {
-        auto [it, fresh] = keys.emplace(b.impl()->exclusion_key(n), &n);
+        auto [it, fresh] = keys.emplace(detail::backend_access::impl(b)->exclusion_key(n), &n);
         if (!fresh)
             throw boost::system::system_error(
                 error::invalid_argument, "multi_lock: '" + printable(*it->second) + "' and '" +

@@ -12,8 +12,8 @@ namespace asio = boost::asio;
 
 std::shared_ptr<node_watch> node_watch::make(const backend& node, std::string_view lock_name,
                                              wake_fn wake) {
-    if (dynamic_cast<redis_backend*>(node.impl().get()) == nullptr) return nullptr;
-    return std::make_shared<node_watch>(node.impl(), std::string(lock_keys(lock_name).channel()),
+    if (dynamic_cast<redis_backend*>(backend_access::impl(node).get()) == nullptr) return nullptr;
+    return std::make_shared<node_watch>(backend_access::impl(node), std::string(lock_keys(lock_name).channel()),
                                         std::move(wake));
 }
 

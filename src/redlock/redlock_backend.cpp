@@ -103,7 +103,7 @@ std::shared_ptr<lock_state> redlock_backend::make_state(std::string name, const 
 
 bool redlock_backend::offers_lock_delay(const lock_spec& spec) const noexcept {
     return std::all_of(nodes_.begin(), nodes_.end(),
-                       [&](const backend& n) { return n.impl()->offers_lock_delay(spec); });
+                       [&](const backend& n) { return backend_access::impl(n)->offers_lock_delay(spec); });
 }
 
 void redlock_backend::stop() noexcept {

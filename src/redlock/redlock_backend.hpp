@@ -77,7 +77,7 @@ public:
     boost::asio::any_io_executor get_executor() const noexcept override { return executor_; }
     const strand_type& strand() const noexcept override { return strand_; }
     bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
-    spdlog::logger& log() const noexcept override { return nodes_.front().impl()->log(); }
+    spdlog::logger& log() const noexcept override { return backend_access::impl(nodes_.front())->log(); }
     observer* event_observer() const noexcept override { return observer_.get(); }
     void stop() noexcept override;
     std::string_view scheme() const noexcept override { return "redlock"; }
@@ -104,7 +104,7 @@ public:
 
 private:
     const strand_type& node_strand(std::size_t i) const noexcept {
-        return nodes_[i].impl()->strand();
+        return backend_access::impl(nodes_[i])->strand();
     }
     class round_op;
     friend class round_op;

@@ -81,7 +81,7 @@ TEST_CASE("backend: a Redis backend keeps the lock-only reply limits unless they
     redis_server server;
     asio::io_context ioc;
     auto limits_of = [](const corolock::backend& b) {
-        auto& redis = dynamic_cast<corolock::detail::redis_backend&>(*b.impl());
+        auto& redis = dynamic_cast<corolock::detail::redis_backend&>(*corolock::detail::backend_access::impl(b));
         return redis.client().cfg();
     };
     const corolock::config lock_only = corolock::config{}.use_lock_only_limits();

@@ -111,7 +111,7 @@ TEST_CASE("zk: an uncontended cycle is one create transaction and one delete",
     zk_server server;
     asio::io_context ioc;
     corolock::backend b(ioc.get_executor(), server.url());
-    auto impl = std::dynamic_pointer_cast<corolock::detail::zk::zk_backend>(b.impl());
+    auto impl = std::dynamic_pointer_cast<corolock::detail::zk::zk_backend>(corolock::detail::backend_access::impl(b));
     REQUIRE(impl);
     const auto& sent = impl->zk().requests();
     run_async(ioc, [&]() -> asio::awaitable<void> {

@@ -119,7 +119,8 @@ corolock::backend cluster_fleet::open_backend(boost::asio::any_io_executor ex) c
     cfg.reconnect_max = 200ms;
     auto impl = std::make_shared<detail::client_impl>(ex, std::move(cfg));
     impl->start();
-    return corolock::backend(impl->lock_backend().shared(), /*owning=*/true);
+    return corolock::detail::backend_access::handle(impl->lock_backend().shared(),
+                                                     /*owning=*/true);
 }
 
 std::string cluster_fleet::url() const {

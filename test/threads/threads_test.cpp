@@ -544,10 +544,10 @@ TEST_CASE("threads: RedLock on two threads, its per-node timeouts firing while n
     asio::io_context ioc(2);
     corolock::detail::redlock_options hasty;
     hasty.node_timeout = 1ms;
-    corolock::backend quick(corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), {},
-                                                              hasty),
-                            true);
-    corolock::backend steady(
+    using corolock::detail::backend_access;
+    auto quick = backend_access::handle(
+        corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), {}, hasty), true);
+    auto steady = backend_access::handle(
         corolock::detail::connect_redlock(ioc.get_executor(), f.urls(), {}), true);
     constexpr int contenders = 4, rounds = 25;
     // Atomics: two backends order their holders through the servers, which

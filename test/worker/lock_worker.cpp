@@ -606,7 +606,7 @@ std::chrono::milliseconds take_rest_option(std::vector<std::string>& args) {
 // the lock URL opens a backend of its own, of whatever scheme.
 struct endpoints {
     std::unique_ptr<corolock::client> resource;
-    corolock::backend locks{nullptr, false};
+    corolock::backend locks = corolock::detail::backend_access::handle(nullptr, false);
 
     endpoints(asio::io_context& ioc, const std::string& lock_url, const std::string& resource_url,
               const std::function<corolock::config(const std::string&)>& resource_config) {

@@ -331,7 +331,7 @@ metrics_snapshot client::metrics() const noexcept {
 }
 
 backend client::lock_backend() const noexcept {
-    return backend(impl_ ? impl_->lock_backend().shared() : nullptr, false);
+    return detail::backend_access::handle(impl_ ? impl_->lock_backend().shared() : nullptr, false);
 }
 
 std::shared_ptr<detail::lock_backend> detail::connect_redis(boost::asio::any_io_executor ex,
