@@ -23,7 +23,7 @@ refuses a write whose fencing token is older than the newest one written:
       CLF01 for a stale token, in one transaction (all or nothing). The
       role needs CREATE on the database.
 
-Running it again changes nothing and exits 0.
+Running it again changes nothing and exits 0; primaries that refuse are named.
 
 Options (the ones every command takes, as for run; see 'corolock help'):
   --url URL       the server; default: $REDIS_URL, else the local Redis.

@@ -105,7 +105,9 @@ auto async_fenced_exec(const client& c, std::string_view fence_key, std::uint64_
 // Loads the library `corolock` (FUNCTION LOAD REPLACE): on the server, or
 // on every primary of a Cluster backend. Idempotent. Completes with the
 // server's OK (the library's name), or error::no_functions (Redis < 7.0,
-// the reply's text says so), no_permission, or a connection error.
+// the reply's text says so), no_permission, or a connection error. On a
+// Cluster where some primaries refuse, the others keep the library and the
+// reply's text names each primary that lacks it, and why.
 template <class CompletionToken = detail::default_token>
 auto async_fence_install(const backend& b, CompletionToken&& completion = {}) {
     return boost::asio::async_initiate<CompletionToken, detail::fence_signature>(

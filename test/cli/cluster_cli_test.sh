@@ -142,6 +142,27 @@ expect_status "the holder of a broken lock exits with lease lost" 70 "$last_stat
 reap "$holder_c"
 expect_status "the holder of the other broken lock exits with lease lost" 70 "$last_status"
 
+# ---- fence install where one primary refuses FUNCTION LOAD ----
+# (docs/fencing.md, "Installing": reported, not rolled back.) The ACL of the
+# last node denies FUNCTION LOAD to the default user; the others take it.
+library_on() { rcli "$1" FUNCTION LIST LIBRARYNAME corolock | grep -c '^corolock$'; }
+refusing=${node_ports[2]}
+rcli "$refusing" ACL SETUSER default -function\|load >/dev/null
+cl 20 fence install --url "$url"
+expect_status "fence install with a primary refusing FUNCTION LOAD: exit 76" 76 "$last_status"
+expect_match "it counts the primaries that have it" 'loaded on 2 of 3 primaries' "$tmp_dir/err"
+expect_match "it names the refusing primary and why" "missing on 127\.0\.0\.1:$refusing \(NOPERM" \
+  "$tmp_dir/err"
+expect_no_match "it names no primary that loaded it" \
+  "missing on .*127\.0\.0\.1:(${node_ports[0]}|${node_ports[1]})[^0-9]" "$tmp_dir/err"
+expect_cond "the two other primaries have the library" \
+  '[ "$(library_on "${node_ports[0]}")$(library_on "${node_ports[1]}")" = 11 ]'
+expect_cond "the refusing primary has none" '[ "$(library_on "$refusing")" = 0 ]'
+rcli "$refusing" ACL SETUSER default +function\|load >/dev/null
+cl 20 fence install --url "$url"
+expect_status "once allowed, installing again completes it" 0 "$last_status" "$(cat "$tmp_dir/err")"
+expect_cond "every primary has the library" '[ "$(library_on "$refusing")" = 1 ]'
+
 # ---- what a cluster cannot do, and an unreachable one ----
 
 cl 10 run --url "$url" --replicas 1 "$a" -- true

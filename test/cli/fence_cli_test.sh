@@ -7,7 +7,8 @@
 #
 # GROUPs: redis (needs redis-server and redis-cli: COROLOCK_REDIS_SERVER,
 # COROLOCK_REDIS_CLI), postgresql (needs initdb, postgres and psql:
-# COROLOCK_PG_BINDIR, else the newest /usr/lib/postgresql/*/bin).
+# COROLOCK_PG_BINDIR, else the newest /usr/lib/postgresql/*/bin),
+# pg_stale_writer (both: a Redis lock's frozen holder on the PostgreSQL fence).
 #
 # Every command runs under `timeout`, every wait loop is bounded in count
 # and time, and only processes started here are ever signalled. The last
@@ -127,7 +128,68 @@ group_postgresql() {
     '[ "$(psql_value "SELECT count(*) FROM pg_namespace WHERE nspname = '"'corolock'"'")" = 0 ]'
 }
 
-[ $# -eq 0 ] && set -- redis postgresql
+# The stale writer on the PostgreSQL fence: holder A (a `corolock run` of a
+# Redis lock with a 1 s lease) takes the lock, notes its token and is frozen
+# with SIGSTOP before it writes; B waits for the lock (granted when A's lease
+# runs out: the event, not a guess) and writes to a table fenced by the
+# trigger of docs/fencing.md; A is resumed and writes with its older token:
+# refused with CLF01, and the table keeps B's row.
+group_pg_stale_writer() {
+  pg_start || { fail "stale writer: postgresql starts"; return; }
+  local pg_url=$url
+  start_nodes 1 || { fail "stale writer: the redis-server for the lock starts"; return; }
+  local lock_url="redis://127.0.0.1:${node_ports[0]}"
+  cl 30 fence install --url "$pg_url"
+  expect_status "stale writer: fence install exits 0" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  psql_value "CREATE TABLE stock (sku text PRIMARY KEY, token bigint NOT NULL, writer text)" >/dev/null
+  # The trigger as docs/fencing.md gives it (the block after its marker).
+  sed -n '/<!-- fence trigger example -->/,/^```$/p' "$(dirname "${BASH_SOURCE[0]}")/../../docs/fencing.md" |
+    sed '1,2d;$d' >"$tmp_dir/trigger.sql"
+  timeout 20 "$pg_bindir/psql" -X -q -v ON_ERROR_STOP=1 -d "$pg_url" -f "$tmp_dir/trigger.sql" \
+    >"$tmp_dir/trigger.out" 2>&1
+  expect_status "stale writer: the documented trigger is created" 0 "$?" "$(cat "$tmp_dir/trigger.out")"
+
+  # write.sh WHO [GO]: notes the token, waits for a line on GO when given,
+  # then writes as WHO with its token, the SQLSTATE of a failure in psql-WHO.
+  cat >"$tmp_dir/write.sh" <<'SCRIPT'
+echo "$COROLOCK_TOKEN" >"$W_DIR/token-$1"
+[ -n "${2:-}" ] && read -r _ <"$2"
+timeout 20 "$W_PSQL" -X -q -At -d "$W_URL" -c '\set VERBOSITY sqlstate' \
+  -c "BEGIN; SET LOCAL corolock.token = '$COROLOCK_TOKEN'; INSERT INTO stock VALUES ('sku-1', $COROLOCK_TOKEN, '$1') ON CONFLICT (sku) DO UPDATE SET token = excluded.token, writer = excluded.writer; COMMIT" \
+  >"$W_DIR/psql-$1" 2>&1
+echo $? >"$W_DIR/code-$1"
+SCRIPT
+  export W_DIR=$tmp_dir W_PSQL=$pg_bindir/psql W_URL=$pg_url
+  mkfifo "$tmp_dir/go-a"
+  spawn 90 "$bin" run --url "$lock_url" --lease 1s --on-lost ignore stock -- \
+    sh "$tmp_dir/write.sh" a "$tmp_dir/go-a"
+  local a_timeout=$last_pid a_pid
+  expect_true "stale writer: A holds the lock" wait_until 20 test -s "$tmp_dir/token-a"
+  a_pid=$(corolock_pid "$a_timeout")
+  [ -n "$a_pid" ] || { fail "stale writer: A's corolock process"; return; }
+  kill -STOP "$a_pid"  # no renewals from here: its lease runs out
+
+  cl 40 run --url "$lock_url" -w 30 --lease 10s stock -- sh "$tmp_dir/write.sh" b
+  expect_status "stale writer: B takes the lock once A's lease ran out" 0 "$last_status" \
+    "$(cat "$tmp_dir/err")"
+  local token_a token_b
+  token_a=$(cat "$tmp_dir/token-a")
+  token_b=$(cat "$tmp_dir/token-b" 2>/dev/null)
+  expect_cond "stale writer: B's token $token_b is above A's $token_a" '[ "${token_b:-0}" -gt "$token_a" ]'
+  expect_cond "stale writer: B's write is taken" '[ "$(cat "$tmp_dir/code-b")" = 0 ]'
+
+  kill -CONT "$a_pid"
+  echo go >"$tmp_dir/go-a"
+  reap "$a_timeout"
+  expect_cond "stale writer: A's late write fails" '[ "$(cat "$tmp_dir/code-a" 2>/dev/null)" != 0 ]'
+  expect_match "stale writer: with the fence's SQLSTATE CLF01" "CLF01" "$tmp_dir/psql-a"
+  expect_cond "stale writer: the table holds B's row" \
+    '[ "$(psql_value "SELECT writer || '"' '"' || token FROM stock")" = "b $token_b" ]'
+  expect_cond "stale writer: the fence records B's token" \
+    '[ "$(psql_value "SELECT token FROM corolock.fences WHERE resource = '"'stock'"'")" = "$token_b" ]'
+}
+
+[ $# -eq 0 ] && set -- redis postgresql pg_stale_writer
 for g in "$@"; do
   echo "# $g"
   "group_$g"

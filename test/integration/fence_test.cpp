@@ -403,6 +403,59 @@ TEST_CASE("fence: on a Cluster a stale write is refused, keys in two slots are r
     CHECK(primaries == 3);
 }
 
+TEST_CASE("fence: on a Cluster a primary refusing FUNCTION LOAD is named and the others keep "
+          "the library, and a fenced call elsewhere still loads it on demand",
+          "[integration][fence][cluster]") {
+    cluster_fleet fleet;
+    std::vector<redis_server*> primaries;
+    for (std::size_t i = 0; i < fleet.size(); ++i)
+        if (fleet.node(i).cmd1({"ROLE"}) == "master") primaries.push_back(&fleet.node(i));
+    REQUIRE(primaries.size() == 3);
+    // A real refusal: this primary's ACL denies FUNCTION LOAD (NOPERM).
+    redis_server& refusing = *primaries[2];
+    refusing.cmd({"ACL", "SETUSER", "default", "-function|load"});
+    const std::string refusing_at = "127.0.0.1:" + std::to_string(refusing.port());
+    using corolock::detail::cluster::key_slot;
+    // A hash tag served by the refusing primary, and one served by another.
+    std::string on_refusing, elsewhere;
+    for (int i = 0; i < 200 && (on_refusing.empty() || elsewhere.empty()); ++i) {
+        const std::string t = "{t" + std::to_string(i) + "}";
+        (fleet.primary_of_slot(key_slot(t)) == &refusing ? on_refusing : elsewhere) = t;
+    }
+    REQUIRE_FALSE(on_refusing.empty());
+    REQUIRE_FALSE(elsewhere.empty());
+    asio::io_context ioc;
+    corolock::backend c{ioc.get_executor(), fleet.url()};
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        auto [ec, r] = co_await corolock::async_fence_install(c, use_nothrow);
+        CHECK(ec);
+        CHECK_THAT(r.str, Catch::Contains("loaded on 2 of 3 primaries"));
+        CHECK_THAT(r.str, Catch::Contains("missing on " + refusing_at + " (NOPERM"));
+        for (auto* p : primaries) {
+            if (p == &refusing) continue;
+            CHECK_THAT(r.str, !Catch::Contains("127.0.0.1:" + std::to_string(p->port()) + " ("));
+            CHECK(library_loaded(*p));
+            p->cmd({"FUNCTION", "DELETE", "corolock"});  // for the on-demand load below
+        }
+        CHECK_FALSE(library_loaded(refusing));
+        // On demand: the load fails on the refusing primary only; a call
+        // whose slot is elsewhere is sent again and written.
+        auto [ok, r1] = co_await fenced(c, elsewhere + ":fence", 2,
+                                        command{"SET", elsewhere + ":v", "2"});
+        CHECK_FALSE(ok);
+        CHECK_THAT(r1.str, Catch::Equals("OK"));  // SET's, not the load's report
+        // One whose slot is on the refusing primary fails with the report.
+        auto [refused, r2] = co_await fenced(c, on_refusing + ":fence", 2,
+                                             command{"SET", on_refusing + ":v", "2"});
+        CHECK(refused);
+        CHECK_THAT(r2.str, Catch::Contains("missing on " + refusing_at + " (NOPERM"));
+        c.stop();
+    }, 60s);
+    for (auto* p : primaries) CHECK(library_loaded(*p) == (p != &refusing));
+    CHECK(fleet.primary_of_slot(key_slot(elsewhere))->cmd1({"GET", elsewhere + ":v"}) == "2");
+    CHECK(refusing.cmd1({"EXISTS", on_refusing + ":v"}) == "0");
+}
+
 TEST_CASE("fence: through Sentinel the fence record survives a failover and still refuses "
           "the older token",
           "[integration][fence][sentinel]") {

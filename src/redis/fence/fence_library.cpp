@@ -139,7 +139,9 @@ bool starts_with(std::string_view s, std::string_view prefix) noexcept {
     return s.substr(0, prefix.size()) == prefix;
 }
 
-// One FUNCTION LOAD per server, the first failure kept.
+// One FUNCTION LOAD per server. On a Cluster a load that fails on some
+// primaries is reported, not rolled back (docs/fencing.md, "Installing"):
+// the error names every primary that lacks the library and why.
 struct load_run : std::enable_shared_from_this<load_run> {
     std::shared_ptr<client_impl> front;
     std::vector<std::shared_ptr<client_impl>> nodes;  // a Cluster's primaries
@@ -147,27 +149,49 @@ struct load_run : std::enable_shared_from_this<load_run> {
     std::size_t pending = 0;
     error_code first;
     reply first_reply;
+    std::vector<std::string> missing;  // "ADDRESS (the server's reason)", one a failed primary
 
-    void load_on(client_impl& on) {
+    void load_on(client_impl& on, std::string name) {
         ++pending;
         client_impl::exec_options opts;
         opts.idempotent = true;  // REPLACE: loading twice is loading once
         on.exec(command{"FUNCTION", "LOAD", "REPLACE", library}.payload(), opts,
-                asio::bind_executor(front->strand(), [self = shared_from_this()](error_code ec,
-                                                                                 reply r) {
-                    self->on_loaded(ec, std::move(r));
+                asio::bind_executor(front->strand(), [self = shared_from_this(),
+                                                      name = std::move(name)](error_code ec,
+                                                                             reply r) {
+                    self->on_loaded(name, ec, std::move(r));
                 }));
     }
 
-    void on_loaded(error_code ec, reply r) {
-        if (ec && !first) {
-            first = functions_error(ec, r);
-            first_reply = std::move(r);
-        } else if (!ec && !first) {
+    void on_loaded(const std::string& name, error_code ec, reply r) {
+        if (ec) {
+            ec = functions_error(ec, r);
+            if (!name.empty()) {
+                const std::string why = r.is_error() && !r.str.empty() ? r.str : ec.message();
+                missing.push_back(name + " (" + why + ")");
+            }
+            if (!first) {
+                first = ec;
+                first_reply = std::move(r);
+            }
+        } else if (!first) {
             first_reply = std::move(r);  // the library's name
         }
         if (--pending > 0) return;
         for (auto& n : nodes) n->stop();
+        if (first && !missing.empty()) {
+            // A Cluster: which primaries lack the library, each with its reason.
+            std::string text = "the Redis Functions library corolock is loaded on " +
+                               std::to_string(nodes.size() - missing.size()) + " of " +
+                               std::to_string(nodes.size()) + " primaries; missing on ";
+            for (std::size_t i = 0; i < missing.size(); ++i) {
+                if (i > 0) text += ", ";
+                text += missing[i];
+            }
+            text += "; install again once the cause is fixed (it is idempotent)";
+            first_reply.type = resp3_type::simple_error;
+            first_reply.str = std::move(text);
+        }
         auto d = std::move(done);
         d(first, std::move(first_reply));
     }
@@ -175,12 +199,13 @@ struct load_run : std::enable_shared_from_this<load_run> {
     // A Cluster: the map first (any keyless command reads it), then each primary.
     void on_map(error_code ec, reply r) {
         if (ec) return done(ec, std::move(r));
-        for (const auto& a : front->router()->primaries()) {
+        const auto primaries = front->router()->primaries();
+        for (const auto& a : primaries) {
             nodes.push_back(front->router()->make_node_client(a));
             nodes.back()->start();
         }
         if (nodes.empty()) return done(error::cluster_down, std::move(r));
-        for (auto& n : nodes) load_on(*n);
+        for (std::size_t i = 0; i < nodes.size(); ++i) load_on(*nodes[i], to_string(primaries[i]));
     }
 };
 
@@ -206,7 +231,7 @@ void load_fence_library(const std::shared_ptr<client_impl>& c, fence_load_handle
     run->front = c;
     run->done = std::move(done);
     asio::post(c->strand(), [run] {
-        if (run->front->router() == nullptr) return run->load_on(*run->front);
+        if (run->front->router() == nullptr) return run->load_on(*run->front, {});
         client_impl::exec_options opts;
         opts.idempotent = true;
         run->front->exec(command{"PING"}.payload(), opts,

@@ -30,7 +30,9 @@ bool is_function_missing(const reply& r) noexcept;
 // primary of its Cluster (each through a connection of its own, stopped
 // afterwards). Completes once, on the client's strand, with the first
 // failure: error::no_functions (the reply's text says why) when the server
-// does not know FUNCTION (Redis < 7, or the command renamed away).
+// does not know FUNCTION (Redis < 7, or the command renamed away). On a
+// Cluster nothing is rolled back: the reply's text names every primary that
+// lacks the library, with its reason (docs/fencing.md, "Installing").
 using fence_load_handler = std::function<void(error_code, reply)>;
 void load_fence_library(const std::shared_ptr<client_impl>& c, fence_load_handler done);
 

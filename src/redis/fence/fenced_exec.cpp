@@ -61,6 +61,8 @@ struct fenced_call : std::enable_shared_from_this<fenced_call> {
     std::string payload;
     client_impl::exec_options opts;
     bool loaded = false;  // the library was loaded once for this call
+    error_code load_error;  // and how that load failed (a Cluster's primaries)
+    reply load_reply;
 
     // The caller's cancellation slot goes with each FCALL, so it is honoured
     // as client::async_exec honours it; the library's load is not cancellable.
@@ -75,16 +77,26 @@ struct fenced_call : std::enable_shared_from_this<fenced_call> {
     }
 
     void on_reply(error_code ec, reply r) {
-        if (ec && !loaded && is_function_missing(r)) {
-            loaded = true;
-            load_fence_library(impl, [self = shared_from_this()](error_code lec, reply lr) {
-                if (lec) return self->finish(lec, std::move(lr));
-                self->send();
-            });
-            return;
+        if (ec && is_function_missing(r)) {
+            if (!loaded) return load_and_resend();
+            // Still missing here after a Cluster's partial load: its report.
+            if (load_error) return finish(load_error, std::move(load_reply));
         }
         ec = functions_error(ec, r);
         finish(ec, std::move(r));
+    }
+
+    // On a Cluster the primaries that refused the load need not include
+    // this call's: it is sent again, and fails with the load's report (the
+    // primaries lacking the library) only if its own primary is one of them.
+    void load_and_resend() {
+        loaded = true;
+        load_fence_library(impl, [self = shared_from_this()](error_code lec, reply lr) {
+            if (lec && self->impl->router() == nullptr) return self->finish(lec, std::move(lr));
+            self->load_error = lec;
+            self->load_reply = std::move(lr);
+            self->send();
+        });
     }
 
     void finish(error_code ec, reply r) {
