@@ -6,6 +6,7 @@
 
 #include "support/child_process.hpp"
 #include "support/history.hpp"
+#include "support/lock_server.hpp"
 #include "support/lock_testing.hpp"
 #include "support/redis_server.hpp"
 
@@ -131,6 +132,9 @@ public:
     std::string oracle_key() const { return "oracle:" + opts_.name; }
     child_process& worker(std::size_t i) { return *workers_.at(i); }
     std::size_t size() const { return workers_.size(); }
+    // Worker i's history (JSON lines), for a test that reads an event the
+    // checker does not.
+    std::string log_file(std::size_t i) const { return dir_.file("worker-" + std::to_string(i) + ".jsonl"); }
 
     // Starts the workers and waits until each has printed "running".
     void start() {
@@ -158,7 +162,7 @@ public:
         std::vector<std::string> argv{
             COROLOCK_TEST_WORKER, mode(), opts_.urls.empty() ? server_.url() : opts_.urls[i % opts_.urls.size()], names_for(i), counter_key(), oracle_key(),
             std::to_string(opts_.lease.count()), std::to_string(opts_.hold.count()),
-            std::to_string(duration.value_or(opts_.duration).count()), dir_.file("worker-" + std::to_string(i) + ".jsonl"),
+            std::to_string(duration.value_or(opts_.duration).count()), log_file(i),
             std::to_string(seed_ + i)};
         if (opts_.separate_resource) argv.push_back("--resource=" + server_.url());
         if (!opts_.semaphore.empty()) argv.push_back("--semaphore=" + opts_.semaphore);
@@ -195,7 +199,7 @@ public:
     // one JSON line each: for a failure's message.
     std::string history_of(std::size_t i, std::size_t max_lines = 60) const {
         std::deque<std::string> kept;
-        std::ifstream in(dir_.file("worker-" + std::to_string(i) + ".jsonl"));
+        std::ifstream in(log_file(i));
         for (std::string line; std::getline(in, line);) {
             if (line.find("\"ev\":\"acquire_") == std::string::npos &&
                 line.find("\"ev\":\"release_") == std::string::npos)
@@ -219,7 +223,7 @@ public:
     bool wrote_after_section(std::size_t i, std::chrono::milliseconds limit) const {
         const auto lines = [&] {
             std::vector<std::string> out;
-            std::ifstream in(dir_.file("worker-" + std::to_string(i) + ".jsonl"));
+            std::ifstream in(log_file(i));
             for (std::string line; std::getline(in, line);)
                 if (!line.empty()) out.push_back(line);
             return out;
@@ -405,7 +409,7 @@ private:
         return opts_.fair ? "fair-cycle" : "cycle";
     }
     std::string last_line(std::size_t i) const {
-        std::ifstream in(dir_.file("worker-" + std::to_string(i) + ".jsonl"));
+        std::ifstream in(log_file(i));
         std::string line, last;
         while (std::getline(in, line))
             if (!line.empty()) last = line;
@@ -585,6 +589,14 @@ inline paused_holder pause_past_lease(fleet& f, std::chrono::milliseconds extra)
 // Restarts `server` under a running fleet, logged as the harness's
 // server_restarted fault; returns when it answers again (mono ns).
 inline long long restart_server(fleet& f, redis_server& server) {
+    f.harness().fault("server_restarted", server.pid());
+    server.restart();
+    return mono_ns();
+}
+
+// The same for another backend's server (support/lock_server.hpp): etcd's
+// member keeps its data dir, ZooKeeper's server its snapshot and log.
+inline long long restart_server(fleet& f, lock_server& server) {
     f.harness().fault("server_restarted", server.pid());
     server.restart();
     return mono_ns();

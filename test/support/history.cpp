@@ -213,7 +213,7 @@ const std::set<std::string>& holder_kinds() {
     static const std::set<std::string> kinds{
         "lease", "increment_invoked", "increment_ok", "increment_failed", "write_invoked",
         "write_accepted", "write_rejected", "write_failed", "release_invoked", "release_ok",
-        "release_failed", "lost"};
+        "release_failed", "lost", "proclaim_ok", "proclaim_failed"};
     return kinds;
 }
 

@@ -44,6 +44,10 @@
 //   write_accepted             token, prev: the oracle took it (token > prev)
 //   write_rejected             token, prev: the oracle refused it (token <= prev)
 //   write_failed               token, error: outcome unknown
+//   proclaim_ok, proclaim_failed   token, error: a leader's proclaim before
+//                              its write (lock_worker elect-cycle); the
+//                              checker only holds it to a term of its actor
+//                              (the election fault tests read the outcome)
 //   release_invoked            token
 //   release_ok                 token
 //   release_failed             token, error (e.g. "expired", "not_owner")

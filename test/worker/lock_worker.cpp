@@ -52,6 +52,8 @@
 //       elect-cycle: the same with terms of a corolock::election: a cycle
 //       campaigns (value "worker PID"), runs the section as leader with the
 //       term's epoch as its token, and resigns (its release in the history).
+//       Between the section's pause and its write it proclaims a new value,
+//       logged as proclaim_ok or proclaim_failed (with the error).
 //
 // Events go as JSON lines to LOG when given: the history checker's input,
 // in the format documented in test/support/history.hpp. Times are
@@ -86,7 +88,7 @@
 #include <sstream>
 #include <tuple>
 #include <string>
-#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -340,6 +342,18 @@ struct cycle_worker {
 
         std::uniform_int_distribution<long> spread(hold.count() / 2, hold.count());
         co_await pause_for(std::chrono::milliseconds(spread(rng)));
+
+        if constexpr (std::is_same_v<Holder, corolock::leadership>) {
+            // A leader proclaims a new value before its write: refused
+            // (proclaim_failed) once the term is lost, as after a pause past
+            // its lease. The checker does not read it; the election fault
+            // tests do.
+            auto [ecp] = co_await g.async_proclaim("worker " + std::to_string(::getpid()) +
+                                                       " epoch " + std::to_string(token),
+                                                   asio::as_tuple(asio::use_awaitable));
+            if (ecp) log.write("proclaim_failed", 0, name, token, with_error(error_name(ecp)));
+            else log.write("proclaim_ok", 0, name, token);
+        }
 
         log.write("write_invoked", 0, name, token);
         auto [ec3, w] = co_await c.async_exec(

@@ -1,0 +1,246 @@
+// The election fault scenarios, one function each, run on every backend
+// whose election the fault tier tests: Redis (election_faults_test.cpp),
+// etcd (etcd_election_faults_test.cpp) and ZooKeeper
+// (zk_election_faults_test.cpp). lock_worker processes in elect-cycle mode
+// (test/fault/fault_fleet.hpp), each cycle a term: campaign, the section as
+// leader with the term's epoch as its token (a proclaim in its middle),
+// resign. The history checker reads the terms as it reads a lock's holders:
+// at most one leader in the safe window (I1: no two terms overlap),
+// epochs fencing off a late leader's write, every lost signal before the
+// server could end the term; and the terms' epochs rise in the order they
+// were won. Each scenario also asserts who led around the fault: the
+// victim's term, the next leader's higher epoch, and their order. Each scenario prints the
+// time from the fault to the next leader (a figure, not an assertion:
+// only loose sanity bounds on time).
+#pragma once
+
+#include "fault/fault_fleet.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/lock_server.hpp"
+#include "support/redis_server.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace corolock::test::fault::election_scenarios {
+
+// Where the candidates campaign. Redis: `lock` is null and the fleet's
+// redis-server is the election's server as well as the resource (the
+// counter and the fenced oracle). Another backend: `lock` is its server
+// (support/lock_server.hpp), reached by URL; the resource stays on a
+// redis-server of its own (fleet_options::separate_resource).
+struct target {
+    std::string backend;  // for the output: "redis", "etcd", "zk"
+    redis_server& resource;
+    lock_server* lock = nullptr;
+    // How long each worker cycles: long enough for the fault, the next
+    // term and some after it (a server's restart takes seconds on etcd and
+    // ZooKeeper).
+    std::chrono::milliseconds duration{4000};
+};
+
+inline std::chrono::milliseconds expiry_slack(const target& t) {
+    return t.lock ? t.lock->expiry_slack() : std::chrono::milliseconds(0);
+}
+
+inline fleet_options election_fleet(const target& t, const std::string& name) {
+    // A rest after each resign, so that a waiting candidate is the one the
+    // resign hands over to (the queue is first come, first served).
+    fleet_options o{.workers = 4, .lease = 1000ms, .hold = 200ms, .duration = t.duration,
+                    .name = name, .elect = true, .rest = 100ms};
+    if (t.lock) {
+        o.urls = {t.lock->url()};
+        o.separate_resource = true;
+    }
+    return o;
+}
+
+// Epochs of the terms in the order they were won: strictly increasing.
+inline bool epochs_rise(const history::check_result& r) {
+    std::vector<const history::holder_info*> terms;
+    for (const auto& h : r.holder_list) terms.push_back(&h);
+    std::sort(terms.begin(), terms.end(),
+              [](const auto* a, const auto* b) { return a->acquire_ok < b->acquire_ok; });
+    for (std::size_t i = 1; i < terms.size(); ++i)
+        if (terms[i]->token <= terms[i - 1]->token) return false;
+    return true;
+}
+
+// The proclaim a worker made in term `epoch` (lock_worker logs
+// proclaim_ok or proclaim_failed, with the error): the event's line, or ""
+// when it made none.
+inline std::string proclaim_of(const fleet& f, std::size_t worker, std::uint64_t epoch) {
+    std::ifstream in(f.log_file(worker));
+    const std::string token = ",\"token\":" + std::to_string(epoch) + ",";
+    for (std::string line; std::getline(in, line);)
+        if (line.find("\"ev\":\"proclaim_") != std::string::npos &&
+            line.find(token) != std::string::npos)
+            return line;
+    return {};
+}
+
+// A leader stopped (SIGSTOP) inside its term, left so past its lease (and
+// the server's expiry slack), resumed once the next leader has written: its
+// term was lost before the next began, it hears so on resuming, its
+// proclaim is refused and its late write is fenced off by the epoch.
+inline void leader_paused(const target& t) {
+    const auto seed = fault_seed((t.backend + " election leader paused").c_str());
+    fleet f(t.resource, election_fleet(t, "elect-paused"), seed);
+    f.start();
+    std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));  // pacing: let some terms run
+    const auto [index, pid, paused_at, resumed_at] = pause_past_lease(f, expiry_slack(t) + 1000ms);
+    f.finish();
+
+    const auto r = f.check(f.counted());
+    INFO(r.report());
+    CHECK(r.ok());
+    CHECK(epochs_rise(r));
+    const auto* held = holder_at(r, pid, paused_at);
+    REQUIRE(held);
+    CHECK(held->window_end < resumed_at);
+    CHECK(held->lost >= resumed_at);
+    const auto* successor = first_acquire_after(r, paused_at, pid);
+    REQUIRE(successor);
+    CHECK(successor->token > held->token);
+    // Its term ended (the safe window) before the next one began.
+    CHECK(held->window_end <= successor->acquire_ok);
+    // On resuming it did not act as leader: its proclaim was refused...
+    const auto proclaim = proclaim_of(f, index, held->token);
+    INFO("the paused leader's proclaim: " << proclaim);
+    CHECK(proclaim.find("\"ev\":\"proclaim_failed\"") != std::string::npos);
+    // ...and its late write was fenced off by the next leader's epoch.
+    INFO("the late write: " << held->write_outcome << " " << held->write_error);
+    CHECK(held->write_outcome == "rejected");
+    std::cout << t.backend << " election pause: next leader "
+              << ms_of(successor->acquire_ok - paused_at) << " ms after the pause (lease "
+              << f.options().lease.count() << " ms)" << std::endl;
+}
+
+// A leader killed with kill -9: the next candidate leads once the dead
+// term could have ended on the server, not before, and (loosely) about
+// then: woken by the lease's end, not by the end of its own wait (5 s).
+inline void leader_killed(const target& t) {
+    const auto seed = fault_seed((t.backend + " election leader killed").c_str());
+    fleet f(t.resource, election_fleet(t, "elect-killed"), seed);
+    f.start();
+    std::this_thread::sleep_for(draw(f.rng(), 200ms, 600ms));
+    const auto victim = f.worker_in_section(5s);
+    REQUIRE(victim);
+    const long long pid = f.worker(*victim).pid();
+    const long long killed_at = mono_ns();
+    f.kill9(*victim);
+    f.finish();
+
+    const auto r = f.check(f.counted());
+    INFO(r.report());
+    CHECK(r.ok());
+    CHECK(epochs_rise(r));
+    const auto* dead = holder_at(r, pid, killed_at);
+    REQUIRE(dead);
+    const auto* successor = first_acquire_after(r, killed_at, pid);
+    REQUIRE(successor);
+    CHECK(successor->token > dead->token);
+    // Not before the dead leader's term could have ended on the server...
+    CHECK(successor->acquire_ok >= dead->window_end);
+    // ...and, loosely, about then: the lease, the server's slack, and a
+    // lease more for a loaded machine (under the candidates' 5 s wait).
+    const double after_ms = ms_of(successor->acquire_ok - killed_at);
+    const auto lease = f.options().lease;
+    std::cout << t.backend << " election kill -9: next leader " << after_ms
+              << " ms after the kill (lease " << lease.count() << " ms)" << std::endl;
+    CHECK(after_ms <= static_cast<double>((2 * lease + expiry_slack(t)).count()));
+}
+
+// The server restarted while a leader leads and the others campaign
+// (Redis with its append-only file; etcd's member keeps its data dir;
+// ZooKeeper's server its snapshot and log): no candidate hangs, epochs go
+// on rising, and leaders follow after it.
+inline void server_restarted(const target& t) {
+    const auto seed = fault_seed((t.backend + " election restart").c_str());
+    fleet f(t.resource, election_fleet(t, "elect-restart"), seed);
+    f.start();
+    std::this_thread::sleep_for(draw(f.rng(), 500ms, 1000ms));
+    const auto held = f.worker_in_section(5s);
+    REQUIRE(held);
+    const long long up_at = t.lock ? restart_server(f, *t.lock) : restart_server(f, t.resource);
+    f.finish();
+
+    const auto r = f.check(f.counted());
+    INFO(r.report());
+    CHECK(r.ok());
+    CHECK(epochs_rise(r));
+    const auto after = acquired_after(r, up_at);
+    const auto* first = first_acquire_after(r, up_at);
+    std::cout << t.backend << " election restart: " << r.holders << " terms, " << after.size()
+              << " workers led after the restart"
+              << (first ? ", the first " + std::to_string(ms_of(first->acquire_ok - up_at)) +
+                              " ms after it answered again"
+                        : std::string())
+              << std::endl;
+    CHECK(after.size() >= 2);
+}
+
+// A leader cut off from the election's server by a blackholing fault proxy
+// (raw bytes: any protocol, support/fault_proxy.hpp) for longer than its
+// lease and the server's slack: it is told lost during the partition,
+// before the next leader's term, which begins during the partition with a
+// higher epoch. Its terms outlast the lease (renewed through the proxy), so
+// that the cut finds it leading when its lease runs out. For a backend
+// behind a lock_server; Redis's partitioned leader is in
+// network_faults_test.cpp (its proxy reads RESP, and checks the reconnect).
+inline void leader_partitioned(const target& t) {
+    REQUIRE(t.lock);
+    REQUIRE(t.lock->proxy_unsupported().empty());
+    const auto seed = fault_seed((t.backend + " election leader partitioned").c_str());
+    fault_proxy proxy(t.lock->port(), "127.0.0.1", fault_proxy::framing::raw);
+    auto o = election_fleet(t, "elect-partition");
+    o.workers = 3;
+    o.hold = 2400ms;
+    // Long enough for worker 0's turn to come (every third term), the cut,
+    // and the next term during it.
+    o.duration = t.duration + 6000ms;
+    // Worker 0 campaigns through the proxy, the others directly.
+    o.urls = {t.lock->url_via(proxy.port()), t.lock->url(), t.lock->url()};
+    fleet f(t.resource, o, seed);
+    f.start();
+    const auto victim = f.worker_in_section(15s, {1, 2});
+    REQUIRE(victim == std::size_t{0});
+    const long long pid = f.worker(0).pid();
+    const long long cut_at = mono_ns();
+    proxy.blackhole(true);
+    std::this_thread::sleep_for(o.lease + expiry_slack(t) + 1500ms);
+    const long long healed_at = mono_ns();
+    proxy.heal();
+    f.finish();
+
+    const auto r = f.check(f.counted());
+    INFO(r.report());
+    INFO("the partitioned leader's history:\n" << f.history_of(0));
+    CHECK(r.ok());
+    CHECK(epochs_rise(r));
+    const auto* held = holder_at(r, pid, cut_at);
+    REQUIRE(held);
+    REQUIRE(held->lost >= 0);  // until_lost() fired
+    CHECK(held->lost > cut_at);
+    CHECK(held->lost < healed_at);
+    const auto* next = first_acquire_after(r, cut_at, pid);
+    REQUIRE(next);
+    CHECK(next->token > held->token);
+    CHECK(next->acquire_ok < healed_at);  // the next term began during the partition
+    CHECK(held->window_end <= next->acquire_ok);
+    // The worker logs the lost signal when its coroutine resumes: a busy
+    // machine delays the log, not the signal (the checker's slack).
+    CHECK(held->lost <= next->acquire_ok + history::check_options{}.observe_slack_ns);
+    std::cout << t.backend << " election partition: lost " << ms_of(held->lost - cut_at)
+              << " ms after the cut; next leader " << ms_of(next->acquire_ok - cut_at)
+              << " ms after it (lease " << o.lease.count() << " ms)" << std::endl;
+}
+
+}  // namespace corolock::test::fault::election_scenarios
