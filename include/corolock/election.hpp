@@ -13,10 +13,10 @@
 // every epoch of the name before it. Observers (any process, candidate or
 // not) read the leader once (async_leader) or follow each change
 // (async_observe), woken by the backend (a pub/sub channel in the name's
-// slot, etcd and ZooKeeper watches).
+// slot, etcd and ZooKeeper watches, PostgreSQL's LISTEN/NOTIFY).
 //
-// Backends: Redis (one server, Sentinel, Cluster), etcd, ZooKeeper.
-// PostgreSQL and RedLock answer error::not_supported to every operation.
+// Backends: Redis (one server, Sentinel, Cluster), etcd, ZooKeeper,
+// PostgreSQL. RedLock answers error::not_supported to every operation.
 #pragma once
 
 #include <corolock/export.hpp>

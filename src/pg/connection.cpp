@@ -137,8 +137,16 @@ asio::awaitable<void> connection::read_loop(std::weak_ptr<connection> weak) {
             broke(error::connection_lost);
             break;
         }
-        while (PGnotify* n = PQnotifies(conn_)) PQfreemem(n);
+        bool notified = false;
+        while (PGnotify* n = PQnotifies(conn_)) {
+            notified = true;
+            PQfreemem(n);
+        }
         poke();
+        if (notified && on_notify_) {
+            auto f = on_notify_;  // it may replace itself
+            f();
+        }
     }
 }
 
@@ -158,6 +166,7 @@ void connection::close(error_code why) noexcept {
         PQfinish(conn_);
         conn_ = nullptr;
     }
+    on_notify_ = nullptr;
     wake_.cancel();
     turn_.cancel();
 }

@@ -81,6 +81,10 @@ public:
 
     // Called once when the connection breaks or is closed (not by close()).
     void on_lost(std::function<void()> f) { on_lost_ = std::move(f); }
+    // Called (on the strand, never inside a statement's call) after input
+    // that brought one or more NOTIFY messages of a channel this session
+    // LISTENs to; without it they are dropped.
+    void on_notify(std::function<void()> f) { on_notify_ = std::move(f); }
     bool usable() const noexcept;
     bool busy() const noexcept { return busy_ || waiting_ > 0; }
     int backend_pid() const noexcept { return pid_; }
@@ -108,6 +112,7 @@ private:
     boost::asio::steady_timer wake_;   // a condition variable: input came, or it broke
     boost::asio::steady_timer turn_;   // a condition variable: the connection is free
     std::function<void()> on_lost_;
+    std::function<void()> on_notify_;
     error_code broken_;  // set once: why the connection is gone
     bool busy_ = false;
     int waiting_ = 0;

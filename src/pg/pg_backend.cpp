@@ -607,6 +607,27 @@ void pg_backend::execute_locked(const std::shared_ptr<lock_state>& base, std::sh
     asio::co_spawn(strand_, run_locked(std::move(run)), asio::detached);
 }
 
+void pg_backend::execute_for_term(std::string name, std::string owner, std::uint64_t epoch,
+                                  std::vector<sql_statement> statements, sql_handler handler) {
+    asio::post(strand_, [self = shared_from_this(), name = std::move(name),
+                             owner = std::move(owner), epoch, statements = std::move(statements),
+                             h = std::move(handler)]() mutable {
+        for (auto& [id, weak] : self->holding_) {
+            auto st = weak.lock();
+            if (!st || st->name != name || st->owner != owner || st->fence != epoch ||
+                st->live() == nullptr || st->live()->lost())
+                continue;
+            auto t = st->current;
+            auto run = std::make_shared<sql_run>(std::move(st), std::move(t), std::move(statements),
+                                                 std::move(h), false);
+            asio::co_spawn(self->strand_, self->run_locked(std::move(run)), asio::detached);
+            return;
+        }
+        detail::complete_now(std::move(h), false, self->executor_,
+                             error_code(error::lock_lost), sql_outcome{});
+    });
+}
+
 asio::awaitable<void> pg_backend::run_locked(std::shared_ptr<sql_run> run) {
     error_code ec = error::client_stopped;
     try {

@@ -28,6 +28,7 @@
 
 #include <corolock/backend.hpp>
 #include "pg/connection.hpp"
+#include "pg/pg_elections.hpp"
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -101,6 +102,16 @@ public:
     void execute_locked(const std::shared_ptr<lock_state>& st, std::shared_ptr<tenure> t,
                         std::vector<sql_statement> statements, sql_handler handler,
                         bool direct) override;
+    // Leader election: pg_elections.cpp. Waiters in pg_advisory_lock are
+    // granted by the server's lock manager in the order they queued.
+    election_service* elections() noexcept override { return &elections_; }
+    bool mutex_serves_in_order() const noexcept override { return true; }
+    // The election's proclaim: `statements` in one transaction on the
+    // session of the live tenure of `name` held by `owner` at fence `epoch`,
+    // as execute_locked runs a guard's (the same checks before and after);
+    // error::lock_lost when this backend holds no such tenure.
+    void execute_for_term(std::string name, std::string owner, std::uint64_t epoch,
+                          std::vector<sql_statement> statements, sql_handler handler);
 
     // --- for the acquire operation, on the strand ---
     const backend_options& options() const noexcept { return opts_; }
@@ -153,6 +164,7 @@ private:
     std::vector<std::shared_ptr<connection>> idle_;       // strand only
     std::map<std::uint64_t, std::weak_ptr<pg_lock_state>> holding_;  // strand only
     std::vector<std::weak_ptr<connection>> sessions_;     // every session made: for stop()
+    pg_elections elections_{*this};
 };
 
 // A PostgreSQL backend for `url`, recording holder_label in the lock rows.

@@ -194,8 +194,13 @@ statement session_setup() {
 }
 
 statement create_table() {
-    return {"CREATE TABLE IF NOT EXISTS corolock_locks (name text PRIMARY KEY, "
-            "fence bigint NOT NULL, holder text NOT NULL DEFAULT '')",
+    // Made only when no schema of the search_path has it: IF NOT EXISTS
+    // looks in the first schema only, and with a role named corolock
+    // ("$user" first) the schema corolock of the fence and election tables
+    // would get a second, empty corolock_locks that shadows the first.
+    return {"DO $$BEGIN IF to_regclass('corolock_locks') IS NULL THEN "
+            "CREATE TABLE corolock_locks (name text PRIMARY KEY, "
+            "fence bigint NOT NULL, holder text NOT NULL DEFAULT ''); END IF; END$$",
             {}};
 }
 
@@ -314,7 +319,9 @@ statement granted_keys() {
 statement terminate_holder(std::string_view name, int pid, std::uint64_t fence) {
     // $1 name, $2 $3 the key's halves, $4 the fence read, $5 the pid.
     const auto key = advisory_key(name);
-    return {"SELECT pg_terminate_backend(k.pid) FROM pg_locks k "
+    // The timeout (PostgreSQL 14+) waits for the session to end, so the
+    // lock is free when the break answers (false: not ended within 3 s).
+    return {"SELECT pg_terminate_backend(k.pid, 3000) FROM pg_locks k "
             "JOIN corolock_locks f ON f.name = $1 AND f.fence = $4::bigint "
             "WHERE k.locktype = 'advisory' AND k.classid = $2::oid AND k.objid = $3::oid "
             "AND k.objsubid = 1 AND k.granted AND k.pid = $5::int",

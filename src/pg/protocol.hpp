@@ -132,8 +132,10 @@ struct statement {
 // connection every 250 ms while a statement runs (so a waiter whose
 // connection was closed leaves the server's lock queue).
 statement session_setup();
-// Once per backend, on its first session. Its errors "already exists"
-// (a race with another process) count as success: see ddl_ok().
+// Once per backend, on its first session: the table, unless the
+// search_path finds one already (in any of its schemas). Its errors
+// "already exists" (a race with another process) count as success: see
+// ddl_ok().
 statement create_table();
 bool ddl_ok(std::string_view sqlstate) noexcept;
 // Whether the table is there (in the search_path), for a role that may
@@ -195,8 +197,9 @@ statement lock_names(std::string_view after, std::size_t limit);
 statement granted_keys();
 // Ends the session `pid` (pg_terminate_backend) only if it still holds the
 // name's advisory key and the name's fence is still `fence`: the tenure
-// status read, and no later one. One row "t" when it was ended, none when
-// that tenure is over.
+// status read, and no later one. One row "t" when it has ended (the
+// statement waits up to 3 s for that: the lock is free when it answers),
+// none when that tenure is over.
 statement terminate_holder(std::string_view name, int pid, std::uint64_t fence);
 
 // ---- answers ----

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end tests of the corolock command-line tool over PostgreSQL: run,
+# elect (one case, in url_cases),
 # status, list and break with a postgresql:// URL, against a
 # throwaway server that this script makes (initdb) and starts on a free
 # loopback port, as test/support/pg_server.cpp does (as root, as the user
@@ -47,6 +48,8 @@ url_cases() {
   expect_no_match "run: the password is not echoed" "s3cret" "$tmp_dir/err"
   cl 10 run --url "postgres://corolock@${url#postgresql://corolock@}" r4 -- true
   expect_status "run: a postgres:// URL works too" 0 "$last_status" "$(cat "$tmp_dir/err")"
+  cl 20 elect --url "$url" --value v el -- sh -c 'test "$COROLOCK_LEADER_VALUE" = v && test -n "$COROLOCK_EPOCH"'
+  expect_status "elect: leads on PostgreSQL, the command sees its epoch and value" 0 "$last_status" "$(cat "$tmp_dir/err")"
 
   # A role that may read the lock table but not end another role's session
   # (docs/security.md, "The minimal permissions"): break says PostgreSQL

@@ -1,6 +1,7 @@
 // Conformance of corolock::election (docs/election.md) on every backend.
 //
-// On the Redis family (redis, sentinel, cluster), etcd and ZooKeeper:
+// On the Redis family (redis, sentinel, cluster), etcd, ZooKeeper and
+// PostgreSQL:
 //  - two candidates of two backends: the second waits, and leads as the
 //    first resigns; its epoch is larger;
 //  - an observer (a third backend, no candidate) sees the terms in order and
@@ -12,9 +13,11 @@
 //    candidate queued behind (it does not look again at a lease's end or
 //    fraction);
 //  - a term broken from outside: no reader reports its record (nor once
-//    another owner holds the name), and its proclaim is refused.
-// On PostgreSQL and RedLock: campaign, leader and observe answer
-// error::not_supported, as docs/election.md says.
+//    another owner holds the name), and its proclaim is refused;
+//  - a value over max_leader_value_length is refused before anything is
+//    written: the name is not held and no leader is reported.
+// On RedLock: campaign, leader and observe answer error::not_supported, as
+// docs/election.md says.
 #include "conformance/conformance.hpp"
 #include "support/lock_testing.hpp"
 
@@ -37,7 +40,7 @@ namespace {
 
 bool has_election(const std::string& backend) {
     return backend == "redis" || backend == "sentinel" || backend == "cluster" ||
-           backend == "etcd" || backend == "zk";
+           backend == "etcd" || backend == "zk" || backend == "postgresql";
 }
 
 // Whether another candidate waits in line for `name`, looked at on the
@@ -186,4 +189,43 @@ TEST_CASE("election: a resignation wakes the queued candidate, and a broken term
     b1.stop();
     b2.stop();
     b3.stop();
+}
+
+TEST_CASE("election: an over-long value is refused and leaves nothing on the server",
+          "[conformance][election]") {
+    auto server = start_server();
+    if (!has_election(server->backend())) return;  // the first case checks the refusal
+    asio::io_context ioc;
+    corolock::backend b1(ioc.get_executor(), server->url());
+    corolock::backend b2(ioc.get_executor(), server->url());
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        const std::string name = "conf-elect-long";
+        corolock::election e1(b1, name), reader(b2, name);
+        const std::string too_long(corolock::max_leader_value_length + 1, 'v');
+        auto [ec, t] = co_await e1.async_campaign(too_long, {.lease = 10s, .wait = 1s}, use_nothrow);
+        CHECK(ec == corolock::error::invalid_argument);
+        CHECK_FALSE(t);
+        auto [sec, st] = co_await corolock::async_lock_status(b2, name, use_nothrow);
+        REQUIRE_FALSE(sec);
+        CHECK_FALSE(st.held);
+        auto none = co_await reader.async_leader(asio::use_awaitable);
+        CHECK_FALSE(none);
+        // The longest value is taken, and read back byte for byte.
+        std::string longest(corolock::max_leader_value_length, 'w');
+        longest[0] = '\0';
+        longest[1] = '\xff';
+        auto term = co_await e1.campaign(longest, {.lease = 10s, .wait = 10s});
+        auto now = co_await reader.async_leader(asio::use_awaitable);
+        REQUIRE(now);
+        CHECK(now->epoch == term.epoch());
+        CHECK(now->value == longest);
+        auto [too] = co_await term.async_proclaim(too_long, use_nothrow);
+        CHECK(too == corolock::error::invalid_argument);
+        auto same = co_await reader.async_leader(asio::use_awaitable);
+        REQUIRE(same);
+        CHECK(same->value == longest);
+        co_await term.resign();
+    });
+    b1.stop();
+    b2.stop();
 }
