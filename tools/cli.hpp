@@ -3,7 +3,10 @@
 //   arguments.cpp   command-line parsing on CLI11 (durations, options, usage errors)
 //   help.cpp        --help texts
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
-//   run_command.cpp corolock run
+//   run_command.cpp corolock run: its phases, from the backend to the release
+//   run_child.*     run's child: spawned, signalled, reaped; its descriptors and environment
+//   run_lock.hpp    what run takes (run_lock) and holds (held_lock)
+//   run_state.hpp   one run's state; run_watch.cpp: the coroutines beside its flow
 //   inspect_commands.cpp  corolock status / corolock break / corolock list
 //   metrics_file.cpp      run --metrics-file
 //   elect_command.cpp     corolock elect (run's flow, a campaign for the lock)
@@ -20,8 +23,10 @@
 #include <corolock/lock_options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -43,6 +48,10 @@ namespace spdlog { class logger; }
 namespace corolock::cli {
 
 using duration = std::chrono::milliseconds;
+
+// The completion token of the tool's coroutines: co_await gives a tuple
+// (error_code first), never an exception.
+inline constexpr auto use_nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
 
 // Exit statuses of the tool itself, sysexits(3) style where one fits, so a
 // caller can tell "the lock was busy" from "Redis is down" from "you typed it

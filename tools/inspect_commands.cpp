@@ -37,8 +37,6 @@ namespace {
 int status_exit(bool held) { return held ? exit_status::ok : exit_status::not_held; }
 
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
 // A duration in seconds with milliseconds ("12.345"): list's one unit.
 std::string seconds(std::chrono::milliseconds d) {
     const auto ms = d.count();
