@@ -1,6 +1,9 @@
 // The corolock command-line tool: shared declarations.
 //
-//   arguments.cpp   command-line parsing on CLI11 (durations, options, usage errors)
+//   arguments.cpp   command-line parsing on CLI11: the top level, status/list/break/check/
+//                   leader, durations, usage errors; arguments.hpp: what the parser's files share
+//   connection_options.cpp  the options every command takes and the URL they lead to
+//   run_arguments.cpp       run's and elect's options
 //   help.cpp        --help texts
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
 //   run_command.cpp corolock run: its phases, from the backend to the release
@@ -97,8 +100,9 @@ std::string url();
 std::optional<duration> parse_duration(std::string_view text, std::string& why);
 std::string format_duration(duration d);
 
-// "host:port" for messages (arguments.cpp) (never the password); for a Sentinel URL its
-// service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
+// "host:port" for messages (connection_options.cpp), never the password; for a
+// Sentinel URL its service and Sentinels, for a Cluster URL "cluster seeds
+// host:port,...".
 std::string describe_server(const config& cfg);
 
 // The lock service a URL names, by its scheme: redis (redis://, rediss://,
