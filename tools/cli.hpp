@@ -10,7 +10,8 @@
 //   run_child.*     run's child: spawned, signalled, reaped; its descriptors and environment
 //   run_lock.hpp    what run takes (run_lock) and holds (held_lock)
 //   run_state.hpp   one run's state; run_watch.cpp: the coroutines beside its flow
-//   inspect_commands.cpp  corolock status / corolock break / corolock list
+//   status_command.cpp, break_command.cpp, list_command.cpp  corolock status / break / list;
+//                   inspect_common.*: what the three share (a service per command, a lock's JSON)
 //   metrics_file.cpp      run --metrics-file
 //   elect_command.cpp     corolock elect (run's flow, a campaign for the lock)
 //   leader_command.cpp    corolock leader
@@ -250,7 +251,7 @@ std::optional<usage_error> parse_options_only(const std::string& cmd,
 // (run, status, list, break, check, fence): what the help must document.
 std::vector<std::string> parser_option_names(std::string_view command);
 
-// How a lock's holder reads in text (defined in inspect_commands.cpp):
+// How a lock's holder reads in text (defined in inspect_common.cpp):
 // RFC 3339 UTC with milliseconds; "2d 3h 4m 5s" (or "12.345s"); host:pid,
 // escaped.
 std::string format_time(std::chrono::system_clock::time_point t);
@@ -361,7 +362,7 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
 // certainty (then the variable is left out).
 std::string url_without_credentials(std::string_view url);
 
-// JSON string literal for arbitrary bytes (inspect_commands.cpp).
+// JSON string literal for arbitrary bytes (json_text.cpp).
 std::string json_string(std::string_view bytes);
 
 // ---- metrics_file.cpp ----
