@@ -4,7 +4,7 @@
 //                   leader, durations, usage errors; arguments.hpp: what the parser's files share
 //   connection_options.cpp  the options every command takes and the URL they lead to
 //   run_arguments.cpp       run's and elect's options
-//   help.cpp        --help texts
+//   help.cpp        --help texts; run_help.cpp: run's and elect's
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
 //   run_command.cpp corolock run: its phases, from the backend to the release
 //   run_child.*     run's child: spawned, signalled, reaped; its descriptors and environment
@@ -260,6 +260,9 @@ std::string holder_text(const lock_holder& h);
 
 // Help texts (help.cpp). Empty topic: the overview. Unknown topic: empty string.
 std::string help_text(std::string_view topic);
+// run's and elect's, with the @NAME@ tokens help_text fills in (run_help.cpp).
+extern const std::string_view run_help;
+extern const std::string_view elect_help;
 // corolock list's columns in order, each in one unit (help.cpp, where
 // 'help list' documents each): the header list prints.
 std::vector<std::string_view> list_column_names();
