@@ -1,10 +1,17 @@
 // The corolock command-line tool: shared declarations.
 //
-//   arguments.cpp   command-line parsing on CLI11 (durations, options, usage errors)
-//   help.cpp        --help texts
+//   arguments.cpp   command-line parsing on CLI11: the top level, status/list/break/check/
+//                   leader, durations, usage errors; arguments.hpp: what the parser's files share
+//   connection_options.cpp  the options every command takes and the URL they lead to
+//   run_arguments.cpp       run's and elect's options
+//   help.cpp        --help texts; run_help.cpp: run's and elect's
 //   session.cpp     connecting: config, logger, the reachability check, exit codes
-//   run_command.cpp corolock run
-//   inspect_commands.cpp  corolock status / corolock break / corolock list
+//   run_command.cpp corolock run: its phases, from the backend to the release
+//   run_child.*     run's child: spawned, signalled, reaped; its descriptors and environment
+//   run_lock.hpp    what run takes (run_lock) and holds (held_lock)
+//   run_state.hpp   one run's state; run_watch.cpp: the coroutines beside its flow
+//   status_command.cpp, break_command.cpp, list_command.cpp  corolock status / break / list;
+//                   inspect_common.*: what the three share (a service per command, a lock's JSON)
 //   metrics_file.cpp      run --metrics-file
 //   elect_command.cpp     corolock elect (run's flow, a campaign for the lock)
 //   leader_command.cpp    corolock leader
@@ -20,8 +27,10 @@
 #include <corolock/lock_options.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -43,6 +52,10 @@ namespace spdlog { class logger; }
 namespace corolock::cli {
 
 using duration = std::chrono::milliseconds;
+
+// The completion token of the tool's coroutines: co_await gives a tuple
+// (error_code first), never an exception.
+inline constexpr auto use_nothrow = boost::asio::as_tuple(boost::asio::use_awaitable);
 
 // Exit statuses of the tool itself, sysexits(3) style where one fits, so a
 // caller can tell "the lock was busy" from "Redis is down" from "you typed it
@@ -88,8 +101,9 @@ std::string url();
 std::optional<duration> parse_duration(std::string_view text, std::string& why);
 std::string format_duration(duration d);
 
-// "host:port" for messages (arguments.cpp) (never the password); for a Sentinel URL its
-// service and Sentinels, for a Cluster URL "cluster seeds host:port,...".
+// "host:port" for messages (connection_options.cpp), never the password; for a
+// Sentinel URL its service and Sentinels, for a Cluster URL "cluster seeds
+// host:port,...".
 std::string describe_server(const config& cfg);
 
 // The lock service a URL names, by its scheme: redis (redis://, rediss://,
@@ -237,7 +251,7 @@ std::optional<usage_error> parse_options_only(const std::string& cmd,
 // (run, status, list, break, check, fence): what the help must document.
 std::vector<std::string> parser_option_names(std::string_view command);
 
-// How a lock's holder reads in text (defined in inspect_commands.cpp):
+// How a lock's holder reads in text (defined in inspect_common.cpp):
 // RFC 3339 UTC with milliseconds; "2d 3h 4m 5s" (or "12.345s"); host:pid,
 // escaped.
 std::string format_time(std::chrono::system_clock::time_point t);
@@ -246,6 +260,9 @@ std::string holder_text(const lock_holder& h);
 
 // Help texts (help.cpp). Empty topic: the overview. Unknown topic: empty string.
 std::string help_text(std::string_view topic);
+// run's and elect's, with the @NAME@ tokens help_text fills in (run_help.cpp).
+extern const std::string_view run_help;
+extern const std::string_view elect_help;
 // corolock list's columns in order, each in one unit (help.cpp, where
 // 'help list' documents each): the header list prints.
 std::vector<std::string_view> list_column_names();
@@ -348,7 +365,7 @@ int report_redis_failure(const common_options& o, std::string_view doing, const 
 // certainty (then the variable is left out).
 std::string url_without_credentials(std::string_view url);
 
-// JSON string literal for arbitrary bytes (inspect_commands.cpp).
+// JSON string literal for arbitrary bytes (json_text.cpp).
 std::string json_string(std::string_view bytes);
 
 // ---- metrics_file.cpp ----

@@ -4,9 +4,9 @@
 // elect is run's flow with a campaign in place of the acquire: the same
 // reachability check, signal handling, child supervision and loss handling
 // (run_command.cpp), where the held lock is the term (run_lock and held_lock
-// there hold a corolock::election and its leadership), the token is the
+// in run_lock.hpp hold a corolock::election and its leadership), the token is the
 // epoch, and the release is the resignation. What is elect's own: its
-// parser (arguments.cpp, parse_run with cmd "elect"), COMMAND's
+// parser (run_arguments.cpp, parse_run with cmd "elect"), COMMAND's
 // COROLOCK_EPOCH and COROLOCK_LEADER_VALUE, and the refusal of a backend
 // without election (exit 76).
 #include "cli.hpp"

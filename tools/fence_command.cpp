@@ -89,7 +89,7 @@ int fence_command(const std::vector<std::string_view>& args) {
     }
     if (args[0] != "install") return usage("unknown subcommand '" + std::string(args[0]) + "' (install)");
     // The options every command takes, parsed by their one definition
-    // (arguments.cpp), as `run` parses them.
+    // (connection_options.cpp), as `run` parses them.
     common_options o;
     bool help = false;
     if (auto e = parse_options_only("fence", std::vector<std::string_view>(args.begin() + 1, args.end()),

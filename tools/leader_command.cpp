@@ -24,8 +24,6 @@ namespace asio = boost::asio;
 
 namespace {
 
-constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
-
 // One line: the leader, or none. Text: "leader of 'NAME': epoch N, value
 // 'V', HOST:PID since TIME"; --json: one object.
 std::string leader_line(const leader_options& o, const leader_state& st) {
