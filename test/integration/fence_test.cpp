@@ -27,6 +27,7 @@
 
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -477,20 +478,37 @@ TEST_CASE("fence: through Sentinel the fence record survives a failover and stil
     const auto now = fleet.wait_for_failover(0, std::chrono::milliseconds(30'000));
     REQUIRE(now != 0);
     CHECK(library_loaded(fleet.server(now)));
+    // The old primary demoted too: until then it still takes writes, and a
+    // write sent there before the backend followed the switch would be
+    // answered by the old record (CI once saw this race). Bounded: 600
+    // looks, 50 ms apart.
+    bool demoted = false;
+    for (int i = 0; i < 600 && !demoted; ++i) {
+        const auto role = fleet.server(0).cmd({"ROLE"});
+        demoted = !role.empty() && role[0] == "slave";
+        if (!demoted) std::this_thread::sleep_for(50ms);
+    }
+    REQUIRE(demoted);
     run_async(ioc, [&]() -> asio::awaitable<void> {
         // The backend follows Sentinel to the new primary. A write may meet
         // the switch (a dropped or READONLY connection): asked again, at
-        // most 100 times, each after the reply.
-        error_code stale{};
-        for (int i = 0; i < 100; ++i) {
-            auto [ec, r] = co_await fenced(b, "{acct}:fence", 1, command{"SET", "{acct}:v", "1"});
-            stale = ec;
-            if (ec == error::stale_token || !ec) break;
-            asio::steady_timer pause{ioc, 100ms};
-            co_await pause.async_wait(use_nothrow);
-        }
+        // most 100 times, each after the reply, until the server answers
+        // the fence's verdict.
+        auto write = [&](std::uint64_t token, std::string value) -> asio::awaitable<error_code> {
+            error_code last{};
+            for (int i = 0; i < 100; ++i) {
+                auto [ec, r] =
+                    co_await fenced(b, "{acct}:fence", token, command{"SET", "{acct}:v", value});
+                last = ec;
+                if (ec == error::stale_token || !ec) break;
+                asio::steady_timer pause{ioc, 100ms};
+                co_await pause.async_wait(use_nothrow);
+            }
+            co_return last;
+        };
+        const auto stale = co_await write(1, "1");
         CHECK(stale == error::stale_token);
-        auto [e3, r3] = co_await fenced(b, "{acct}:fence", 3, command{"SET", "{acct}:v", "3"});
+        const auto e3 = co_await write(3, "3");
         CHECK_FALSE(e3);
         b.stop();
     }, 60s);
