@@ -1,7 +1,8 @@
 // The election fault scenarios, one function each, run on every backend
 // whose election the fault tier tests: Redis (election_faults_test.cpp),
-// etcd (etcd_election_faults_test.cpp) and ZooKeeper
-// (zk_election_faults_test.cpp). lock_worker processes in elect-cycle mode
+// etcd (etcd_election_faults_test.cpp), ZooKeeper
+// (zk_election_faults_test.cpp) and PostgreSQL
+// (pg_election_faults_test.cpp). lock_worker processes in elect-cycle mode
 // (test/fault/fault_fleet.hpp), each cycle a term: campaign, the section as
 // leader with the term's epoch as its token (a proclaim in its middle),
 // resign. The history checker reads the terms as it reads a lock's holders:
@@ -37,7 +38,7 @@ namespace corolock::test::fault::election_scenarios {
 // (support/lock_server.hpp), reached by URL; the resource stays on a
 // redis-server of its own (fleet_options::separate_resource).
 struct target {
-    std::string backend;  // for the output: "redis", "etcd", "zk"
+    std::string backend;  // for the output: "redis", "etcd", "zk", "postgresql"
     redis_server& resource;
     lock_server* lock = nullptr;
     // How long each worker cycles: long enough for the fault, the next
@@ -124,8 +125,9 @@ inline void leader_paused(const target& t) {
 }
 
 // A leader killed with kill -9: the next candidate leads once the dead
-// term could have ended on the server, not before, and (loosely) about
-// then: woken by the lease's end, not by the end of its own wait (5 s).
+// term could have ended on the server (its lease's end; on PostgreSQL the
+// kill itself, which ends the session), not before, and (loosely) about
+// then: woken by the term's end, not by the end of its own wait (5 s).
 inline void leader_killed(const target& t) {
     const auto seed = fault_seed((t.backend + " election leader killed").c_str());
     fleet f(t.resource, election_fleet(t, "elect-killed"), seed);
@@ -138,7 +140,10 @@ inline void leader_killed(const target& t) {
     f.kill9(*victim);
     f.finish();
 
-    const auto r = f.check(f.counted());
+    // PostgreSQL's term ends with its leader's connection, at the kill.
+    auto opts = f.counted();
+    opts.kill_ends_window = t.lock && t.lock->frees_on_disconnect();
+    const auto r = f.check(opts);
     INFO(r.report());
     CHECK(r.ok());
     CHECK(epochs_rise(r));
