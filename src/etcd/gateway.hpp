@@ -87,7 +87,7 @@ public:
     std::size_t connections_opened() const noexcept { return opened_.load(); }  // ever, unary pool
     std::size_t authentications() const noexcept { return authentications_.load(); }
 
-    struct impl;  // the coroutines, in gateway.cpp
+    struct impl;  // the coroutines: gateway_impl.hpp
 
 private:
     friend struct impl;
