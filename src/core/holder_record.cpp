@@ -7,8 +7,14 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <chrono>
 
 namespace corolock::detail {
+
+std::int64_t wall_clock_us() noexcept {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    return std::chrono::duration_cast<std::chrono::microseconds>(now).count();
+}
 
 std::string holder_argument(std::string_view label) {
     std::array<char, 256> host{};

@@ -25,6 +25,11 @@ namespace corolock::detail {
 // cut to max_holder_label_length bytes. Formatted once per client or backend.
 std::string holder_argument(std::string_view label);
 
+// The wall clock now, in µs since the Unix epoch: a record's since, and
+// what a record read back is measured against (for display only: no lease
+// depends on it).
+std::int64_t wall_clock_us() noexcept;
+
 // The whole record: since, a space, then holder_argument's text.
 std::string holder_record(std::int64_t since_us, std::string_view argument);
 

@@ -38,6 +38,14 @@ protected:
     // every later one too.
     void end();
     bool closed() const noexcept { return closed_; }
+    // Whether this watch should do nothing more: closed, or its backend
+    // stopped (then ended here, once).
+    bool over() {
+        if (closed_) return true;
+        if (!backend_stopped()) return false;
+        end();
+        return true;
+    }
     const boost::asio::any_io_executor& strand() const noexcept { return strand_; }
 
     // This watch's own type, for the callbacks it hands out.

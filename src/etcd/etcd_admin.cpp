@@ -49,13 +49,6 @@ auto async_lease_ttl(std::shared_ptr<transport> w, std::int64_t lease) {
         use_nothrow, std::move(w), lease);
 }
 
-// The wall clock now, in µs since the Unix epoch: what a key's since is
-// measured against (etcd reports no time of its own).
-std::int64_t wall_now_us() {
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    return std::chrono::duration_cast<std::chrono::microseconds>(now).count();
-}
-
 lock_key to_lock_key(const key_value& kv, const std::string& prefix, std::int64_t now_us) {
     lock_key k;
     k.owner = kv.key.size() >= prefix.size() ? kv.key.substr(prefix.size()) : kv.key;
@@ -122,7 +115,7 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::status(std::st
     admin_lock_status st;
     if (ec) co_return std::make_tuple(ec, st);
     st.revision = r.header.revision;
-    const auto now_us = wall_now_us();
+    const auto now_us = wall_clock_us();
     for (const auto& kv : r.kvs) {
         if (!st.held) {
             st.held = true;
@@ -202,7 +195,7 @@ asio::awaitable<std::tuple<error_code, admin_lock_list>> admin::list(admin_list_
     }
     if (!last_complete && !groups.empty()) groups.pop_back();  // may lack keys
 
-    const auto now_us = wall_now_us();
+    const auto now_us = wall_clock_us();
     for (auto& g : groups) {
         if (steady::now() >= deadline) {
             out.truncated = true;

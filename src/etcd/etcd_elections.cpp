@@ -3,6 +3,7 @@
 #include "core/backoff.hpp"
 #include "core/holder_record.hpp"
 #include "core/leader_record.hpp"
+#include "core/election_task.hpp"
 #include "core/strand_leader_watch.hpp"
 #include "etcd/etcd_backend.hpp"
 
@@ -31,16 +32,6 @@ std::string name_base(const std::string& prefix, std::string_view name) {
 
 std::string leader_key(const std::string& prefix, std::string_view name) {
     return name_base(prefix, name) + ":leader";
-}
-
-std::int64_t wall_now_us() {
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    return std::chrono::duration_cast<std::chrono::microseconds>(now).count();
-}
-
-template <class Signature>
-auto boxed(asio::any_completion_handler<Signature> h) {
-    return std::make_shared<asio::any_completion_handler<Signature>>(std::move(h));
 }
 
 // A subscription: one etcd watch of the name's range (the lock's keys and
@@ -195,7 +186,7 @@ void etcd_elections::read(std::string name, read_handler h) {
                 leader_info l;
                 l.epoch = recd.epoch;
                 l.value = std::string(recd.value);
-                l.holder = parse_holder_record(kv.value, wall_now_us());
+                l.holder = parse_holder_record(kv.value, wall_clock_us());
                 out.leader = std::move(l);
             }
         }

@@ -3,6 +3,7 @@
 #include "core/backoff.hpp"
 #include "core/holder_record.hpp"
 #include "core/logging.hpp"
+#include "core/election_task.hpp"
 #include "core/strand_leader_watch.hpp"
 #include "pg/pg_backend.hpp"
 
@@ -260,11 +261,6 @@ asio::awaitable<std::tuple<error_code, leader_reading>> run_read(std::shared_ptr
     co_return std::tuple{error_code{}, std::move(out)};
 }
 
-template <class Signature>
-auto boxed(asio::any_completion_handler<Signature> h) {
-    return std::make_shared<asio::any_completion_handler<Signature>>(std::move(h));
-}
-
 // A subscription on the backend's strand: a session of its own that
 // LISTENs to the name's channel. Every NOTIFY is an announcement; so is a
 // (re)subscription, since whatever changed before it is unknown. A broken
@@ -287,13 +283,6 @@ private:
     void on_close() noexcept override {
         retry_timer_.cancel();
         if (auto c = std::move(session_)) c->close(error::client_stopped);
-    }
-
-    bool over() {
-        if (closed()) return true;
-        if (!backend_->stopped()) return false;
-        end();
-        return true;
     }
 
     // Strand only.
@@ -368,35 +357,21 @@ std::string leader_channel(std::string_view name) {
 void pg_elections::proclaim(std::string name, std::string owner, std::uint64_t epoch,
                             std::string value, done_handler h) {
     auto b = backend_.shared_from_this();
-    auto box = boxed(std::move(h));
-    asio::co_spawn(b->strand(),
-                   run_proclaim(b, std::move(name), std::move(owner), epoch, std::move(value)),
-                   [b, box](std::exception_ptr ep, error_code ec) {
-                       if (ep) ec = error::client_stopped;
-                       complete_now(std::move(*box), false, b->get_executor(), ec);
-                   });
+    run_election_task(
+        b, run_proclaim(b, std::move(name), std::move(owner), epoch, std::move(value)),
+        std::move(h));
 }
 
 void pg_elections::withdraw(std::string name, std::string owner, std::uint64_t epoch,
                             done_handler h) {
     auto b = backend_.shared_from_this();
-    auto box = boxed(std::move(h));
-    asio::co_spawn(b->strand(), run_withdraw(b, std::move(name), std::move(owner), epoch),
-                   [b, box](std::exception_ptr ep, error_code ec) {
-                       if (ep) ec = error::client_stopped;
-                       complete_now(std::move(*box), false, b->get_executor(), ec);
-                   });
+    run_election_task(b, run_withdraw(b, std::move(name), std::move(owner), epoch),
+                      std::move(h));
 }
 
 void pg_elections::read(std::string name, read_handler h) {
     auto b = backend_.shared_from_this();
-    auto box = boxed(std::move(h));
-    asio::co_spawn(b->strand(), run_read(b, std::move(name)),
-                   [b, box](std::exception_ptr ep, std::tuple<error_code, leader_reading> r) {
-                       if (ep) r = {error::client_stopped, leader_reading{}};
-                       complete_now(std::move(*box), false, b->get_executor(), std::get<0>(r),
-                                    std::move(std::get<1>(r)));
-                   });
+    run_election_task(b, run_read(b, std::move(name)), std::move(h));
 }
 
 std::shared_ptr<leader_watch> pg_elections::watch(std::string name) {

@@ -139,9 +139,7 @@ asio::awaitable<std::tuple<error_code, admin_lock_status>> admin::read_status(st
         st.node = line.front().second;
         st.owner = owner_of(st.node);
         st.value = std::move(value);
-        const auto now = std::chrono::system_clock::now().time_since_epoch();
-        st.holder = parse_holder_record(
-            st.value, std::chrono::duration_cast<std::chrono::microseconds>(now).count());
+        st.holder = parse_holder_record(st.value, wall_clock_us());
         st.czxid = stat.czxid;
         st.mzxid = stat.mzxid;
         for (std::size_t i = 1; i < line.size(); ++i) st.waiters.push_back(line[i].second);

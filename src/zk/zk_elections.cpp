@@ -3,6 +3,7 @@
 #include "core/backoff.hpp"
 #include "core/holder_record.hpp"
 #include "core/leader_record.hpp"
+#include "core/election_task.hpp"
 #include "core/strand_leader_watch.hpp"
 #include "zk/lock_recipe.hpp"
 #include "zk/zk_backend.hpp"
@@ -26,11 +27,6 @@ namespace asio = boost::asio;
 namespace {
 
 std::string leader_path(const std::string& dir) { return dir + "/leader"; }
-
-std::int64_t wall_now_us() {
-    const auto now = std::chrono::system_clock::now().time_since_epoch();
-    return std::chrono::duration_cast<std::chrono::microseconds>(now).count();
-}
 
 using children_answer = std::tuple<int, std::vector<std::string>, node_stat>;
 using data_answer = std::tuple<int, std::string, node_stat>;
@@ -142,15 +138,10 @@ asio::awaitable<std::tuple<error_code, leader_reading>> run_read(std::shared_ptr
         leader_info l;
         l.epoch = r.epoch;
         l.value = std::string(r.value);
-        l.holder = parse_holder_record(h.data, wall_now_us());
+        l.holder = parse_holder_record(h.data, wall_clock_us());
         out.leader = std::move(l);
     }
     co_return std::tuple{error_code{}, std::move(out)};
-}
-
-template <class Signature>
-auto boxed(asio::any_completion_handler<Signature> h) {
-    return std::make_shared<asio::any_completion_handler<Signature>>(std::move(h));
 }
 
 // A subscription on the backend's strand: a child watch of the lock's
@@ -174,13 +165,6 @@ public:
 private:
     bool backend_stopped() const noexcept override { return backend_->stopped(); }
     void on_close() noexcept override { retry_timer_.cancel(); }
-
-    bool over() {
-        if (closed()) return true;
-        if (!backend_->stopped()) return false;
-        end();
-        return true;
-    }
 
     // A session callback that runs `f` later on the strand (never inside
     // the C client), while this watch lives and is open.
@@ -257,35 +241,21 @@ private:
 void zk_elections::proclaim(std::string name, std::string owner, std::uint64_t epoch,
                             std::string value, done_handler h) {
     auto b = backend_.shared_from_this();
-    auto box = boxed(std::move(h));
-    asio::co_spawn(b->strand(),
-                   run_proclaim(b, lock_dir(root_, name), std::move(owner), epoch, std::move(value)),
-                   [b, box](std::exception_ptr ep, error_code ec) {
-                       if (ep) ec = error::client_stopped;
-                       complete_now(std::move(*box), false, b->get_executor(), ec);
-                   });
+    run_election_task(
+        b, run_proclaim(b, lock_dir(root_, name), std::move(owner), epoch, std::move(value)),
+        std::move(h));
 }
 
 void zk_elections::withdraw(std::string name, std::string owner, std::uint64_t epoch,
                             done_handler h) {
     auto b = backend_.shared_from_this();
-    auto box = boxed(std::move(h));
-    asio::co_spawn(b->strand(), run_withdraw(b, lock_dir(root_, name), std::move(owner), epoch),
-                   [b, box](std::exception_ptr ep, error_code ec) {
-                       if (ep) ec = error::client_stopped;
-                       complete_now(std::move(*box), false, b->get_executor(), ec);
-                   });
+    run_election_task(b, run_withdraw(b, lock_dir(root_, name), std::move(owner), epoch),
+                      std::move(h));
 }
 
 void zk_elections::read(std::string name, read_handler h) {
     auto b = backend_.shared_from_this();
-    auto box = boxed(std::move(h));
-    asio::co_spawn(b->strand(), run_read(b, lock_dir(root_, name)),
-                   [b, box](std::exception_ptr ep, std::tuple<error_code, leader_reading> r) {
-                       if (ep) r = {error::client_stopped, leader_reading{}};
-                       complete_now(std::move(*box), false, b->get_executor(), std::get<0>(r),
-                                    std::move(std::get<1>(r)));
-                   });
+    run_election_task(b, run_read(b, lock_dir(root_, name)), std::move(h));
 }
 
 std::shared_ptr<leader_watch> zk_elections::watch(std::string name) {
