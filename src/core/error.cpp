@@ -16,7 +16,7 @@ public:
     std::string message(int ev) const override {
         switch (static_cast<error>(ev)) {
         case error::invalid_argument: return "invalid argument";
-        case error::invalid_url: return "malformed Redis URL";
+        case error::invalid_url: return "malformed URL";
         case error::connect_timeout: return "connecting to the server timed out";
         case error::resolve_failed: return "the server's host name did not resolve";
         case error::tls_handshake_failed: return "TLS handshake or certificate verification failed";

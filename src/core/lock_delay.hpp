@@ -10,15 +10,16 @@
 // its own tenure lost removes its levels and keeps the record: the acquire
 // script takes a record with no level left as in lock-delay too, so that
 // the owner cannot re-enter it in the drift allowance before the lease's
-// end on the server. The scripts read the
-// rule in Lua (in_lock_delay_lua), status in C++ (delayed_for): both here.
+// end on the server. Status reads the rule here (delayed_for); the Redis
+// scripts carry the same rule in Lua (in_lock_delay_lua in
+// redis/lock/scripts.cpp; test/integration/lock_delay_test.cpp checks that
+// both agree).
 #pragma once
 
 #include "core/tenure.hpp"
 
 #include <chrono>
 #include <cstdint>
-#include <string_view>
 
 namespace corolock::detail {
 
@@ -39,14 +40,5 @@ inline std::int64_t server_hold_ms(const lease_terms& t) noexcept {
 inline std::int64_t lock_delay_ms(const lease_terms& t) noexcept {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.lock_delay).count();
 }
-
-// in_lock_delay(key, pttl): the same rule as delayed_for, for a lock hash
-// whose `delay` field holds the delay in ms and whose PTTL is `pttl`.
-inline constexpr std::string_view in_lock_delay_lua = R"lua(
-local function in_lock_delay(key, pttl)
-  local delay = tonumber(redis.call('HGET', key, 'delay') or '0')
-  return delay > 0 and pttl >= 0 and pttl <= delay
-end
-)lua";
 
 }  // namespace corolock::detail

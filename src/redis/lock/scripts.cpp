@@ -52,6 +52,16 @@ local function foreign(key)
 end
 )lua";
 
+// in_lock_delay(key, pttl): core/lock_delay.hpp's rule (delayed_for) in
+// Lua, for a lock hash whose `delay` field holds the delay in ms and whose
+// PTTL is `pttl`.
+constexpr std::string_view in_lock_delay_lua = R"lua(
+local function in_lock_delay(key, pttl)
+  local delay = tonumber(redis.call('HGET', key, 'delay') or '0')
+  return delay > 0 and pttl >= 0 and pttl <= delay
+end
+)lua";
+
 // The next fencing token of counter `key` at server time `now` (µs), a
 // hybrid logical clock: max(last + 1, now), stored back when the clock
 // is ahead. Every script that grants anything mints its token here. Also
