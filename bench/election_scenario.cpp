@@ -47,17 +47,6 @@ constexpr auto use_nothrow = asio::as_tuple(asio::use_awaitable);
 
 double to_us(clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-// A candidate as handoff.hpp's Lock: a campaign is its acquire, a resign
-// its release (give_up).
-struct candidate {
-    corolock::election e;
-    candidate(corolock::client& c, const std::string& name) : e(c, name) {}
-    template <class Token>
-    auto async_acquire(corolock::lock_options opts, Token&& token) {
-        return e.async_campaign("candidate", opts, std::forward<Token>(token));
-    }
-};
-
 // The child's side of a failover round: leads `name` with `lease`, writes
 // one line to `fd` once leader, and waits to be killed (at most 60 s).
 [[noreturn]] void lead_until_killed(const options& o, const std::string& name,
