@@ -30,7 +30,9 @@
 //     campaign is the acquire, a resign the release), right after the
 //     mutex's: resign_handoff_p50_us, resign_over_mutex_handoff_p50;
 //     observe: a leader proclaims, an observer on a backend of its own
-//     reports the value: observe_p50_us, observe_over_rtt;
+//     reports the value: observe_p50_us, observe_over_rtt; and the
+//     proclaim's own time (what a campaign adds to the mutex's acquire):
+//     proclaim_p50_us, proclaim_over_rtt;
 //     failover after kill -9: a leader in a child process (--lead) is
 //     killed while a candidate waits; from the kill to the candidate's
 //     term (failover_after_kill_*), and from what ends the dead term on
