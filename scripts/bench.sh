@@ -130,7 +130,7 @@ ends = {"lease": f"the lease ({f('failover_lease_ms'):.0f} ms)",
         "session": f"the session timeout ({f('failover_lease_ms'):.0f} ms)",
         "connection": "the kill (the lock ends with the connection)"}[d["dead_leader_ends"]]
 rtts = f("failover_beyond_floor_rtts_max")
-print(f"ELECT failover after kill -9 ({f('failovers'):.0f} rounds): p50 {f('failover_after_kill_p50_us') / 1e3:.1f} ms "
+print(f"ELECT failover after kill -9 (rounds: {f('failovers'):.0f}): p50 {f('failover_after_kill_p50_us') / 1e3:.1f} ms "
       f"after the kill; the worst {f('failover_beyond_floor_max_us') / 1e3:.1f} ms beyond {ends} = "
       f"{rtts:.1f} round trips of {f('elect_rtt_us'):.0f} us (target <= 2: {verdict(rtts, 2)})")
 print(f"ELECT observe p50 {f('observe_p50_us'):.0f} us = {f('observe_over_rtt'):.1f} round trips")
@@ -162,7 +162,9 @@ run_backends() {
     result=$build_dir/bench-$name-results.json
     timeout 300 "$build_dir/bench/corolock_bench_$name" --url "${!url_var}" --mode "$mode" \
       --out "$result" | sed "s/^/bench: $name: /" || status=1
-    [[ -s $result ]] && elect_summary "$result" | sed "s/^/bench: $name: /"
+    if [[ -s $result ]]; then
+      elect_summary "$result" | sed "s/^/bench: $name: /" || status=1
+    fi
     # The peers on the same server, right after (scripts/lib/peers_bench.sh).
     peers_run "$name" "$mode" "$build_dir/bench-$name-peers.json" "$result" |
       sed "s/^/bench: $name: /" || status=1
