@@ -4,7 +4,9 @@
 // measuring, the statistics, the handoff workers and the JSON live here.
 //
 //   PROGRAM --url URL [--mode full|quick|smoke] [--out FILE] [program options]
-//   PROGRAM --worker --url URL --name N --start-ns S --end-ns T   (a handoff worker)
+//   PROGRAM --worker --url URL --name N --start-ns S --end-ns T [--kind mutex|election]
+//                                                   (a handoff worker)
+//   PROGRAM --lead --url URL --name N --lease-ms L  (ELECT's leader to kill)
 //
 // What it measures (one "key<TAB>value" line each on stdout, and one JSON
 // object in FILE):
@@ -22,6 +24,20 @@
 //     returning (CLOCK_MONOTONIC, shared by both): handoff_p50_us,
 //     handoff_p99_us, handoff_over_rtt (against floors taken just before
 //     and after), and fairness: grants per process, least over most.
+//  ELECT, leader election (docs/election.md) by the same measures, each
+//     against its floor in the same run (issue 48):
+//     resign to new leader: the handoff workers again, as candidates (a
+//     campaign is the acquire, a resign the release), right after the
+//     mutex's: resign_handoff_p50_us, resign_over_mutex_handoff_p50;
+//     observe: a leader proclaims, an observer on a backend of its own
+//     reports the value: observe_p50_us, observe_over_rtt; and the
+//     proclaim's own time (what a campaign adds to the mutex's acquire):
+//     proclaim_p50_us, proclaim_over_rtt;
+//     failover after kill -9: a leader in a child process (--lead) is
+//     killed while a candidate waits; from the kill to the candidate's
+//     term (failover_after_kill_*), and from what ends the dead term on
+//     this server (dead_leader_ends, below) to that term, in floor round
+//     trips (failover_beyond_floor_rtts_max; the target is 2).
 // Benchmarks are not tests: nothing here asserts on speed.
 #pragma once
 
@@ -30,6 +46,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,10 +77,23 @@ using raw_connection = boost::asio::awaitable<std::unique_ptr<raw_client>>;
 // Program options beyond the common ones ("--held 100" is {"held", "100"}).
 using option_map = std::map<std::string, std::string>;
 
+// What ends a killed leader's term on a server: ELECT's failover floor.
+enum class dead_leader_ends {
+    lease,       // the lease, on the server's clock (etcd)
+    session,     // the session timeout, at the server's next expiry sweep (ZooKeeper)
+    connection,  // its connection, at once (PostgreSQL's session-level lock)
+};
+
 struct backend_bench {
     std::string program;        // for messages: "corolock_bench_zk"
     std::string floor_request;  // what one floor round trip is, for the JSON
     std::function<raw_connection(boost::asio::any_io_executor, std::string url)> connect;
+    // ELECT's failover: what ends the killed leader's term, the lease it
+    // campaigns with (on ZooKeeper: the session timeout it asks for), and
+    // what its URL gets beyond the program's (ZooKeeper: that timeout).
+    dead_leader_ends dead_leader = dead_leader_ends::lease;
+    std::chrono::milliseconds failover_lease{1000};
+    std::string failover_url_query{};
     // Optional: more figures of the same run, after the others.
     std::function<boost::asio::awaitable<void>(boost::asio::any_io_executor, std::string url,
                                                run_mode, const option_map&, metrics&)>

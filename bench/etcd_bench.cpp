@@ -107,5 +107,11 @@ int main(int argc, char** argv) {
         argc, argv,
         {.program = "corolock_bench_etcd",
          .floor_request = "POST /v3/kv/range of one key",
-         .connect = connect_raw});
+         .connect = connect_raw,
+         // etcd raises a lease's TTL to its minimum, one and a half election
+         // timeouts rounded up to whole seconds: 2 s for the throwaway etcd's
+         // default flags (scripts/lib/throwaway_etcd.sh), so a 1 s lease
+         // would end 2 s after its grant, not 1 s.
+         .dead_leader = bench::dead_leader_ends::lease,
+         .failover_lease = std::chrono::milliseconds(2000)});
 }

@@ -5,7 +5,9 @@
 // call to the waiter's acquire returning. A Lock is anything constructed
 // from (client&, name) with async_acquire(lock_options, token) completing
 // with (error_code, G), where give_up(G&) below releases it: a lock's
-// guard, or an election's term (election_scenario.cpp's candidate).
+// guard, or an election's term (candidate below). The backend benches'
+// handoff workers (backend_bench.cpp) take turns the same way, on a
+// corolock::backend.
 #pragma once
 
 #include "bench.hpp"
@@ -21,6 +23,7 @@
 #include <atomic>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace bench {
@@ -40,6 +43,18 @@ inline corolock::config local_redis_config(const options& o) {
 
 inline auto give_up(corolock::guard& g) { return g.async_release(handoff_nothrow); }
 inline auto give_up(corolock::leadership& l) { return l.async_resign(handoff_nothrow); }
+
+// A candidate as a Lock: a campaign is its acquire, a resign its release
+// (give_up). On a Redis client or on any corolock::backend.
+struct candidate {
+    corolock::election e;
+    template <class Service>
+    candidate(Service& s, const std::string& name) : e(s, name) {}
+    template <class Token>
+    auto async_acquire(corolock::lock_options opts, Token&& token) {
+        return e.async_campaign("candidate", opts, std::forward<Token>(token));
+    }
+};
 
 struct handoff_shared {
     std::atomic<std::int64_t> released_ns{0};

@@ -142,5 +142,8 @@ int main(int argc, char** argv) {
         {.program = "corolock_bench_pg",
          .floor_request = "SELECT 1",
          .connect = connect_raw,
+         // A killed leader's advisory lock ends with its connection, at
+         // once, not at its lease (docs/election.md, "Under faults").
+         .dead_leader = bench::dead_leader_ends::connection,
          .extra = held_locks});
 }

@@ -8,6 +8,7 @@
 #
 # Each backend's program given (not "-") whose server is found also runs
 # once in smoke mode against a throwaway server of its own (scripts/lib),
+# leader election's figures (ELECT) included,
 # and so do its peers (scripts/lib/peers_bench.sh), a few cycles each.
 # TOPOLOGY_BENCH, when given, runs RedLock's R3 once on three throwaway
 # servers: its figures are printed, never judged.
@@ -116,10 +117,15 @@ for name in etcd pg zk; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 need = ("cycle_over_two_rtt", "cycle_over_raw_protocol_cycle", "handoff_over_rtt",
-        "fairness_min_over_max")
-if not d.get("ok") or any(d.get(k) is None for k in need) or not d.get("handoffs"):
+        "fairness_min_over_max",
+        # ELECT: resign to new leader, observe, failover after kill -9
+        "resign_over_mutex_handoff_p50", "observe_over_rtt", "failover_after_kill_p50_us",
+        "failover_beyond_floor_rtts_max")
+if not d.get("ok") or any(d.get(k) is None for k in need) or not d.get("handoffs") \
+        or not d.get("resign_handoffs") or not d.get("failovers"):
     sys.exit(f"bench smoke: {sys.argv[2]} scenarios incomplete: {d}")
-print(f"bench smoke: {sys.argv[2]} scenarios ok ({d['handoffs']:.0f} handoffs)")
+print(f"bench smoke: {sys.argv[2]} scenarios ok ({d['handoffs']:.0f} handoffs, "
+      f"{d['resign_handoffs']:.0f} resign handoffs, {d['failovers']:.0f} failover)")
 PY
 done
 

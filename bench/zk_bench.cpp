@@ -7,12 +7,14 @@
 //   corolock_bench_zk --url zk://127.0.0.1:PORT [--mode full|quick|smoke] [--out FILE]
 //
 //  floor: getData of the root node "/" (a read the server answers from
-//     memory).
+//     memory; the session layer has no exists, which costs the same).
 //  raw protocol cycle: the requests of an uncontended acquire and release
 //     in the lock recipe (src/zk/zk_backend.cpp): create an ephemeral
 //     sequential node in a lock directory, in one multi with an empty
 //     setData of the directory (session::create_child), then delete the
 //     node.
+//  ELECT's failover: the killed leader's session (4 s) is what ends its
+//     term.
 #include "backend_bench.hpp"
 
 #include "core/logging.hpp"
@@ -114,5 +116,12 @@ int main(int argc, char** argv) {
         argc, argv,
         {.program = "corolock_bench_zk",
          .floor_request = "getData /",
-         .connect = connect_raw});
+         .connect = connect_raw,
+         // A killed leader's node goes when its session expires: the
+         // throwaway server (scripts/lib/throwaway_zk.sh) has tickTime 2 s,
+         // so 4 s (two ticks) is the shortest session it grants, and it
+         // expires sessions once a tick.
+         .dead_leader = bench::dead_leader_ends::session,
+         .failover_lease = std::chrono::milliseconds(4000),
+         .failover_url_query = "session_timeout_ms=4000"});
 }

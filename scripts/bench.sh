@@ -16,8 +16,9 @@
 #   scripts/bench.sh --redlock       # only the RedLock scenarios R1, R2, R3
 #   scripts/bench.sh --no-topology   # everything but C1, C2, T1, R1, R2, R3
 #   scripts/bench.sh --backends      # only the etcd, PostgreSQL and ZooKeeper
-#                                    # backends against their own servers,
-#                                    # then their peers (about 40 s each)
+#                                    # backends against their own servers
+#                                    # (leader election's figures too),
+#                                    # then their peers (about 60 s each)
 #   COROLOCK_BENCH_FSYNC=on scripts/bench.sh --backends
 #                                    # PostgreSQL and ZooKeeper with fsync on
 #   COROLOCK_BENCH_CLUSTER_REPLICAS=1 scripts/bench.sh --topology
@@ -104,11 +105,38 @@ trap 'throwaway_redis_stop; throwaway_etcd_stop; throwaway_pg_stop; throwaway_zk
 # The etcd, PostgreSQL and ZooKeeper backends (bench/backend_bench.hpp), each
 # against a throwaway server of its own on a free loopback port, stopped by
 # PID: ratios to raw round trips that the program takes itself, on the same
-# server, in the same run; then the peers' own lock cycle on that server
+# server, in the same run, leader election's (ELECT) among them; then the peers' own lock cycle on that server
 # (bench/peers/peer_cycles.py: kazoo, the etcd gateway's /v3/lock,
 # python-etcd3, a raw pg_advisory_lock cycle) and corolock's cycles/s over
 # the best peer's. A backend whose server (or client library, so
 # its program) is missing is skipped with a message.
+# ELECT on a backend (bench/backend_bench.hpp): its figures against their
+# floors from the program's JSON, with the targets of issue 48, printed.
+elect_summary() {
+  python3 - "$1" <<'PY'
+import json, math, sys
+d = json.load(open(sys.argv[1]))
+def f(key):
+    v = d.get(key)
+    return math.nan if v is None else float(v)
+def verdict(v, bound):
+    return "n/a" if math.isnan(v) else ("met" if v <= bound else "missed")
+if d.get("dead_leader_ends") is None:
+    sys.exit(0)  # no ELECT figures (the run failed before them)
+ratio = f("resign_over_mutex_handoff_p50")
+print(f"ELECT resign-to-leader p50 {f('resign_handoff_p50_us'):.0f} us / mutex handoff p50 "
+      f"{f('handoff_p50_us'):.0f} us = {ratio:.2f}x (target <= 1.2x: {verdict(ratio, 1.2)})")
+ends = {"lease": f"the lease ({f('failover_lease_ms'):.0f} ms)",
+        "session": f"the session timeout ({f('failover_lease_ms'):.0f} ms)",
+        "connection": "the kill (the lock ends with the connection)"}[d["dead_leader_ends"]]
+rtts = f("failover_beyond_floor_rtts_max")
+print(f"ELECT failover after kill -9 (rounds: {f('failovers'):.0f}): p50 {f('failover_after_kill_p50_us') / 1e3:.1f} ms "
+      f"after the kill; the worst {f('failover_beyond_floor_max_us') / 1e3:.1f} ms beyond {ends} = "
+      f"{rtts:.1f} round trips of {f('elect_rtt_us'):.0f} us (target <= 2: {verdict(rtts, 2)})")
+print(f"ELECT observe p50 {f('observe_p50_us'):.0f} us = {f('observe_over_rtt'):.1f} round trips")
+PY
+}
+
 run_backends() {
   local name label result status=0
   for name in etcd pg zk; do
@@ -134,6 +162,9 @@ run_backends() {
     result=$build_dir/bench-$name-results.json
     timeout 300 "$build_dir/bench/corolock_bench_$name" --url "${!url_var}" --mode "$mode" \
       --out "$result" | sed "s/^/bench: $name: /" || status=1
+    if [[ -s $result ]]; then
+      elect_summary "$result" | sed "s/^/bench: $name: /" || status=1
+    fi
     # The peers on the same server, right after (scripts/lib/peers_bench.sh).
     peers_run "$name" "$mode" "$build_dir/bench-$name-peers.json" "$result" |
       sed "s/^/bench: $name: /" || status=1
