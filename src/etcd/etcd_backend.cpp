@@ -109,6 +109,11 @@ bool etcd_backend::watch_ready(const std::string& prefix) const {
     return it != watches_.end() && it->second->ready;
 }
 
+std::int64_t etcd_backend::watch_seen(const std::string& prefix) const {
+    auto it = watches_.find(prefix);
+    return it == watches_.end() ? 0 : it->second->revision;
+}
+
 void etcd_backend::start_watch(const std::string& prefix) {
     auto pw = watches_[prefix];
     const int gen = ++pw->generation;
@@ -480,6 +485,7 @@ struct acquire_op : waking_acquire<etcd_backend>,
     std::shared_ptr<etcd_lock_state> st;
     bool watching = false;
     std::string predecessor;
+    bool looking = false;  // the look for the predecessor is on its way
 
     // The pool's lease this acquire uses, and its key on it (0: none) while
     // it waits or until its grant.
@@ -495,7 +501,11 @@ struct acquire_op : waking_acquire<etcd_backend>,
     }
 
     void on_deleted(const std::string& key, std::int64_t) override {
-        if (key == predecessor || (waiting_for_own_key && key == st->key)) poke();
+        // While the look for the predecessor is on its way, its answer
+        // (which may still name the key deleted now: the watch's event can
+        // overtake the range's reply) is not known: any deletion looks
+        // again.
+        if (key == predecessor || looking || (waiting_for_own_key && key == st->key)) poke();
     }
     void on_watch_reset() override { poke(); }
     void stop_watching() {
@@ -647,6 +657,13 @@ struct acquire_op : waking_acquire<etcd_backend>,
                 contended = true;
                 watching = waiting_for_own_key = true;
                 backend->watch_prefix(st->prefix, this);
+                // The key's deletion may have been told before this waiter
+                // was registered: look again at once when the watch has
+                // told anything after the txn's revision (a watch not ready
+                // yet pokes as it is created).
+                if (backend->watch_ready(st->prefix) &&
+                    backend->watch_seen(st->prefix) > r.header.revision)
+                    poke();
                 auto until = clock::now() + std::max<clock::duration>(
                                                 opts.lease / 3, std::chrono::milliseconds(10));
                 if (auto d = wait_deadline()) until = std::min(until, *d);
@@ -740,8 +757,10 @@ struct acquire_op : waking_acquire<etcd_backend>,
             before.sort_by_create_revision = true;
             before.max_create_revision = my_revision - 1;
             before.keys_only = true;
+            looking = true;
             auto [ec, r] = co_await call<range_result>(
                 [&](auto h) { wire.range(std::move(before), std::move(h)); });
+            looking = false;
             if (abandoned || backend->stopped()) co_return turn::abandoned;
             if (ec) {
                 last_error = ec;

@@ -177,6 +177,10 @@ public:
     void unwatch_prefix(const std::string& prefix, watcher* w) noexcept;
     // Whether the prefix's watch is in place (created by etcd).
     bool watch_ready(const std::string& prefix) const;
+    // The last revision the prefix's watch has told its watchers of (0: none
+    // yet). A watcher registered after a read at revision R has missed
+    // nothing when this is at most R.
+    std::int64_t watch_seen(const std::string& prefix) const;
 
     // A tenure of `st` was granted: begin it (or join a re-entry to it).
     std::shared_ptr<tenure> on_granted(const std::shared_ptr<etcd_lock_state>& st,
