@@ -371,15 +371,20 @@ inline std::uint64_t epoch_won_by(const fleet& f, long long t) {
 }
 
 // The moment to kill at: a worker leading (inside its term's section) while
-// another campaigns (worker_in_section_with_waiter), and the server to kill
-// then, as (worker, server). For failover_victim::leaders_member, a leading
-// worker connected (as /proc sees its sockets) to a server other than the
-// deployment's leader, that server; looked for again while the leader is
-// connected to the deployment's leader only, bounded.
+// another campaigns (worker_in_section_with_waiter), the server to kill
+// then, and the servers the leading worker is connected to (as /proc sees
+// its sockets). For failover_victim::leaders_member, a leading worker
+// connected to a server other than the deployment's leader, and that
+// server; looked for again while the leader talks to the deployment's
+// leader only, bounded.
+struct failover_moment {
+    std::size_t leading = 0;  // the worker
+    std::size_t killed = 0;   // the server
+    std::vector<std::size_t> talks_to;
+};
 template <class Servers>
-std::optional<std::pair<std::size_t, std::size_t>> kill_moment(fleet& f, const Servers& servers,
-                                                                std::size_t server_leader,
-                                                                failover_victim which) {
+std::optional<failover_moment> kill_moment(fleet& f, const Servers& servers,
+                                           std::size_t server_leader, failover_victim which) {
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     for (int attempt = 0; attempt < 1000; ++attempt) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -387,11 +392,16 @@ std::optional<std::pair<std::size_t, std::size_t>> kill_moment(fleet& f, const S
         if (left <= 0ms) break;
         const auto w = worker_in_section_with_waiter(f, left);
         if (!w) break;
-        if (which == failover_victim::server_leader) return std::pair{*w, server_leader};
         const auto ports = loopback_peer_ports(static_cast<pid_t>(f.worker(*w).pid()));
+        failover_moment m{.leading = *w, .killed = server_leader, .talks_to = {}};
         for (std::size_t s = 0; s < servers.size(); ++s)
-            if (s != server_leader && ports.count(servers.client_port(s)))
-                return std::pair{*w, s};
+            if (ports.count(servers.client_port(s))) m.talks_to.push_back(s);
+        if (which == failover_victim::server_leader) return m;
+        for (const auto s : m.talks_to)
+            if (s != server_leader) {
+                m.killed = s;
+                return m;
+            }
         std::this_thread::sleep_for(20ms);
     }
     return std::nullopt;
@@ -427,7 +437,7 @@ void server_killed(const target& t, Servers& servers, failover_victim which) {
     const std::size_t server_leader = servers.leader();
     const auto moment = kill_moment(f, servers, server_leader, which);
     REQUIRE(moment);
-    const auto [leading, killed] = *moment;
+    const auto [leading, killed, talks_to] = *moment;
     const long long leading_pid = f.worker(leading).pid();
     const long long killed_at = mono_ns();
     servers.kill9(killed);
@@ -473,8 +483,11 @@ void server_killed(const target& t, Servers& servers, failover_victim which) {
         CHECK(epoch >= before);
         before = epoch;
     }
+    std::string talked;
+    for (const auto s : talks_to) talked += (talked.empty() ? "" : ",") + std::to_string(s);
     std::cout << t.backend << " election, " << what << ": server " << killed << " killed (leader "
-              << server_leader << "), server " << new_leader << " leads; next term "
+              << server_leader << "; the leading worker talked to " << (talked.empty() ? "-" : talked)
+              << "), server " << new_leader << " leads; next term "
               << ms_of(next->acquire_ok - killed_at) << " ms after the kill; " << r.holders
               << " terms (" << around.grants_after << " after the kill), " << cycles
               << " cycles; the leading worker's term "
