@@ -373,10 +373,13 @@ inline std::uint64_t epoch_won_by(const fleet& f, long long t) {
 // The moment to kill at: a worker leading (inside its term's section) while
 // another campaigns (worker_in_section_with_waiter), the server to kill
 // then, and the servers the leading worker is connected to (as /proc sees
-// its sockets). For failover_victim::leaders_member, a leading worker
-// connected to a server other than the deployment's leader, and that
-// server; looked for again while the leader talks to the deployment's
-// leader only, bounded.
+// its sockets). For failover_victim::server_leader, a leading worker
+// connected to the deployment's leader is preferred for 3 s (its own
+// connections then die with the leader), any leading worker after that (a
+// ZooKeeper client picks its server at random). For
+// failover_victim::leaders_member, a leading worker connected to a server
+// other than the deployment's leader, and that server; looked for again
+// while the leader talks to the deployment's leader only, bounded.
 struct failover_moment {
     std::size_t leading = 0;  // the worker
     std::size_t killed = 0;   // the server
@@ -386,6 +389,7 @@ template <class Servers>
 std::optional<failover_moment> kill_moment(fleet& f, const Servers& servers,
                                            std::size_t server_leader, failover_victim which) {
     const auto deadline = std::chrono::steady_clock::now() + 30s;
+    const auto prefer_until = std::chrono::steady_clock::now() + 3s;
     for (int attempt = 0; attempt < 1000; ++attempt) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
             deadline - std::chrono::steady_clock::now());
@@ -396,9 +400,13 @@ std::optional<failover_moment> kill_moment(fleet& f, const Servers& servers,
         failover_moment m{.leading = *w, .killed = server_leader, .talks_to = {}};
         for (std::size_t s = 0; s < servers.size(); ++s)
             if (ports.count(servers.client_port(s))) m.talks_to.push_back(s);
-        if (which == failover_victim::server_leader) return m;
+        if (which == failover_victim::server_leader) {
+            const bool on_leader = std::find(m.talks_to.begin(), m.talks_to.end(),
+                                             server_leader) != m.talks_to.end();
+            if (on_leader || std::chrono::steady_clock::now() >= prefer_until) return m;
+        }
         for (const auto s : m.talks_to)
-            if (s != server_leader) {
+            if (which == failover_victim::leaders_member && s != server_leader) {
                 m.killed = s;
                 return m;
             }

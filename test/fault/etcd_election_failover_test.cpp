@@ -16,9 +16,10 @@ namespace scenarios = corolock::test::fault::election_scenarios;
 
 namespace {
 
-// Long enough for the kill (after three terms), the Raft election and a
-// good run of terms after it.
-constexpr auto etcd_failover_duration = 12000ms;
+// Long enough for the kill (after three terms and up to 3 s looking for
+// its moment), the Raft election (a request sent while there is no leader
+// may wait out its 5 s timeout) and a good run of terms after it.
+constexpr auto etcd_failover_duration = 14000ms;
 
 void etcd_cluster_killed(scenarios::failover_victim which) {
     etcd_server_options eo;

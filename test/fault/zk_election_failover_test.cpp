@@ -16,9 +16,9 @@ namespace scenarios = corolock::test::fault::election_scenarios;
 
 namespace {
 
-// Long enough for the kill (after three terms), ZooKeeper's election and a
-// good run of terms after it.
-constexpr auto zk_failover_duration = 12000ms;
+// Long enough for the kill (after three terms and up to 3 s looking for
+// its moment), ZooKeeper's election and a good run of terms after it.
+constexpr auto zk_failover_duration = 14000ms;
 
 void zk_ensemble_killed(scenarios::failover_victim which) {
     zk_server_options zo;
