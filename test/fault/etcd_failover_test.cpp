@@ -36,20 +36,6 @@ namespace h = corolock::test::history;
 using namespace corolock::test;
 using namespace corolock::test::fault;
 
-namespace {
-
-// "etcd://A,B,C" with the members from `first` on, wrapping around.
-std::string cluster_url(const etcd_cluster& c, std::size_t first) {
-    std::string url = "etcd://";
-    for (std::size_t k = 0; k < c.size(); ++k) {
-        if (k != 0) url += ',';
-        url += c.endpoint((first + k) % c.size());
-    }
-    return url;
-}
-
-}  // namespace
-
 TEST_CASE("etcd: the leader killed while locks are held and waited on",
           "[etcd][fault][failover]") {
     const auto seed = fault_seed("etcd leader failover");
@@ -59,9 +45,8 @@ TEST_CASE("etcd: the leader killed while locks are held and waited on",
     redis_server resource;
     const std::size_t leader = cluster.leader();
     // Workers 0 and 1 of each name list the leader first, worker 2 a follower.
-    const std::vector<std::string> urls = {cluster_url(cluster, leader),
-                                           cluster_url(cluster, leader),
-                                           cluster_url(cluster, leader + 1)};
+    const std::vector<std::string> urls = {cluster.url(leader), cluster.url(leader),
+                                           cluster.url(leader + 1)};
 
     // Two names, three workers each, cycling for long enough to span the
     // kill, the election and a good run after it. The workers' duration is

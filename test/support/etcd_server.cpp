@@ -280,6 +280,15 @@ std::vector<std::string> etcd_cluster::endpoints() const {
     return out;
 }
 
+std::string etcd_cluster::url(std::size_t first) const {
+    std::string out = "etcd://";
+    for (std::size_t k = 0; k < members_.size(); ++k) {
+        if (k != 0) out += ',';
+        out += endpoint((first + k) % members_.size());
+    }
+    return out;
+}
+
 std::string etcd_cluster::tls_endpoint(std::size_t i) const {
     return "127.0.0.1:" + std::to_string(members_.at(i).tls_port);
 }

@@ -70,6 +70,9 @@ public:
     // "127.0.0.1:PORT", member i's client address.
     std::string endpoint(std::size_t i) const;
     std::vector<std::string> endpoints() const;
+    // "etcd://A,B,C": every member, from member `first` on, wrapping
+    // around (a client prefers the first it lists).
+    std::string url(std::size_t first = 0) const;
     // "127.0.0.1:PORT", member i's TLS client address (with tls only).
     std::string tls_endpoint(std::size_t i) const;
     // PEM files: the CA that signed the members' certificate, and one that did not.
