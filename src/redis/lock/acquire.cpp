@@ -252,7 +252,8 @@ struct acquire_op : std::enable_shared_from_this<acquire_op>,
         token = r.token;
         const bool crossed = !ec && r.acquired && crossed_loss(r);
         const auto f = observe();
-        const auto a = machine.on_attempt(f, {ec, r.acquired, r.pttl, crossed});
+        const auto a = machine.on_attempt(
+            f, {ec, r.acquired, r.pttl, crossed, r.expires_in_us, r.expires_at_ms, sent});
         // With replica acknowledgement the grant counts once it is confirmed
         // (on_confirmed): a level given back for want of replicas is none.
         if (a.granted && !replica) note_grant(f.now);
