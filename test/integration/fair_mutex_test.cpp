@@ -50,7 +50,47 @@ std::vector<std::string> queued(const redis_server& server, const std::string& n
     return server.cmd({"ZRANGE", queue_key(name), "0", "-1"});
 }
 
+// A refusal's {left_us, at_ms} (docs/protocol.md, "acquire"): at_ms is the
+// key's PEXPIRETIME, and left_us the µs from the script's clock to at_ms +
+// 1 ms, which lies within a millisecond of the reply's own PTTL.
+void check_expiry_reply(const redis_server& server, const std::string& key,
+                        const std::vector<std::string>& r) {
+    REQUIRE(r.size() == 7);
+    CHECK(r[0] == "0");
+    const auto pttl = std::stoll(r[3]);
+    const auto left_us = std::stoll(r[5]);
+    REQUIRE(pttl > 0);
+    CHECK(r[6] == server.cmd1({"PEXPIRETIME", key}));
+    CHECK(left_us > (pttl - 1) * 1000);
+    CHECK(left_us <= (pttl + 1) * 1000);
+}
+
 }  // namespace
+
+TEST_CASE("fair_mutex: a refusal names the holder's expiry in the server's µs, as the mutex's does",
+          "[fair][integration]") {
+    redis_server server;
+    const std::string m = lock_key("expiry:mutex");
+    const std::string mutex_src(corolock::detail::acquire_script().source);
+    REQUIRE(server.cmd({"EVAL", mutex_src, "2", m, m + ":fence", "A", "60000", "1", "1 h a"}).at(0) == "1");
+    check_expiry_reply(server, m,
+                       server.cmd({"EVAL", mutex_src, "2", m, m + ":fence", "B", "60000", "1", "2 h b"}));
+    const std::string f = lock_key("expiry:fair");
+    const std::string fair_src(corolock::detail::fair_acquire_script().source);
+    auto fair = [&](const std::string& owner) {
+        return server.cmd({"EVAL", fair_src, "4", f, f + ":fence", f + ":queue", f + ":entries", owner,
+                           "5000", "1", "1 h " + owner, "30000", "7"});
+    };
+    REQUIRE(fair("A").at(0) == "1");
+    // Queued; the holder's TTL (5 s) is shorter than the entry's renewal (10 s).
+    check_expiry_reply(server, f, fair("B"));
+    // No TTL: nothing to name.
+    server.cmd({"PERSIST", m});
+    const auto r = server.cmd({"EVAL", mutex_src, "2", m, m + ":fence", "B", "60000", "1", "2 h b"});
+    REQUIRE(r.size() == 7);
+    CHECK(r[5] == "-1");
+    CHECK(r[6] == "-1");
+}
 
 // Six clients of one process, each taking the lock again as soon as it let
 // go: the plain mutex lets two of them take turns while four starve

@@ -126,6 +126,66 @@ TEST_CASE("acquire_fsm: contended, it subscribes, retries at once, then waits at
     CHECK_FALSE(m.queued());
 }
 
+// A refusal that names the holder's expiry in the server's µs: `left` µs
+// after the script read the clock, expiry `at_ms`; the attempt was sent at
+// `sent`.
+acquire_fsm::attempt_result refused_until(std::int64_t left_us, std::int64_t at_ms,
+                                          time_point sent) {
+    auto r = refused(left_us / 1000);
+    r.expires_in_us = left_us;
+    r.expires_at_ms = at_ms;
+    r.sent = sent;
+    return r;
+}
+
+TEST_CASE("acquire_fsm: a waiter told the server's expiry in µs tries at most twice per expiry",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(100s));
+    start_queued(m);
+    // Sent at t0, answered 2 ms later: the server's clock read falls
+    // somewhere in between, so the expiry is between t0 + left and
+    // t0 + 2 ms + left here. The first wait ends at the earliest, not at
+    // the reply + PTTL + 1 ms.
+    const std::int64_t expiry_ms = 1'700'000'000'000;
+    auto a = m.on_attempt(at(t0 + 2ms), refused_until(500'250, expiry_ms, t0));
+    REQUIRE(a.what == step::wait);
+    CHECK(a.until == t0 + 500'250us);
+    CHECK(a.expiry == t0 + 500'250us);
+    // Woken then, it tries; the server still holds the same expiry (the try
+    // came early): every later wait for it ends at the latest, never early.
+    // A server whose clock lags keeps naming it: each is one try, bounded
+    // by the wait, and none more is early.
+    int early = 0;
+    auto now = t0 + 500'250us;
+    for (int i = 0; i < 5; ++i) {
+        REQUIRE(m.on_wait(at(now)).what == step::attempt);
+        const auto reply = now + 1ms;
+        a = m.on_attempt(at(reply), refused_until(300, expiry_ms, now));
+        REQUIRE(a.what == step::wait);
+        if (a.until < reply + 300us) ++early;
+        CHECK(a.until == reply + 300us);
+        now = a.until;
+    }
+    CHECK(early == 0);
+    // A new expiry (the holder renewed, or another took the lock) gets its
+    // own earliest wake, once.
+    REQUIRE(m.on_wait(at(now)).what == step::attempt);
+    a = m.on_attempt(at(now + 1ms), refused_until(900'000, expiry_ms + 900, now));
+    REQUIRE(a.what == step::wait);
+    CHECK(a.until == now + 900'000us);
+}
+
+TEST_CASE("acquire_fsm: without the server's expiry the wait ends at PTTL + 1 ms from the reply",
+          "[acquire_fsm]") {
+    acquire_fsm m(waiting_for(100s));
+    start_queued(m);
+    auto r = refused(500);
+    r.sent = t0;  // known, but no expiry in µs: the whole milliseconds
+    auto a = m.on_attempt(at(t0 + 2ms), r);
+    REQUIRE(a.what == step::wait);
+    CHECK(a.until == t0 + 2ms + 501ms);
+}
+
 TEST_CASE("acquire_fsm: a key without a TTL is rechecked once a lease period",
           "[acquire_fsm]") {
     acquire_fsm m(waiting_for(100s));

@@ -148,7 +148,7 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
     if (try_once_) {
         // The service keeps the holder's expiry for the channel's local
         // waiters, if any: a RedLock waiter caps its wait with a try's.
-        note_expiry(a, f, r.pttl);
+        note_expiry(a, f, r);
         a.ec = error::lock_held;
         return finish(a);
     }
@@ -166,16 +166,32 @@ acquire_fsm::action acquire_fsm::on_attempt(const facts& f, const attempt_result
     }
     // The holder's TTL caps the wait: a lost unlock message costs at most one
     // TTL, never a hang.
-    note_expiry(a, f, r.pttl);
+    note_expiry(a, f, r);
     a.rearm = true;  // woken but not the winner: wait again, same place
     return wait(state::waiting, std::min(a.expiry, wait_deadline_), a);
 }
 
 // A key without a TTL (not ours) counts as expiring a lease from now.
-void acquire_fsm::note_expiry(action& a, const facts& f, std::int64_t pttl) const {
-    const auto ttl =
-        pttl >= 0 ? clock::duration(std::chrono::milliseconds(pttl + 1)) : lease_;
+// With the server's expiry in µs (docs/election.md, "Failover"): the server
+// read its clock `left` before the expiry, at a moment between the
+// attempt's sending and its reply, so the expiry is between sent + left and
+// now + left on this clock. The first wait for an expiry ends at the
+// earliest (the next try then reaches the server about when the key is
+// gone; early by at most that uncertainty); a refusal naming the same
+// expiry again means that try came early, and every later wait for it ends
+// at the latest, which is never early: at most two tries per expiry.
+void acquire_fsm::note_expiry(action& a, const facts& f, const attempt_result& r) {
     a.note_expiry = true;
+    if (r.expires_in_us >= 0 && r.expires_at_ms >= 0 && r.sent != clock::time_point{} &&
+        r.sent <= f.now) {
+        const auto left = std::chrono::microseconds(r.expires_in_us);
+        const bool first = r.expires_at_ms != early_for_ms_;
+        early_for_ms_ = r.expires_at_ms;
+        a.expiry = (first ? r.sent : f.now) + left;
+        return;
+    }
+    const auto ttl =
+        r.pttl >= 0 ? clock::duration(std::chrono::milliseconds(r.pttl + 1)) : lease_;
     a.expiry = f.now + ttl;
 }
 

@@ -66,6 +66,13 @@ public:
         // key created behind a live tenure): the grant cannot be trusted, as
         // with an ambiguous reply. It is given back and tried again, fresh.
         bool crossed = false;
+        // Refused with the holder's TTL as the cap, on a server that tells
+        // (lock_kind.hpp's acquire_reply): the µs until the server ends it,
+        // read between `sent` and the reply, and that expiry's unix ms
+        // (-1: not known; the wait then ends at pttl + 1 ms from the reply).
+        std::int64_t expires_in_us = -1;
+        std::int64_t expires_at_ms = -1;
+        clock::time_point sent{};  // when the attempt was written
     };
 
     // How many grants that crossed a loss one operation gives back and
@@ -142,8 +149,8 @@ private:
     action attempt(action a);
     action wait(state next, clock::time_point until, action a);
     action finish(action a);
-    // Tells the service when the holder's lease ends, from a refusal's pttl.
-    void note_expiry(action& a, const facts& f, std::int64_t pttl) const;
+    // Tells the service when the holder's lease ends, from a refusal.
+    void note_expiry(action& a, const facts& f, const attempt_result& r);
 
     // The settings, field by field: a burst of acquires has one machine
     // each.
@@ -152,6 +159,9 @@ private:
     backoff retry_;  // after a transient failure
     bool try_once_;
     std::uint8_t crossed_retries_ = 0;
+    // The holder's expiry (unix ms) whose wait already ended at its
+    // earliest possible instant: the next wait for it ends at its latest.
+    std::int64_t early_for_ms_ = -1;
     state state_ = state::initial;
     bool queued_ = false;     // registered on the unlock channel
     bool abandoned_ = false;  // the caller has had its answer

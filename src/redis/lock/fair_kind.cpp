@@ -1,6 +1,6 @@
 // The fair mutex's protocol (docs/protocol.md, "The fair mutex"): the
 // scripts of fair_scripts.cpp with their keys and arguments. The waiter's
-// side of the handoff is in acquire.cpp and lock_service.cpp.
+// side of the handoff is in acquire_wait.cpp and lock_service.cpp.
 #include "redis/lock/fair_scripts.hpp"
 #include "redis/lock/lock_kind.hpp"
 #include "redis/lock/lock_service.hpp"

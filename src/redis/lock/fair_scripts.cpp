@@ -82,7 +82,8 @@ end
 // tenure) or re-entered, {0, 0, levels, cap, 0} when queued: the entry was
 // added at the back, or its lease renewed in place, and `cap` is when to try
 // again at the latest (a third of the entry lease, or the holder's TTL if
-// shorter), which renews the entry. WRONGTYPE when the key is not free and
+// shorter), which renews the entry; when the holder's TTL is the cap, the
+// reply is {0, 0, levels, cap, 0, left_us, at_ms} (expiry_of). WRONGTYPE when the key is not free and
 // not a fair mutex. A free lock goes to the caller only when the queue's
 // first live entry is the caller's, or the queue is empty.
 constexpr std::string_view acquire_lua = R"lua(
@@ -127,7 +128,10 @@ local levels = 0
 if owner then
   levels = redis.call('HLEN', KEYS[1]) - 4
   local pttl = redis.call('PTTL', KEYS[1])
-  if pttl >= 0 and pttl < cap then cap = pttl end
+  if pttl >= 0 and pttl < cap then
+    local left, at = expiry_of(KEYS[1])
+    return {0, 0, levels, pttl, 0, left, at}
+  end
 end
 return {0, 0, levels, cap, 0}
 )lua";
@@ -191,7 +195,10 @@ bool parse_number(std::string_view text, T& out) noexcept {
 
 // The token minting of every kind, then the fair scripts' own prelude.
 std::string with_prelude(std::string_view body) {
-    return std::string(token_minting_lua()).append(prelude_lua).append(body);
+    return std::string(token_minting_lua())
+        .append(expiry_timing_lua())
+        .append(prelude_lua)
+        .append(body);
 }
 
 }  // namespace

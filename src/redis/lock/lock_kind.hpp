@@ -34,6 +34,12 @@ struct acquire_reply {
     // the key's TTL after the grant.
     std::int64_t pttl = -2;
     bool created = false;  // the owner held nothing before: a tenure began on the server
+    // Refused with the holder's TTL as the cap: the µs from the script's
+    // read of the clock until the server ends that TTL, and its expiry
+    // (unix ms, the same instant while the holder does not renew); -1: not
+    // known (acquire_fsm::note_expiry).
+    std::int64_t expires_in_us = -1;
+    std::int64_t expires_at_ms = -1;
 };
 
 class lock_kind {

@@ -99,12 +99,17 @@ void lease_set_kind::acquire_head(const redis_lock_state& st, std::uint64_t leve
 }
 
 error_code parse_lock_acquire_reply(const reply& r, acquire_reply& out) noexcept {
-    if (r.type != resp3_type::array || r.elements.size() != 5) return error::unexpected_reply;
+    const auto n = r.elements.size();
+    if (r.type != resp3_type::array || (n != 5 && n != 7)) return error::unexpected_reply;
     out.acquired = as_int(r.elements[0]) == 1;
     out.token = static_cast<std::uint64_t>(as_int(r.elements[1]));
     out.levels = as_int(r.elements[2]);
     out.pttl = as_int(r.elements[3]);
     out.created = as_int(r.elements[4]) == 1;
+    if (n == 7) {
+        out.expires_in_us = as_int(r.elements[5]);
+        out.expires_at_ms = as_int(r.elements[6]);
+    }
     return {};
 }
 

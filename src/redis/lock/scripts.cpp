@@ -81,6 +81,23 @@ local function mint_token(key, now)
 end
 )lua";
 
+// The µs from now until the server's clock passes `key`'s expiry, and that
+// expiry (unix ms): {left, at}, or {-1, -1} when the key has no TTL (or
+// the server lacks PEXPIRETIME, Redis 7). Redis expires a key once its ms
+// clock is past PEXPIRETIME, so the first instant it is gone is at + 1 ms;
+// TIME reads the clock in µs. A waiter wakes then, not at PTTL + 1 ms, whose
+// whole milliseconds overshoot by up to one (docs/election.md, "Failover").
+constexpr std::string_view expiry_lua = R"lua(
+local function expiry_of(key)
+  local at = redis.pcall('PEXPIRETIME', key)
+  if type(at) ~= 'number' or at < 0 then return -1, -1 end
+  local t = redis.call('TIME')
+  local left = (at + 1) * 1000 - (tonumber(t[1]) * 1000000 + tonumber(t[2]))
+  if left < 0 then left = 0 end
+  return left, at
+end
+)lua";
+
 // The kinds whose owners' lease ends live in a sorted set beside the hash
 // (score: lease end, server ms). A script drops at most PRUNE_LIMIT ended
 // owners per call, so its work never grows with the number of holders; the
@@ -151,8 +168,10 @@ end
 // ARGV[5] the lock-delay in ms, absent without one (core/lock_delay.hpp)
 // Returns {1, token, levels, pttl, created} when acquired or re-entered
 //         (created 1: the hash did not exist, this grant began a tenure),
-//         {0, 0, levels, pttl, 0} when another owner holds it (pttl -1: no
-//         TTL), or when the name is in lock-delay, even for its own owner.
+//         {0, 0, levels, pttl, 0, left_us, at_ms} when another owner holds
+//         it (pttl -1: no TTL; left_us and at_ms: expiry_of), or
+//         {0, 0, levels, pttl, 0} when the name is in lock-delay, even for
+//         its own owner.
 // WRONGTYPE when the name's key holds a value that is not a corolock hash,
 // and the server's own error when the fence counter is not an integer.
 // The TTL is only ever extended, never shortened: every deadline a client
@@ -173,7 +192,8 @@ if owner and owner ~= ARGV[1] then
     return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is held as a ' .. kind ..
                              ', not a mutex; the key was left untouched')
   end
-  return {0, 0, fields - base_fields(KEYS[1]), redis.call('PTTL', KEYS[1]), 0}
+  local left, at = expiry_of(KEYS[1])
+  return {0, 0, fields - base_fields(KEYS[1]), redis.call('PTTL', KEYS[1]), 0, left, at}
 end
 if fields > 0 and not owner then
   return redis.error_reply('WRONGTYPE ' .. KEYS[1] .. ' is a hash without an owner, ' ..
@@ -495,11 +515,15 @@ std::string sharded(std::string source) {
 script make_script(std::string_view name, std::string_view source) { return make(name, source); }
 std::string sharded_publish(std::string source) { return sharded(std::move(source)); }
 std::string_view token_minting_lua() noexcept { return mint_token_lua; }
+std::string_view expiry_timing_lua() noexcept { return expiry_lua; }
 std::string_view lease_set_lua() noexcept { return lease_set_lib_lua; }
 
 const script& acquire_script() {
     static const std::string source =
-        std::string(mint_token_lua).append(in_lock_delay_lua).append(checked(acquire_lua));
+        std::string(mint_token_lua)
+            .append(expiry_lua)
+            .append(in_lock_delay_lua)
+            .append(checked(acquire_lua));
     static const script s = make("acquire", source);
     return s;
 }

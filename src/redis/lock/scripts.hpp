@@ -26,6 +26,9 @@ script make_script(std::string_view name, std::string_view source);
 // The Lua function mint_token(counter key, server time in µs) -> token, the
 // hybrid logical clock of the fence counter, for a kind's script to prepend.
 std::string_view token_minting_lua() noexcept;
+// The Lua function expiry_of(key): when the server ends a key's TTL, in µs
+// from now (scripts.cpp).
+std::string_view expiry_timing_lua() noexcept;
 // The Lua helpers of the kinds that keep lease ends in a sorted set (a
 // shared mutex's readers, a semaphore's owners): server_now() -> µs, ms;
 // num(n); wrong_type(key, what); take_ended(set, now) -> up to PRUNE_LIMIT
