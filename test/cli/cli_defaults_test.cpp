@@ -344,25 +344,6 @@ TEST_CASE("cli: several --url make a RedLock of an odd number of distinct server
     check_usage_errors(bad);
 }
 
-TEST_CASE("cli: --json escapes what could hide or reorder text, and stays valid JSON",
-          "[unit][cli]") {
-    // Plain text, UTF-8 included, passes through.
-    CHECK(cli::json_string("orders/é") == "\"orders/é\"");
-    CHECK(cli::json_string("a\"b\\c\nd") == R"("a\"b\\c\nd")");
-    CHECK(cli::json_string(std::string("\x01\x7f", 2)) == R"("\u0001\u007f")");
-    // C1 controls (U+009B is a terminal's CSI) and the bidirectional
-    // controls are valid UTF-8, and were written raw before.
-    CHECK(cli::json_string("x\xc2\x9b" "2J") == R"("x\u009b2J")");
-    CHECK(cli::json_string("x\xc2\x85y") == R"("x\u0085y")");
-    CHECK(cli::json_string("user\xe2\x80\xae" "gpj.exe") == R"("user\u202egpj.exe")");
-    CHECK(cli::json_string("\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9") == R"("\u202a\u2066\u2069")");
-    // Neighbours of those ranges are ordinary text.
-    CHECK(cli::json_string("\xc2\xa0") == "\"\xc2\xa0\"");          // U+00A0
-    CHECK(cli::json_string("\xe2\x80\xaf") == "\"\xe2\x80\xaf\"");  // U+202F
-    // A byte that is not UTF-8 is read as Latin-1.
-    CHECK(cli::json_string("\xff" "a\xc2") == R"("\u00ffa\u00c2")");
-}
-
 TEST_CASE("cli: COMMAND's REDIS_URL has no credential of any scheme", "[unit][cli]") {
     // A PostgreSQL URL's query credentials (its key %-escaped or not) were
     // passed on before; the user info of every scheme is removed.
