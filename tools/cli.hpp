@@ -23,6 +23,7 @@
 #include <corolock/error.hpp>
 #include <corolock/lock_holder.hpp>
 #include <corolock/lock_options.hpp>
+#include <corolock/url.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -364,13 +365,6 @@ int report_internal_error(std::exception_ptr e) noexcept;
 // permission: exit 76, not 69 (no_permission is 76 in any case).
 int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
                          std::string_view cause, bool reached = false);
-
-// REDIS_URL's value for COMMAND's environment: the user name and password
-// removed, and the query's credentials (detail::is_credential_query_key: a
-// Sentinel URL's sentinel_user and sentinel_password, a PostgreSQL URL's
-// password and sslpassword). Empty when the URL cannot be cleaned with
-// certainty (then the variable is left out).
-std::string url_without_credentials(std::string_view url);
 
 // ---- metrics_file.cpp ----
 

@@ -23,3 +23,4 @@
 #include <corolock/reply.hpp>
 #include <corolock/semaphore.hpp>
 #include <corolock/shared_mutex.hpp>
+#include <corolock/url.hpp>
