@@ -18,13 +18,12 @@
 //   main.cpp        dispatch
 #pragma once
 
-#include "core/listed_locks.hpp"
-
 #include <corolock/admin.hpp>
 #include <corolock/config.hpp>
 #include <corolock/error.hpp>
 #include <corolock/lock_holder.hpp>
 #include <corolock/lock_options.hpp>
+#include <corolock/url.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -300,7 +299,16 @@ struct store_lock_status {
     std::int64_t session_pid = 0;       // pg: the holding session's server process
 };
 
-using store_lock_list = detail::listed_locks<store_lock_status>;
+// The locks store_admin::list found held, and whether a bound ended the
+// listing early (there may be more).
+struct store_lock_list {
+    struct entry {
+        std::string name;
+        store_lock_status status;
+    };
+    std::vector<entry> locks;
+    bool truncated = false;
+};
 
 // ZooKeeper's or PostgreSQL's admin (zk/zk_admin.hpp, pg/pg_admin.hpp)
 // behind run's first look, status, list and break, with the tool's short
@@ -357,16 +365,6 @@ int report_internal_error(std::exception_ptr e) noexcept;
 // permission: exit 76, not 69 (no_permission is 76 in any case).
 int report_redis_failure(const common_options& o, std::string_view doing, const error_code& ec,
                          std::string_view cause, bool reached = false);
-
-// REDIS_URL's value for COMMAND's environment: the user name and password
-// removed, and the query's credentials (detail::is_credential_query_key: a
-// Sentinel URL's sentinel_user and sentinel_password, a PostgreSQL URL's
-// password and sslpassword). Empty when the URL cannot be cleaned with
-// certainty (then the variable is left out).
-std::string url_without_credentials(std::string_view url);
-
-// JSON string literal for arbitrary bytes (json_text.cpp).
-std::string json_string(std::string_view bytes);
 
 // ---- metrics_file.cpp ----
 

@@ -6,19 +6,7 @@
 #include "arguments.hpp"
 #include "cli.hpp"
 
-#include "core/backend.hpp"
-#include "core/credentials.hpp"
-#include "core/url_authority.hpp"
-#include "schemes.hpp"
-#include "etcd/etcd_backend.hpp"
-#include "redlock/redlock_url.hpp"
-#ifdef COROLOCK_HAVE_POSTGRESQL
-#include "pg/pg_admin.hpp"
-#include "pg/pg_backend.hpp"
-#endif
-#ifdef COROLOCK_HAVE_ZOOKEEPER
-#include "zk/url.hpp"
-#endif
+#include <corolock/url.hpp>
 
 #include <unistd.h>
 
@@ -118,13 +106,7 @@ std::optional<usage_error> read_password_file(const std::string& command, const 
 // by the library, but is what one writes when the password comes from
 // --password-file or COROLOCK_PASSWORD: parse it with a stand-in password.
 std::string with_password_slot(std::string_view url) {
-    detail::url_pieces p;
-    if (!detail::split_url_pieces(url, p) || p.userinfo.empty() ||
-        p.userinfo.find(':') != std::string_view::npos)
-        return std::string(url);
-    std::string out(p.head);
-    out.append(p.userinfo).append(":-@").append(p.hosts).append(p.tail);
-    return out;
+    return url_with_password(url, "-").value_or(std::string(url));
 }
 
 std::optional<usage_error> apply_credentials(const std::string& command,
@@ -181,26 +163,10 @@ std::optional<usage_error> apply_credentials(const std::string& command,
 }
 
 // A URL of etcd, ZooKeeper or PostgreSQL: checked here with the backend's
-// own parser, so that a typo is a usage error before anything starts. The
-// Redis-only options are refused by name rather than ignored: these take
-// their credentials and TLS settings in the URL (ZooKeeper none at all).
-// A ZooKeeper URL with its user's password put in (replacing one already
-// there), %-escaped: the password from --password-file or
-// COROLOCK_PASSWORD. Nothing when the URL names no user.
-std::optional<std::string> zk_url_with_password(std::string_view url, std::string_view password) {
-    detail::url_pieces p;
-    if (!detail::split_url_pieces(url, p) || p.userinfo.empty() || p.userinfo.front() == ':')
-        return std::nullopt;
-    std::string out(p.head);
-    out.append(p.userinfo.substr(0, p.userinfo.find(':')))
-        .append(":")
-        .append(detail::percent_encode(password))
-        .append("@")
-        .append(p.hosts)
-        .append(p.tail);
-    return out;
-}
-
+// own parser (describe_url), so that a typo is a usage error before
+// anything starts. The Redis-only options are refused by name rather than
+// ignored: these take their credentials and TLS settings in the URL
+// (ZooKeeper its password from --password-file too, and no TLS).
 std::optional<usage_error> resolve_store_url(const std::string& command, common_options& o,
                                              const credential_options& cred) {
     // ZooKeeper's digest password may come from --password-file or
@@ -208,7 +174,7 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
     const char* env_password = std::getenv("COROLOCK_PASSWORD");
     if (env_password != nullptr && *env_password == 0) env_password = nullptr;
     if (o.kind == url_kind::zk && (cred.password_file || env_password)) {
-        if (!zk_url_with_password(o.url, {})) {
+        if (!url_with_password(o.url, {})) {
             if (cred.password_file)
                 return usage_error{command, "--password-file needs the user in the ZooKeeper URL "
                                             "(zk://USER@HOST:PORT[/ROOT])"};
@@ -220,7 +186,7 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
             } else {
                 password = env_password;
             }
-            o.url = *zk_url_with_password(o.url, password);
+            o.url = *url_with_password(o.url, password);
         }
     }
     const bool zk_password = o.kind == url_kind::zk && cred.password_file;
@@ -246,41 +212,21 @@ std::optional<usage_error> resolve_store_url(const std::string& command, common_
         return usage_error{command, std::string(redis_only) + " applies to Redis URLs only; " +
                                         instead};
     const std::string service(service_name(o));
-    if (auto why = detail::left_out_backend(o.kind == url_kind::zk ? "zk" : "postgresql");
-        o.kind != url_kind::etcd && !why.empty())
+    std::string why;
+    url_description d;
+    const error_code ec = describe_url(o.url, d, why);
+    if (ec == error::not_supported)
         return usage_error{command, "cannot use the " + service + " URL in " + o.url_from +
                                         ": " + why};
-    std::string why;
-    error_code ec;
-    o.endpoints.clear();
-    if (o.kind == url_kind::etcd) {
-        detail::etcd::backend_options eo;
-        ec = detail::etcd::parse_url(o.url, eo, why);
-        for (const auto& ep : eo.gateway.endpoints)
-            o.endpoints += (o.endpoints.empty() ? "" : ",") + ep;
-    }
-#ifdef COROLOCK_HAVE_ZOOKEEPER
-    if (o.kind == url_kind::zk) {
-        detail::zk::zk_options zo;
-        ec = detail::zk::parse_url(o.url, zo, why);
-        o.endpoints = zo.hosts;
-        if (!ec && !zo.authenticated())
-            o.warnings.push_back(
-                "the ZooKeeper URL has no credentials: the lock's nodes are open to anyone who "
-                "can reach the ensemble (give zk://USER:PASSWORD@..., see docs/security.md)");
-    }
-#endif
-#ifdef COROLOCK_HAVE_POSTGRESQL
-    if (o.kind == url_kind::postgresql) {
-        detail::pg::backend_options po;
-        ec = detail::pg::parse_url(o.url, po, why);
-        // libpq's message comes with this prefix already.
-        constexpr std::string_view prefix = "malformed PostgreSQL URL: ";
-        if (std::string_view(why).starts_with(prefix)) why.erase(0, prefix.size());
-        if (!ec) o.endpoints = detail::pg::describe_server(*po.url);
-        if (!ec && !po.url->tls_warning.empty()) o.warnings.push_back(po.url->tls_warning);
-    }
-#endif
+    o.endpoints = d.endpoints;
+    if (!ec && o.kind == url_kind::zk && !d.authenticated)
+        o.warnings.push_back(
+            "the ZooKeeper URL has no credentials: the lock's nodes are open to anyone who "
+            "can reach the ensemble (give zk://USER:PASSWORD@..., see docs/security.md)");
+    if (!ec) o.warnings.insert(o.warnings.end(), d.warnings.begin(), d.warnings.end());
+    // libpq's message comes with this prefix already.
+    constexpr std::string_view prefix = "malformed PostgreSQL URL: ";
+    if (std::string_view(why).starts_with(prefix)) why.erase(0, prefix.size());
     if (ec)
         return usage_error{command, "malformed " + service + " URL in " + o.url_from + ": " +
                                         (why.empty() ? ec.message() : redact_quoted(why))};
@@ -315,31 +261,28 @@ std::optional<usage_error> resolve_url(const std::string& command,
         o.url_from = "the default URL";
     }
     // A scheme of no service: every scheme corolock accepts, from the table
-    // the library dispatches on (src/schemes.hpp).
-    if (detail::family_of(o.url) == detail::scheme_family::unknown)
+    // the library dispatches on (corolock/url.hpp).
+    if (service_of_url(o.url) == url_service::unknown)
         return usage_error{command, "unsupported URL scheme " +
-                                        single_quoted(detail::scheme_of(o.url)) + " in " +
+                                        single_quoted(url_scheme(o.url)) + " in " +
                                         o.url_from + ": corolock accepts " +
-                                        detail::accepted_schemes() + " (SCHEME://...)"};
+                                        accepted_url_schemes() + " (SCHEME://...)"};
     o.kind = kind_of_url(o.url);
     if (o.kind == url_kind::redlock) {
         // One URL naming RedLock's nodes: each becomes a node URL, as if
         // given with --url of its own.
-        detail::redlock_url parsed;
-        try {
-            parsed = detail::parse_redlock_url(o.url);
-        } catch (const boost::system::system_error& e) {
-            // The library's message never holds the password.
+        url_description parsed;
+        std::string why;
+        if (describe_url(o.url, parsed, why))
             return usage_error{command, "malformed RedLock URL in " + o.url_from + ": " +
-                                            redact_quoted(e.what())};
-        }
+                                            redact_quoted(why)};
         const std::vector<std::string_view> node_urls(parsed.nodes.begin(), parsed.nodes.end());
         const auto url = o.url, from = o.url_from;
         if (auto e = resolve_redlock(command, node_urls, o, cred, redlock_source::url); e) return e;
         o.url = url;
         o.url_from = from;
         o.kind = url_kind::redis;
-        o.redlock_node_timeout = std::chrono::duration_cast<duration>(parsed.options.node_timeout);
+        o.redlock_node_timeout = std::chrono::duration_cast<duration>(parsed.node_timeout);
         return std::nullopt;
     }
     if (!o.redis()) return resolve_store_url(command, o, cred);
@@ -425,14 +368,14 @@ std::optional<usage_error> resolve_redlock(const std::string& command,
 }  // namespace
 
 url_kind kind_of_url(std::string_view url) {
-    switch (detail::family_of(url)) {
-        case detail::scheme_family::etcd: return url_kind::etcd;
-        case detail::scheme_family::zk: return url_kind::zk;
-        case detail::scheme_family::postgresql: return url_kind::postgresql;
-        case detail::scheme_family::redlock: return url_kind::redlock;
+    switch (service_of_url(url)) {
+        case url_service::etcd: return url_kind::etcd;
+        case url_service::zookeeper: return url_kind::zk;
+        case url_service::postgresql: return url_kind::postgresql;
+        case url_service::redlock: return url_kind::redlock;
         // An unknown scheme: the Redis parser names it and what it expects.
-        case detail::scheme_family::redis:
-        case detail::scheme_family::unknown: break;
+        case url_service::redis:
+        case url_service::unknown: break;
     }
     return url_kind::redis;
 }
@@ -451,36 +394,6 @@ std::string_view service_name(const common_options& o) {
 std::string defaults::url() {
     const config cfg;  // its host is an IPv4 address: no brackets needed
     return "redis://" + cfg.host + ":" + std::to_string(cfg.port);
-}
-
-std::string url_without_credentials(std::string_view url) {
-    detail::url_pieces p;
-    if (!detail::split_url_pieces(url, p))
-        return url.find('@') == std::string_view::npos ? std::string(url) : std::string();
-    // An '@' past the host: a password holding '/', '?' or '#' unencoded.
-    if (p.tail.find('@') != std::string_view::npos) return std::string();
-    // The query may carry credentials (a Sentinel URL's sentinel_user and
-    // sentinel_password, a PostgreSQL URL's password and sslpassword, the
-    // key %-escaped or not): dropped.
-    std::string rest(p.tail);
-    if (const auto q = rest.find('?'); q != std::string::npos) {
-        std::string kept;
-        std::string_view query = std::string_view(rest).substr(q + 1);
-        while (!query.empty()) {
-            const auto amp = query.find('&');
-            const auto item = query.substr(0, amp);
-            const auto key = item.substr(0, item.find('='));
-            if (!detail::is_credential_query_key(detail::percent_decode(key)) && !item.empty())
-                kept.append(kept.empty() ? "" : "&").append(item);
-            if (amp == std::string_view::npos) break;
-            query.remove_prefix(amp + 1);
-        }
-        rest.erase(q);
-        if (!kept.empty()) rest.append("?").append(kept);
-    }
-    std::string out(p.head);
-    out.append(p.hosts).append(rest);
-    return out;
 }
 
 std::string describe_server(const config& cfg) {

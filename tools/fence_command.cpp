@@ -5,10 +5,6 @@
 #include <corolock/backend.hpp>
 #include <corolock/fence.hpp>
 
-#ifdef COROLOCK_HAVE_POSTGRESQL
-#include "pg/pg_fence.hpp"
-#endif
-
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -38,12 +34,16 @@ struct outcome {
     std::string why;
 };
 
-outcome install_redis(const common_options& o) {
+// The install of the URL's own backend (corolock/fence.hpp): Redis loads
+// its Functions library (a Cluster: on every primary), PostgreSQL creates
+// the schema in one transaction on a connection of its own.
+outcome install(const common_options& o) {
     asio::io_context ioc;
-    // A backend, not a client: it speaks to a Cluster too (every primary).
-    // The config as every command's: the URL with --password-file,
-    // $COROLOCK_PASSWORD and the TLS options applied.
-    backend b{ioc.get_executor(), tool_config(o)};
+    // Redis: the config as every command's (the URL with --password-file,
+    // $COROLOCK_PASSWORD and the TLS options applied), for a backend, not a
+    // client: it speaks to a Cluster too.
+    backend b = o.redis() ? backend{ioc.get_executor(), tool_config(o)}
+                          : backend{ioc.get_executor(), o.url};
     outcome out;
     asio::co_spawn(
         ioc,
@@ -56,25 +56,6 @@ outcome install_redis(const common_options& o) {
         asio::detached);
     ioc.run();
     return out;
-}
-
-outcome install_postgresql([[maybe_unused]] const common_options& o) {
-#ifdef COROLOCK_HAVE_POSTGRESQL
-    asio::io_context ioc;
-    outcome out;
-    asio::co_spawn(
-        ioc,
-        [&]() -> asio::awaitable<void> {
-            auto [ec, why] = co_await detail::pg::install_fence(ioc.get_executor(), o.url,
-                                                                defaults::command_timeout);
-            out = {ec, std::move(why)};
-        },
-        asio::detached);
-    ioc.run();
-    return out;
-#else
-    return {error::invalid_url, "fence install: this corolock was built without PostgreSQL"};
-#endif
 }
 
 }  // namespace
@@ -107,7 +88,7 @@ int fence_command(const std::vector<std::string_view>& args) {
                      "nodes are independent servers: install on each with its own --url");
     for (const auto& w : o.warnings) report_warning(w);
     try {
-        const outcome out = o.redis() ? install_redis(o) : install_postgresql(o);
+        const outcome out = install(o);
         // No connection or no credentials: said as every command says it
         // (how to give a password, where the URL came from).
         if (o.redis() && (out.ec == error::auth_failed ||

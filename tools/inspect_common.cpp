@@ -22,13 +22,13 @@ std::string holder_json(const std::optional<lock_holder>& h, bool held_for) {
     if (!h)
         return std::string(",\"host\":null,\"pid\":null,\"label\":null,\"since\":null") +
                (held_for ? ",\"held_for_ms\":null" : "");
-    return ",\"host\":" + json_string(h->host) + ",\"pid\":" + std::to_string(h->pid) +
-           ",\"label\":" + json_string(h->label) + ",\"since\":" + json_string(format_time(h->since)) +
+    return ",\"host\":" + printable_json(h->host) + ",\"pid\":" + std::to_string(h->pid) +
+           ",\"label\":" + printable_json(h->label) + ",\"since\":" + printable_json(format_time(h->since)) +
            (held_for ? ",\"held_for_ms\":" + std::to_string(h->held_for.count()) : "");
 }
 
 std::string etcd_key_json(const detail::etcd::lock_key& k) {
-    return "{\"owner\":" + json_string(k.owner) + ",\"value\":" + json_string(k.value) +
+    return "{\"owner\":" + printable_json(k.owner) + ",\"value\":" + printable_json(k.value) +
            ",\"create_revision\":" + std::to_string(k.create_revision) +
            ",\"mod_revision\":" + std::to_string(k.mod_revision) +
            ",\"lease\":" + std::to_string(k.lease) + holder_json(k.holder, false) + "}";
@@ -84,10 +84,10 @@ std::string etcd_status_json(std::string_view name, const detail::etcd::admin_lo
     // As on Redis: 0 when not held, -1 without a live lease.
     const long long ttl_s = st.ttl.count();
     const long long ttl_ms = !st.held ? 0 : ttl_s < 0 ? -1 : ttl_s * 1000;
-    std::string line = "{\"name\":" + json_string(name) +
+    std::string line = "{\"name\":" + printable_json(name) +
                        ",\"backend\":\"etcd\",\"kind\":\"mutex\",\"held\":" +
                        (st.held ? "true" : "false") +
-                       ",\"owner\":" + json_string(st.held ? st.holder.owner : "") +
+                       ",\"owner\":" + printable_json(st.held ? st.holder.owner : "") +
                        ",\"ttl_ms\":" + std::to_string(ttl_ms) +
                        ",\"last_token\":" + std::to_string(st.held ? st.holder.mod_revision : 0) +
                        holder_json(st.held ? st.holder.holder : std::nullopt, true) +
@@ -101,14 +101,14 @@ std::string etcd_status_json(std::string_view name, const detail::etcd::admin_lo
 }
 
 std::string store_status_json(std::string_view name, bool zk, const store_lock_status& st) {
-    std::string line = "{\"name\":" + json_string(name) + ",\"backend\":" +
+    std::string line = "{\"name\":" + printable_json(name) + ",\"backend\":" +
                        (zk ? "\"zk\"" : "\"postgresql\"") +
                        ",\"kind\":\"mutex\",\"held\":" + (st.held ? "true" : "false") +
-                       ",\"owner\":" + json_string(st.held ? st.owner : "") +
+                       ",\"owner\":" + printable_json(st.held ? st.owner : "") +
                        ",\"last_token\":" + std::to_string(st.last_token) +
                        holder_json(st.held ? st.holder : std::nullopt, true) +
                        ",\"waiters\":" + std::to_string(st.waiters);
-    if (zk) line += ",\"node\":" + (st.held ? json_string(st.node) : std::string("null"));
+    if (zk) line += ",\"node\":" + (st.held ? printable_json(st.node) : std::string("null"));
     else line += ",\"session_pid\":" + (st.held ? std::to_string(st.session_pid) : std::string("null"));
     return line + "}";
 }
@@ -121,11 +121,11 @@ std::chrono::system_clock::time_point delayed_until(const lock_status& st) {
 std::string status_json(std::string_view name, const lock_status& st) {
     const std::string holder = holder_json(st.holder, true);
     std::string line =
-        "{\"name\":" + json_string(name) + ",\"held\":" + (st.held ? "true" : "false") +
-        ",\"owner\":" + json_string(st.owner) + ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
+        "{\"name\":" + printable_json(name) + ",\"held\":" + (st.held ? "true" : "false") +
+        ",\"owner\":" + printable_json(st.owner) + ",\"ttl_ms\":" + std::to_string(st.ttl.count()) +
         ",\"levels\":" + std::to_string(st.levels) +
         ",\"last_token\":" + std::to_string(st.last_token) + holder +
-        ",\"kind\":" + json_string(lock_type_name(st.type)) +
+        ",\"kind\":" + printable_json(lock_type_name(st.type)) +
         ",\"queued\":" + std::to_string(st.queued) +
         ",\"capacity\":" + std::to_string(st.capacity) +
         ",\"permits_in_use\":" + std::to_string(st.permits_in_use) +
@@ -134,12 +134,12 @@ std::string status_json(std::string_view name, const lock_status& st) {
         ",\"in_lock_delay\":" + (st.delayed_for.count() > 0 ? "true" : "false") +
         ",\"delayed_for_ms\":" + std::to_string(st.delayed_for.count()) +
         ",\"delayed_until\":" +
-        (st.delayed_for.count() > 0 ? json_string(format_time(delayed_until(st))) : "null") +
+        (st.delayed_for.count() > 0 ? printable_json(format_time(delayed_until(st))) : "null") +
         ",\"holders\":[";
     for (std::size_t i = 0; i < st.holders.size(); ++i) {
         const auto& h = st.holders[i];
         if (i > 0) line += ',';
-        line += "{\"owner\":" + json_string(h.owner) + ",\"levels\":" + std::to_string(h.levels) +
+        line += "{\"owner\":" + printable_json(h.owner) + ",\"levels\":" + std::to_string(h.levels) +
                 ",\"permits\":" + std::to_string(h.permits) +
                 ",\"ttl_ms\":" + std::to_string(h.ttl.count()) + holder_json(h.holder, true) + "}";
     }

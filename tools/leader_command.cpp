@@ -28,15 +28,15 @@ namespace {
 // 'V', HOST:PID since TIME"; --json: one object.
 std::string leader_line(const leader_options& o, const leader_state& st) {
     if (o.json) {
-        std::string out = "{\"name\":" + json_string(o.name) + ",\"leader\":" +
+        std::string out = "{\"name\":" + printable_json(o.name) + ",\"leader\":" +
                           (st ? "true" : "false");
         if (st) {
-            out += ",\"value\":" + json_string(st->value) + ",\"epoch\":" +
+            out += ",\"value\":" + printable_json(st->value) + ",\"epoch\":" +
                    std::to_string(st->epoch);
             const auto& h = st->holder;
-            out += h ? ",\"host\":" + json_string(h->host) + ",\"pid\":" + std::to_string(h->pid) +
-                           ",\"label\":" + json_string(h->label) +
-                           ",\"since\":" + json_string(format_time(h->since))
+            out += h ? ",\"host\":" + printable_json(h->host) + ",\"pid\":" + std::to_string(h->pid) +
+                           ",\"label\":" + printable_json(h->label) +
+                           ",\"since\":" + printable_json(format_time(h->since))
                      : std::string(",\"host\":null,\"pid\":null,\"label\":null,\"since\":null");
         }
         return out + "}\n";

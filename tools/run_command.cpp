@@ -28,12 +28,12 @@
 #include "run_state.hpp"
 
 #include "etcd/etcd_admin.hpp"
-#include "redlock/redlock_backend.hpp"
 
 #include <corolock/admin.hpp>
 #include <corolock/backend.hpp>
 #include <corolock/client.hpp>
 #include <corolock/metrics.hpp>
+#include <corolock/redlock.hpp>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -504,12 +504,9 @@ int run_measured(const run_options& o, metrics_snapshot& m) {
                 nodes.emplace_back(ioc.get_executor(), cfg);
                 node_backends.push_back(nodes.back().lock_backend());
             }
-            detail::redlock_options ro;
-            if (o.common.redlock_node_timeout) ro.node_timeout = *o.common.redlock_node_timeout;
-            locks.emplace(detail::backend_access::handle(
-                std::make_shared<detail::redlock_backend>(ioc.get_executor(),
-                                                          std::move(node_backends), ro),
-                true));
+            redlock_settings rs;
+            if (o.common.redlock_node_timeout) rs.node_timeout = *o.common.redlock_node_timeout;
+            locks.emplace(open_redlock(ioc.get_executor(), std::move(node_backends), rs));
         } else {
             config cfg = tool_config(o.common);
             cfg.holder_label = holder_label(o);

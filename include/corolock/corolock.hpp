@@ -20,6 +20,8 @@
 #include <corolock/multi_lock.hpp>
 #include <corolock/mutex.hpp>
 #include <corolock/printable.hpp>
+#include <corolock/redlock.hpp>
 #include <corolock/reply.hpp>
 #include <corolock/semaphore.hpp>
 #include <corolock/shared_mutex.hpp>
+#include <corolock/url.hpp>

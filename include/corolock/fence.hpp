@@ -108,6 +108,15 @@ auto async_fenced_exec(const client& c, std::string_view fence_key, std::uint64_
 // the reply's text says so), no_permission, or a connection error. On a
 // Cluster where some primaries refuse, the others keep the library and the
 // reply's text names each primary that lacks it, and why.
+//
+// On a PostgreSQL backend (postgresql://): creates the schema corolock with
+// the table corolock.fences and the function corolock.fence(resource,
+// token) (docs/fencing.md), in one transaction on a connection of its own,
+// bounded by the backend's request timeout: all of it or nothing, and
+// idempotent. Completes with a status reply "OK", or with
+// error::no_permission (the role may not create the schema), a connection
+// error or server_error, the reply's error text saying why (never the
+// password). Any other backend: error::invalid_argument.
 template <class CompletionToken = detail::default_token>
 auto async_fence_install(const backend& b, CompletionToken&& completion = {}) {
     return boost::asio::async_initiate<CompletionToken, detail::fence_signature>(

@@ -25,4 +25,15 @@ namespace corolock {
 
 COROLOCK_API std::string printable(std::string_view bytes);
 
+// The same bytes as a JSON string literal, quotes included, for tools that
+// print a lock's names and holders as JSON (the corolock tool's --json).
+// printable()'s rule, in JSON's own escapes: the control characters (C0,
+// DEL and C1) and the bidirectional controls above become \uXXXX, quotes
+// and backslashes are escaped (\n \r \t \b \f for those five controls),
+// other well-formed UTF-8 passes through, and a byte that is not part of
+// well-formed UTF-8 is written as \u00XX (read as Latin-1). The output is
+// always valid JSON, and a reader that prints a value to a terminal gets
+// nothing that hides or reorders text.
+COROLOCK_API std::string printable_json(std::string_view bytes);
+
 }  // namespace corolock

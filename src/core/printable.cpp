@@ -1,4 +1,4 @@
-// printable(): see include/corolock/printable.hpp.
+// printable() and printable_json(): see include/corolock/printable.hpp.
 #include <corolock/printable.hpp>
 #include "core/utf8.hpp"
 
@@ -57,6 +57,40 @@ std::string printable(std::string_view bytes) {
             i += len;
         }
     }
+    return out;
+}
+
+std::string printable_json(std::string_view bytes) {
+    std::string out = "\"";
+    out.reserve(bytes.size() + 2);
+    auto escape = [&out](std::uint32_t unit) {
+        out += "\\u";
+        for (int shift = 12; shift >= 0; shift -= 4) out.push_back(hex_digits[(unit >> shift) & 0xf]);
+    };
+    std::size_t i = 0;
+    while (i < bytes.size()) {
+        std::uint32_t cp = 0;
+        const std::size_t len = detail::utf8_sequence(bytes, i, cp);
+        if (len == 0) {
+            escape(static_cast<unsigned char>(bytes[i]));  // not UTF-8: as Latin-1
+            ++i;
+            continue;
+        }
+        switch (cp) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        default:
+            if (cp < 0x20 || cp == 0x7f || detail::hidden_code_point(cp)) escape(cp);
+            else out.append(bytes.substr(i, len));
+        }
+        i += len;
+    }
+    out.push_back('"');
     return out;
 }
 

@@ -1,5 +1,5 @@
 // The one home of UTF-8 well-formedness for corolock's text output:
-// printable() and the tool's JSON escape around it, the Prometheus
+// printable() and printable_json() (the tool's --json), the Prometheus
 // rendering replaces what it rejects. Not installed: the library's own.
 #pragma once
 

@@ -85,16 +85,13 @@ std::span<const std::string_view> fence_install_statements() noexcept { return s
 // operations do, so no frame of the caller's executor holds the strand or
 // the connection (a frame that did was freed twice under ASan).
 asio::awaitable<std::tuple<error_code, std::string>> install_fence(
-    asio::any_io_executor ex, std::string_view url_text, std::chrono::milliseconds timeout) {
+    asio::any_io_executor ex, std::shared_ptr<const url_parts> url,
+    std::chrono::milliseconds timeout) {
     using result = std::tuple<error_code, std::string>;
-    auto url = std::make_shared<url_parts>();
-    std::string why;
-    const error_code bad = split_url(url_text, *url, why);
     auto strand = asio::make_strand(inner_executor(std::move(ex)));
     return asio::co_spawn(
         strand,
-        [strand, url, timeout, bad, reason = std::move(why)]() -> asio::awaitable<result> {
-            if (bad) co_return result{bad, "fence install: " + reason};
+        [strand, url, timeout]() -> asio::awaitable<result> {
             auto conn = std::make_shared<connection>(strand, url);
             std::string why;
             if (auto ec = co_await conn->connect(timeout, why); ec)
@@ -120,6 +117,22 @@ asio::awaitable<std::tuple<error_code, std::string>> install_fence(
             co_return result{error_of(a), explain(a, step, *url)};
         },
         asio::use_awaitable);
+}
+
+asio::awaitable<std::tuple<error_code, std::string>> install_fence(
+    asio::any_io_executor ex, std::string_view url_text, std::chrono::milliseconds timeout) {
+    auto url = std::make_shared<url_parts>();
+    std::string why;
+    if (const error_code bad = split_url(url_text, *url, why); bad) {
+        return asio::co_spawn(
+            std::move(ex),
+            [bad, reason = "fence install: " + why]()
+                -> asio::awaitable<std::tuple<error_code, std::string>> {
+                co_return std::tuple<error_code, std::string>{bad, reason};
+            },
+            asio::use_awaitable);
+    }
+    return install_fence(std::move(ex), std::move(url), timeout);
 }
 
 }  // namespace corolock::detail::pg

@@ -9,6 +9,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <chrono>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,5 +33,10 @@ std::span<const std::string_view> fence_install_statements() noexcept;
 // server_error with the server's message.
 boost::asio::awaitable<std::tuple<error_code, std::string>> install_fence(
     boost::asio::any_io_executor ex, std::string_view url, std::chrono::milliseconds timeout);
+// The same on a URL already parsed (a backend's: pg_backend's
+// admin_fence_install).
+boost::asio::awaitable<std::tuple<error_code, std::string>> install_fence(
+    boost::asio::any_io_executor ex, std::shared_ptr<const url_parts> url,
+    std::chrono::milliseconds timeout);
 
 }  // namespace corolock::detail::pg

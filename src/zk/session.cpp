@@ -170,12 +170,13 @@ void session::open() {
         // Out of memory, or hosts the client could not parse (the URL
         // parser checked them): try again shortly.
         log_.warn("zookeeper: could not create a session for {}", escaped{opts_.hosts});
-        interest_timer_.expires_after(std::chrono::milliseconds(200));
+        interest_timer_.expires_after(reopen_.next());
         interest_timer_.async_wait([self = shared_from_this()](error_code ec) {
             if (!ec && !self->stopped_ && !self->zh_) self->open();
         });
         return;
     }
+    reopen_.reset();
     drive();
 }
 

@@ -17,6 +17,7 @@
 // every change.
 #pragma once
 
+#include "core/backoff.hpp"
 #include "core/inner_executor.hpp"
 #include "zk/session_clock.hpp"
 #include "zk/url.hpp"
@@ -165,6 +166,9 @@ private:
     std::uint64_t socket_epoch_ = 0;  // bumps when the socket is replaced
     bool read_waiting_ = false, write_waiting_ = false, drive_posted_ = false;
     boost::asio::steady_timer interest_timer_, heartbeat_timer_;
+    // open() again after the C client could not make a session (jittered,
+    // as every retry loop: core/backoff.hpp); reset once one is made.
+    backoff reopen_{std::chrono::milliseconds(200), std::chrono::seconds(5)};
     bool heartbeat_out_ = false;
     bool stopped_ = false;
     bool in_process_ = false;  // inside the library: closing waits until it returns

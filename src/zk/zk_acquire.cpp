@@ -3,6 +3,7 @@
 // at listing the directory and watching the predecessor until it owns.
 #include "zk/zk_backend.hpp"
 
+#include "core/backoff.hpp"
 #include "core/coroutine_backend.hpp"
 #include "core/watchdog_schedule.hpp"
 #include "zk/lock_recipe.hpp"
@@ -215,6 +216,8 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
     // it in this session. False: not made (or its session is gone).
     asio::awaitable<bool> find_attempt_node(const std::string& attempt) {
         auto& zk = backend->zk();
+        // Asked again after an unanswered look, jittered (core/backoff.hpp).
+        backoff again(std::chrono::milliseconds(50), std::chrono::milliseconds(400));
         for (int i = 0; i < 100 && !abandoned && !backend->stopped(); ++i) {
             if (zk.generation() != generation) co_return false;
             if (!zk.timing().connected()) {
@@ -225,8 +228,7 @@ struct acquire_op : waking_acquire<zk_backend>, std::enable_shared_from_this<acq
             auto [rc, kids, dir] = co_await ask<int, std::vector<std::string>, node_stat>(
                 backend->strand(), [&](auto h) { zk.children(st->dir, std::move(h)); });
             if (unanswered(rc)) {
-                if (!(co_await wait_until(clock::now() + std::chrono::milliseconds(50))))
-                    co_return false;
+                if (!(co_await wait_until(clock::now() + again.next()))) co_return false;
                 continue;
             }
             if (rc != ZOK) co_return false;

@@ -191,10 +191,10 @@ TEST_CASE("cli: run takes a redis+sentinel:// URL, and COMMAND gets it without s
     CHECK(cfg.service_name == "orders");
     CHECK(cfg.database == 2);
     CHECK(cfg.sentinel_password == "spw");
-    CHECK(cli::url_without_credentials(url) == "redis+sentinel://10.0.0.1,10.0.0.2:26380/orders/2");
-    CHECK(cli::url_without_credentials("rediss+sentinel://s1/svc?sentinel_user=u&tls_verify=no") ==
+    CHECK(corolock::url_without_credentials(url) == "redis+sentinel://10.0.0.1,10.0.0.2:26380/orders/2");
+    CHECK(corolock::url_without_credentials("rediss+sentinel://s1/svc?sentinel_user=u&tls_verify=no") ==
           "rediss+sentinel://s1/svc?tls_verify=no");
-    CHECK(cli::url_without_credentials("redis://h:1/0?a=b") == "redis://h:1/0?a=b");
+    CHECK(corolock::url_without_credentials("redis://h:1/0?a=b") == "redis://h:1/0?a=b");
 }
 
 TEST_CASE("cli: --sentinel-tls-server-name pins the Sentinels' name, --tls-server-name the "
@@ -243,7 +243,7 @@ TEST_CASE("cli: run takes a redis+cluster:// URL and COMMAND gets it without sec
     REQUIRE(cfg.nodes.size() == 2);
     CHECK(cfg.nodes[0] == corolock::endpoint{"10.0.0.1", 7000});
     CHECK(cfg.nodes[1] == corolock::endpoint{"10.0.0.2", 7001});
-    CHECK(cli::url_without_credentials(url) == "redis+cluster://10.0.0.1:7000,10.0.0.2:7001");
+    CHECK(corolock::url_without_credentials(url) == "redis+cluster://10.0.0.1:7000,10.0.0.2:7001");
 }
 
 TEST_CASE("cli: run --capacity N --permits K takes K permits of a semaphore", "[unit][cli]") {
@@ -344,37 +344,18 @@ TEST_CASE("cli: several --url make a RedLock of an odd number of distinct server
     check_usage_errors(bad);
 }
 
-TEST_CASE("cli: --json escapes what could hide or reorder text, and stays valid JSON",
-          "[unit][cli]") {
-    // Plain text, UTF-8 included, passes through.
-    CHECK(cli::json_string("orders/é") == "\"orders/é\"");
-    CHECK(cli::json_string("a\"b\\c\nd") == R"("a\"b\\c\nd")");
-    CHECK(cli::json_string(std::string("\x01\x7f", 2)) == R"("\u0001\u007f")");
-    // C1 controls (U+009B is a terminal's CSI) and the bidirectional
-    // controls are valid UTF-8, and were written raw before.
-    CHECK(cli::json_string("x\xc2\x9b" "2J") == R"("x\u009b2J")");
-    CHECK(cli::json_string("x\xc2\x85y") == R"("x\u0085y")");
-    CHECK(cli::json_string("user\xe2\x80\xae" "gpj.exe") == R"("user\u202egpj.exe")");
-    CHECK(cli::json_string("\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9") == R"("\u202a\u2066\u2069")");
-    // Neighbours of those ranges are ordinary text.
-    CHECK(cli::json_string("\xc2\xa0") == "\"\xc2\xa0\"");          // U+00A0
-    CHECK(cli::json_string("\xe2\x80\xaf") == "\"\xe2\x80\xaf\"");  // U+202F
-    // A byte that is not UTF-8 is read as Latin-1.
-    CHECK(cli::json_string("\xff" "a\xc2") == R"("\u00ffa\u00c2")");
-}
-
 TEST_CASE("cli: COMMAND's REDIS_URL has no credential of any scheme", "[unit][cli]") {
     // A PostgreSQL URL's query credentials (its key %-escaped or not) were
     // passed on before; the user info of every scheme is removed.
-    CHECK(cli::url_without_credentials(
+    CHECK(corolock::url_without_credentials(
               "postgresql://app:pw@db:5432/x?sslmode=require&password=s3cret&pass%77ord=s3cret&"
               "sslpassword=kp&application_name=job") ==
           "postgresql://db:5432/x?sslmode=require&application_name=job");
-    CHECK(cli::url_without_credentials("etcd://root:s3cret@127.0.0.1:2379/app") ==
+    CHECK(corolock::url_without_credentials("etcd://root:s3cret@127.0.0.1:2379/app") ==
           "etcd://127.0.0.1:2379/app");
-    CHECK(cli::url_without_credentials("zk://u:s3cret@127.0.0.1:2181/locks") ==
+    CHECK(corolock::url_without_credentials("zk://u:s3cret@127.0.0.1:2181/locks") ==
           "zk://127.0.0.1:2181/locks");
-    CHECK(cli::url_without_credentials("redis+sentinel://a:pw@s1,s2/mymaster?sentinel_password=x") ==
+    CHECK(corolock::url_without_credentials("redis+sentinel://a:pw@s1,s2/mymaster?sentinel_password=x") ==
           "redis+sentinel://s1,s2/mymaster");
 }
 

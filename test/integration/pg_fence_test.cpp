@@ -1,8 +1,12 @@
 // The PostgreSQL fence (src/pg/pg_fence.cpp) against a real server: the
 // install is one transaction and idempotent, corolock.fence refuses an older
 // token with SQLSTATE CLF01 in the caller's transaction, and the trigger
-// example of docs/fencing.md fences every write to a table.
+// example of docs/fencing.md fences every write to a table; the public
+// async_fence_install runs that install on a postgresql:// backend.
 #include "pg/pg_fence.hpp"
+
+#include <corolock/backend.hpp>
+#include <corolock/fence.hpp>
 
 #include "support/async_test.hpp"
 #include "support/pg_server.hpp"
@@ -143,4 +147,37 @@ TEST_CASE("pg: fence install by a role that cannot create a schema leaves nothin
     CHECK(one(pg, "SELECT count(*) FROM pg_namespace WHERE nspname = 'corolock'") == "0");
     auto [bad, bad_why] = install("postgres-sql://corolock@127.0.0.1:1/postgres");
     CHECK(bad == error::invalid_url);
+}
+
+TEST_CASE("pg: async_fence_install on a postgresql backend installs corolock.fence",
+          "[integration][pg][fence]") {
+    pg_server pg;
+    asio::io_context ioc;
+    corolock::backend b(ioc.get_executor(), pg.url());
+    std::tuple<error_code, corolock::reply> first, again;
+    run_async(ioc, [&]() -> asio::awaitable<void> {
+        first = co_await corolock::async_fence_install(b, asio::as_tuple(asio::use_awaitable));
+        again = co_await corolock::async_fence_install(b, asio::as_tuple(asio::use_awaitable));
+        b.stop();
+    });
+    REQUIRE_FALSE(std::get<0>(first));
+    CHECK(std::get<1>(first).str == "OK");
+    CHECK_FALSE(std::get<0>(again));
+    CHECK(one(pg, "SELECT corolock.fence('stock', 5)") == "5");
+    expect_raise(pg, "PERFORM corolock.fence('stock', 4)", "SQLSTATE 'CLF01'");
+
+    // A role that may not create the schema: the install's own reason.
+    pg.query("CREATE ROLE weak LOGIN");
+    auto url = pg.url();
+    url.replace(url.find("corolock@"), std::string("corolock@").size(), "weak@");
+    asio::io_context ioc2;
+    corolock::backend weak(ioc2.get_executor(), url);
+    std::tuple<error_code, corolock::reply> refused;
+    run_async(ioc2, [&]() -> asio::awaitable<void> {
+        refused = co_await corolock::async_fence_install(weak, asio::as_tuple(asio::use_awaitable));
+        weak.stop();
+    });
+    CHECK(std::get<0>(refused) == error::no_permission);
+    CHECK(std::get<1>(refused).is_error());
+    CHECK(std::get<1>(refused).str.find("may not create schema corolock") != std::string::npos);
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 using corolock::printable;
+using corolock::printable_json;
 using namespace std::string_literals;
 
 TEST_CASE("printable: plain text and UTF-8 pass through", "[unit][printable]") {
@@ -69,4 +70,24 @@ TEST_CASE("printable: the output is printable and distinct inputs stay distinct"
     CHECK(outputs.size() == 256);
     // The escape text itself cannot be confused with an escaped byte.
     CHECK(printable("\\x1b") != printable("\x1b"));
+}
+
+TEST_CASE("printable_json: escapes what could hide or reorder text, and stays valid JSON",
+          "[unit][printable]") {
+    // Plain text, UTF-8 included, passes through.
+    CHECK(printable_json("orders/é") == "\"orders/é\"");
+    CHECK(printable_json("a\"b\\c\nd") == R"("a\"b\\c\nd")");
+    CHECK(printable_json(std::string("\x01\x7f", 2)) == R"("\u0001\u007f")");
+    CHECK(printable_json("\t\r\b\f") == R"("\t\r\b\f")");
+    // C1 controls (U+009B is a terminal's CSI) and the bidirectional
+    // controls are valid UTF-8, and were written raw before.
+    CHECK(printable_json("x\xc2\x9b" "2J") == R"("x\u009b2J")");
+    CHECK(printable_json("x\xc2\x85y") == R"("x\u0085y")");
+    CHECK(printable_json("user\xe2\x80\xae" "gpj.exe") == R"("user\u202egpj.exe")");
+    CHECK(printable_json("\xe2\x80\xaa\xe2\x81\xa6\xe2\x81\xa9") == R"("\u202a\u2066\u2069")");
+    // Neighbours of those ranges are ordinary text.
+    CHECK(printable_json("\xc2\xa0") == "\"\xc2\xa0\"");          // U+00A0
+    CHECK(printable_json("\xe2\x80\xaf") == "\"\xe2\x80\xaf\"");  // U+202F
+    // A byte that is not UTF-8 is read as Latin-1.
+    CHECK(printable_json("\xff" "a\xc2") == R"("\u00ffa\u00c2")");
 }

@@ -1,11 +1,13 @@
 // The RedLock URL (src/redlock/redlock_url.hpp): every host becomes a node,
 // sharing credentials, database and query; node_timeout_ms is RedLock's;
 // what is malformed is refused with error::invalid_url, never echoing the
-// password; backend(ex, url) opens RedLock by it.
+// password; backend(ex, url) opens RedLock by it, and open_redlock over
+// backends the caller opened.
 #include "redlock/redlock_url.hpp"
 
 #include <corolock/backend.hpp>
 #include <corolock/config.hpp>
+#include <corolock/redlock.hpp>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/system/system_error.hpp>
@@ -104,4 +106,46 @@ TEST_CASE("redlock url: backend(ex, url) opens RedLock, or throws invalid_url",
         CHECK(e.code() == error::invalid_url);
         CHECK(std::string(e.what()).find("hidden-pw") == std::string::npos);
     }
+}
+
+TEST_CASE("redlock: open_redlock takes Redis nodes opened by the caller, and refuses others",
+          "[unit][redlock]") {
+    boost::asio::io_context ioc;  // never run: nothing connects
+    auto redis_nodes = [&](int n) {
+        std::vector<corolock::backend> nodes;
+        for (int i = 1; i <= n; ++i) {
+            config cfg;
+            cfg.port = static_cast<std::uint16_t>(i);
+            nodes.emplace_back(ioc.get_executor(), cfg);
+        }
+        return nodes;
+    };
+    {
+        corolock::redlock_settings rs;
+        rs.node_timeout = std::chrono::milliseconds(75);
+        auto b = corolock::open_redlock(ioc.get_executor(), redis_nodes(3), rs);
+        CHECK(b.scheme() == "redlock");
+        b.stop();
+    }
+    auto refused = [&](std::vector<corolock::backend> nodes, corolock::redlock_settings rs,
+                       const std::string& says) {
+        try {
+            auto b = corolock::open_redlock(ioc.get_executor(), std::move(nodes), rs);
+            b.stop();
+            FAIL("accepted");
+        } catch (const boost::system::system_error& e) {
+            CHECK(e.code() == error::invalid_argument);
+            CHECK(std::string(e.what()).find(says) != std::string::npos);
+        }
+    };
+    refused({}, {}, "no nodes");
+    corolock::redlock_settings negative;
+    negative.node_timeout = -std::chrono::milliseconds(1);
+    refused(redis_nodes(3), negative, "node_timeout is negative");
+    auto mixed = redis_nodes(2);
+    mixed.emplace_back(ioc.get_executor(), "etcd://127.0.0.1:1");
+    refused(std::move(mixed), {}, "node 3 is a etcd backend");
+    auto cluster = redis_nodes(2);
+    cluster.emplace_back(ioc.get_executor(), "redis+cluster://127.0.0.1:1");
+    refused(std::move(cluster), {}, "node 3 is a redis+cluster backend");
 }

@@ -5,6 +5,7 @@
 
 #include "redis/connection/client_impl.hpp"
 
+#include <corolock/fence.hpp>
 #include <corolock/reply.hpp>
 
 #include <functional>
@@ -35,5 +36,11 @@ bool is_function_missing(const reply& r) noexcept;
 // lacks the library, with its reason (docs/fencing.md, "Installing").
 using fence_load_handler = std::function<void(error_code, reply)>;
 void load_fence_library(const std::shared_ptr<client_impl>& c, fence_load_handler done);
+
+// async_fence_install on a Redis backend or client (fenced_exec.cpp):
+// load_fence_library on its client; any other backend answers
+// error::invalid_argument, the reply's text naming the Redis URLs.
+void install_redis_fence(const std::shared_ptr<lock_backend>& b, fence_handler handler,
+                         bool direct);
 
 }  // namespace corolock::detail

@@ -1,6 +1,7 @@
-// async_fenced_exec and async_fence_install (include/corolock/fence.hpp):
-// one FCALL of the library's corolock_fenced_exec, and the library loaded
-// once when the server does not have it.
+// async_fenced_exec and the Redis side of async_fence_install
+// (include/corolock/fence.hpp; src/fence_install.cpp picks the side): one
+// FCALL of the library's corolock_fenced_exec, and the library loaded once
+// when the server does not have it.
 #include <corolock/fence.hpp>
 
 #include "redis/connection/client_impl.hpp"
@@ -142,8 +143,8 @@ void fenced_exec_impl(const std::shared_ptr<lock_backend>& b, std::string fence_
     call->send();
 }
 
-void fence_install_impl(const std::shared_ptr<lock_backend>& b, fence_handler handler,
-                        bool direct) {
+void install_redis_fence(const std::shared_ptr<lock_backend>& b, fence_handler handler,
+                         bool direct) {
     const auto ex = b ? b->get_executor() : asio::any_io_executor();
     auto impl = redis_client(b);
     if (!impl) {
