@@ -144,17 +144,11 @@ void zk_backend::drain(clock::duration bound, release_handler handler, bool dire
 std::shared_ptr<tenure> zk_backend::on_granted(const std::shared_ptr<zk_lock_state>& st,
                                                std::uint64_t level, const lease_terms& terms,
                                                clock::time_point decided_sent) {
-    std::shared_ptr<tenure> t;
-    if (auto* live = st->live()) {
-        live->terms.join(terms);
-        t = st->current;
-    } else {
-        if (st->current && st->current.use_count() == 1)
-            t = st->current;
-        else
-            t = std::make_shared<tenure>();
-        t->reset(++st->tenures, terms);
-        st->current = t;
+    // A re-entry's create or setData counts its own lease from its request
+    // (watchdog off): every term joins.
+    auto joined = begin_or_join(*st, level, terms, reentry_terms::all);
+    auto t = std::move(joined.t);
+    if (joined.began) {
         st->lease_end = clock::time_point::max();
         holding_[st->watch_id] = st;
     }
@@ -168,8 +162,6 @@ std::shared_ptr<tenure> zk_backend::on_granted(const std::shared_ptr<zk_lock_sta
         st->lease_end = clock::time_point::max();
     }
     t->publish_deadline(deadline_of(*st));
-    st->levels.push_back(level);
-    st->held.fetch_add(1, std::memory_order_acq_rel);
     arm_deadline(st, t->epoch);
     watch_node(st);
     return t;
@@ -222,7 +214,7 @@ void zk_backend::end_tenure(const std::shared_ptr<zk_lock_state>& st) noexcept {
 }
 
 void zk_backend::lose_tenure(const std::shared_ptr<zk_lock_state>& st, const char* why) {
-    if (!mark_live_lost(*st, metrics_, log(), why)) return;
+    if (!lose_live(*st, metrics_, log(), why)) return;
     end_tenure(st);
     st->signal_lost();
     delete_in_background(std::exchange(st->node, {}), st->generation);
