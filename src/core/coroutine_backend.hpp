@@ -1,9 +1,9 @@
 // What the backends whose acquire is a coroutine on their strand (etcd,
 // ZooKeeper, PostgreSQL) share: starting the operation with its
 // cancellation, its completion and abandonment, a timer used as a condition
-// variable for wake-ups (waking_acquire), adding a level to a handle's
-// tenure, taking a level off for a release, the lease deadline's timer, and
-// drain().
+// variable for wake-ups (waking_acquire), a release's answer, the lease
+// deadline's timer, and drain(). The tenure's own rules (a level added or
+// taken off, a lease lost) are core/tenure.hpp's.
 //
 // A backend type B used here has strand(), stopped(), get_executor(),
 // work() (its background_work) and recorder() (its metrics_recorder).
@@ -159,62 +159,6 @@ void start_acquire(std::shared_ptr<Backend> self, const std::shared_ptr<lock_sta
     });
 }
 
-// What add_level did.
-struct added_level {
-    std::shared_ptr<tenure> t;
-    bool began = false;  // a tenure began with this level
-    // The tenure's renewals must start now: it began with the watchdog, or
-    // a re-entry asked for the watchdog that the tenure ran without.
-    bool start_renewals = false;
-};
-
-// Adds `level` to the handle's live tenure (joining `terms` to its terms,
-// the deadline moved to `deadline` if later), or begins a tenure with
-// `deadline` (reusing the last tenure object when no guard keeps it). The
-// lease the server holds is the grant's (an etcd lease's TTL, PostgreSQL's
-// session timeouts are set at the grant): a re-entry joins its renewal
-// interval and its watchdog, not a longer lease (docs/safety.md, "Tenures"),
-// and keeps the tenure's lock-delay (these backends refuse one anyway:
-// lock_backend::offers_lock_delay).
-inline added_level add_level(lock_state& st, std::uint64_t level, const lease_terms& terms,
-                             std::chrono::steady_clock::time_point deadline) {
-    added_level out;
-    if (auto* live = st.live()) {
-        const bool renewing = live->terms.renew_every.count() > 0;
-        live->terms.join(lease_terms{live->terms.lease, terms.renew_every, live->terms.lock_delay});
-        out.t = st.current;
-        out.t->publish_deadline(std::max(out.t->deadline(), deadline));
-        out.start_renewals = !renewing && live->terms.renew_every.count() > 0;
-    } else {
-        out.t = st.current && st.current.use_count() == 1 ? st.current : std::make_shared<tenure>();
-        out.t->reset(++st.tenures, terms);
-        out.t->publish_deadline(deadline);
-        st.current = out.t;
-        out.began = true;
-        out.start_renewals = terms.renew_every.count() > 0;
-    }
-    st.levels.push_back(level);
-    st.held.fetch_add(1, std::memory_order_acq_rel);
-    return out;
-}
-
-// What a release of `level` (granted in tenure `t`) finds.
-enum class release_step {
-    later_tenure,  // the handle holds a later tenure: error::lock_lost
-    gone,          // the tenure was lost or the level is not held: ask the server
-    more_levels,   // taken off; other levels keep the tenure
-    last_level,    // taken off; the tenure ends: give the lock back
-};
-inline release_step take_level(lock_state& st, std::uint64_t level, const tenure& t) {
-    auto it = std::find(st.levels.begin(), st.levels.end(), level);
-    auto* live = st.live();
-    if (live && live != &t) return release_step::later_tenure;
-    if (t.lost() || it == st.levels.end()) return release_step::gone;
-    st.levels.erase(it);
-    st.held.fetch_sub(1, std::memory_order_acq_rel);
-    return st.levels.empty() ? release_step::last_level : release_step::more_levels;
-}
-
 // A release's answer known on the strand, posted (a failure counted as a
 // release that found its lock gone, and told to the backend's observer).
 template <class Strand>
@@ -225,20 +169,6 @@ void answer_release(const Strand& strand, const boost::asio::any_io_executor& ex
     boost::asio::post(strand, [h = std::move(h), ec, direct, ex]() mutable {
         detail::complete_now(std::move(h), direct, ex, ec);
     });
-}
-
-// Marks the handle's live tenure lost (logged, counted); false when none is
-// live or it was lost already. The backend then ends the tenure, signals
-// the loss and gives back what the tenure held.
-inline bool mark_live_lost(lock_state& st, metrics_recorder& m, spdlog::logger& log,
-                           const char* why) {
-    auto* t = st.live();
-    if (!t || t->lost()) return false;
-    log.warn("lock {}: lease lost: {}", escaped{st.name}, why);
-    m.lost(st.backend->event_observer(), log, st.name, why);
-    t->mark_lost(std::chrono::steady_clock::now());
-    st.lost_epoch = t->epoch;
-    return true;
 }
 
 // Arms the state's deadline timer for its live tenure `epoch`: past the

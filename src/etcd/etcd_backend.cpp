@@ -414,7 +414,8 @@ void etcd_backend::drain(clock::duration bound, release_handler handler, bool di
 std::shared_ptr<tenure> etcd_backend::on_granted(const std::shared_ptr<etcd_lock_state>& st,
                                                  std::uint64_t level, const lease_terms& terms,
                                                  clock::time_point deadline) {
-    auto [t, began, start_renewals] = add_level(*st, level, terms, deadline);
+    auto [t, began, start_renewals] =
+        begin_or_join(*st, level, terms, reentry_terms::renewal_only, deadline);
     if (began) {
         holding_[st->watch_id] = st;
         leases_.add_holder(st->lease_id, st->watch_id);
@@ -457,7 +458,7 @@ void etcd_backend::check_key(const std::shared_ptr<etcd_lock_state>& st) {
 
 void etcd_backend::lose_tenure(const std::shared_ptr<etcd_lock_state>& st, const char* why,
                                bool delete_key) {
-    if (!mark_live_lost(*st, metrics_, log(), why)) return;
+    if (!lose_live(*st, metrics_, log(), why)) return;
     end_tenure(st);
     st->signal_lost();
     if (delete_key) delete_in_background(st->key, st->create_revision);

@@ -224,7 +224,8 @@ std::shared_ptr<tenure> pg_backend::on_granted(const std::shared_ptr<pg_lock_sta
                                                std::uint64_t level, std::uint64_t fence,
                                                const lease_terms& terms,
                                                clock::time_point deadline) {
-    auto [t, began, start_renewals] = add_level(*st, level, terms, deadline);
+    auto [t, began, start_renewals] =
+        begin_or_join(*st, level, terms, reentry_terms::renewal_only, deadline);
     st->fence = fence;
     if (began) {
         st->session = std::move(session);
@@ -255,7 +256,7 @@ void pg_backend::end_tenure(const std::shared_ptr<pg_lock_state>& st) noexcept {
 }
 
 void pg_backend::lose_tenure(const std::shared_ptr<pg_lock_state>& st, const char* why) {
-    if (!mark_live_lost(*st, metrics_, log(), why)) return;
+    if (!lose_live(*st, metrics_, log(), why)) return;
     auto c = st->session;
     end_tenure(st);
     st->signal_lost();

@@ -77,9 +77,9 @@ public:
             // Nor can it lengthen the nodes' lock-delay.
             if (opts.lock_delay > t->terms.lock_delay) return finish(error::invalid_argument);
             const auto level = st->next_level++;
-            st->levels.push_back(level);
-            st->held.fetch_add(1, std::memory_order_acq_rel);
-            return finish(error_code{}, make_guard(st, level, st->quorum.max_token(), st->current));
+            auto joined = begin_or_join(*st, level, {}, reentry_terms::none).t;
+            return finish(error_code{},
+                          make_guard(st, level, st->quorum.max_token(), std::move(joined)));
         }
         id_ = ++be->next_op_;
         be->ops_.emplace(id_, weak_from_this());

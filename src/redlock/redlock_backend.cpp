@@ -145,14 +145,17 @@ guard redlock_backend::on_granted(const std::shared_ptr<redlock_lock_state>& st,
             rivals.push_back(std::move(other));
     for (const auto& other : rivals)
         if (const auto* ot = other->live(); ot && !ot->lost()) check(other, ot->epoch);
-    std::shared_ptr<tenure> t =
-        st->current && st->current.use_count() == 1 ? st->current : std::make_shared<tenure>();
-    t->reset(++st->tenures, terms);
-    st->current = t;
-    st->node_guards = std::move(node_guards);
     const auto level = st->next_level++;
-    st->levels.push_back(level);
-    st->held.fetch_add(1, std::memory_order_acq_rel);
+    auto joined = begin_or_join(*st, level, terms, reentry_terms::none);
+    auto t = std::move(joined.t);
+    if (!joined.began) {
+        // A second round of the handle granted while its first one's tenure
+        // lives: the level joins that tenure, whose node guards keep the
+        // nodes' locks; this round's node levels are given back.
+        release_everywhere(std::move(node_guards), {});
+        return make_guard(st, level, st->quorum.max_token(), t);
+    }
+    st->node_guards = std::move(node_guards);
     holding_[st->watch_id] = st;
     // A node's own lost signal (its renewal refused, its deadline passed)
     // checks the quorum at once, not at the next periodic check. A release
@@ -200,12 +203,7 @@ void redlock_backend::check(const std::shared_ptr<redlock_lock_state>& st, std::
 }
 
 void redlock_backend::lose_tenure(const std::shared_ptr<redlock_lock_state>& st, const char* why) {
-    auto* t = st->live();
-    if (!t || t->lost()) return;
-    log().warn("redlock {}: lost: {}", st->name, why);
-    metrics_.lost(event_observer(), log(), st->name, why);
-    t->mark_lost(clock::now());
-    st->lost_epoch = t->epoch;
+    if (!lose_live(*st, metrics_, log(), why)) return;
     st->signal_lost();
     end_tenure(st, {}, false);
 }
@@ -255,33 +253,21 @@ void redlock_backend::release(const std::shared_ptr<lock_state>& base, std::uint
                               std::shared_ptr<const tenure> t, release_handler handler,
                               bool direct) {
     auto st = std::static_pointer_cast<redlock_lock_state>(base);
-    auto it = std::find(st->levels.begin(), st->levels.end(), level);
-    auto* live = st->live();
-    if (!live || live != t.get() || t->lost() || it == st->levels.end()) {
-        asio::post(strand_, [h = std::move(handler), direct, ex = executor_]() mutable {
-            complete_now(std::move(h), direct, ex, error_code(error::lock_lost));
-        });
-        return;
-    }
-    st->levels.erase(it);
-    st->held.fetch_sub(1, std::memory_order_acq_rel);
-    if (!st->levels.empty()) {
-        asio::post(strand_, [h = std::move(handler), direct, ex = executor_]() mutable {
-            complete_now(std::move(h), direct, ex, error_code{});
-        });
-        return;
-    }
-    end_tenure(st, std::move(handler), direct);
+    // No server to ask: a level not held in its live tenure is lost.
+    const auto step = take_level(*st, level, *t);
+    if (step == release_step::last_level) return end_tenure(st, std::move(handler), direct);
+    const error_code ec =
+        step == release_step::more_levels ? error_code{} : error_code(error::lock_lost);
+    asio::post(strand_, [h = std::move(handler), direct, ex = executor_, ec]() mutable {
+        complete_now(std::move(h), direct, ex, ec);
+    });
 }
 
 void redlock_backend::release_in_background(const std::shared_ptr<lock_state>& base,
                                             std::uint64_t level) {
     auto st = std::static_pointer_cast<redlock_lock_state>(base);
-    auto it = std::find(st->levels.begin(), st->levels.end(), level);
-    if (it == st->levels.end() || !st->live()) return;
-    st->levels.erase(it);
-    st->held.fetch_sub(1, std::memory_order_acq_rel);
-    if (st->levels.empty()) end_tenure(st, {}, false);
+    if (st->current && take_level(*st, level, *st->current) == release_step::last_level)
+        end_tenure(st, {}, false);
 }
 
 void redlock_backend::on_try_settled() {

@@ -34,18 +34,15 @@ using clock = std::chrono::steady_clock;
 
 zk_lock_state::zk_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name,
                              std::string lock_dir)
-    : lock_state(std::move(b), std::move(lock_name), random_owner_id()), dir(std::move(lock_dir)) {}
+    : tenure_state(std::move(b), std::move(lock_name), random_owner_id()),
+      dir(std::move(lock_dir)) {}
 
 // ---- the backend ----
 
 zk_backend::zk_backend(asio::any_io_executor ex, zk_options opts, const backend_config& settings)
-    : executor_(ex),
-      strand_(asio::make_strand(inner_executor(ex))),
+    : tenure_backend(ex, settings),
       opts_(std::move(opts)),
-      holder_argument_(holder_argument(opts_.holder_label)),
-      logger_(logger_or_default(settings.logger)),
-      observer_(settings.observer),
-      work_(std::make_shared<background_work>(strand_, ex)) {}
+      holder_argument_(holder_argument(opts_.holder_label)) {}
 
 zk_backend::~zk_backend() {
     if (session_) session_->stop();
@@ -59,25 +56,14 @@ void zk_backend::start() {
     asio::post(strand_, [s = session_] { s->start(); });
 }
 
-void zk_backend::stop() noexcept {
-    if (stopped_.exchange(true)) return;
-    try {
-        asio::post(strand_, [self = shared_from_this()] {
-            auto waiters = self->waiters_;
-            for (auto& [id, poke] : waiters) poke();
-            auto holding = std::move(self->holding_);
-            for (auto& [id, weak] : holding) {
-                if (auto st = weak.lock()) {
-                    if (st->deadline_timer) st->deadline_timer->cancel();
-                    st->signal_lost();
-                }
-            }
-            // Closing the session deletes what it still holds.
-            self->session_->stop();
-            self->work_->stop();
-        });
-    } catch (...) {
-    }
+void zk_backend::wake_for_stop() {
+    auto waiters = waiters_;
+    for (auto& [id, poke] : waiters) poke();
+}
+
+void zk_backend::stop_protocol() noexcept {
+    // Closing the session deletes what it still holds.
+    session_->stop();
 }
 
 std::shared_ptr<lock_state> zk_backend::make_state(std::string name, const lock_spec& spec) {
@@ -106,9 +92,7 @@ void zk_backend::remove_waiter(std::uint64_t id) noexcept { waiters_.erase(id); 
 void zk_backend::on_session_event(session::event e) {
     if (e == session::event::expired) {
         // Every node of the old session is gone: its tenures are lost.
-        auto holding = holding_;
-        for (auto& [id, weak] : holding)
-            if (auto st = weak.lock()) lose_tenure(st, "the ZooKeeper session expired");
+        for_each_held([this](const auto& st) { lose_tenure(st, "the ZooKeeper session expired"); });
     }
     if (e == session::event::expired) {  // its nodes went with it
         undeleted_.clear();
@@ -117,9 +101,9 @@ void zk_backend::on_session_event(session::event e) {
     if (e == session::event::connected) {
         // Node watches that could not be set while the connection was down,
         // and deletes that went unanswered: again now that the session answers.
-        auto holding = holding_;
-        for (auto& [id, weak] : holding)
-            if (auto st = weak.lock()) watch_node(st);
+        for_each_held([this](const auto& st) {
+            watch_node(std::static_pointer_cast<zk_lock_state>(st));
+        });
         auto undeleted = std::exchange(undeleted_, {});
         for (auto& [path, generation] : undeleted) delete_in_background(path, generation);
         auto unfound = std::exchange(unfound_, {});
@@ -137,26 +121,16 @@ clock::time_point zk_backend::deadline_of(const zk_lock_state& st) const noexcep
     return std::min(session_->timing().deadline(), st.lease_end);
 }
 
-void zk_backend::drain(clock::duration bound, release_handler handler, bool direct) {
-    drain_background_work(shared_from_this(), bound, std::move(handler), direct);
-}
-
 std::shared_ptr<tenure> zk_backend::on_granted(const std::shared_ptr<zk_lock_state>& st,
                                                std::uint64_t level, const lease_terms& terms,
                                                clock::time_point decided_sent) {
-    std::shared_ptr<tenure> t;
-    if (auto* live = st->live()) {
-        live->terms.join(terms);
-        t = st->current;
-    } else {
-        if (st->current && st->current.use_count() == 1)
-            t = st->current;
-        else
-            t = std::make_shared<tenure>();
-        t->reset(++st->tenures, terms);
-        st->current = t;
+    // A re-entry's create or setData counts its own lease from its request
+    // (watchdog off): every term joins.
+    auto joined = begin_or_join(*st, level, terms, reentry_terms::all);
+    auto t = std::move(joined.t);
+    if (joined.began) {
         st->lease_end = clock::time_point::max();
-        holding_[st->watch_id] = st;
+        hold(st);
     }
     // With the watchdog off the lease ends by itself, counted from the
     // request that decided this grant; a re-entry extends it.
@@ -168,8 +142,6 @@ std::shared_ptr<tenure> zk_backend::on_granted(const std::shared_ptr<zk_lock_sta
         st->lease_end = clock::time_point::max();
     }
     t->publish_deadline(deadline_of(*st));
-    st->levels.push_back(level);
-    st->held.fetch_add(1, std::memory_order_acq_rel);
     arm_deadline(st, t->epoch);
     watch_node(st);
     return t;
@@ -213,47 +185,30 @@ void zk_backend::watch_node(const std::shared_ptr<zk_lock_state>& st) {
         });
 }
 
-void zk_backend::end_tenure(const std::shared_ptr<zk_lock_state>& st) noexcept {
-    st->node_watched = false;  // a watch still set fires for nobody
-    st->levels.clear();
-    st->held.store(0, std::memory_order_release);
-    if (st->deadline_timer) st->deadline_timer->cancel();
-    holding_.erase(st->watch_id);
+void zk_backend::on_tenure_end(const std::shared_ptr<tenure_state>& st) noexcept {
+    static_cast<zk_lock_state&>(*st).node_watched = false;  // a watch still set fires for nobody
 }
 
-void zk_backend::lose_tenure(const std::shared_ptr<zk_lock_state>& st, const char* why) {
-    if (!mark_live_lost(*st, metrics_, log(), why)) return;
-    end_tenure(st);
-    st->signal_lost();
-    delete_in_background(std::exchange(st->node, {}), st->generation);
+void zk_backend::give_back(const std::shared_ptr<tenure_state>& base) {
+    auto& st = static_cast<zk_lock_state&>(*base);
+    delete_in_background(std::exchange(st.node, {}), st.generation);
 }
 
-void zk_backend::arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t epoch) {
-    if (!st->deadline_timer) st->deadline_timer = std::make_unique<asio::steady_timer>(strand_);
-    // Also once per heartbeat interval: the published deadline follows the
+clock::time_point zk_backend::deadline_now(const tenure_state& st) const noexcept {
+    return deadline_of(static_cast<const zk_lock_state&>(st));
+}
+
+clock::duration zk_backend::deadline_recheck() const noexcept {
+    // Once per heartbeat interval: the published deadline follows the
     // session's (which each answered heartbeat moves) before it passes.
-    st->deadline_timer->expires_at(std::min(
-        st->current->deadline(), clock::now() + std::max<clock::duration>(session_->timing().heartbeat_interval(),
-                                                 std::chrono::milliseconds(10))));
-    st->deadline_timer->async_wait([this, st, epoch, self = shared_from_this()](error_code ec) {
-        auto* t = st->live();
-        if (ec == asio::error::operation_aborted && !stopped()) {
-            // Re-armed by a re-entry, or the tenure ended: nothing to do here.
-            if (!t || t->epoch != epoch) return;
-        }
-        if (!t || t->epoch != epoch || t->lost() || stopped()) return;
-        const auto now = clock::now();
-        const auto deadline = deadline_of(*st);
-        if (now >= deadline) {
-            lose_tenure(st, st->lease_end <= now
-                                ? "its lease ended (watchdog off)"
-                                : "no answer from the ensemble within the session timeout");
-            return;
-        }
-        // Heartbeats moved the session's deadline: publish it.
-        t->publish_deadline(deadline);
-        arm_deadline(st, epoch);
-    });
+    return std::max<clock::duration>(session_->timing().heartbeat_interval(),
+                                     std::chrono::milliseconds(10));
+}
+
+const char* zk_backend::deadline_passed(const tenure_state& st, clock::time_point now) const {
+    return static_cast<const zk_lock_state&>(st).lease_end <= now
+               ? "its lease ended (watchdog off)"
+               : "no answer from the ensemble within the session timeout";
 }
 
 void zk_backend::delete_in_background(std::string path, std::uint64_t generation,
@@ -392,7 +347,7 @@ void zk_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t 
                          std::shared_ptr<const tenure> t, release_handler handler, bool direct) {
     auto st = std::static_pointer_cast<zk_lock_state>(base);
     auto finish = [this, st, direct](release_handler h, error_code ec) {
-        answer_release(strand_, executor_, metrics_, *st, std::move(h), direct, ec);
+        answer_release(*st, std::move(h), direct, ec);
     };
     const bool expired = clock::now() >= deadline_of(*st);
     const auto step = take_level(*st, level, *t);
@@ -431,15 +386,6 @@ void zk_backend::release(const std::shared_ptr<lock_state>& base, std::uint64_t 
         if (unanswered(rc)) delete_in_background(path, generation);
         finish(std::move(*h), result);
     });
-}
-
-void zk_backend::release_in_background(const std::shared_ptr<lock_state>& base,
-                                       std::uint64_t level) {
-    auto st = std::static_pointer_cast<zk_lock_state>(base);
-    if (!st->current || take_level(*st, level, *st->current) != release_step::last_level) return;
-    auto path = std::exchange(st->node, {});
-    end_tenure(st);
-    delete_in_background(std::move(path), st->generation);
 }
 
 std::shared_ptr<lock_backend> connect(asio::any_io_executor ex, std::string_view url,

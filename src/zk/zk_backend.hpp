@@ -32,8 +32,7 @@
 
 #include "core/background_work.hpp"
 #include "core/backoff.hpp"
-#include "core/backend.hpp"
-#include "core/metrics_recorder.hpp"
+#include "core/tenure_backend.hpp"
 
 #include <corolock/backend.hpp>
 #include "zk/session.hpp"
@@ -49,7 +48,7 @@
 
 namespace corolock::detail::zk {
 
-struct zk_lock_state final : lock_state {
+struct zk_lock_state final : tenure_state {
     zk_lock_state(std::shared_ptr<lock_backend> b, std::string lock_name, std::string lock_dir);
 
     const std::string dir;  // the lock's directory
@@ -60,26 +59,21 @@ struct zk_lock_state final : lock_state {
     std::uint64_t generation = 0;     // the session it was made in
     // With the watchdog off: the lease's own end (max() with it on).
     clock::time_point lease_end = clock::time_point::max();
-    std::unique_ptr<boost::asio::steady_timer> deadline_timer;
     bool node_watched = false;  // a data watch is set on `node`
 };
 
-class zk_backend final : public lock_backend, public std::enable_shared_from_this<zk_backend> {
+class zk_backend final : public tenure_backend {
 public:
     zk_backend(boost::asio::any_io_executor ex, zk_options opts,
                const backend_config& settings = {});
     ~zk_backend() override;
 
     void start();
+    std::shared_ptr<zk_backend> shared_from_this() {
+        return std::static_pointer_cast<zk_backend>(tenure_backend::shared_from_this());
+    }
 
-    boost::asio::any_io_executor get_executor() const noexcept override { return executor_; }
-    const strand_type& strand() const noexcept override { return strand_; }
-    bool stopped() const noexcept override { return stopped_.load(std::memory_order_acquire); }
-    spdlog::logger& log() const noexcept override { return *logger_; }
-    observer* event_observer() const noexcept override { return observer_.get(); }
-    void stop() noexcept override;
     std::string_view scheme() const noexcept override { return "zk"; }
-    metrics_snapshot metrics() const noexcept override { return metrics_.snapshot(); }
 
     using lock_backend::make_state;
     std::shared_ptr<lock_state> make_state(std::string name, const lock_spec& spec) override;
@@ -88,9 +82,6 @@ public:
                  bool direct) override;
     void release(const std::shared_ptr<lock_state>& st, std::uint64_t level,
                  std::shared_ptr<const tenure> t, release_handler handler, bool direct) override;
-    void release_in_background(const std::shared_ptr<lock_state>& st,
-                               std::uint64_t level) override;
-    void drain(clock::duration bound, release_handler handler, bool direct) override;
     // The admin seam: zk_admin.cpp, a session of its own per call.
     void admin_status(std::string name, status_handler handler) override;
     void admin_list(lock_list_options options, list_handler handler) override;
@@ -104,8 +95,6 @@ public:
 
     // --- for the acquire operation, on the strand ---
     session& zk() noexcept { return *session_; }
-    metrics_recorder& recorder() noexcept override { return metrics_; }
-    background_work& work() noexcept { return *work_; }
     std::string holder_value() const;
     // How long a try waits for a session that is not connected.
     clock::duration connect_bound() const noexcept { return opts_.session_timeout; }
@@ -134,13 +123,19 @@ public:
     // the ones above once per backend, again once found gone).
     void make_dirs(const std::string& dir, std::function<void(int rc)> done);
 
-    // The live tenure of `st` is lost (once): the lost signal, its node deleted.
-    void lose_tenure(const std::shared_ptr<zk_lock_state>& st, const char* why);
-
 private:
+    // The base's hooks: the tenure's node deleted once it ends; its
+    // deadline, the session's (read again each heartbeat interval) or the
+    // lease's own end; waiters woken and the session closed by stop().
+    void give_back(const std::shared_ptr<tenure_state>& st) override;
+    clock::time_point deadline_now(const tenure_state& st) const noexcept override;
+    clock::duration deadline_recheck() const noexcept override;
+    const char* deadline_passed(const tenure_state& st, clock::time_point now) const override;
+    void on_tenure_end(const std::shared_ptr<tenure_state>& st) noexcept override;
+    void wake_for_stop() override;
+    void stop_protocol() noexcept override;
+
     void on_session_event(session::event e);
-    void end_tenure(const std::shared_ptr<zk_lock_state>& st) noexcept;
-    void arm_deadline(std::shared_ptr<zk_lock_state> st, std::uint64_t epoch);
     // Watches the live tenure's node: deleted by anyone else (corolock
     // break, or by hand), the tenure is lost at once, not at the release.
     void watch_node(const std::shared_ptr<zk_lock_state>& st);
@@ -159,18 +154,10 @@ private:
     // Runs f on the strand after `wait`.
     void after_pause(std::chrono::steady_clock::duration wait, std::function<void()> f);
 
-    boost::asio::any_io_executor executor_;
-    strand_type strand_;
     zk_options opts_;
     std::string holder_argument_;
-    std::shared_ptr<spdlog::logger> logger_;
-    std::shared_ptr<observer> observer_;  // backend_config::observer
     std::shared_ptr<session> session_;
-    metrics_recorder metrics_;
-    std::shared_ptr<background_work> work_;
-    std::atomic<bool> stopped_{false};
     // strand only
-    std::map<std::uint64_t, std::weak_ptr<zk_lock_state>> holding_;
     std::map<std::uint64_t, std::function<void()>> waiters_;
     std::uint64_t next_waiter_ = 1;
     // Nodes (path -> session generation) whose delete went unanswered

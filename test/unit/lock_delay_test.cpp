@@ -1,7 +1,7 @@
 // The lock-delay rule (core/lock_delay.hpp): when a name is in lock-delay
 // and for how much longer, what the scripts are asked for, and a re-entry
 // keeping the tenure's delay.
-#include "core/coroutine_backend.hpp"
+#include "core/backend.hpp"
 #include "core/lock_delay.hpp"
 
 #include <catch2/catch.hpp>
@@ -49,11 +49,13 @@ TEST_CASE("lock-delay: the scripts keep the lease plus the delay, and record the
 TEST_CASE("lock-delay: a re-entry keeps the tenure's delay", "[lock-delay]") {
     auto st = std::make_shared<bare_state>(nullptr, "name", "owner");
     const auto now = std::chrono::steady_clock::now();
-    auto first = add_level(*st, 1, lease_terms{1s, 300ms, 2s}, now + 1s);
+    auto first = begin_or_join(*st, 1, lease_terms{1s, 300ms, 2s}, reentry_terms::renewal_only,
+                               now + 1s);
     CHECK(first.began);
     CHECK(first.t->terms.lock_delay == 2s);
     // A re-entry that asks for none (or less) does not take it away.
-    auto second = add_level(*st, 2, lease_terms{1s, 300ms}, now + 1s);
+    auto second =
+        begin_or_join(*st, 2, lease_terms{1s, 300ms}, reentry_terms::renewal_only, now + 1s);
     CHECK_FALSE(second.began);
     CHECK(second.t == first.t);
     CHECK(second.t->terms.lock_delay == 2s);

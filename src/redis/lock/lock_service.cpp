@@ -219,26 +219,13 @@ std::shared_ptr<tenure> lock_service::on_acquired(const std::shared_ptr<redis_lo
                                                   std::uint64_t level, clock::time_point sent,
                                                   clock::duration granted,
                                                   const lease_terms& asked) {
-    const bool first = st->levels.empty();
-    if (first) {
-        // A tenure object that no guard refers to any more is reused: a lock
-        // taken and released over and over allocates none after the first.
-        // Only strand-owned references count as nobody's: the handle's own
-        // and the spare slot's (which holds the last hold's tenure).
-        const bool spared = st->current && st->current == spare_tenure_;
-        if (spared) spare_tenure_.reset();
-        if (!st->current || st->current.use_count() != 1) {
-            if (spare_tenure_ && spare_tenure_.use_count() == 1)
-                st->current = std::move(spare_tenure_);  // its handle and guards are gone
-            else
-                st->current = std::make_shared<tenure>();
-        }
-        st->current->reset(++st->tenures, asked);
-    } else {
-        st->current->terms.join(asked);
-    }
-    st->levels.push_back(level);
-    st->held.store(st->levels.size(), std::memory_order_release);
+    // A re-entry's script extends the TTL (never shortens it): every term
+    // joins. A tenure object that no guard refers to any more is reused (the
+    // spare slot holds the last hold's): a lock taken and released over and
+    // over allocates none after the first.
+    const bool first =
+        begin_or_join(*st, level, asked, reentry_terms::all, clock::time_point::min(), &spare_tenure_)
+            .began;
     if (first) {
         schedule_.add(st->watch_id, sent,
                       std::shared_ptr<const lease_terms>(st->current, &st->current->terms), granted);
@@ -488,17 +475,13 @@ void lock_service::arm_watchdog_at(clock::time_point next) {
 }
 
 void lock_service::lose_tenure(const std::shared_ptr<redis_lock_state>& st, const char* why) {
-    auto* t = st->live();
-    if (!t) return;
-    impl_.log().warn("lock {} lost: {}", escaped{st->name}, why);
-    t->mark_lost(clock::now());
-    st->lost_epoch = t->epoch;
+    if (!lose_live(*st, impl_.metrics(), impl_.log(), why)) return;
+    auto* t = st->current.get();
     const auto levels = std::exchange(st->levels, {});
     st->held.store(0, std::memory_order_release);
     schedule_.remove(st->watch_id);
     unwatch(st->watch_id);
     st->signal_lost();
-    impl_.metrics().lost(impl_.event_observer(), impl_.log(), st->name, why);
     // If the lease was only presumed lost (renewals unconfirmed), the key may
     // still be ours: remove it, owner-checked, so it cannot outlive us. Each
     // of the tenure's own levels, never all of the owner's: a grant the owner
