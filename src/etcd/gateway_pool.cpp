@@ -60,6 +60,13 @@ awaitable<std::unique_ptr<connection>> gateway::impl::connect(std::shared_ptr<ga
                                                                outcome& out, connection** slot,
                                                                const bool* abandoned) {
     auto& d = *self->impl_;
+    // The gateway stopped, or the watch that asked gave up: no connection.
+    const auto ended = [&] { return d.stopped || (abandoned && *abandoned); };
+    const auto ended_outcome = [&] {
+        return outcome{d.stopped ? error_code(error::client_stopped)
+                                 : error_code(asio::error::operation_aborted),
+                       "stopped"};
+    };
     tcp::resolver resolver(self->strand_);
     for (std::size_t i = 0; i < d.endpoints.size(); ++i) {
         const std::size_t index = (d.preferred + i) % d.endpoints.size();
@@ -93,13 +100,10 @@ awaitable<std::unique_ptr<connection>> gateway::impl::connect(std::shared_ptr<ga
                 continue;
             co_await c->lowest().async_connect(entry.endpoint(),
                                                asio::redirect_error(use_awaitable, ec));
-            if (!ec || ec == beast::error::timeout || d.stopped || (abandoned && *abandoned))
-                break;
+            if (!ec || ec == beast::error::timeout || ended()) break;
         }
-        if (d.stopped || (abandoned && *abandoned)) {
-            out = {d.stopped ? error_code(error::client_stopped)
-                             : error_code(asio::error::operation_aborted),
-                   "stopped"};
+        if (ended()) {
+            out = ended_outcome();
             co_return nullptr;
         }
         if (ec) {
@@ -117,10 +121,8 @@ awaitable<std::unique_ptr<connection>> gateway::impl::connect(std::shared_ptr<ga
             c->tls->set_verify_callback(ssl::host_name_verification(ep.host));
             co_await c->tls->async_handshake(ssl::stream_base::client,
                                              asio::redirect_error(use_awaitable, ec));
-            if (d.stopped || (abandoned && *abandoned)) {
-                out = {d.stopped ? error_code(error::client_stopped)
-                                 : error_code(asio::error::operation_aborted),
-                       "stopped"};
+            if (ended()) {
+                out = ended_outcome();
                 co_return nullptr;
             }
             if (ec) {
