@@ -130,6 +130,11 @@ std::string url_without_credentials(std::string_view url) {
         return url.find('@') == std::string_view::npos ? std::string(url) : std::string();
     // An '@' past the host: a password holding '/', '?' or '#' unencoded.
     if (p.tail.find('@') != std::string_view::npos) return std::string();
+    // The query may carry credentials (a Sentinel URL's sentinel_user and
+    // sentinel_password, a PostgreSQL URL's password and sslpassword, the
+    // key %-escaped or not): dropped. Split leniently, by hand, rather than
+    // by parse_url_query (core/url.hpp), which refuses a malformed query:
+    // what is scrubbed here may be a URL the parsers refused.
     std::string rest(p.tail);
     if (const auto q = rest.find('?'); q != std::string::npos) {
         std::string kept;
